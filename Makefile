@@ -28,7 +28,7 @@ $(PY_STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is required"'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet -r requirements-dev.txt 2> >(grep -v "is ignored: it is neither" >&2)
-	$(BIN)/pip install --quiet --no-deps --no-build-isolation -e . 2> >(grep -v "is ignored: it is neither" >&2)
+	$(BIN)/pip install --quiet --no-deps --no-build-isolation --config-settings editable_mode=compat -e . 2> >(grep -v "is ignored: it is neither" >&2)
 	touch $@
 
 $(NODE_STAMP): package.json package-lock.json
