@@ -1,0 +1,21 @@
+"""Test-wide environment: no real AWS is ever reachable from a test."""
+
+import os
+
+# Fake credentials and a fixed region for boto3 against moto; never a real account.
+os.environ.update(
+    {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_SECURITY_TOKEN": "testing",
+        "AWS_SESSION_TOKEN": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        # botocore >= 1.44.4 would send DynamoDB Streams calls to an endpoint moto does not serve.
+        "AWS_ACCOUNT_ID_ENDPOINT_MODE": "disabled",
+        "POWERTOOLS_TRACE_DISABLED": "true",
+        "POWERTOOLS_METRICS_NAMESPACE": "OutboxTests",
+        "POWERTOOLS_DEV": "false",
+    }
+)
+os.environ.pop("AWS_PROFILE", None)
+os.environ.pop("AWS_ENDPOINT_URL", None)
