@@ -1,6 +1,14 @@
 """Test-wide environment: no real AWS is ever reachable from a test."""
 
 import os
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from tests.support.aws import REGION, Tables, create_tables
 
 # Fake credentials and a fixed region for boto3 against moto; never a real account.
 os.environ.update(
@@ -19,3 +27,20 @@ os.environ.update(
 )
 os.environ.pop("AWS_PROFILE", None)
 os.environ.pop("AWS_ENDPOINT_URL", None)
+
+
+@pytest.fixture
+def aws() -> Iterator[None]:
+    """moto in process: every boto3 client created inside the test talks to it."""
+    with mock_aws():
+        yield
+
+
+@pytest.fixture
+def dynamodb(aws: None) -> Any:
+    return boto3.client("dynamodb", region_name=REGION)
+
+
+@pytest.fixture
+def tables(dynamodb: Any) -> Tables:
+    return create_tables(dynamodb)
