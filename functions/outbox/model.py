@@ -100,6 +100,10 @@ class OutboxEvent:
     _payload_json: str = field(default="", repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        try:
+            object.__setattr__(self, "status", OutboxStatus(self.status))
+        except ValueError:
+            raise InvalidEventError("status must be PENDING, PUBLISHED or FAILED", field="status") from None
         _check(
             bool(_AGGREGATE_TYPE.match(self.aggregate_type)),
             "aggregate_type",
@@ -139,7 +143,6 @@ class OutboxEvent:
             "expires_at",
             "a PENDING row must not expire",
         )
-        object.__setattr__(self, "status", OutboxStatus(self.status))
         object.__setattr__(self, "_payload_json", encode_payload(self.payload))
 
     @classmethod
