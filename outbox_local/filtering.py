@@ -1,0 +1,227 @@
+"""Lambda event filtering (FilterCriteria): the EventBridge pattern subset Lambda documents.
+
+Lambda applies each `Filters[].Pattern` to the whole record it would send (for DynamoDB: `eventName`,
+`dynamodb.NewImage...`); a record is sent when ANY pattern matches and is dropped otherwise. Inside a
+pattern, every key must match (AND); a leaf lists alternatives (OR). Supported leaf matchers: exact values
+(string, number, boolean, null), `prefix`, `suffix`, `equals-ignore-case`, `anything-but` (value, list,
+or prefix/suffix), `numeric` comparisons and `exists`. Anything else raises `FilterPatternError` when the
+pattern is compiled, so a template using syntax the emulator does not implement fails at start-up
+instead of filtering wrongly.
+"""
+
+from __future__ import annotations
+
+import json
+import operator
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from outbox_local.errors import FilterPatternError
+
+_NUMERIC_OPERATORS: dict[str, Callable[[float, float], bool]] = {
+    "=": operator.eq,
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+}
+_KNOWN_OPERATORS = frozenset({"prefix", "suffix", "equals-ignore-case", "anything-but", "numeric", "exists"})
+
+
+def _is_number(value: object) -> bool:
+    # bool is an int in Python, but JSON true is not the number 1.
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _scalar_equals(expected: object, actual: object) -> bool:
+    if _is_number(expected) and _is_number(actual):
+        return float(expected) == float(actual)  # type: ignore[arg-type]
+    if type(expected) is not type(actual):
+        return False
+    return expected == actual
+
+
+@dataclass(frozen=True)
+class EventPattern:
+    """One compiled pattern; `matches` never raises on any record shape."""
+
+    pattern: Mapping[str, Any]
+
+    @classmethod
+    def parse(cls, text: str) -> EventPattern:
+        try:
+            pattern = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise FilterPatternError(f"filter pattern is not JSON: {text!r}") from error
+        if not isinstance(pattern, dict):
+            raise FilterPatternError(f"filter pattern must be a JSON object: {text!r}")
+        _validate_object(pattern, path="")
+        return cls(pattern)
+
+    def matches(self, event: Mapping[str, Any]) -> bool:
+        return _match_object(self.pattern, event)
+
+
+@dataclass(frozen=True)
+class FilterCriteria:
+    """All patterns of one event source mapping. No pattern at all means every record passes."""
+
+    patterns: tuple[EventPattern, ...] = ()
+
+    @classmethod
+    def from_template(cls, criteria: Mapping[str, Any] | None) -> FilterCriteria:
+        if not criteria:
+            return cls()
+        filters = criteria.get("Filters", [])
+        if not isinstance(filters, list):
+            raise FilterPatternError("FilterCriteria.Filters must be a list")
+        patterns = []
+        for entry in filters:
+            if not isinstance(entry, dict) or not isinstance(entry.get("Pattern"), str):
+                raise FilterPatternError(f"each filter needs a Pattern string, got {entry!r}")
+            patterns.append(EventPattern.parse(entry["Pattern"]))
+        return cls(tuple(patterns))
+
+    def accepts(self, record: Mapping[str, Any]) -> bool:
+        return not self.patterns or any(pattern.matches(record) for pattern in self.patterns)
+
+
+def _validate_object(pattern: Mapping[str, Any], path: str) -> None:
+    for key, rule in pattern.items():
+        where = f"{path}.{key}" if path else key
+        if isinstance(rule, dict):
+            _validate_object(rule, where)
+        elif isinstance(rule, list):
+            if not rule:
+                raise FilterPatternError(f"{where}: a leaf must list at least one value")
+            for matcher in rule:
+                _validate_matcher(matcher, where)
+        else:
+            raise FilterPatternError(f"{where}: pattern values must be objects or arrays, got {rule!r}")
+
+
+def _validate_matcher(matcher: object, where: str) -> None:
+    if matcher is None or isinstance(matcher, str | int | float | bool):
+        return
+    if not isinstance(matcher, dict) or len(matcher) != 1:
+        raise FilterPatternError(f"{where}: unsupported matcher {matcher!r}")
+    (name, argument), *_ = matcher.items()
+    if name not in _KNOWN_OPERATORS:
+        raise FilterPatternError(f"{where}: operator {name!r} is not implemented by the local emulator")
+    if name in {"prefix", "suffix"} and not (isinstance(argument, str) or _is_ignore_case(argument)):
+        raise FilterPatternError(f"{where}: {name} takes a string, got {argument!r}")
+    if name == "equals-ignore-case" and not isinstance(argument, str):
+        raise FilterPatternError(f"{where}: equals-ignore-case takes a string, got {argument!r}")
+    if name == "exists" and not isinstance(argument, bool):
+        raise FilterPatternError(f"{where}: exists takes true or false, got {argument!r}")
+    if name == "numeric":
+        _validate_numeric(argument, where)
+    if name == "anything-but":
+        _validate_anything_but(argument, where)
+
+
+def _is_ignore_case(argument: object) -> bool:
+    return (
+        isinstance(argument, dict)
+        and set(argument) == {"equals-ignore-case"}
+        and isinstance(argument["equals-ignore-case"], str)
+    )
+
+
+def _validate_numeric(argument: object, where: str) -> None:
+    if not isinstance(argument, list) or len(argument) not in {2, 4}:
+        raise FilterPatternError(f"{where}: numeric takes [op, n] or [op, n, op, n], got {argument!r}")
+    for op, bound in zip(argument[::2], argument[1::2], strict=True):
+        if op not in _NUMERIC_OPERATORS or not _is_number(bound):
+            raise FilterPatternError(f"{where}: bad numeric comparison {op!r} {bound!r}")
+
+
+def _validate_anything_but(argument: object, where: str) -> None:
+    if isinstance(argument, dict):
+        if len(argument) != 1 or next(iter(argument)) not in {"prefix", "suffix"}:
+            raise FilterPatternError(f"{where}: anything-but supports only prefix/suffix objects")
+        if not isinstance(next(iter(argument.values())), str):
+            raise FilterPatternError(f"{where}: anything-but {argument!r} needs a string")
+        return
+    values = argument if isinstance(argument, list) else [argument]
+    for value in values:
+        if not (value is None or isinstance(value, str | int | float | bool)):
+            raise FilterPatternError(f"{where}: anything-but values must be scalars, got {value!r}")
+
+
+_MISSING = object()
+
+
+def _match_object(pattern: Mapping[str, Any], event: object) -> bool:
+    if isinstance(event, list):
+        # An array of objects matches when any element does (EventBridge array semantics).
+        return any(_match_object(pattern, element) for element in event)
+    fields: Mapping[str, Any] = event if isinstance(event, Mapping) else {}
+    for key, rule in pattern.items():
+        value = fields.get(key, _MISSING)
+        if isinstance(rule, dict):
+            if not _match_object(rule, {} if value is _MISSING else value):
+                return False
+        elif not _match_leaf(rule, value):
+            return False
+    return True
+
+
+def _match_leaf(matchers: Sequence[Any], value: object) -> bool:
+    if value is _MISSING:
+        return any(isinstance(m, dict) and m.get("exists") is False for m in matchers)
+    values = value if isinstance(value, list) else [value]
+    return any(_match_one(matcher, candidate) for matcher in matchers for candidate in values)
+
+
+def _match_one(matcher: object, value: object) -> bool:
+    if not isinstance(matcher, dict):
+        return _scalar_equals(matcher, value)
+    (name, argument), *_ = matcher.items()
+    if name == "exists":
+        return bool(argument) and not isinstance(value, dict)
+    if isinstance(value, dict):
+        return False  # only `exists` applies to an object; the other operators compare leaf values
+    return _LEAF_OPERATORS[name](argument, value)
+
+
+def _numeric(argument: Any, value: object) -> bool:
+    return (
+        _is_number(value)
+        and all(
+            _NUMERIC_OPERATORS[op](float(value), float(bound))  # type: ignore[arg-type]
+            for op, bound in zip(argument[::2], argument[1::2], strict=True)
+        )
+    )
+
+
+def _equals_ignore_case(argument: object, value: object) -> bool:
+    return isinstance(value, str) and value.casefold() == str(argument).casefold()
+
+
+def _affix_match(argument: object, value: object, test: Callable[[str, str], bool]) -> bool:
+    if not isinstance(value, str):
+        return False
+    if isinstance(argument, dict):
+        return test(value.casefold(), str(argument["equals-ignore-case"]).casefold())
+    return test(value, str(argument))
+
+
+def _anything_but(argument: object, value: object) -> bool:
+    if isinstance(argument, dict):
+        (kind, affix), *_ = argument.items()
+        if not isinstance(value, str):
+            return False
+        return not (value.startswith(affix) if kind == "prefix" else value.endswith(affix))
+    excluded = argument if isinstance(argument, list) else [argument]
+    return not any(_scalar_equals(item, value) for item in excluded)
+
+
+_LEAF_OPERATORS: dict[str, Callable[[Any, object], bool]] = {
+    "prefix": lambda argument, value: _affix_match(argument, value, str.startswith),
+    "suffix": lambda argument, value: _affix_match(argument, value, str.endswith),
+    "equals-ignore-case": _equals_ignore_case,
+    "numeric": _numeric,
+    "anything-but": _anything_but,
+}

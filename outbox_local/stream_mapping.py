@@ -1,0 +1,393 @@
+"""The semantics of a Lambda event source mapping on a DynamoDB stream shard, with no I/O.
+
+What AWS documents, and what this module does (tests cite each rule):
+
+- Batching: up to `BatchSize` records per invocation; with `MaximumBatchingWindowInSeconds` > 0 Lambda waits
+  until the batch is full or the window (counted from the first record it holds) has passed.
+- Filtering: records that match no `FilterCriteria` pattern are dropped before batching, as if processed.
+- Success: the checkpoint moves past the last record of the batch.
+- Function error: the whole batch failed. With `BisectBatchOnFunctionError` a batch of two or more records is
+  split in two and the halves are retried in order; "splitting batches doesn't consume the retry quota".
+  Otherwise the batch is retried until `MaximumRetryAttempts` retries are used up (-1: until the records
+  expire), then discarded: metadata goes to the on-failure destination (condition `RetryAttemptsExhausted`).
+- `ReportBatchItemFailures`: `{"batchItemFailures": [{"itemIdentifier": <SequenceNumber>}]}`. Lambda
+  checkpoints at the LOWEST reported sequence number and retries from there (records after it are re-sent
+  even if they had succeeded). An empty or null list, or an empty or null response, is a complete success.
+  An empty-string or null `itemIdentifier`, or an entry with a wrong key name, fails the whole batch.
+  (An identifier that is not in the batch is treated the same way: the emulator cannot checkpoint there.)
+  Retrying the remaining records of a partial failure uses one retry attempt.
+- `MaximumRecordAgeInSeconds`: records older than this (-1: no limit) are discarded before an invocation,
+  with condition `RecordAgeExceeded`.
+- On-failure destination record: `requestContext` (requestId, functionArn, condition, approximateInvokeCount),
+  `responseContext` (statusCode, executedVersion, functionError), `version` "1.0", `timestamp` and
+  `DDBStreamBatchInfo` (shardId, start/end sequence numbers, approximate arrival of first/last record,
+  batchSize, streamArn). Only metadata: never the records themselves.
+
+Time comes from an injected clock so tests drive the processor step by step without sleeping.
+"""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from outbox_local.filtering import FilterCriteria
+
+Clock = Callable[[], float]
+NO_LIMIT = -1
+
+
+@dataclass(frozen=True)
+class StreamRecord:
+    """One record as Lambda sends it (`payload`), plus what the emulator needs to schedule it."""
+
+    payload: Mapping[str, Any]
+    sequence_number: str
+    created_at: float
+    """Epoch seconds the record was written (ApproximateCreationDateTime, full precision)."""
+
+
+@dataclass(frozen=True)
+class MappingSettings:
+    """The event source mapping's properties, with AWS's defaults."""
+
+    function_arn: str
+    stream_arn: str
+    batch_size: int = 100
+    maximum_batching_window_s: float = 0.0
+    maximum_retry_attempts: int = NO_LIMIT
+    maximum_record_age_s: int = NO_LIMIT
+    bisect_batch_on_function_error: bool = False
+    report_batch_item_failures: bool = False
+    filters: FilterCriteria = field(default_factory=FilterCriteria)
+    on_failure_destination_arn: str | None = None
+    retry_delay_s: float = 0.0
+    """Pause before retrying a failed batch. Not an AWS setting: it keeps a local retry loop from spinning."""
+
+
+@dataclass(frozen=True)
+class InvocationResult:
+    """What the function returned (`payload`) or that it raised (`error_type` and `error_message`)."""
+
+    payload: Any = None
+    error_type: str | None = None
+    error_message: str | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.error_type is not None
+
+
+Invoker = Callable[[dict[str, Any]], InvocationResult]
+DestinationSender = Callable[[dict[str, Any]], None]
+
+
+class StepKind(enum.Enum):
+    IDLE = "idle"
+    WAITING = "waiting"
+    SUCCEEDED = "succeeded"
+    PARTIAL_FAILURE = "partial_failure"
+    FAILED = "failed"
+    BISECTED = "bisected"
+    DISCARDED = "discarded"
+
+
+@dataclass(frozen=True)
+class StepReport:
+    """What one step did: which records were sent, committed, or discarded and why."""
+
+    kind: StepKind
+    invoked: tuple[str, ...] = ()
+    committed: tuple[str, ...] = ()
+    discarded: tuple[str, ...] = ()
+    condition: str | None = None
+
+
+@dataclass
+class _Attempt:
+    records: list[StreamRecord]
+    retries: int = 0
+    invocations: int = 0
+    last_error: bool = False
+
+
+class _Outcome(enum.Enum):
+    SUCCESS = "success"
+    PARTIAL = "partial"
+    FAILURE = "failure"
+
+
+class ShardProcessor:
+    """Drives one shard's records through a function exactly as a Lambda stream mapping does."""
+
+    def __init__(
+        self,
+        settings: MappingSettings,
+        *,
+        shard_id: str,
+        invoke: Invoker,
+        send_to_destination: DestinationSender | None,
+        clock: Clock,
+        new_request_id: Callable[[], str] = lambda: str(uuid.uuid4()),
+    ) -> None:
+        self._settings = settings
+        self._shard_id = shard_id
+        self._invoke = invoke
+        self._send_to_destination = send_to_destination
+        self._clock = clock
+        self._new_request_id = new_request_id
+        self._pending: deque[tuple[StreamRecord, float]] = deque()
+        self._work: deque[_Attempt] = deque()
+        self._not_before = 0.0
+        self.checkpoint: str | None = None
+        self.invocations = 0
+        self.failed_invocations = 0
+        self.discarded_records = 0
+        self.filtered_out = 0
+
+    @property
+    def shard_id(self) -> str:
+        return self._shard_id
+
+    @property
+    def backlog(self) -> int:
+        """Records received but not yet committed or discarded."""
+        return len(self._pending) + sum(len(attempt.records) for attempt in self._work)
+
+    def offer(self, records: Sequence[StreamRecord]) -> None:
+        """Hand over records read from the shard, in shard order."""
+        now = self._clock()
+        for record in records:
+            if self._settings.filters.accepts(record.payload):
+                self._pending.append((record, now))
+            else:
+                self.filtered_out += 1
+                if not self._pending and not self._work:
+                    # Nothing before it is outstanding, so a dropped record is as good as processed.
+                    self.checkpoint = record.sequence_number
+
+    def step(self) -> StepReport:
+        """Do the next thing Lambda would do: wait, invoke once, or discard expired records."""
+        now = self._clock()
+        if not self._work:
+            if not self._pending:
+                return StepReport(StepKind.IDLE)
+            if not self._batch_ready(now):
+                return StepReport(StepKind.WAITING)
+            batch = [
+                self._pending.popleft()[0] for _ in range(min(self._settings.batch_size, len(self._pending)))
+            ]
+            self._work.append(_Attempt(batch))
+        if now < self._not_before:
+            return StepReport(StepKind.WAITING)
+        attempt = self._work[0]
+        expired = self._expired_prefix(attempt.records, now)
+        if expired:
+            return self._discard_expired(attempt, expired)
+        return self._invoke_attempt(attempt, now)
+
+    def _batch_ready(self, now: float) -> bool:
+        window = self._settings.maximum_batching_window_s
+        if window <= 0 or len(self._pending) >= self._settings.batch_size:
+            return True
+        first_received_at = self._pending[0][1]
+        return now - first_received_at >= window
+
+    def _expired_prefix(self, records: Sequence[StreamRecord], now: float) -> list[StreamRecord]:
+        limit = self._settings.maximum_record_age_s
+        if limit == NO_LIMIT:
+            return []
+        expired: list[StreamRecord] = []
+        for record in records:
+            if now - record.created_at <= limit:
+                break
+            expired.append(record)
+        return expired
+
+    def _discard_expired(self, attempt: _Attempt, expired: list[StreamRecord]) -> StepReport:
+        self._discard(expired, "RecordAgeExceeded", attempt)
+        del attempt.records[: len(expired)]
+        if not attempt.records:
+            self._work.popleft()
+        return StepReport(
+            StepKind.DISCARDED,
+            discarded=tuple(r.sequence_number for r in expired),
+            condition="RecordAgeExceeded",
+        )
+
+    def _invoke_attempt(self, attempt: _Attempt, now: float) -> StepReport:
+        records = attempt.records
+        sequence_numbers = tuple(r.sequence_number for r in records)
+        result = self._invoke({"Records": [dict(r.payload) for r in records]})
+        attempt.invocations += 1
+        attempt.last_error = result.failed
+        self.invocations += 1
+        outcome, first_failed = self._classify(result, sequence_numbers)
+        if outcome is _Outcome.SUCCESS:
+            self._work.popleft()
+            self._commit(records)
+            return StepReport(StepKind.SUCCEEDED, invoked=sequence_numbers, committed=sequence_numbers)
+        self.failed_invocations += 1
+        if outcome is _Outcome.PARTIAL:
+            succeeded, attempt.records = records[:first_failed], records[first_failed:]
+            self._commit(succeeded)
+            committed = tuple(r.sequence_number for r in succeeded)
+            return self._after_retryable_failure(
+                attempt, now, StepKind.PARTIAL_FAILURE, sequence_numbers, committed
+            )
+        if self._settings.bisect_batch_on_function_error and len(records) > 1:
+            middle = len(records) // 2
+            halves = [
+                _Attempt(records[:middle], attempt.retries, attempt.invocations, attempt.last_error),
+                _Attempt(records[middle:], attempt.retries, attempt.invocations, attempt.last_error),
+            ]
+            self._work.popleft()
+            self._work.extendleft(reversed(halves))
+            return StepReport(StepKind.BISECTED, invoked=sequence_numbers)
+        return self._after_retryable_failure(attempt, now, StepKind.FAILED, sequence_numbers, ())
+
+    def _classify(self, result: InvocationResult, sequence_numbers: Sequence[str]) -> tuple[_Outcome, int]:
+        if result.failed:
+            return _Outcome.FAILURE, 0
+        if not self._settings.report_batch_item_failures:
+            return _Outcome.SUCCESS, 0
+        response = result.payload
+        failures = response.get("batchItemFailures") if isinstance(response, dict) else None
+        if failures is None or failures == []:
+            return _Outcome.SUCCESS, 0
+        first_failed = _lowest_failed_position(failures, sequence_numbers)
+        if first_failed is None:
+            return _Outcome.FAILURE, 0
+        return _Outcome.PARTIAL, first_failed
+
+    def _after_retryable_failure(
+        self,
+        attempt: _Attempt,
+        now: float,
+        kind: StepKind,
+        invoked: tuple[str, ...],
+        committed: tuple[str, ...],
+    ) -> StepReport:
+        attempt.retries += 1
+        limit = self._settings.maximum_retry_attempts
+        if limit != NO_LIMIT and attempt.retries > limit:
+            self._work.popleft()
+            self._discard(attempt.records, "RetryAttemptsExhausted", attempt)
+            return StepReport(
+                kind,
+                invoked=invoked,
+                committed=committed,
+                discarded=tuple(r.sequence_number for r in attempt.records),
+                condition="RetryAttemptsExhausted",
+            )
+        self._not_before = now + self._settings.retry_delay_s
+        return StepReport(kind, invoked=invoked, committed=committed)
+
+    def _commit(self, records: Sequence[StreamRecord]) -> None:
+        if records:
+            self.checkpoint = records[-1].sequence_number
+
+    def _discard(self, records: Sequence[StreamRecord], condition: str, attempt: _Attempt) -> None:
+        self.discarded_records += len(records)
+        self._commit(records)
+        if self._send_to_destination is None or self._settings.on_failure_destination_arn is None:
+            return  # AWS bypasses discarded records when no destination is configured.
+        self._send_to_destination(
+            on_failure_record(
+                settings=self._settings,
+                shard_id=self._shard_id,
+                records=records,
+                condition=condition,
+                invocations=attempt.invocations,
+                function_error=attempt.last_error,
+                request_id=self._new_request_id(),
+                now=self._clock(),
+            )
+        )
+
+
+def _lowest_failed_position(failures: object, sequence_numbers: Sequence[str]) -> int | None:
+    """Position of the lowest reported sequence number, or None when the report fails the whole batch."""
+    if not isinstance(failures, list):
+        return None
+    positions = []
+    for entry in failures:
+        identifier = entry.get("itemIdentifier") if isinstance(entry, dict) else None
+        if not isinstance(identifier, str) or identifier not in sequence_numbers:
+            return None
+        positions.append(sequence_numbers.index(identifier))
+    return min(positions)
+
+
+def on_failure_record(
+    *,
+    settings: MappingSettings,
+    shard_id: str,
+    records: Sequence[StreamRecord],
+    condition: str,
+    invocations: int,
+    function_error: bool,
+    request_id: str,
+    now: float,
+) -> dict[str, Any]:
+    """The metadata document Lambda sends to a stream mapping's on-failure destination."""
+    response_context: dict[str, Any] = {"statusCode": 200, "executedVersion": "$LATEST"}
+    if function_error:
+        response_context["functionError"] = "Unhandled"
+    return {
+        "requestContext": {
+            "requestId": request_id,
+            "functionArn": settings.function_arn,
+            "condition": condition,
+            "approximateInvokeCount": invocations,
+        },
+        "responseContext": response_context,
+        "version": "1.0",
+        "timestamp": _iso_millis(now),
+        "DDBStreamBatchInfo": {
+            "shardId": shard_id,
+            "startSequenceNumber": records[0].sequence_number,
+            "endSequenceNumber": records[-1].sequence_number,
+            "approximateArrivalOfFirstRecord": _iso_seconds(records[0].created_at),
+            "approximateArrivalOfLastRecord": _iso_seconds(records[-1].created_at),
+            "batchSize": len(records),
+            "streamArn": settings.stream_arn,
+        },
+    }
+
+
+def lambda_record(raw: Mapping[str, Any], stream_arn: str, region: str) -> StreamRecord:
+    """Shape a `GetRecords` record as Lambda delivers it (moto's lack eventSourceARN and carry a datetime)."""
+    stream = raw["dynamodb"]
+    created = stream.get("ApproximateCreationDateTime")
+    created_at = created.timestamp() if isinstance(created, datetime) else float(created or 0)
+    shaped_stream: dict[str, Any] = {"ApproximateCreationDateTime": int(created_at)}
+    for key in ("Keys", "NewImage", "OldImage", "SequenceNumber", "SizeBytes", "StreamViewType"):
+        if key in stream:
+            shaped_stream[key] = stream[key]
+    payload: dict[str, Any] = {
+        "eventID": raw["eventID"],
+        "eventName": raw["eventName"],
+        "eventVersion": "1.1",
+        "eventSource": "aws:dynamodb",
+        "awsRegion": region,
+        "dynamodb": shaped_stream,
+        "eventSourceARN": stream_arn,
+    }
+    if "userIdentity" in raw:
+        payload["userIdentity"] = raw["userIdentity"]
+    return StreamRecord(payload=payload, sequence_number=str(stream["SequenceNumber"]), created_at=created_at)
+
+
+def _iso_seconds(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _iso_millis(epoch: float) -> str:
+    moment = datetime.fromtimestamp(epoch, UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
