@@ -1,0 +1,137 @@
+"""Commands as the domain accepts them, parsed from untrusted JSON with field-level errors.
+
+Parsing is strict: unknown fields, wrong types and out-of-range values are refused (400 naming
+the field), so what is stored and hashed for idempotency is always the canonical form.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from orders.errors import OrderValidationError
+from orders.model import (
+    MAX_LINES,
+    Command,
+    OrderLine,
+    parse_unit_price,
+    validate_currency,
+    validate_customer_id,
+    validate_lines,
+    validate_order_id,
+    validate_quantity,
+    validate_sku,
+)
+
+# Printable, header-safe and long enough for a UUID or a client's own scheme.
+_IDEMPOTENCY_KEY = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+_PLACE_FIELDS = frozenset({"customer_id", "currency", "items"})
+_LINE_FIELDS = frozenset({"sku", "quantity", "unit_price"})
+_TRANSITION_FIELDS = frozenset({"expected_version"})
+
+
+def validate_idempotency_key(value: str, *, field: str = "Idempotency-Key") -> str:
+    if not _IDEMPOTENCY_KEY.match(value):
+        raise OrderValidationError("must be 1-128 letters, digits, '.', '_', ':' or '-'", field=field)
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class PlaceOrder:
+    customer_id: str
+    currency: str
+    lines: tuple[OrderLine, ...]
+
+    @classmethod
+    def from_json(cls, body: object) -> PlaceOrder:
+        data = _object(body, _PLACE_FIELDS, prefix="")
+        for name in ("customer_id", "currency", "items"):
+            if name not in data:
+                raise OrderValidationError("is required", field=name)
+        customer_id = validate_customer_id(data["customer_id"])
+        currency = validate_currency(data["currency"])
+        items = data["items"]
+        if not isinstance(items, list):
+            raise OrderValidationError("must be a list", field="items")
+        if not 1 <= len(items) <= MAX_LINES:
+            # Checked before the lines themselves: a huge list is refused without parsing it.
+            raise OrderValidationError(f"must hold between 1 and {MAX_LINES} items", field="items")
+        lines = tuple(_line(item, currency, f"items[{index}]") for index, item in enumerate(items))
+        validate_lines(lines)
+        return cls(customer_id, currency, lines)
+
+    def canonical(self) -> dict[str, Any]:
+        return {
+            "customer_id": self.customer_id,
+            "currency": self.currency,
+            "items": [line.to_dict(self.currency) for line in self.lines],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class TransitionOrder:
+    """Confirm or cancel. `expected_version`, when given, turns a stale client view into a 409."""
+
+    command: Command
+    order_id: str
+    expected_version: int | None = None
+
+    @classmethod
+    def from_json(cls, command: Command, order_id: str, body: object) -> TransitionOrder:
+        validate_order_id(order_id)
+        data = {} if body is None else _object(body, _TRANSITION_FIELDS, prefix="")
+        expected = data.get("expected_version")
+        if expected is not None and (
+            isinstance(expected, bool) or not isinstance(expected, int) or expected < 1
+        ):
+            raise OrderValidationError("must be a whole number >= 1", field="expected_version")
+        return cls(command, order_id, expected)
+
+    def canonical(self) -> dict[str, Any]:
+        return {"expected_version": self.expected_version}
+
+
+def request_hash(command: Command, order_id: str | None, body: Mapping[str, Any]) -> str:
+    """Fingerprint of a request for idempotency: command, order id and the canonical body.
+
+    Canonical JSON (sorted keys, no spaces) of the *parsed* request, so formatting differences
+    such as key order or whitespace do not make the same request look different.
+    """
+    text = json.dumps(
+        {"command": command.value, "order_id": order_id, "body": body},
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+    )
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _object(value: object, allowed: frozenset[str], *, prefix: str) -> Mapping[str, Any]:
+    where = prefix or "body"
+    if not isinstance(value, dict):
+        raise OrderValidationError("must be a JSON object", field=where)
+    for name in sorted(value):
+        if name not in allowed:
+            raise OrderValidationError("is not a known field", field=f"{prefix}.{name}" if prefix else name)
+    return value
+
+
+def _line(value: object, currency: str, prefix: str) -> OrderLine:
+    data = _object(value, _LINE_FIELDS, prefix=prefix)
+    for name in ("sku", "quantity", "unit_price"):
+        if name not in data:
+            raise OrderValidationError("is required", field=f"{prefix}.{name}")
+    return OrderLine(
+        sku=validate_sku(data["sku"], field=f"{prefix}.sku"),
+        quantity=validate_quantity(data["quantity"], field=f"{prefix}.quantity"),
+        unit_price=parse_unit_price(data["unit_price"], currency, field=f"{prefix}.unit_price"),
+    )
+
+
+def _is_int(value: object) -> bool:
+    # bool is an int in Python; JSON `true` is not a version.
+    return isinstance(value, int) and not isinstance(value, bool)

@@ -1,0 +1,241 @@
+"""DynamoDB adapter of the `OrderRepository` port (single-table Orders + the Outbox table).
+
+Orders table items (partition key `pk` only):
+- order:              `pk = ORDER#{order_id}`, the order's state, `version` and `last_seq`;
+- idempotency record: `pk = IDEMPOTENCY#{key}`, the request hash and the stored response,
+  `expires_at` (the table's TTL attribute).
+
+Every command is ONE TransactWriteItems call, in this action order:
+  0. the idempotency record Put, `attribute_not_exists(pk) OR expires_at <= :now` (when a key is given);
+  1. the order Put, `attribute_not_exists(pk)` for a new order, `#version = :expected` otherwise;
+  2. the outbox row Put (OutboxWriter: one (aggregate_key, seq) slot is writable once).
+The idempotency record comes first on purpose: DynamoDB reports every failed condition and the
+executor raises the first one, so a retried request whose order condition ALSO fails (it already
+advanced the version) is recognised as a replay, not as a conflict.
+"""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from orders.errors import ConcurrentModificationError, OrderStoreUnavailableError
+from orders.model import Command, Order, OrderLine, OrderStatus
+from orders.service import CommandResult, IdempotencyRecord, OrderChange
+from outbox.dynamodb import DynamoDBTransactionExecutor, translate_client_error
+from outbox.errors import (
+    ConditionFailedError,
+    DuplicateEventError,
+    RetryableError,
+    TransactionConflictError,
+)
+from outbox.limits import Item
+from outbox.transaction import TableKeys, Transaction, TransactionExecutor
+from outbox.writer import OutboxWriter
+
+PARTITION_KEY = "pk"
+ORDER_PREFIX = "ORDER#"
+IDEMPOTENCY_PREFIX = "IDEMPOTENCY#"
+
+
+def order_key(order_id: str) -> dict[str, dict[str, str]]:
+    return {PARTITION_KEY: {"S": f"{ORDER_PREFIX}{order_id}"}}
+
+
+def idempotency_key(key: str) -> dict[str, dict[str, str]]:
+    return {PARTITION_KEY: {"S": f"{IDEMPOTENCY_PREFIX}{key}"}}
+
+
+class IdempotencyKeyTakenError(ConditionFailedError):
+    """The idempotency record's Put found a live record. `existing` is that record, as stored."""
+
+    def __init__(self, action: str, *, index: int, existing: Item | None) -> None:
+        super().__init__(action, index=index)
+        self.existing = existing
+
+
+class OrderVersionMismatchError(ConditionFailedError):
+    """The order Put found the order missing, already present (new order) or at another version."""
+
+
+class DynamoDBOrderRepository:
+    def __init__(
+        self,
+        client: Any,
+        *,
+        orders_table: str,
+        outbox_table: str,
+        executor: TransactionExecutor | None = None,
+    ) -> None:
+        self._client = client
+        self._orders = TableKeys(orders_table, PARTITION_KEY)
+        self._outbox = OutboxWriter(outbox_table)
+        self._executor = executor if executor is not None else DynamoDBTransactionExecutor(client)
+
+    def get(self, order_id: str) -> Order | None:
+        item = self._get_item(order_key(order_id))
+        return None if item is None else order_from_item(item)
+
+    def find_idempotency(self, key: str) -> IdempotencyRecord | None:
+        item = self._get_item(idempotency_key(key))
+        return None if item is None else idempotency_from_item(item)
+
+    def commit(self, change: OrderChange) -> IdempotencyRecord | None:
+        transaction = self.transaction_for(change)
+        try:
+            self._executor.execute(transaction)
+        except IdempotencyKeyTakenError as error:
+            existing = error.existing
+            if existing is None:  # DynamoDB normally returns it (ALL_OLD); read it if not.
+                existing = self._get_item(idempotency_key(_key_of(change)))
+            if existing is None:
+                # Gone between the cancelled write and the read (expired and deleted): a rare race
+                # the client resolves by retrying.
+                raise ConcurrentModificationError(
+                    "the idempotency key changed concurrently; retry"
+                ) from error
+            return idempotency_from_item(existing)
+        except (OrderVersionMismatchError, DuplicateEventError, TransactionConflictError) as error:
+            raise ConcurrentModificationError() from error
+        except RetryableError as error:
+            raise OrderStoreUnavailableError("the order store is unavailable; retry later") from error
+        return None
+
+    def transaction_for(self, change: OrderChange) -> Transaction:
+        """The one transaction `commit` sends (public so tests can inspect its actions)."""
+        transaction = Transaction()
+        record = change.idempotency
+        if record is not None:
+            transaction.put(
+                self._orders,
+                idempotency_to_item(record),
+                label="idempotency record",
+                # An expired record may linger (TTL deletes lazily): it no longer holds the key.
+                condition="attribute_not_exists(pk) OR expires_at <= :now",
+                values={":now": {"N": str(int(change.at.timestamp()))}},
+                on_condition_failed=_idempotency_taken,
+            )
+        if change.expected_version is None:
+            transaction.put(
+                self._orders,
+                order_to_item(change.order),
+                label="order",
+                condition="attribute_not_exists(pk)",
+                on_condition_failed=_version_mismatch,
+            )
+        else:
+            transaction.put(
+                self._orders,
+                order_to_item(change.order),
+                label="order",
+                condition="#version = :expected",
+                names={"#version": "version"},
+                values={":expected": {"N": str(change.expected_version)}},
+                on_condition_failed=_version_mismatch,
+            )
+        self._outbox.append(transaction, change.event)
+        return transaction
+
+    def _get_item(self, key: dict[str, dict[str, str]]) -> Item | None:
+        try:
+            response = self._client.get_item(TableName=self._orders.table_name, Key=key, ConsistentRead=True)
+        except ClientError as error:
+            translated = translate_client_error(error, "GetItem")
+            if isinstance(translated, RetryableError):
+                raise OrderStoreUnavailableError("the order store is unavailable; retry later") from error
+            raise translated from error
+        except BotoCoreError as error:
+            raise OrderStoreUnavailableError("the order store did not answer; retry later") from error
+        item: Item | None = response.get("Item")
+        return item
+
+
+def _idempotency_taken(label: str, index: int, old: Item | None) -> IdempotencyKeyTakenError:
+    return IdempotencyKeyTakenError(label, index=index, existing=old)
+
+
+def _version_mismatch(label: str, index: int, _old: Item | None) -> OrderVersionMismatchError:
+    return OrderVersionMismatchError(label, index=index)
+
+
+def _key_of(change: OrderChange) -> str:
+    assert change.idempotency is not None  # noqa: S101 - only reachable when a record was written
+    return change.idempotency.key
+
+
+def order_to_item(order: Order) -> dict[str, Any]:
+    return {
+        **order_key(order.order_id),
+        "entity": {"S": "ORDER"},
+        "order_id": {"S": order.order_id},
+        "customer_id": {"S": order.customer_id},
+        "currency": {"S": order.currency},
+        # Money as exact decimal text (S): a number attribute would drop trailing zeros.
+        "items": {
+            "L": [
+                {
+                    "M": {
+                        "sku": {"S": line.sku},
+                        "quantity": {"N": str(line.quantity)},
+                        "unit_price": {"S": line.to_dict(order.currency)["unit_price"]},
+                    }
+                }
+                for line in order.lines
+            ]
+        },
+        "total": {"S": order.total_text},
+        "status": {"S": order.status.value},
+        "version": {"N": str(order.version)},
+        "last_seq": {"N": str(order.last_seq)},
+        "created_at": {"S": order.created_at},
+        "updated_at": {"S": order.updated_at},
+    }
+
+
+def order_from_item(item: Item) -> Order:
+    return Order(
+        order_id=item["order_id"]["S"],
+        customer_id=item["customer_id"]["S"],
+        currency=item["currency"]["S"],
+        lines=tuple(
+            OrderLine(
+                sku=line["M"]["sku"]["S"],
+                quantity=int(line["M"]["quantity"]["N"]),
+                unit_price=Decimal(line["M"]["unit_price"]["S"]),
+            )
+            for line in item["items"]["L"]
+        ),
+        status=OrderStatus(item["status"]["S"]),
+        version=int(item["version"]["N"]),
+        last_seq=int(item["last_seq"]["N"]),
+        created_at=item["created_at"]["S"],
+        updated_at=item["updated_at"]["S"],
+    )
+
+
+def idempotency_to_item(record: IdempotencyRecord) -> dict[str, Any]:
+    return {
+        **idempotency_key(record.key),
+        "entity": {"S": "IDEMPOTENCY"},
+        "command": {"S": record.command.value},
+        "order_id": {"S": record.order_id},
+        "request_hash": {"S": record.request_hash},
+        "response": {"S": json.dumps(record.response.to_dict(), separators=(",", ":"), sort_keys=True)},
+        "created_at": {"S": record.created_at},
+        "expires_at": {"N": str(record.expires_at)},
+    }
+
+
+def idempotency_from_item(item: Item) -> IdempotencyRecord:
+    return IdempotencyRecord(
+        key=item[PARTITION_KEY]["S"].removeprefix(IDEMPOTENCY_PREFIX),
+        command=Command(item["command"]["S"]),
+        order_id=item["order_id"]["S"],
+        request_hash=item["request_hash"]["S"],
+        response=CommandResult.from_dict(json.loads(item["response"]["S"]), replayed=True),
+        created_at=item["created_at"]["S"],
+        expires_at=int(item["expires_at"]["N"]),
+    )

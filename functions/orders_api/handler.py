@@ -1,0 +1,274 @@
+"""Orders API handler: thin HTTP glue around `OrderService` (Powertools event handler).
+
+Routes (API Gateway HTTP API, payload format 2.0); the contract is documented in docs/api.md:
+  POST /orders                 place an order          (201; header Idempotency-Key optional)
+  GET  /orders/{id}            read an order           (200 | 404)
+  POST /orders/{id}/confirm    PLACED -> CONFIRMED     (200 | 409)
+  POST /orders/{id}/cancel     PLACED|CONFIRMED -> CANCELLED (200 | 409)
+
+Cold start stays cheap: importing this module builds no boto3 client. The service (and its one
+DynamoDB client) is built on the first invocation and reused by every later one. Tests swap it
+with `set_service` and reset it with `set_service(None)`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from decimal import Decimal
+from typing import Any, TypeVar
+
+from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response, content_types
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from orders.commands import PlaceOrder, TransitionOrder
+from orders.errors import (
+    ConcurrentModificationError,
+    IdempotencyConflictError,
+    InvalidTransitionError,
+    OrderNotFoundError,
+    OrderStoreUnavailableError,
+    OrderValidationError,
+)
+from orders.model import Command, Order
+from orders.repository import DynamoDBOrderRepository
+from orders.service import CommandResult, OrderService
+from orders_api.config import OrdersApiConfig
+from outbox.aws import client
+
+MAX_BODY_BYTES = 16 * 1024
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+CORRELATION_HEADER = "X-Correlation-Id"
+REPLAYED_HEADER = "Idempotent-Replayed"
+_CORRELATION_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+
+logger = Logger()
+tracer = Tracer()
+metrics = Metrics()
+app = APIGatewayHttpResolver()
+
+_service: OrderService | None = None
+
+
+def get_service() -> OrderService:
+    """The service, built once per execution environment on first use (config, client, adapter)."""
+    global _service  # noqa: PLW0603 - the per-process cache is the point
+    if _service is None:
+        config = OrdersApiConfig.from_env(os.environ)
+        repository = DynamoDBOrderRepository(
+            client("dynamodb"),
+            orders_table=config.orders_table_name,
+            outbox_table=config.outbox_table_name,
+        )
+        _service = OrderService(repository)
+    return _service
+
+
+def set_service(service: OrderService | None) -> None:
+    """Injection seam: use `service` from now on; None drops the cache (rebuilt on next use)."""
+    global _service  # noqa: PLW0603
+    _service = service
+
+
+# --- Routes -----------------------------------------------------------------------------------
+
+
+@app.post("/orders")
+@tracer.capture_method(capture_response=False)
+def place_order() -> Response[str]:
+    request = PlaceOrder.from_json(_json_body(required=True))
+    result = get_service().place(
+        request, idempotency_key=_idempotency_key(), correlation_id=_correlation_id()
+    )
+    _count("OrdersPlaced", result)
+    return _result_response(201, result)
+
+
+@app.get("/orders/<order_id>")
+@tracer.capture_method(capture_response=False)
+def get_order(order_id: str) -> Response[str]:
+    order = get_service().get(order_id)
+    metrics.add_metric(name="OrdersRead", unit=MetricUnit.Count, value=1)
+    return _json_response(200, order_view(order))
+
+
+@app.post("/orders/<order_id>/confirm")
+@tracer.capture_method(capture_response=False)
+def confirm_order(order_id: str) -> Response[str]:
+    return _transition(Command.CONFIRM, order_id, "OrdersConfirmed")
+
+
+@app.post("/orders/<order_id>/cancel")
+@tracer.capture_method(capture_response=False)
+def cancel_order(order_id: str) -> Response[str]:
+    return _transition(Command.CANCEL, order_id, "OrdersCancelled")
+
+
+def _transition(command: Command, order_id: str, metric: str) -> Response[str]:
+    request = TransitionOrder.from_json(command, order_id, _json_body(required=False))
+    result = get_service().transition(
+        request, idempotency_key=_idempotency_key(), correlation_id=_correlation_id()
+    )
+    _count(metric, result)
+    return _result_response(200, result)
+
+
+# --- Errors: one typed error, one status. Bodies are {"error": {"code", "message", "field"}}. ---
+
+_E = TypeVar("_E", bound=Exception)
+
+
+def _error_handler(exc_type: type[_E], status: int, code: str) -> None:
+    def handle(error: _E) -> Response[str]:
+        field = getattr(error, "field", None)
+        # The error type and code only: messages may carry ids, never request bodies.
+        logger.info("request rejected", extra={"error_code": code, "status": status, "field": field})
+        metrics.add_metric(name="RequestsRejected", unit=MetricUnit.Count, value=1)
+        return error_response(status, code, str(error), field=field)
+
+    app.exception_handler(exc_type)(handle)
+
+
+_error_handler(OrderValidationError, 400, "validation_error")
+_error_handler(OrderNotFoundError, 404, "order_not_found")
+_error_handler(InvalidTransitionError, 409, "invalid_transition")
+_error_handler(ConcurrentModificationError, 409, "version_conflict")
+_error_handler(IdempotencyConflictError, 409, "idempotency_key_reused")
+
+
+def _unavailable(error: OrderStoreUnavailableError) -> Response[str]:
+    logger.warning("order store unavailable", extra={"error_type": type(error.__cause__).__name__})
+    metrics.add_metric(name="RequestsFailed", unit=MetricUnit.Count, value=1)
+    response = error_response(503, "service_unavailable", "the service is busy; retry later")
+    response.headers["Retry-After"] = "1"
+    return response
+
+
+def _unexpected(error: Exception) -> Response[str]:
+    # Anything else is a bug or an unexpected AWS failure: log it with its stack, answer a
+    # generic 500 that leaks nothing about the internals.
+    logger.exception("unhandled error", extra={"error_type": type(error).__name__})
+    metrics.add_metric(name="RequestsFailed", unit=MetricUnit.Count, value=1)
+    return error_response(500, "internal_error", "internal error")
+
+
+def _route_not_found(_error: Exception) -> Response[str]:
+    metrics.add_metric(name="RequestsRejected", unit=MetricUnit.Count, value=1)
+    return error_response(404, "route_not_found", "no such route")
+
+
+# Registered by call rather than as decorators: Powertools' decorators are untyped.
+app.exception_handler(OrderStoreUnavailableError)(_unavailable)
+app.exception_handler(Exception)(_unexpected)
+app.not_found(_route_not_found)
+
+
+# --- Entry point ------------------------------------------------------------------------------
+
+
+@logger.inject_lambda_context(log_event=False)  # never log events: bodies hold customer data
+@tracer.capture_lambda_handler(capture_response=False)
+@metrics.log_metrics(capture_cold_start_metric=True)
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    return app.resolve(event, context)
+
+
+# --- Helpers ----------------------------------------------------------------------------------
+
+
+def order_view(order: Order) -> dict[str, Any]:
+    """The order as the API shows it (`last_seq` is an outbox detail and stays internal)."""
+    view = order.to_dict()
+    del view["last_seq"]
+    return view
+
+
+def error_response(status: int, code: str, message: str, *, field: str | None = None) -> Response[str]:
+    error: dict[str, Any] = {"code": code, "message": message}
+    if field is not None:
+        error["field"] = field
+    return _json_response(status, {"error": error})
+
+
+def _result_response(status: int, result: CommandResult) -> Response[str]:
+    response = _json_response(status, {**order_view(result.order), "event_id": result.event_id})
+    if result.replayed:
+        response.headers[REPLAYED_HEADER] = "true"
+    return response
+
+
+def _json_response(status: int, body: dict[str, Any]) -> Response[str]:
+    headers: dict[str, str | list[str]] = {}
+    correlation_id = _current_correlation_id()
+    if correlation_id is not None:
+        headers[CORRELATION_HEADER] = correlation_id
+    return Response(
+        status_code=status,
+        content_type=content_types.APPLICATION_JSON,
+        body=json.dumps(body, separators=(",", ":")),
+        headers=headers,
+    )
+
+
+def _count(metric: str, result: CommandResult) -> None:
+    metrics.add_metric(
+        name="IdempotentReplays" if result.replayed else metric, unit=MetricUnit.Count, value=1
+    )
+
+
+def _json_body(*, required: bool) -> object:
+    raw = app.current_event.decoded_body or ""
+    if len(raw.encode()) > MAX_BODY_BYTES:
+        raise OrderValidationError(f"must be at most {MAX_BODY_BYTES} bytes", field="body")
+    if not raw.strip():
+        if required:
+            raise OrderValidationError("is required", field="body")
+        return None
+    try:
+        # Decimals, not floats, and no NaN/Infinity or duplicate keys: what is hashed for
+        # idempotency and stored must be exactly what the client meant.
+        return json.loads(
+            raw, parse_float=Decimal, parse_constant=_reject_constant, object_pairs_hook=_unique_keys
+        )
+    except (ValueError, RecursionError):
+        raise OrderValidationError("is not valid JSON", field="body") from None
+
+
+def _reject_constant(name: str) -> object:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise ValueError("duplicate key")
+        result[key] = value
+    return result
+
+
+def _idempotency_key() -> str | None:
+    value = app.current_event.get_header_value(IDEMPOTENCY_HEADER, case_sensitive=False)
+    return None if value is None else value.strip()
+
+
+def _correlation_id() -> str:
+    correlation_id = _current_correlation_id()
+    if correlation_id is None:  # pragma: no cover - API Gateway always sends a request id
+        raise OrderValidationError("request has no id", field=CORRELATION_HEADER)
+    return correlation_id
+
+
+def _current_correlation_id() -> str | None:
+    """A valid X-Correlation-Id header from the caller, else API Gateway's request id."""
+    header = app.current_event.get_header_value(CORRELATION_HEADER, case_sensitive=False)
+    if header is not None and _CORRELATION_ID.match(header):
+        correlation_id: str | None = header
+    else:
+        correlation_id = app.current_event.request_context.request_id or None
+    if correlation_id is not None:
+        logger.set_correlation_id(correlation_id)
+    return correlation_id
