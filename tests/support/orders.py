@@ -1,0 +1,131 @@
+"""Helpers for Orders tests: a settable clock, predictable ids, API Gateway v2 events, table snapshots."""
+
+from __future__ import annotations
+
+import base64
+import itertools
+import json
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from tests.support.aws import Tables, scan_all
+
+START = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
+
+
+class FakeClock:
+    """A clock tests move by hand: no test depends on the wall clock."""
+
+    def __init__(self, start: datetime = START) -> None:
+        self.now = start
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, delta: timedelta) -> None:
+        self.now += delta
+
+
+class SequentialIds:
+    """uuid4 stand-in: deterministic, distinct UUIDs."""
+
+    def __init__(self) -> None:
+        self._counter = itertools.count(1)
+
+    def __call__(self) -> uuid.UUID:
+        return uuid.UUID(int=next(self._counter))
+
+
+def place_body(**overrides: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "customer_id": "c-1",
+        "currency": "EUR",
+        "items": [{"sku": "SKU-1", "quantity": 2, "unit_price": "9.99"}],
+    }
+    body.update(overrides)
+    return body
+
+
+@dataclass
+class FakeLambdaContext:
+    function_name: str = "orders-api"
+    memory_limit_in_mb: int = 256
+    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:orders-api"
+    aws_request_id: str = "lambda-request-1"
+    log_group_name: str = "/aws/lambda/orders-api"
+    log_stream_name: str = "stream"
+    function_version: str = "$LATEST"
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 30_000
+
+
+def http_event(
+    method: str,
+    path: str,
+    *,
+    body: Any = None,
+    raw_body: str | None = None,
+    headers: dict[str, str] | None = None,
+    request_id: str = "api-request-1",
+    base64_encoded: bool = False,
+) -> dict[str, Any]:
+    """An API Gateway HTTP API (payload 2.0) event, as AWS sends it (headers lower-cased)."""
+    text = raw_body if raw_body is not None else (None if body is None else json.dumps(body))
+    if text is not None and base64_encoded:
+        text = base64.b64encode(text.encode()).decode()
+    all_headers = {"content-type": "application/json", "host": "api.example.com"}
+    all_headers.update({name.lower(): value for name, value in (headers or {}).items()})
+    return {
+        "version": "2.0",
+        "routeKey": "$default",
+        "rawPath": path,
+        "rawQueryString": "",
+        "headers": all_headers,
+        "requestContext": {
+            "accountId": "123456789012",
+            "apiId": "api",
+            "domainName": "api.example.com",
+            "domainPrefix": "api",
+            "http": {
+                "method": method,
+                "path": path,
+                "protocol": "HTTP/1.1",
+                "sourceIp": "192.0.2.1",
+                "userAgent": "pytest",
+            },
+            "requestId": request_id,
+            "routeKey": "$default",
+            "stage": "$default",
+            "time": "29/Nov/2026:12:00:00 +0000",
+            "timeEpoch": 1796040000000,
+        },
+        "body": text,
+        "isBase64Encoded": base64_encoded,
+    }
+
+
+def snapshot(dynamodb: Any, tables: Tables) -> dict[str, list[dict[str, Any]]]:
+    """Both tables' full contents, order-independent: compare before/after to prove nothing was written."""
+
+    def ordered(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return sorted(items, key=lambda item: json.dumps(item, sort_keys=True))
+
+    return {
+        "orders": ordered(scan_all(dynamodb, tables.orders)),
+        "outbox": ordered(scan_all(dynamodb, tables.outbox)),
+    }
+
+
+def outbox_rows(dynamodb: Any, tables: Tables, order_id: str) -> list[dict[str, Any]]:
+    response = dynamodb.query(
+        TableName=tables.outbox,
+        KeyConditionExpression="aggregate_key = :key",
+        ExpressionAttributeValues={":key": {"S": f"Order#{order_id}"}},
+        ConsistentRead=True,
+    )
+    items: list[dict[str, Any]] = response["Items"]
+    return items
