@@ -6,11 +6,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+
 from orders.repository import DynamoDBOrderRepository
 from orders.service import OrderService
 from orders_api import handler as api
 from outbox.aws import client as cached_client
-
 from tests.support.aws import Tables
 from tests.support.orders import FakeClock, SequentialIds
 
