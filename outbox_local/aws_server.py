@@ -1,0 +1,50 @@
+"""The moto server the runtime provisions into: threaded, on 127.0.0.1, behind the fault injector."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from moto.moto_server.threaded_moto_server import ThreadedMotoServer
+from moto.moto_server.werkzeug_app import (
+    DomainDispatcherApplication,
+    MotoRequestHandler,
+    create_backend_app,
+)
+from werkzeug.serving import make_server
+
+from outbox_local.faults import FaultInjector
+
+
+class _ClosingRequestHandler(MotoRequestHandler):
+    # HTTP/1.0 closes each connection after its response: no keep-alive handler thread outlives a request,
+    # so stopping the server leaves no thread or socket behind (handlers' cached boto3 clients included).
+    protocol_version = "HTTP/1.0"
+
+    def log_request(self, *args: Any, **kwargs: Any) -> None:
+        """Request lines would drown the runtime's own output."""
+
+
+class LocalAwsServer(ThreadedMotoServer):
+    def __init__(self, faults: FaultInjector, host: str = "127.0.0.1", port: int = 0) -> None:
+        super().__init__(ip_address=host, port=port, verbose=False)
+        self._faults = faults
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)
+
+    def _server_entry(self) -> None:
+        app = self._faults.wrap(DomainDispatcherApplication(create_backend_app))
+        self._server = make_server(
+            self._ip_address, self._port, app, True, request_handler=_ClosingRequestHandler
+        )
+        self._server_ready_event.set()
+        self._server.serve_forever()
+
+    @property
+    def endpoint_url(self) -> str:
+        host, port = self.get_host_and_port()
+        return f"http://{host}:{port}"
+
+    def stop(self) -> None:
+        super().stop()
+        if self._server is not None:
+            self._server.server_close()  # release the listening port now, not at garbage collection

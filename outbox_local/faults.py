@@ -1,0 +1,128 @@
+"""Wire-level fault injection: the moto server answers chosen operations with a real AWS error response.
+
+The code under test sees exactly what it would see from AWS during an outage (an HTTP error with the
+service's error document, which botocore turns into a `ClientError`), so its real retry and classification
+logic runs. Requests are identified by the SigV4 signing scope (service) and the operation name from the
+`X-Amz-Target` header (JSON protocols) or the `Action` form field (query protocols such as SNS).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import threading
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qs
+
+WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+_SCOPE = re.compile(r"Credential=[^/]+/[^/]+/[^/]+/([^/]+)/aws4_request")
+
+
+@dataclass
+class FaultRule:
+    service: str
+    operation: str
+    error_code: str
+    http_status: int
+    message: str
+    remaining: int | None
+    injected: int = 0
+
+
+class FaultInjector:
+    """Armed rules fail matching requests until disarmed (or for a number of requests)."""
+
+    def __init__(self) -> None:
+        self._rules: list[FaultRule] = []
+        self._lock = threading.Lock()
+        self._injected = threading.Condition(self._lock)
+
+    def arm(
+        self,
+        service: str,
+        operation: str,
+        *,
+        error_code: str = "InternalError",
+        http_status: int = 500,
+        message: str = "Injected fault: the service is unavailable",
+        times: int | None = None,
+    ) -> FaultRule:
+        rule = FaultRule(service, operation, error_code, http_status, message, times)
+        with self._lock:
+            self._rules.append(rule)
+        return rule
+
+    def disarm(self, rule: FaultRule | None = None) -> None:
+        """Remove one rule, or every rule."""
+        with self._lock:
+            self._rules = [r for r in self._rules if rule is not None and r is not rule]
+
+    def wait_for_injections(self, rule: FaultRule, count: int, timeout_s: float) -> bool:
+        """Block until `rule` has failed `count` requests (True) or the timeout passed (False)."""
+        with self._injected:
+            return self._injected.wait_for(lambda: rule.injected >= count, timeout_s)
+
+    def _match(self, service: str, operation: str) -> FaultRule | None:
+        with self._lock:
+            for rule in self._rules:
+                if rule.service == service and rule.operation == operation and rule.remaining != 0:
+                    rule.injected += 1
+                    if rule.remaining is not None:
+                        rule.remaining -= 1
+                    self._injected.notify_all()
+                    return rule
+        return None
+
+    def wrap(self, app: WsgiApp) -> WsgiApp:
+        def middleware(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+            with self._lock:
+                armed = bool(self._rules)
+            if armed:
+                service, operation = _identify(environ)
+                rule = self._match(service, operation)
+                if rule is not None:
+                    return _error_response(rule, environ, start_response)
+            return app(environ, start_response)
+
+        return middleware
+
+
+def _identify(environ: dict[str, Any]) -> tuple[str, str]:
+    scope = _SCOPE.search(environ.get("HTTP_AUTHORIZATION", ""))
+    service = scope.group(1) if scope else ""
+    target = environ.get("HTTP_X_AMZ_TARGET")
+    if target:
+        return service, target.rsplit(".", 1)[-1]
+    length = int(environ.get("CONTENT_LENGTH") or 0)
+    body = environ["wsgi.input"].read(length) if length else b""
+    environ["wsgi.input"] = io.BytesIO(body)  # the wrapped app must still be able to read the request
+    action = parse_qs(body.decode("utf-8", "replace")).get("Action", [""])[0]
+    return service, action
+
+
+def _error_response(
+    rule: FaultRule, environ: dict[str, Any], start_response: Callable[..., Any]
+) -> Iterable[bytes]:
+    request_id = str(uuid.uuid4())
+    status = f"{rule.http_status} Injected"
+    if environ.get("HTTP_X_AMZ_TARGET"):
+        body = json.dumps({"__type": rule.error_code, "message": rule.message}).encode()
+        headers = [
+            ("Content-Type", "application/x-amz-json-1.1"),
+            ("x-amzn-ErrorType", rule.error_code),
+            ("x-amzn-RequestId", request_id),
+        ]
+    else:
+        kind = "Sender" if rule.http_status < 500 else "Receiver"
+        body = (
+            "<ErrorResponse><Error>"
+            f"<Type>{kind}</Type><Code>{rule.error_code}</Code><Message>{rule.message}</Message>"
+            f"</Error><RequestId>{request_id}</RequestId></ErrorResponse>"
+        ).encode()
+        headers = [("Content-Type", "text/xml"), ("x-amzn-RequestId", request_id)]
+    start_response(status, [*headers, ("Content-Length", str(len(body)))])
+    return [body]

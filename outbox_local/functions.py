@@ -1,0 +1,167 @@
+"""Hosting the template's Lambda functions in this process.
+
+Each invocation runs the real handler with the function's environment (template variables resolved to the
+local resources, plus what the Lambda runtime sets and what points boto3 at the moto server) and a
+Lambda-like context. Handlers read configuration from `os.environ`, so invocations are serialized by one lock
+and the environment is swapped around each call; every other `AWS_*` variable of the host process is hidden
+meanwhile, so a developer's real profile or credentials can never reach a handler.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import os
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from outbox_local.errors import FunctionNotFoundError
+from outbox_local.stream_mapping import InvocationResult
+
+logger = logging.getLogger("outbox_local.functions")
+
+Handler = Callable[[Any, Any], Any]
+
+
+@dataclass(frozen=True)
+class FunctionSpec:
+    logical_id: str
+    name: str
+    arn: str
+    handler: str
+    code_root: Path | None
+    timeout_s: float = 3.0
+    memory_mb: int = 128
+    environment: Mapping[str, str] = field(default_factory=dict)
+    handler_override: Handler | None = None
+    """Tests host plain Python callables under a template function's name."""
+
+
+class LambdaContext:
+    """The attributes and method of the Python Lambda runtime's context object."""
+
+    def __init__(self, spec: FunctionSpec, clock: Callable[[], float]) -> None:
+        self.function_name = spec.name
+        self.function_version = "$LATEST"
+        self.invoked_function_arn = spec.arn
+        self.memory_limit_in_mb = spec.memory_mb
+        self.aws_request_id = str(uuid.uuid4())
+        self.log_group_name = f"/aws/lambda/{spec.name}"
+        self.log_stream_name = f"{time.strftime('%Y/%m/%d')}/[$LATEST]{uuid.uuid4().hex}"
+        self.identity = None
+        self.client_context = None
+        self._clock = clock
+        self._deadline = clock() + spec.timeout_s
+
+    def get_remaining_time_in_millis(self) -> int:
+        return max(0, int((self._deadline - self._clock()) * 1000))
+
+
+class FunctionHost:
+    """Registry and invoker of the template's functions; one invocation at a time."""
+
+    def __init__(
+        self,
+        base_environment: Mapping[str, str],
+        overrides: Mapping[str, str] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._base_environment = dict(base_environment)
+        self._overrides = dict(overrides or {})
+        self._clock = clock
+        self._functions: dict[str, FunctionSpec] = {}
+        self._handlers: dict[str, Handler] = {}
+        self._lock = threading.RLock()
+        self.invocation_count = 0
+
+    def register(self, spec: FunctionSpec) -> None:
+        self._functions[spec.logical_id] = spec
+
+    @property
+    def functions(self) -> list[FunctionSpec]:
+        return list(self._functions.values())
+
+    def find(self, name_or_arn: str) -> FunctionSpec:
+        for spec in self._functions.values():
+            if name_or_arn in {spec.logical_id, spec.name, spec.arn}:
+                return spec
+            if name_or_arn.startswith(f"{spec.arn}:"):  # a qualified ARN (version or alias)
+                return spec
+        raise FunctionNotFoundError(f"no function {name_or_arn!r} in the template")
+
+    def invoke(self, name_or_arn: str, event: Any) -> InvocationResult:
+        """Invoke like Lambda's synchronous Invoke: errors come back in the result, never raised."""
+        spec = self.find(name_or_arn)
+        with self._lock:
+            self.invocation_count += 1
+            with self._environment(spec):
+                context = LambdaContext(spec, self._clock)
+                started = self._clock()
+                try:
+                    handler = self._handler(spec)
+                except Exception as error:  # Lambda reports import failures as a function error
+                    logger.warning("%s could not be loaded: %s", spec.name, error)
+                    return InvocationResult(error_type="Runtime.ImportModuleError", error_message=str(error))
+                try:
+                    payload = handler(json.loads(json.dumps(event)), context)
+                except Exception as error:  # a handler's exception is the invocation's result
+                    logger.warning("%s raised %s: %s", spec.name, type(error).__name__, error, exc_info=True)
+                    return InvocationResult(error_type=type(error).__name__, error_message=str(error))
+                elapsed = self._clock() - started
+            if elapsed > spec.timeout_s:
+                message = f"Task timed out after {spec.timeout_s:.2f} seconds"
+                return InvocationResult(error_type="Sandbox.Timedout", error_message=message)
+            try:
+                # Lambda serializes the return value to JSON: what cannot be serialized is an error.
+                return InvocationResult(payload=json.loads(json.dumps(payload)))
+            except (TypeError, ValueError) as error:
+                return InvocationResult(error_type="Runtime.MarshalError", error_message=str(error))
+
+    def _handler(self, spec: FunctionSpec) -> Handler:
+        if spec.handler_override is not None:
+            return spec.handler_override
+        if spec.logical_id not in self._handlers:
+            module_name, _, function_name = spec.handler.rpartition(".")
+            if spec.code_root is not None and str(spec.code_root) not in sys.path:
+                sys.path.append(str(spec.code_root))
+            module = importlib.import_module(module_name)
+            self._handlers[spec.logical_id] = getattr(module, function_name)
+        return self._handlers[spec.logical_id]
+
+    @contextmanager
+    def _environment(self, spec: FunctionSpec) -> Iterator[None]:
+        wanted = {
+            **self._base_environment,
+            "AWS_LAMBDA_FUNCTION_NAME": spec.name,
+            "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
+            "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(spec.memory_mb),
+            "AWS_LAMBDA_LOG_GROUP_NAME": f"/aws/lambda/{spec.name}",
+            "_HANDLER": spec.handler,
+            **({"LAMBDA_TASK_ROOT": str(spec.code_root)} if spec.code_root else {}),
+            **spec.environment,
+            **self._overrides,
+        }
+        hidden = {
+            key: os.environ[key] for key in list(os.environ) if key.startswith("AWS_") and key not in wanted
+        }
+        replaced = {key: os.environ.get(key) for key in wanted}
+        for key in hidden:
+            del os.environ[key]
+        os.environ.update(wanted)
+        try:
+            yield
+        finally:
+            for key, previous in replaced.items():
+                if previous is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = previous
+            os.environ.update(hidden)

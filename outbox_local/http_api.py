@@ -1,0 +1,253 @@
+"""The template's API Gateway HTTP API, served on localhost with payload format 2.0.
+
+Real HTTP requests become the events API Gateway sends to a Lambda proxy integration, and the function's
+answer becomes the HTTP response by API Gateway's rules for format 2.0: a dict with `statusCode` is used as
+is; any other JSON value is the body of a 200 `application/json` response. A function error is a 500
+`{"message": "Internal Server Error"}`; no matching route is a 404 `{"message": "Not Found"}`.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+from outbox_local.stream_mapping import InvocationResult
+
+_TEXT_TYPES = re.compile(r"^(text/|application/(json|xml|x-www-form-urlencoded|.*\+json|.*\+xml))")
+
+
+@dataclass(frozen=True)
+class Route:
+    route_key: str
+    function_arn: str
+
+    @property
+    def method(self) -> str:
+        return "ANY" if self.route_key == "$default" else self.route_key.split(" ", 1)[0]
+
+    @property
+    def path(self) -> str:
+        return "" if self.route_key == "$default" else self.route_key.split(" ", 1)[1]
+
+    def match(self, method: str, path: str) -> dict[str, str] | None:
+        """Path parameters if this route serves the request, else None."""
+        if self.route_key == "$default":
+            return {}
+        if self.method not in {"ANY", method}:
+            return None
+        pattern = ""
+        for part in self.path.strip("/").split("/"):
+            if part.startswith("{") and part.endswith("+}"):
+                pattern += f"/(?P<{part[1:-2]}>.+)"
+            elif part.startswith("{") and part.endswith("}"):
+                pattern += f"/(?P<{part[1:-1]}>[^/]+)"
+            elif part:
+                pattern += "/" + re.escape(part)
+        found = re.fullmatch(pattern or "/", path if pattern else path or "/")
+        return {key: unquote(value) for key, value in found.groupdict().items()} if found else None
+
+    @property
+    def specificity(self) -> tuple[int, int, int]:
+        """API Gateway prefers exact matches, then fewer greedy and path variables, and `$default` last."""
+        parts = self.path.strip("/").split("/")
+        greedy = sum(p.endswith("+}") for p in parts)
+        variables = sum(p.startswith("{") for p in parts)
+        return (self.route_key == "$default", greedy, variables)
+
+
+Invoke = Callable[[str, dict[str, Any]], InvocationResult]
+
+
+class HttpApiServer:
+    """One HTTP API: a threaded HTTP server on 127.0.0.1 that invokes the routes' functions."""
+
+    def __init__(
+        self,
+        api_id: str,
+        invoke: Invoke,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        stage: str = "$default",
+    ) -> None:
+        self.api_id = api_id
+        self.routes: list[Route] = []
+        self.stage = stage
+        self._invoke = invoke
+        self._server = ThreadingHTTPServer((host, port), self._handler_class())
+        self._server.daemon_threads = True
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def add_route(self, route: Route) -> None:
+        self.routes.append(route)
+        self.routes.sort(key=lambda r: r.specificity)
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._server.serve_forever, name=f"http-api-{self.api_id}")
+        self._thread.start()
+
+    def stop(self) -> None:
+        if self._thread is not None:
+            self._server.shutdown()
+            self._thread.join()
+            self._thread = None
+        self._server.server_close()
+
+    def handle(self, method: str, raw_path: str, headers: list[tuple[str, str]], body: bytes) -> HttpResponse:
+        parts = urlsplit(raw_path)
+        path = parts.path
+        if self.stage != "$default":
+            prefix = f"/{self.stage}"
+            if not (path == prefix or path.startswith(prefix + "/")):
+                return _message(404, "Not Found")
+            path = path[len(prefix) :] or "/"
+        for route in self.routes:
+            parameters = route.match(method, path)
+            if parameters is not None:
+                event = build_event(
+                    route,
+                    method=method,
+                    path=path,
+                    query=parts.query,
+                    headers=headers,
+                    body=body,
+                    path_parameters=parameters,
+                    api=self,
+                )
+                return to_http_response(self._invoke(route.function_arn, event))
+        return _message(404, "Not Found")
+
+    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+        api = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def _serve(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else b""
+                response = api.handle(self.command, self.path, list(self.headers.items()), body)
+                self.send_response(response.status)
+                for name, value in response.headers:
+                    self.send_header(name, value)
+                self.send_header("Content-Length", str(len(response.body)))
+                self.end_headers()
+                self.wfile.write(response.body)
+
+            # http.server dispatches on do_<METHOD>; every method goes to the route table.
+            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = _serve  # noqa: N815
+
+            def log_message(self, format: str, *args: Any) -> None:
+                """Request lines would drown the runtime's own output."""
+
+        return Handler
+
+
+@dataclass(frozen=True)
+class HttpResponse:
+    status: int
+    headers: list[tuple[str, str]]
+    body: bytes
+
+
+def build_event(
+    route: Route,
+    *,
+    method: str,
+    path: str,
+    query: str,
+    headers: list[tuple[str, str]],
+    body: bytes,
+    path_parameters: dict[str, str],
+    api: HttpApiServer,
+) -> dict[str, Any]:
+    """An API Gateway payload format 2.0 event, as a Lambda proxy integration receives it."""
+    merged: dict[str, str] = {}
+    cookies: list[str] = []
+    for name, value in headers:
+        key = name.lower()
+        if key == "cookie":
+            cookies.extend(part.strip() for part in value.split(";") if part.strip())
+            continue
+        merged[key] = f"{merged[key]},{value}" if key in merged else value
+    query_parameters: dict[str, str] = {}
+    for name, value in parse_qsl(query, keep_blank_values=True):
+        query_parameters[name] = f"{query_parameters[name]},{value}" if name in query_parameters else value
+    now = time.time()
+    is_text = not body or bool(_TEXT_TYPES.match(merged.get("content-type", "text/plain")))
+    event: dict[str, Any] = {
+        "version": "2.0",
+        "routeKey": route.route_key,
+        "rawPath": path if api.stage == "$default" else f"/{api.stage}{path}",
+        "rawQueryString": query,
+        "headers": merged,
+        "requestContext": {
+            "accountId": "123456789012",
+            "apiId": api.api_id,
+            "domainName": merged.get("host", "localhost"),
+            "domainPrefix": merged.get("host", "localhost").split(".")[0],
+            "http": {
+                "method": method,
+                "path": path,
+                "protocol": "HTTP/1.1",
+                "sourceIp": "127.0.0.1",
+                "userAgent": merged.get("user-agent", ""),
+            },
+            "requestId": str(uuid.uuid4()),
+            "routeKey": route.route_key,
+            "stage": api.stage,
+            "time": time.strftime("%d/%b/%Y:%H:%M:%S +0000", time.gmtime(now)),
+            "timeEpoch": int(now * 1000),
+        },
+        "isBase64Encoded": not is_text,
+    }
+    if cookies:
+        event["cookies"] = cookies
+    if query_parameters:
+        event["queryStringParameters"] = query_parameters
+    if path_parameters:
+        event["pathParameters"] = path_parameters
+    if body:
+        event["body"] = body.decode("utf-8") if is_text else base64.b64encode(body).decode("ascii")
+    return event
+
+
+def to_http_response(result: InvocationResult) -> HttpResponse:
+    """API Gateway's mapping of a format 2.0 Lambda response to HTTP."""
+    if result.failed:
+        return _message(500, "Internal Server Error")
+    payload = result.payload
+    if not (isinstance(payload, dict) and "statusCode" in payload):
+        # Without statusCode, API Gateway assumes 200, JSON, and the whole value as the body.
+        text = payload if isinstance(payload, str) else json.dumps(payload)
+        return HttpResponse(200, [("Content-Type", "application/json")], text.encode())
+    try:
+        status = int(payload["statusCode"])
+    except (TypeError, ValueError):
+        return _message(500, "Internal Server Error")
+    headers = [(str(name), str(value)) for name, value in (payload.get("headers") or {}).items()]
+    headers.extend(("Set-Cookie", str(cookie)) for cookie in payload.get("cookies") or [])
+    if not any(name.lower() == "content-type" for name, _ in headers):
+        headers.append(("Content-Type", "application/json"))
+    raw_body = payload.get("body")
+    text = raw_body if isinstance(raw_body, str) else ("" if raw_body is None else json.dumps(raw_body))
+    body = base64.b64decode(text) if payload.get("isBase64Encoded") else text.encode()
+    return HttpResponse(status, headers, body)
+
+
+def _message(status: int, message: str) -> HttpResponse:
+    return HttpResponse(
+        status, [("Content-Type", "application/json")], json.dumps({"message": message}).encode()
+    )

@@ -1,0 +1,277 @@
+"""The local runtime: one object that starts everything the template describes, and stops it cleanly."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import urllib.request
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import boto3
+from botocore.config import Config
+
+from outbox_local.aws_server import LocalAwsServer
+from outbox_local.errors import RuntimeStateError
+from outbox_local.faults import FaultInjector
+from outbox_local.functions import FunctionHost
+from outbox_local.http_api import HttpApiServer, Route
+from outbox_local.provisioner import ProvisionedStack, Provisioner
+from outbox_local.schedules import ScheduleRunner
+from outbox_local.stream_mapping import InvocationResult, StepKind
+from outbox_local.stream_poller import StreamMappingRunner, destination_sender
+from outbox_local.template import Resolver, Template
+
+logger = logging.getLogger("outbox_local.runtime")
+
+LOCAL_CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
+
+
+@dataclass(frozen=True)
+class RuntimeOptions:
+    template_path: Path
+    region: str = "us-east-1"
+    stack_name: str = "OutboxStack"
+    host: str = "127.0.0.1"
+    aws_port: int = 0
+    api_port: int = 0
+    background: bool = True
+    """Poll streams and fire schedules on a thread. Tests set False and drive `drain_streams()` instead."""
+    poll_interval_s: float = 0.05
+    retry_delay_s: float = 0.2
+    schedule_speedup: float = 1.0
+    function_environment: Mapping[str, str] = field(default_factory=dict)
+    """Variables set in every function on top of the template's (e.g. a log level for the demo)."""
+    code_root: Path | None = None
+    parameter_values: Mapping[str, str] = field(default_factory=dict)
+
+
+class LocalRuntime:
+    def __init__(self, options: RuntimeOptions, clock: Callable[[], float] = time.time) -> None:
+        self.options = options
+        self._clock = clock
+        self.faults = FaultInjector()
+        self._server: LocalAwsServer | None = None
+        self._clients: dict[str, Any] = {}
+        self.apis: dict[str, HttpApiServer] = {}
+        self.host: FunctionHost | None = None
+        self.mappings: list[StreamMappingRunner] = []
+        self.schedules: ScheduleRunner | None = None
+        self.stack: ProvisionedStack | None = None
+        self.outputs: dict[str, Any] = {}
+        self._stop = threading.Event()
+        self._poller: threading.Thread | None = None
+
+    # --- lifecycle -----------------------------------------------------------------------------------
+
+    def __enter__(self) -> LocalRuntime:
+        self.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        if self._server is not None:
+            raise RuntimeStateError("the runtime is already started")
+        template = Template.load(self.options.template_path)
+        self._stop.clear()
+        self._server = LocalAwsServer(self.faults, self.options.host, self.options.aws_port)
+        self._server.start()
+        try:
+            self._reset_moto()
+            self._provision(template)
+            if self.options.background:
+                self._poller = threading.Thread(target=self._poll_forever, name="outbox-local-poller")
+                self._poller.start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._poller is not None:
+            self._poller.join()
+            self._poller = None
+        for api in self.apis.values():
+            api.stop()
+        self.apis.clear()
+        for client in self._clients.values():
+            client.close()
+        self._clients.clear()
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
+
+    # --- what a user of the runtime needs ------------------------------------------------------------
+
+    @property
+    def endpoint_url(self) -> str:
+        if self._server is None:
+            raise RuntimeStateError("the runtime is not started")
+        return self._server.endpoint_url
+
+    @property
+    def api_url(self) -> str | None:
+        return next((api.url for api in self.apis.values()), None)
+
+    def client(self, service: str) -> Any:
+        """A boto3 client on the local endpoint (cached; closed when the runtime stops)."""
+        if service not in self._clients:
+            self._clients[service] = boto3.client(
+                service,
+                endpoint_url=self.endpoint_url,
+                region_name=self.options.region,
+                config=Config(retries={"mode": "standard", "max_attempts": 3}),
+                **LOCAL_CREDENTIALS,
+            )
+        return self._clients[service]
+
+    def invoke(self, function: str, event: Any) -> InvocationResult:
+        if self.host is None:
+            raise RuntimeStateError("the runtime is not started")
+        return self.host.invoke(function, event)
+
+    def drain_streams(self) -> None:
+        """Run every stream mapping until nothing is left to do (for callers driving without a thread)."""
+        for mapping in self.mappings:
+            mapping.drain()
+
+    def wait_until_idle(self, timeout_s: float) -> bool:
+        """With the background poller: block until every mapping found nothing to do."""
+        deadline = time.monotonic() + timeout_s
+        return all(
+            mapping.wait_until_idle(max(0.0, deadline - time.monotonic())) for mapping in self.mappings
+        )
+
+    def resource_names(self) -> list[tuple[str, str, str]]:
+        """(logical id, type, physical id) of every provisioned resource."""
+        if self.stack is None:
+            return []
+        return [(lid, kind, res.ref) for lid, (kind, res) in self.stack.resources.items()]
+
+    def function_environment(self) -> dict[str, str]:
+        """What every hosted function gets on top of its template variables."""
+        return {
+            "AWS_ENDPOINT_URL": self.endpoint_url,
+            "AWS_ACCESS_KEY_ID": LOCAL_CREDENTIALS["aws_access_key_id"],
+            "AWS_SECRET_ACCESS_KEY": LOCAL_CREDENTIALS["aws_secret_access_key"],
+            "AWS_REGION": self.options.region,
+            "AWS_DEFAULT_REGION": self.options.region,
+            # botocore >= 1.44.4 would send DynamoDB Streams calls to a per-account endpoint (GUIDE §4).
+            "AWS_ACCOUNT_ID_ENDPOINT_MODE": "disabled",
+            "POWERTOOLS_TRACE_DISABLED": "true",
+        }
+
+    # --- internals -----------------------------------------------------------------------------------
+
+    def _reset_moto(self) -> None:
+        # moto's backends are process-wide: start from an empty account, as a fresh stack would.
+        request = urllib.request.Request(f"{self.endpoint_url}/moto-api/reset", method="POST")  # noqa: S310
+        with urllib.request.urlopen(request, timeout=10):  # noqa: S310 - our own loopback server
+            pass
+
+    def _provision(self, template: Template) -> None:
+        resolver = Resolver(
+            template,
+            region=self.options.region,
+            stack_name=self.options.stack_name,
+            parameter_values=self.options.parameter_values,
+        )
+        provisioner = Provisioner(
+            template,
+            resolver,
+            self.client,
+            code_root_override=self.options.code_root,
+            api_endpoint=self._open_api,
+            retry_delay_s=self.options.retry_delay_s,
+        )
+        self.stack = provisioner.provision()
+        self.host = FunctionHost(self.function_environment(), self.options.function_environment)
+        for spec in self.stack.functions:
+            self.host.register(spec)
+        stages = {
+            str(resource.properties.get("ApiId", {}).get("Ref")): str(resource.properties.get("StageName"))
+            for resource in template.resources.values()
+            if resource.type == "AWS::ApiGatewayV2::Stage"
+        }
+        for route in self.stack.routes:
+            api = self.apis[self.stack.resources[route.api_logical_id][1].ref]
+            api.stage = stages.get(route.api_logical_id, "$default")
+            api.add_route(Route(route.route_key, route.function_arn))
+        host = self.host
+        for mapping in self.stack.mappings:
+            if not mapping.enabled:
+                continue
+            destination = mapping.settings.on_failure_destination_arn
+            self.mappings.append(
+                StreamMappingRunner(
+                    mapping.logical_id,
+                    mapping.settings,
+                    streams_client=self.client("dynamodbstreams"),
+                    invoke=_invoker(host, mapping.function_arn),
+                    send_to_destination=destination_sender(self.client, destination) if destination else None,
+                    clock=self._clock,
+                    region=self.options.region,
+                    starting_position=mapping.starting_position,
+                )
+            )
+        self.schedules = ScheduleRunner(
+            host.invoke, time.monotonic, region=self.options.region, speedup=self.options.schedule_speedup
+        )
+        for schedule in self.stack.schedules:
+            self.schedules.add(
+                schedule.rule_name,
+                schedule.rule_arn,
+                schedule.expression,
+                schedule.function_arn,
+                schedule.target_input,
+            )
+        self.outputs = {name: self._output(resolver, spec) for name, spec in template.outputs.items()}
+        for api in self.apis.values():
+            api.start()
+
+    def _open_api(self, api_id: str) -> str:
+        port = self.options.api_port if not self.apis else 0
+        api = HttpApiServer(api_id, self._invoke_for_api, host=self.options.host, port=port)
+        self.apis[api_id] = api
+        return api.url
+
+    def _invoke_for_api(self, function_arn: str, event: dict[str, Any]) -> InvocationResult:
+        if self.host is None:
+            raise RuntimeStateError("the runtime is not started")
+        return self.host.invoke(function_arn, event)
+
+    def _output(self, resolver: Resolver, spec: Mapping[str, Any]) -> Any:
+        value = resolver.resolve(spec.get("Value"))
+        if isinstance(value, str):
+            # CDK builds API URLs as https://{apiId}.execute-api.{region}.{suffix}/: point them at localhost.
+            for api_id, api in self.apis.items():
+                remote = f"https://{api_id}.execute-api.{self.options.region}.amazonaws.com"
+                value = value.replace(remote, api.url)
+        return value
+
+    def _poll_forever(self) -> None:
+        while not self._stop.is_set():
+            busy = False
+            for mapping in self.mappings:
+                try:
+                    reports = mapping.poll_once()
+                except Exception:
+                    logger.exception("stream mapping %s failed to poll", mapping.name)
+                    continue
+                busy = busy or any(r.kind not in {StepKind.IDLE, StepKind.WAITING} for r in reports)
+            if self.schedules is not None:
+                self.schedules.tick()
+            if not busy:
+                self._stop.wait(self.options.poll_interval_s)
+
+
+def _invoker(host: FunctionHost, function_arn: str) -> Callable[[dict[str, Any]], InvocationResult]:
+    def invoke(event: dict[str, Any]) -> InvocationResult:
+        return host.invoke(function_arn, event)
+
+    return invoke

@@ -1,0 +1,155 @@
+"""The I/O around the stream mapping semantics: reading shards with `dynamodbstreams`, sending on-failure
+metadata to SQS or SNS. Never a moto event source mapping: moto would drain the stream itself (GUIDE §4).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from outbox_local.errors import UnsupportedResourceError
+from outbox_local.stream_mapping import (
+    Clock,
+    InvocationResult,
+    MappingSettings,
+    ShardProcessor,
+    StepKind,
+    StepReport,
+    lambda_record,
+)
+
+logger = logging.getLogger("outbox_local.streams")
+
+
+@dataclass(frozen=True)
+class MappingStats:
+    name: str
+    invocations: int
+    failed_invocations: int
+    discarded_records: int
+    backlog: int
+
+
+class StreamMappingRunner:
+    """One `AWS::Lambda::EventSourceMapping`: polls its stream and feeds each shard's processor."""
+
+    def __init__(
+        self,
+        name: str,
+        settings: MappingSettings,
+        *,
+        streams_client: Any,
+        invoke: Callable[[dict[str, Any]], InvocationResult],
+        send_to_destination: Callable[[dict[str, Any]], None] | None,
+        clock: Clock,
+        region: str,
+        starting_position: str = "TRIM_HORIZON",
+    ) -> None:
+        self.name = name
+        self.settings = settings
+        self._streams = streams_client
+        self._invoke = invoke
+        self._send = send_to_destination
+        self._clock = clock
+        self._region = region
+        self._starting_position = starting_position
+        self._iterators: dict[str, str] = {}
+        self.shards: dict[str, ShardProcessor] = {}
+        self._activity = threading.Condition()
+        self._idle = True
+        self.listeners: list[Callable[[StepReport], None]] = []
+
+    def poll_once(self) -> list[StepReport]:
+        """Read what the stream has for each shard, then let each shard processor take one step."""
+        for shard_id, records in self._read().items():
+            processor = self._processor(shard_id)
+            processor.offer([lambda_record(raw, self.settings.stream_arn, self._region) for raw in records])
+        reports = [processor.step() for processor in self.shards.values()]
+        for report in reports:
+            for listener in self.listeners:
+                listener(report)
+        with self._activity:
+            self._idle = all(r.kind is StepKind.IDLE for r in reports)
+            self._activity.notify_all()
+        return reports
+
+    def drain(self, max_steps: int = 10_000) -> None:
+        """Poll until every shard is idle (tests drive the emulator with this, step by step)."""
+        for _ in range(max_steps):
+            reports = self.poll_once()
+            if all(r.kind is StepKind.IDLE for r in reports):
+                return
+        raise RuntimeError(f"mapping {self.name} did not become idle in {max_steps} steps")
+
+    def wait_until_idle(self, timeout_s: float) -> bool:
+        """For a runner polled by a background thread: block until a poll found nothing to do."""
+        with self._activity:
+            self._idle = False
+            return self._activity.wait_for(lambda: self._idle, timeout_s)
+
+    def stats(self) -> MappingStats:
+        processors = list(self.shards.values())
+        return MappingStats(
+            name=self.name,
+            invocations=sum(p.invocations for p in processors),
+            failed_invocations=sum(p.failed_invocations for p in processors),
+            discarded_records=sum(p.discarded_records for p in processors),
+            backlog=sum(p.backlog for p in processors),
+        )
+
+    def _processor(self, shard_id: str) -> ShardProcessor:
+        if shard_id not in self.shards:
+            self.shards[shard_id] = ShardProcessor(
+                self.settings,
+                shard_id=shard_id,
+                invoke=self._invoke,
+                send_to_destination=self._send,
+                clock=self._clock,
+            )
+        return self.shards[shard_id]
+
+    def _read(self) -> dict[str, list[dict[str, Any]]]:
+        description = self._streams.describe_stream(StreamArn=self.settings.stream_arn)["StreamDescription"]
+        batches: dict[str, list[dict[str, Any]]] = {}
+        for shard in description["Shards"]:
+            shard_id = shard["ShardId"]
+            if shard_id not in self._iterators:
+                self._iterators[shard_id] = self._streams.get_shard_iterator(
+                    StreamArn=self.settings.stream_arn,
+                    ShardId=shard_id,
+                    ShardIteratorType=self._starting_position,
+                )["ShardIterator"]
+            response = self._streams.get_records(ShardIterator=self._iterators[shard_id], Limit=1000)
+            self._iterators[shard_id] = response["NextShardIterator"]
+            batches[shard_id] = response["Records"]
+        return batches
+
+
+def destination_sender(
+    clients: Callable[[str], Any], destination_arn: str
+) -> Callable[[dict[str, Any]], None]:
+    """Send on-failure metadata to the SQS queue or SNS topic the mapping names."""
+    service = destination_arn.split(":")[2]
+    if service == "sqs":
+        queue_name = destination_arn.rsplit(":", 1)[-1]
+        sqs = clients("sqs")
+        queue_url = sqs.get_queue_url(QueueName=queue_name)["QueueUrl"]
+
+        def to_queue(document: dict[str, Any]) -> None:
+            sqs.send_message(QueueUrl=queue_url, MessageBody=json.dumps(document))
+
+        return to_queue
+    if service == "sns":
+        sns = clients("sns")
+
+        def to_topic(document: dict[str, Any]) -> None:
+            sns.publish(TopicArn=destination_arn, Message=json.dumps(document))
+
+        return to_topic
+    raise UnsupportedResourceError(
+        f"on-failure destination {destination_arn}: only SQS and SNS are supported"
+    )
