@@ -1,0 +1,1 @@
+"""CDK app for the Transactional Outbox on DynamoDB Streams: one construct per capability."""
