@@ -251,7 +251,7 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def _idempotency_key() -> str | None:
-    value = app.current_event.get_header_value(IDEMPOTENCY_HEADER, case_sensitive=False)
+    value = app.current_event.headers.get(IDEMPOTENCY_HEADER)
     return None if value is None else value.strip()
 
 
@@ -264,7 +264,7 @@ def _correlation_id() -> str:
 
 def _current_correlation_id() -> str | None:
     """A valid X-Correlation-Id header from the caller, else API Gateway's request id."""
-    header = app.current_event.get_header_value(CORRELATION_HEADER, case_sensitive=False)
+    header = app.current_event.headers.get(CORRELATION_HEADER)
     if header is not None and _CORRELATION_ID.match(header):
         correlation_id: str | None = header
     else:
