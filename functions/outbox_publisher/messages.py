@@ -1,0 +1,96 @@
+"""What goes on the wire, and how big it is: pure functions shared by the engine, adapters and tests.
+
+The envelope and attributes are the public contract of GUIDE §2. Sizes follow each service's own
+rules, measured here because moto does not enforce EventBridge's limit (GUIDE §4) and because a call
+over the limit fails as a whole, which would hide which entry was at fault.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from outbox.model import OutboxEvent
+
+# Both services cap a batch call at 10 entries.
+MAX_ENTRIES_PER_CALL = 10
+# SNS PublishBatch: each message and the whole batch (bodies plus attributes) within 256 KiB.
+SNS_MAX_MESSAGE_BYTES = 262_144
+SNS_MAX_BATCH_BYTES = 262_144
+# EventBridge PutEvents: each entry and the whole request within 256 KB, sized per "Calculating
+# PutEvents event entry size" (Source, DetailType, Detail in UTF-8, 14 bytes for Time, each Resource).
+EVENTBRIDGE_MAX_ENTRY_BYTES = 262_144
+EVENTBRIDGE_MAX_BATCH_BYTES = 262_144
+
+# Batch entry ids must be unique within a call and match this (SNS and SQS both document it).
+ENTRY_ID = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
+_STRING = "String"
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One event, ready to publish: the event and its envelope as JSON text (built once)."""
+
+    event: OutboxEvent
+    body: str
+
+    @classmethod
+    def of(cls, event: OutboxEvent) -> Message:
+        return cls(event, envelope_json(event))
+
+
+def envelope_json(event: OutboxEvent) -> str:
+    # ensure_ascii=False: SNS and EventBridge count UTF-8 bytes, and escapes would only inflate them.
+    return json.dumps(event.envelope(), separators=(",", ":"), ensure_ascii=False)
+
+
+def entry_id(position: int) -> str:
+    return f"m{position}"
+
+
+def sns_attributes(event: OutboxEvent) -> dict[str, dict[str, str]]:
+    """For subscription filter policies (GUIDE §2)."""
+    return {
+        "event_type": {"DataType": _STRING, "StringValue": event.event_type},
+        "aggregate_type": {"DataType": _STRING, "StringValue": event.aggregate_type},
+        "event_id": {"DataType": _STRING, "StringValue": event.event_id},
+    }
+
+
+def sns_entry(message: Message, position: int, *, fifo: bool) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "Id": entry_id(position),
+        "Message": message.body,
+        "MessageAttributes": sns_attributes(message.event),
+    }
+    if fifo:
+        # Order is kept per group: one group per aggregate. Dedup by event_id covers redeliveries
+        # within SNS's 5-minute window; consumers still deduplicate beyond it.
+        entry["MessageGroupId"] = message.event.aggregate_key
+        entry["MessageDeduplicationId"] = message.event.event_id
+    return entry
+
+
+def sns_size(message: Message) -> int:
+    """Body plus each attribute's name, data type and value, in UTF-8 bytes."""
+    attributes = sns_attributes(message.event)
+    return len(message.body.encode()) + sum(
+        len(name.encode()) + len(value["DataType"].encode()) + len(value["StringValue"].encode())
+        for name, value in attributes.items()
+    )
+
+
+def eventbridge_entry(message: Message, *, source: str, event_bus_name: str) -> dict[str, Any]:
+    return {
+        "Source": source,
+        "DetailType": message.event.event_type,
+        "Detail": message.body,
+        "EventBusName": event_bus_name,
+    }
+
+
+def eventbridge_size(message: Message, *, source: str) -> int:
+    # No Time and no Resources are sent, so only these three count.
+    return len(source.encode()) + len(message.event.event_type.encode()) + len(message.body.encode())

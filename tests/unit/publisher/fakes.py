@@ -1,0 +1,197 @@
+"""In-memory fakes of the publishing engine's ports, and builders for events and candidates."""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from outbox.marking import Mark, MarkingReport
+from outbox.model import OutboxEvent
+from outbox_publisher.config import Destination, Router
+from outbox_publisher.engine import Candidate, EntryResult, PoisonMessage, PublishingEngine
+from outbox_publisher.errors import DestinationCallError, FailureKind, PoisonQueueUnavailableError
+from outbox_publisher.messages import Message, eventbridge_size, sns_size
+from outbox_publisher.retry import RetryPolicy
+
+T0 = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
+SOURCE = "shop.orders"
+
+
+class FakeClock:
+    def __init__(self, start: datetime = T0) -> None:
+        self.now = start
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, **delta: float) -> None:
+        self.now += timedelta(**delta)
+
+
+@dataclass
+class RecordingSleep:
+    """Records the delays instead of waiting; advances the fake clock so time still moves."""
+
+    clock: FakeClock | None = None
+    delays: list[float] = field(default_factory=list)
+
+    def __call__(self, seconds: float) -> None:
+        self.delays.append(seconds)
+        if self.clock is not None:
+            self.clock.advance(seconds=seconds)
+
+
+@dataclass
+class FakeDeadline:
+    remaining: int = 60_000
+
+    def remaining_ms(self) -> int:
+        return self.remaining
+
+
+ALWAYS = 1_000
+
+
+class FakeDestination:
+    """A destination that accepts everything except the faults it was told to answer with.
+
+    `fail_entry(event_id, result, times)` answers that entry with `result` the next `times` calls;
+    `fail_call(error, times, when)` raises `error` for the next `times` calls (that match `when`).
+    """
+
+    def __init__(self, destination: Destination) -> None:
+        self.destination = destination
+        self.max_entry_bytes = 262_144
+        self.max_batch_bytes = 262_144
+        self.calls: list[list[str]] = []
+        self.accepted: list[str] = []
+        self._entry_faults: dict[str, list[EntryResult]] = {}
+        self._call_faults: list[tuple[DestinationCallError, Callable[[Sequence[Message]], bool]]] = []
+
+    def size_of(self, message: Message) -> int:
+        if self.destination is Destination.SNS:
+            return sns_size(message)
+        return eventbridge_size(message, source=SOURCE)
+
+    def fail_entry(self, event_id: str, result: EntryResult, times: int = 1) -> None:
+        self._entry_faults.setdefault(event_id, []).extend([result] * times)
+
+    def fail_call(
+        self,
+        error: DestinationCallError,
+        times: int = 1,
+        when: Callable[[Sequence[Message]], bool] = lambda _: True,
+    ) -> None:
+        self._call_faults.extend([(error, when)] * times)
+
+    def publish(self, messages: Sequence[Message]) -> list[EntryResult]:
+        self.calls.append([message.event.event_id for message in messages])
+        for position, (error, when) in enumerate(self._call_faults):
+            if when(messages):
+                del self._call_faults[position]
+                raise error
+        results = []
+        for message in messages:
+            faults = self._entry_faults.get(message.event.event_id)
+            if faults:
+                results.append(faults.pop(0))
+            else:
+                self.accepted.append(message.event.event_id)
+                results.append(EntryResult.success())
+        return results
+
+
+class FakePoisonQueue:
+    def __init__(self) -> None:
+        self.messages: list[PoisonMessage] = []
+        self.unavailable = False
+
+    def send(self, message: PoisonMessage) -> None:
+        if self.unavailable:
+            raise PoisonQueueUnavailableError(
+                "queue unavailable", code="AWS.SimpleQueueService.NonExistentQueue"
+            )
+        self.messages.append(message)
+
+
+class FakeMarker:
+    def __init__(self) -> None:
+        self.marks: list[Mark] = []
+        self.error: Exception | None = None
+
+    def mark(self, marks: Sequence[Mark]) -> MarkingReport:
+        if self.error is not None:
+            raise self.error
+        self.marks.extend(marks)
+        return MarkingReport(marked=[mark.key for mark in marks], calls=1)
+
+
+_ids = (uuid.UUID(int=number) for number in itertools.count(1))
+
+
+def event(
+    aggregate_id: str,
+    seq: int,
+    *,
+    aggregate_type: str = "Order",
+    event_type: str = "OrderPlaced",
+    payload: dict[str, Any] | None = None,
+) -> OutboxEvent:
+    return OutboxEvent.new(
+        aggregate_type=aggregate_type,
+        aggregate_id=aggregate_id,
+        seq=seq,
+        event_type=event_type,
+        payload=payload if payload is not None else {"total": "9.99"},
+        clock=lambda: T0 - timedelta(seconds=2),
+        new_id=lambda: next(_ids),
+    )
+
+
+def candidates(*events: OutboxEvent) -> list[Candidate]:
+    return [Candidate.from_row(f"seq-{position:03d}", item.to_item()) for position, item in enumerate(events)]
+
+
+def transient(code: str = "ThrottlingException") -> EntryResult:
+    return EntryResult.failure(code, FailureKind.TRANSIENT)
+
+
+@dataclass
+class Harness:
+    sns: FakeDestination
+    eventbridge: FakeDestination
+    poison: FakePoisonQueue
+    marker: FakeMarker
+    clock: FakeClock
+    sleep: RecordingSleep
+    engine: PublishingEngine
+
+
+def harness(
+    *,
+    router: Router | None = None,
+    destinations: Sequence[Destination] = (Destination.SNS, Destination.EVENTBRIDGE),
+    retry: RetryPolicy | None = None,
+) -> Harness:
+    sns = FakeDestination(Destination.SNS)
+    eventbridge = FakeDestination(Destination.EVENTBRIDGE)
+    ports = {Destination.SNS: sns, Destination.EVENTBRIDGE: eventbridge}
+    poison = FakePoisonQueue()
+    marker = FakeMarker()
+    clock = FakeClock()
+    sleep = RecordingSleep(clock)
+    engine = PublishingEngine(
+        destinations={name: ports[name] for name in destinations},
+        router=router or Router.everything_to(destinations),
+        poison_queue=poison,
+        marker=marker,
+        clock=clock,
+        retry=retry or RetryPolicy(),
+        sleep=sleep,
+        random=lambda: 0.5,
+    )
+    return Harness(sns, eventbridge, poison, marker, clock, sleep, engine)
