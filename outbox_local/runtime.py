@@ -26,6 +26,7 @@ from outbox_local.stream_poller import StreamMappingRunner, destination_sender
 from outbox_local.template import Resolver, Template
 
 logger = logging.getLogger("outbox_local.runtime")
+_WAIT_STEP_S = 0.05
 
 LOCAL_CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
 
@@ -49,10 +50,24 @@ class RuntimeOptions:
     parameter_values: Mapping[str, str] = field(default_factory=dict)
 
 
+class VirtualClock:
+    """Wall-clock time that a caller driving the runtime step by step may move forward instead of sleeping."""
+
+    def __init__(self) -> None:
+        self._offset = 0.0
+
+    def __call__(self) -> float:
+        return time.time() + self._offset
+
+    def advance(self, seconds: float) -> None:
+        self._offset += seconds
+
+
 class LocalRuntime:
-    def __init__(self, options: RuntimeOptions, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, options: RuntimeOptions) -> None:
         self.options = options
-        self._clock = clock
+        self.clock = VirtualClock()
+        self._clock = self.clock
         self.faults = FaultInjector()
         self._server: LocalAwsServer | None = None
         self._clients: dict[str, Any] = {}
@@ -135,10 +150,21 @@ class LocalRuntime:
             raise RuntimeStateError("the runtime is not started")
         return self.host.invoke(function, event)
 
-    def drain_streams(self) -> None:
-        """Run every stream mapping until nothing is left to do (for callers driving without a thread)."""
-        for mapping in self.mappings:
-            mapping.drain()
+    def drain_streams(self, max_steps: int = 10_000) -> None:
+        """Run every stream mapping until nothing is left to do (for callers driving without a thread).
+
+        When a mapping only waits (batching window, retry delay), the virtual clock moves forward instead of
+        the caller sleeping, so tests stay fast and deterministic.
+        """
+        if self.options.background:
+            raise RuntimeStateError("drain_streams drives the mappings itself: start with background=False")
+        for _ in range(max_steps):
+            reports = [report for mapping in self.mappings for report in mapping.poll_once()]
+            if all(report.kind is StepKind.IDLE for report in reports):
+                return
+            if all(report.kind in {StepKind.IDLE, StepKind.WAITING} for report in reports):
+                self.clock.advance(_WAIT_STEP_S)
+        raise RuntimeStateError(f"stream mappings still busy after {max_steps} steps")
 
     def wait_until_idle(self, timeout_s: float) -> bool:
         """With the background poller: block until every mapping found nothing to do."""

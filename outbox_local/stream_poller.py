@@ -77,14 +77,6 @@ class StreamMappingRunner:
             self._activity.notify_all()
         return reports
 
-    def drain(self, max_steps: int = 10_000) -> None:
-        """Poll until every shard is idle (tests drive the emulator with this, step by step)."""
-        for _ in range(max_steps):
-            reports = self.poll_once()
-            if all(r.kind is StepKind.IDLE for r in reports):
-                return
-        raise RuntimeError(f"mapping {self.name} did not become idle in {max_steps} steps")
-
     def wait_until_idle(self, timeout_s: float) -> bool:
         """For a runner polled by a background thread: block until a poll found nothing to do."""
         with self._activity:

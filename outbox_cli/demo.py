@@ -1,0 +1,451 @@
+"""`outbox demo`: the whole system on the local runtime, narrated, with every invariant checked.
+
+Every number printed is computed from what the demo observed on the queues and in the tables; the demo exits
+0 only if every check held.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import statistics
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, TextIO
+
+from outbox_local.runtime import LocalRuntime, RuntimeOptions
+from outbox_local.stream_mapping import StepKind, StepReport
+
+DELIVERY_TIMEOUT_S = 60.0
+OUTAGE_TIMEOUT_S = 60.0
+
+
+@dataclass(frozen=True)
+class Delivery:
+    event_id: str
+    event_type: str
+    aggregate_id: str
+    seq: int
+    occurred_at: str
+    sent_ms: int
+
+
+class QueueWatcher:
+    """Drains one consumer queue and remembers every message, in arrival order."""
+
+    def __init__(
+        self, sqs: Any, url: str, label: str, unwrap: Callable[[dict[str, Any]], dict[str, Any]]
+    ) -> None:
+        self._sqs = sqs
+        self._url = url
+        self.label = label
+        self._unwrap = unwrap
+        self.deliveries: list[Delivery] = []
+        self.raw: list[dict[str, Any]] = []
+
+    def collect(self, wait_s: int = 0) -> None:
+        while True:
+            messages = self._sqs.receive_message(
+                QueueUrl=self._url,
+                MaxNumberOfMessages=10,
+                WaitTimeSeconds=wait_s,
+                MessageSystemAttributeNames=["SentTimestamp"],
+            ).get("Messages", [])
+            if not messages:
+                return
+            for message in messages:
+                body = json.loads(message["Body"])
+                self.raw.append(body)
+                envelope = self._unwrap(body)
+                self.deliveries.append(
+                    Delivery(
+                        event_id=envelope["event_id"],
+                        event_type=envelope["event_type"],
+                        aggregate_id=envelope["aggregate_id"],
+                        seq=int(envelope["seq"]),
+                        occurred_at=envelope["occurred_at"],
+                        sent_ms=int(message["Attributes"]["SentTimestamp"]),
+                    )
+                )
+                self._sqs.delete_message(QueueUrl=self._url, ReceiptHandle=message["ReceiptHandle"])
+            wait_s = 0
+
+    def event_ids(self) -> set[str]:
+        return {d.event_id for d in self.deliveries}
+
+    def wait_for(self, event_ids: Iterable[str], timeout_s: float) -> bool:
+        wanted = set(event_ids)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            self.collect(wait_s=1)  # long polling: the queue itself waits for the next message
+            if wanted <= self.event_ids():
+                return True
+        return wanted <= self.event_ids()
+
+    def duplicates(self) -> int:
+        return sum(count - 1 for count in Counter(d.event_id for d in self.deliveries).values())
+
+    def out_of_order(self) -> list[str]:
+        """Aggregates whose first deliveries did not arrive in increasing seq order."""
+        seen: dict[str, list[int]] = defaultdict(list)
+        for delivery in self.deliveries:
+            if delivery.seq not in seen[delivery.aggregate_id]:
+                seen[delivery.aggregate_id].append(delivery.seq)
+        return [aggregate for aggregate, seqs in seen.items() if seqs != sorted(seqs)]
+
+
+def _from_topic(body: dict[str, Any]) -> dict[str, Any]:
+    # Raw message delivery gives the envelope itself; otherwise SNS wraps it in a notification.
+    return json.loads(body["Message"]) if body.get("Type") == "Notification" else body
+
+
+def _from_bus(body: dict[str, Any]) -> dict[str, Any]:
+    detail: dict[str, Any] = body["detail"]
+    return detail
+
+
+@dataclass
+class Check:
+    description: str
+    passed: bool
+
+
+@dataclass
+class Narrator:
+    out: TextIO
+    checks: list[Check] = field(default_factory=list)
+    started: float = field(default_factory=time.monotonic)
+
+    def step(self, number: int, total: int, title: str) -> None:
+        self.out.write(f"\n[{number}/{total}] {title}\n")
+        self.out.flush()
+
+    def say(self, text: str) -> None:
+        self.out.write(f"      {text}\n")
+        self.out.flush()
+
+    def check(self, description: str, passed: bool) -> bool:
+        self.checks.append(Check(description, passed))
+        self.say(f"{'ok  ' if passed else 'FAIL'} {description}")
+        return passed
+
+
+class Demo:
+    def __init__(self, runtime: LocalRuntime, narrator: Narrator) -> None:
+        self.runtime = runtime
+        self.n = narrator
+        outputs = runtime.outputs
+        sqs = runtime.client("sqs")
+        self.topic_queue = QueueWatcher(
+            sqs, outputs["SampleTopicConsumerQueueUrl"], "SNS topic -> SQS", _from_topic
+        )
+        self.bus_queue = QueueWatcher(
+            sqs, outputs["SampleBusConsumerQueueUrl"], "event bus rule -> SQS", _from_bus
+        )
+        self.acknowledged: list[str] = []
+        self.poison_seen: list[str] = []
+        self.failed_steps: list[StepReport] = []
+        for mapping in runtime.mappings:
+            mapping.listeners.append(self._observe)
+
+    def _observe(self, report: StepReport) -> None:
+        if report.kind in {StepKind.FAILED, StepKind.PARTIAL_FAILURE, StepKind.BISECTED}:
+            self.failed_steps.append(report)
+
+    # --- HTTP -----------------------------------------------------------------------------------------
+
+    def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> tuple[int, dict[str, Any]]:
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(  # noqa: S310 - the local API on loopback
+            f"{self.runtime.api_url}{path}",
+            data=data,
+            method=method,
+            headers={"content-type": "application/json"},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310
+                return response.status, json.loads(response.read())
+        except urllib.error.HTTPError as error:
+            return error.code, json.loads(error.read() or b"{}")
+
+    def place(self, customer: str, sku: str, price: str) -> str:
+        order = {
+            "customer_id": customer,
+            "currency": "EUR",
+            "items": [{"sku": sku, "quantity": 1, "unit_price": price}],
+        }
+        status, body = self.call("POST", "/orders", order)
+        order_id = str(body.get("order_id", "?"))
+        self.n.say(f"{'POST /orders':<33} -> {status}  order {order_id[:8]}  {body.get('status')}")
+        self._acknowledge(status, body, 201)
+        return str(body.get("order_id", ""))
+
+    def transition(self, order_id: str, action: str) -> None:
+        status, body = self.call("POST", f"/orders/{order_id}/{action}", {})
+        path = f"POST /orders/{order_id[:8]}…/{action}"
+        self.n.say(f"{path:<33} -> {status}  order {order_id[:8]}  {body.get('status')}")
+        self._acknowledge(status, body, 200)
+
+    def _acknowledge(self, status: int, body: dict[str, Any], expected: int) -> None:
+        if status == expected and body.get("event_id"):
+            self.acknowledged.append(str(body["event_id"]))
+        else:
+            self.n.check(f"the API accepted the request (got {status}: {body})", False)
+
+    # --- the scenario ---------------------------------------------------------------------------------
+
+    def happy_path(self) -> None:
+        self.n.step(1, 4, "Orders over HTTP: place three, confirm two, cancel one")
+        orders = [self.place(f"customer-{i}", f"SKU-{i}", f"{10 * i}.50") for i in (1, 2, 3)]
+        self.transition(orders[0], "confirm")
+        self.transition(orders[1], "confirm")
+        self.transition(orders[2], "cancel")
+        self.n.say(
+            f"{len(self.acknowledged)} events acknowledged by the API; "
+            "waiting for them on both consumer queues…"
+        )
+        for watcher in (self.topic_queue, self.bus_queue):
+            arrived = watcher.wait_for(self.acknowledged, DELIVERY_TIMEOUT_S)
+            self.n.check(f"every event arrived on the {watcher.label} queue", arrived)
+        self.n.say("arrivals on the topic queue (per order, in order):")
+        for delivery in self.topic_queue.deliveries:
+            self.n.say(f"  order {delivery.aggregate_id[:8]}  seq {delivery.seq}  {delivery.event_type}")
+
+    def poison(self) -> None:
+        self.n.step(2, 4, "A poison row: an outbox row whose payload is not JSON")
+        table = self.runtime.outputs["OutboxTableName"]
+        aggregate_id = f"poison-{uuid.uuid4()}"
+        event_id = str(uuid.uuid4())
+        self.runtime.client("dynamodb").put_item(
+            TableName=table,
+            Item={
+                "aggregate_key": {"S": f"Order#{aggregate_id}"},
+                "seq": {"N": "1"},
+                "event_id": {"S": event_id},
+                "event_type": {"S": "OrderPlaced"},
+                "schema_version": {"N": "1"},
+                "aggregate_type": {"S": "Order"},
+                "aggregate_id": {"S": aggregate_id},
+                "payload": {"S": "{this is not json"},
+                "occurred_at": {"S": _now_iso()},
+                "status": {"S": "PENDING"},
+                "attempts": {"N": "0"},
+            },
+        )
+        self.n.say(
+            f"wrote row Order#{aggregate_id[:15]}… with payload '{{this is not json' straight to the table"
+        )
+        poison_url = self.runtime.outputs["PoisonQueueUrl"]
+        found = self._wait_for_poison(poison_url, event_id)
+        self.n.check("the poison queue received the whole row", found)
+        self.runtime.wait_until_idle(DELIVERY_TIMEOUT_S)
+        self.topic_queue.collect()
+        self.bus_queue.collect()
+        leaked = event_id in self.topic_queue.event_ids() | self.bus_queue.event_ids()
+        self.n.check("no consumer received the poison event", not leaked)
+        status = self._row_status(f"Order#{aggregate_id}", 1)
+        self.n.check(f"the poison row is marked FAILED (status {status})", status == "FAILED")
+        self.poison_event_id = event_id
+
+    def _wait_for_poison(self, url: str, event_id: str) -> bool:
+        sqs = self.runtime.client("sqs")
+        deadline = time.monotonic() + DELIVERY_TIMEOUT_S
+        while time.monotonic() < deadline and event_id not in self.poison_seen:
+            for message in sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=1).get(
+                "Messages", []
+            ):
+                self.poison_seen.append(message["Body"])
+                sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+            if any(event_id in body for body in self.poison_seen):
+                return True
+        return False
+
+    def outage(self) -> None:
+        self.n.step(3, 4, "A transient outage: SNS PublishBatch answers HTTP 500 InternalError")
+        rule = self.runtime.faults.arm("sns", "PublishBatch", error_code="InternalError", http_status=500)
+        failed_before = len(self.failed_steps)
+        self.n.say("fault armed at the wire: the real publisher gets a real AWS error response")
+        order_id = self.place("customer-outage", "SKU-9", "99.00")
+        event_id = self.acknowledged[-1]
+        hit = self.runtime.faults.wait_for_injections(rule, 1, OUTAGE_TIMEOUT_S)
+        retried = self._wait(lambda: len(self.failed_steps) > failed_before, OUTAGE_TIMEOUT_S)
+        self.n.say(
+            f"publisher hit the outage {rule.injected} time(s); it handed the batch back "
+            f"({len(self.failed_steps) - failed_before} failed invocation(s)), the stream mapping retries it"
+        )
+        self.n.check("the outage reached the publisher and the mapping retried", hit and retried)
+        self.runtime.faults.disarm(rule)
+        self.n.say("fault disarmed: SNS is back")
+        recovered = self.topic_queue.wait_for([event_id], DELIVERY_TIMEOUT_S)
+        recovered = self.bus_queue.wait_for([event_id], DELIVERY_TIMEOUT_S) and recovered
+        self.n.check(f"order {order_id[:8]}'s event was delivered after recovery", recovered)
+        self.outage_injections = rule.injected
+
+    def verify(self) -> None:
+        self.n.step(4, 4, "Invariants and summary")
+        self.runtime.wait_until_idle(DELIVERY_TIMEOUT_S)
+        for watcher in (self.topic_queue, self.bus_queue):
+            watcher.collect()
+        rows = self._outbox_rows()
+        saved = {row["event_id"]["S"] for row in rows}
+        statuses = Counter(row["status"]["S"] for row in rows)
+        delivered = self.topic_queue.event_ids() | self.bus_queue.event_ids()
+        acknowledged = set(self.acknowledged)
+        self.n.check(
+            "saved => announced: every acknowledged event reached both queues",
+            acknowledged <= self.topic_queue.event_ids() and acknowledged <= self.bus_queue.event_ids(),
+        )
+        self.n.check("announced => saved: every delivered event is an outbox row", delivered <= saved)
+        self.n.check(
+            "per-order order kept on both queues",
+            not self.topic_queue.out_of_order() and not self.bus_queue.out_of_order(),
+        )
+        self.n.check(
+            "every row except the poison one is PUBLISHED",
+            statuses.get("PUBLISHED", 0) == len(rows) - 1 and statuses.get("FAILED", 0) == 1,
+        )
+        on_failure = self._queue_depth(self.runtime.outputs["OnFailureQueueUrl"])
+        self.n.check("nothing was given up to the on-failure destination", on_failure == 0)
+        latencies = [
+            d.sent_ms - _epoch_ms(d.occurred_at)
+            for d in self.topic_queue.deliveries + self.bus_queue.deliveries
+        ]
+        stats = [m.stats() for m in self.runtime.mappings]
+        self.poison_seen.extend(self._drain_bodies(self.runtime.outputs["PoisonQueueUrl"]))
+        summary = [
+            ("events written (outbox rows)", str(len(rows))),
+            ("published (rows PUBLISHED)", str(statuses.get("PUBLISHED", 0))),
+            (
+                "poison (rows FAILED, sent to the poison queue)",
+                f"{statuses.get('FAILED', 0)} ({len(self.poison_seen)} on the poison queue)",
+            ),
+            ("delivered on the SNS topic queue", str(len(self.topic_queue.deliveries))),
+            ("delivered on the event bus queue", str(len(self.bus_queue.deliveries))),
+            (
+                "duplicates seen on the queues",
+                f"{self.topic_queue.duplicates() + self.bus_queue.duplicates()}",
+            ),
+            (
+                "injected faults / failed publisher invocations",
+                f"{getattr(self, 'outage_injections', 0)} / {sum(s.failed_invocations for s in stats)}",
+            ),
+            ("publisher invocations", str(sum(s.invocations for s in stats))),
+            ("on-failure destination messages", str(on_failure)),
+            ("end-to-end latency p50 / p99 (row written -> queue)", _percentiles(latencies)),
+        ]
+        self.n.out.write("\n")
+        width = max(len(label) for label, _ in summary)
+        for label, value in summary:
+            self.n.out.write(f"      {label:<{width}}  {value}\n")
+
+    # --- helpers ---------------------------------------------------------------------------------------
+
+    def _outbox_rows(self) -> list[dict[str, Any]]:
+        paginator = self.runtime.client("dynamodb").get_paginator("scan")
+        return [
+            item
+            for page in paginator.paginate(TableName=self.runtime.outputs["OutboxTableName"])
+            for item in page["Items"]
+        ]
+
+    def _row_status(self, aggregate_key: str, seq: int) -> str:
+        deadline = time.monotonic() + DELIVERY_TIMEOUT_S
+        status = "?"
+        while time.monotonic() < deadline:
+            item = (
+                self.runtime.client("dynamodb")
+                .get_item(
+                    TableName=self.runtime.outputs["OutboxTableName"],
+                    Key={"aggregate_key": {"S": aggregate_key}, "seq": {"N": str(seq)}},
+                )
+                .get("Item", {})
+            )
+            status = str(item.get("status", {}).get("S", "?"))
+            if status != "PENDING":
+                return status
+            self.runtime.wait_until_idle(1.0)
+        return status
+
+    def _drain_bodies(self, url: str) -> list[str]:
+        sqs = self.runtime.client("sqs")
+        bodies: list[str] = []
+        while messages := sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", []):
+            for message in messages:
+                bodies.append(message["Body"])
+                sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+        return bodies
+
+    def _queue_depth(self, url: str) -> int:
+        attributes = self.runtime.client("sqs").get_queue_attributes(
+            QueueUrl=url,
+            AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+        )["Attributes"]
+        return int(attributes["ApproximateNumberOfMessages"]) + int(
+            attributes["ApproximateNumberOfMessagesNotVisible"]
+        )
+
+    def _wait(self, condition: Callable[[], bool], timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while not condition() and time.monotonic() < deadline:
+            self.runtime.wait_until_idle(0.5)
+        return condition()
+
+
+def _now_iso() -> str:
+    now = datetime.now(UTC)
+    return now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z"
+
+
+def _epoch_ms(iso: str) -> int:
+    return int(datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp() * 1000)
+
+
+def _percentiles(latencies: list[int]) -> str:
+    if len(latencies) < 2:
+        return "n/a"
+    cuts = statistics.quantiles(latencies, n=100, method="inclusive")
+    return f"{cuts[49]:.0f} ms / {cuts[98]:.0f} ms"
+
+
+def run_demo(options: RuntimeOptions, out: TextIO) -> int:
+    narrator = Narrator(out)
+    out.write("outbox demo: the Transactional Outbox on the local runtime (moto, no AWS account)\n")
+    quiet = {"POWERTOOLS_LOG_LEVEL": "CRITICAL", "POWERTOOLS_METRICS_DISABLED": "true"}
+    runtime = LocalRuntime(RuntimeOptions(**{**options.__dict__, "function_environment": quiet}))
+    started = time.monotonic()
+    # Function output (Powertools JSON logs, EMF metrics) goes to a buffer: the narration stays readable,
+    # and the buffer is shown if a check fails.
+    function_output = io.StringIO()
+    with contextlib.redirect_stdout(function_output), runtime:
+        out.write(
+            f"      stack from {options.template_path}: {len(runtime.resource_names())} resources, "
+            f"{len(runtime.host.functions) if runtime.host else 0} functions, "
+            f"{len(runtime.mappings)} stream mapping(s)\n"
+            f"      AWS endpoint {runtime.endpoint_url}   Orders API {runtime.api_url}\n"
+        )
+        demo = Demo(runtime, narrator)
+        demo.happy_path()
+        demo.poison()
+        demo.outage()
+        demo.verify()
+    failed = [check for check in narrator.checks if not check.passed]
+    elapsed = time.monotonic() - started
+    if failed:
+        out.write(
+            f"\nFAILED: {len(failed)} of {len(narrator.checks)} checks did not hold ({elapsed:.1f} s)\n"
+        )
+        for check in failed:
+            out.write(f"  - {check.description}\n")
+        out.write(
+            "\nlast function output:\n" + "\n".join(function_output.getvalue().splitlines()[-40:]) + "\n"
+        )
+        return 1
+    out.write(f"\nPASSED: all {len(narrator.checks)} checks held ({elapsed:.1f} s)\n")
+    return 0
