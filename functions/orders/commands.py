@@ -35,7 +35,7 @@ _TRANSITION_FIELDS = frozenset({"expected_version"})
 
 
 def validate_idempotency_key(value: str, *, field: str = "Idempotency-Key") -> str:
-    if not _IDEMPOTENCY_KEY.match(value):
+    if not _IDEMPOTENCY_KEY.fullmatch(value):
         raise OrderValidationError("must be 1-128 letters, digits, '.', '_', ':' or '-'", field=field)
     return value
 

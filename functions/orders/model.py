@@ -69,25 +69,25 @@ def format_money(amount: Decimal, currency: str) -> str:
 
 
 def validate_order_id(value: object, *, field: str = "order_id") -> str:
-    if not isinstance(value, str) or not _ORDER_ID.match(value):
+    if not isinstance(value, str) or not _ORDER_ID.fullmatch(value):
         raise OrderValidationError("must be 1-64 letters, digits, '_' or '-'", field=field)
     return value
 
 
 def validate_customer_id(value: object, *, field: str = "customer_id") -> str:
-    if not isinstance(value, str) or not _CUSTOMER_ID.match(value):
+    if not isinstance(value, str) or not _CUSTOMER_ID.fullmatch(value):
         raise OrderValidationError("must be 1-64 letters, digits, '.', '_', ':' or '-'", field=field)
     return value
 
 
 def validate_currency(value: object, *, field: str = "currency") -> str:
-    if not isinstance(value, str) or not _CURRENCY.match(value):
+    if not isinstance(value, str) or not _CURRENCY.fullmatch(value):
         raise OrderValidationError("must be an ISO-4217 code of 3 uppercase letters", field=field)
     return value
 
 
 def validate_sku(value: object, *, field: str) -> str:
-    if not isinstance(value, str) or not _SKU.match(value):
+    if not isinstance(value, str) or not _SKU.fullmatch(value):
         raise OrderValidationError("must be 1-64 letters, digits, '.', '_' or '-'", field=field)
     return value
 
@@ -103,7 +103,7 @@ def validate_quantity(value: object, *, field: str) -> int:
 
 def parse_unit_price(value: object, currency: str, *, field: str) -> Decimal:
     """A positive decimal *string*: JSON numbers are refused so no float ever touches money."""
-    if not isinstance(value, str) or not _DECIMAL_TEXT.match(value):
+    if not isinstance(value, str) or not _DECIMAL_TEXT.fullmatch(value):
         raise OrderValidationError('must be a decimal string such as "9.99"', field=field)
     try:
         amount = Decimal(value)

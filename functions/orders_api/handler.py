@@ -265,7 +265,7 @@ def _correlation_id() -> str:
 def _current_correlation_id() -> str | None:
     """A valid X-Correlation-Id header from the caller, else API Gateway's request id."""
     header = app.current_event.headers.get(CORRELATION_HEADER)
-    if header is not None and _CORRELATION_ID.match(header):
+    if header is not None and _CORRELATION_ID.fullmatch(header):
         correlation_id: str | None = header
     else:
         correlation_id = app.current_event.request_context.request_id or None

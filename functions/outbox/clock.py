@@ -25,6 +25,6 @@ def format_timestamp(moment: datetime) -> str:
 
 def parse_timestamp(text: str) -> datetime:
     """Inverse of `format_timestamp`; raises ValueError on any other shape."""
-    if not _TIMESTAMP.match(text):
+    if not _TIMESTAMP.fullmatch(text):
         raise ValueError("timestamp must look like 2026-11-29T12:00:00.123Z")
     return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%f%z").astimezone(UTC)

@@ -105,7 +105,7 @@ class OutboxEvent:
         except ValueError:
             raise InvalidEventError("status must be PENDING, PUBLISHED or FAILED", field="status") from None
         _check(
-            bool(_AGGREGATE_TYPE.match(self.aggregate_type)),
+            bool(_AGGREGATE_TYPE.fullmatch(self.aggregate_type)),
             "aggregate_type",
             "aggregate_type must be 1-64 letters, digits, '_', '.', '-' (no '#')",
         )
@@ -116,7 +116,7 @@ class OutboxEvent:
         )
         _check(_is_int(self.seq) and self.seq >= 1, "seq", "seq must be an integer >= 1")
         _check(
-            bool(_EVENT_TYPE.match(self.event_type)),
+            bool(_EVENT_TYPE.fullmatch(self.event_type)),
             "event_type",
             "event_type must be 1-128 letters, digits, '_', '.', '-'",
         )
