@@ -1,0 +1,122 @@
+"""Least privilege: each function's role allows exactly the actions its code calls, on its resources."""
+
+from typing import Any
+
+import pytest
+
+from tests.infra.template_queries import (
+    actions_by_resource,
+    function_by_handler,
+    only,
+    role_of,
+    statements_of_role,
+)
+
+XRAY = {"xray:PutTraceSegments", "xray:PutTelemetryRecords"}
+LOGS = {"logs:CreateLogStream", "logs:PutLogEvents"}
+HANDLERS = ("orders_api.handler.handler", "outbox_publisher.handler.handler")
+
+
+def _granted(template: dict[str, Any], handler: str) -> dict[str, set[str]]:
+    _, function = function_by_handler(template, handler)
+    return actions_by_resource(statements_of_role(template, role_of(function)))
+
+
+def _log_group_of(template: dict[str, Any], handler: str) -> str:
+    _, function = function_by_handler(template, handler)
+    return f"GetAtt:{function['Properties']['LoggingConfig']['LogGroup']['Ref']}.Arn"
+
+
+def test_orders_api_role_has_exactly_its_actions(template: dict[str, Any]) -> None:
+    # Given the Orders API function's role
+    orders, _ = only(template, "AWS::DynamoDB::Table", "TablesOrdersTable")
+    outbox, _ = only(template, "AWS::DynamoDB::Table", "TablesOutboxTable")
+
+    # When every statement reaching it is grouped by resource
+    granted = _granted(template, "orders_api.handler.handler")
+
+    # Then: item-level writes + reads on Orders (TransactWriteItems is authorized per item),
+    # PutItem on Outbox, its own log group, X-Ray - and nothing else
+    assert granted == {
+        f"GetAtt:{orders}.Arn": {
+            "dynamodb:ConditionCheckItem",
+            "dynamodb:GetItem",
+            "dynamodb:PutItem",
+            "dynamodb:UpdateItem",
+        },
+        f"GetAtt:{outbox}.Arn": {"dynamodb:PutItem"},
+        _log_group_of(template, "orders_api.handler.handler"): LOGS,
+        "*": XRAY,
+    }
+
+
+def test_publisher_role_has_exactly_its_actions(template: dict[str, Any]) -> None:
+    # Given the publisher function's role and the resources it touches
+    outbox, _ = only(template, "AWS::DynamoDB::Table", "TablesOutboxTable")
+    poison, _ = only(template, "AWS::SQS::Queue", "FailureQueuesPoisonQueue")
+    on_failure, _ = only(template, "AWS::SQS::Queue", "FailureQueuesOnFailureQueue")
+    topic, _ = only(template, "AWS::SNS::Topic", "DestinationsTopic")
+    bus, _ = only(template, "AWS::Events::EventBus", "DestinationsEventBus")
+
+    # When every statement reaching it is grouped by resource
+    granted = _granted(template, "outbox_publisher.handler.handler")
+
+    # Then: read the stream (scoped to it, ListStreams included), UpdateItem rows, publish to its
+    # topic, put events on its bus, send to the poison and on-failure queues - and nothing else
+    assert granted == {
+        f"GetAtt:{outbox}.StreamArn": {
+            "dynamodb:DescribeStream",
+            "dynamodb:GetRecords",
+            "dynamodb:GetShardIterator",
+            "dynamodb:ListStreams",
+        },
+        f"GetAtt:{outbox}.Arn": {"dynamodb:UpdateItem"},
+        f"Ref:{topic}": {"sns:Publish"},
+        f"GetAtt:{bus}.Arn": {"events:PutEvents"},
+        f"GetAtt:{poison}.Arn": {"sqs:SendMessage"},
+        f"GetAtt:{on_failure}.Arn": {"sqs:SendMessage"},
+        _log_group_of(template, "outbox_publisher.handler.handler"): LOGS,
+        "*": XRAY,
+    }
+
+
+@pytest.mark.parametrize("handler", HANDLERS)
+def test_no_function_has_a_wildcard_beyond_what_aws_requires(template: dict[str, Any], handler: str) -> None:
+    # Given a function's grants
+    granted = _granted(template, handler)
+
+    # When the wildcard resource and wildcard actions are looked for
+    wildcard_actions = {a for actions in granted.values() for a in actions if "*" in a}
+
+    # Then "*" carries only the X-Ray calls (which have no resource-level permissions), no action
+    # is a wildcard, and no resource ARN is a pattern
+    assert granted.get("*", set()) == XRAY
+    assert wildcard_actions == set()
+    assert [r for r in granted if r != "*" and "*" in r] == []
+
+
+@pytest.mark.parametrize("handler", HANDLERS)
+def test_function_roles_have_no_managed_policies(template: dict[str, Any], handler: str) -> None:
+    # Given a function's role
+    _, function = function_by_handler(template, handler)
+    role = template["Resources"][role_of(function)]
+
+    # When its managed policies are read
+    managed = role["Properties"].get("ManagedPolicyArns", [])
+
+    # Then there are none (AWSLambdaBasicExecutionRole would allow logs on every log group)
+    assert managed == []
+    assert role["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]["Principal"] == {
+        "Service": "lambda.amazonaws.com"
+    }
+
+
+def test_only_function_roles_exist(template: dict[str, Any]) -> None:
+    # Given the template's IAM roles
+    roles = {k for k, v in template["Resources"].items() if v["Type"] == "AWS::IAM::Role"}
+
+    # When compared with the functions' roles
+    function_roles = {role_of(function_by_handler(template, h)[1]) for h in HANDLERS}
+
+    # Then no other role (e.g. a custom-resource provider with broad rights) was created
+    assert roles == function_roles

@@ -1,0 +1,120 @@
+"""Alarms (what they watch, their thresholds, where they notify) and the dashboard."""
+
+import json
+from typing import Any
+
+import pytest
+
+from tests.infra.template_queries import function_by_handler, only, resources
+
+PUBLISHER_HANDLER = "outbox_publisher.handler.handler"
+
+
+def _alarm(template: dict[str, Any], prefix: str) -> dict[str, Any]:
+    _, alarm = only(template, "AWS::CloudWatch::Alarm", prefix)
+    props: dict[str, Any] = alarm["Properties"]
+    return props
+
+
+def test_iterator_age_alarm_watches_the_publishers_maximum(template: dict[str, Any]) -> None:
+    # Given the iterator-age alarm
+    publisher_id, _ = function_by_handler(template, PUBLISHER_HANDLER)
+    alarm = _alarm(template, "MonitoringIteratorAgeAlarm")
+
+    # When its metric is read
+    # Then it is AWS/Lambda IteratorAge (Maximum) of the publisher, at 5 minutes for 5 minutes
+    assert (alarm["Namespace"], alarm["MetricName"], alarm["Statistic"]) == (
+        "AWS/Lambda",
+        "IteratorAge",
+        "Maximum",
+    )
+    assert alarm["Dimensions"] == [{"Name": "FunctionName", "Value": {"Ref": publisher_id}}]
+    assert alarm["Threshold"] == 300_000
+    assert alarm["EvaluationPeriods"] == 5
+    assert alarm["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
+
+
+@pytest.mark.parametrize(
+    ("alarm_prefix", "queue_prefix"),
+    [
+        ("MonitoringPoisonQueueDepthAlarm", "FailureQueuesPoisonQueue"),
+        ("MonitoringOnFailureQueueDepthAlarm", "FailureQueuesOnFailureQueue"),
+    ],
+)
+def test_queue_depth_alarms_fire_on_the_first_message(
+    template: dict[str, Any], alarm_prefix: str, queue_prefix: str
+) -> None:
+    # Given a dead-letter queue and its alarm
+    queue_id, _ = only(template, "AWS::SQS::Queue", queue_prefix)
+    alarm = _alarm(template, alarm_prefix)
+
+    # When the alarm's metric is read
+    # Then it watches that queue's visible messages and fires at one
+    assert (alarm["Namespace"], alarm["MetricName"]) == ("AWS/SQS", "ApproximateNumberOfMessagesVisible")
+    assert alarm["Dimensions"] == [{"Name": "QueueName", "Value": {"Fn::GetAtt": [queue_id, "QueueName"]}}]
+    assert alarm["Threshold"] == 1
+    assert alarm["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
+
+
+def test_publisher_errors_alarm_needs_sustained_errors(template: dict[str, Any]) -> None:
+    # Given the publisher-errors alarm
+    publisher_id, _ = function_by_handler(template, PUBLISHER_HANDLER)
+    alarm = _alarm(template, "MonitoringPublisherErrorsAlarm")
+
+    # When its metric and evaluation are read
+    # Then it is the publisher's Errors sum, in 3 of 5 minutes
+    assert (alarm["Namespace"], alarm["MetricName"], alarm["Statistic"]) == ("AWS/Lambda", "Errors", "Sum")
+    assert alarm["Dimensions"] == [{"Name": "FunctionName", "Value": {"Ref": publisher_id}}]
+    assert (alarm["EvaluationPeriods"], alarm["DatapointsToAlarm"], alarm["Threshold"]) == (5, 3, 1)
+
+
+def test_oldest_pending_age_alarm_watches_the_sweeper_metric(template: dict[str, Any]) -> None:
+    # Given the oldest-pending-age alarm
+    alarm = _alarm(template, "MonitoringOldestPendingAgeAlarm")
+
+    # When its metric is read
+    # Then it is Outbox/OldestPendingAgeSeconds (service=outbox-sweeper), no data not breaching
+    assert (alarm["Namespace"], alarm["MetricName"], alarm["Statistic"]) == (
+        "Outbox",
+        "OldestPendingAgeSeconds",
+        "Maximum",
+    )
+    assert alarm["Dimensions"] == [{"Name": "service", "Value": "outbox-sweeper"}]
+    assert alarm["Threshold"] == 900
+    assert alarm["TreatMissingData"] == "notBreaching"
+
+
+def test_every_alarm_notifies_the_alarm_topic_on_alarm_and_ok(template: dict[str, Any]) -> None:
+    # Given the alarm topic and every alarm
+    topic_id, _ = only(template, "AWS::SNS::Topic", "MonitoringAlarmTopic")
+    alarms = resources(template, "AWS::CloudWatch::Alarm").values()
+
+    # When their actions are read
+    # Then there are five, each sending both ALARM and OK to that topic, each named for the runbook
+    assert len(alarms) == 5
+    for alarm in alarms:
+        assert alarm["Properties"]["AlarmActions"] == [{"Ref": topic_id}]
+        assert alarm["Properties"]["OKActions"] == [{"Ref": topic_id}]
+        assert alarm["Properties"]["AlarmName"].startswith("OutboxStack-")
+        assert "docs/deploy.md#" in alarm["Properties"]["AlarmDescription"]
+
+
+def test_dashboard_shows_the_pipeline(template: dict[str, Any]) -> None:
+    # Given the one dashboard
+    _, dashboard = only(template, "AWS::CloudWatch::Dashboard")
+
+    # When its body is rendered to text (it is a Fn::Join of literals and references)
+    body = json.dumps(dashboard["Properties"]["DashboardBody"])
+
+    # Then it graphs iterator age, publish rate, failures, both queue depths and pending age
+    for metric in (
+        "IteratorAge",
+        "EventsPublished",
+        "EventsFailed",
+        "PoisonEvents",
+        "Errors",
+        "ApproximateNumberOfMessagesVisible",
+        "OldestPendingAgeSeconds",
+    ):
+        assert metric in body, metric
+    assert dashboard["Properties"]["DashboardName"] == "OutboxStack-outbox"

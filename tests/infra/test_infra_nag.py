@@ -1,0 +1,92 @@
+"""cdk-nag runs on every synth, fails it on a finding, and every acknowledgement explains itself."""
+
+from typing import Any
+
+import pytest
+
+from tests.infra.conftest import Synthesized
+
+TRIVIAL_REASONS = {"ok", "n/a", "na", "todo", "fine", "not needed", "suppressed", "ignore", "acknowledged"}
+
+
+def _acknowledgements(synthesized: Synthesized) -> list[tuple[str, str, str]]:
+    from aws_cdk import Validations
+
+    key = Validations.ACKNOWLEDGED_RULES_METADATA_KEY
+    found = []
+    for construct in synthesized.app.node.find_all():
+        for entry in construct.node.metadata:
+            if entry.type == key:
+                for rule_id, reason in entry.data.items():
+                    found.append((construct.node.path, rule_id, reason))
+    return found
+
+
+def test_synth_ran_aws_solutions_checks_with_no_open_finding(synthesized: Synthesized) -> None:
+    # Given the session's synthesis (it would have raised on an unacknowledged finding)
+    # When the validation report is read
+    reports = {r["pluginName"]: r for r in synthesized.validation_report["pluginReports"]}
+
+    # Then AwsSolutions ran, passed, and every finding it raised was acknowledged
+    assert reports["AwsSolutions"]["conclusion"] == "success"
+    assert reports["AwsSolutions"]["violations"] == []
+    assert reports["AwsSolutions"]["suppressedViolations"]
+
+
+def test_every_acknowledgement_has_a_real_reason(synthesized: Synthesized) -> None:
+    # Given every acknowledgement recorded in the construct tree
+    acknowledgements = _acknowledgements(synthesized)
+    assert acknowledgements
+
+    # When their reasons are inspected
+    # Then each is a sentence that explains, not a stock phrase
+    for path, rule_id, reason in acknowledgements:
+        assert reason.strip().lower().rstrip(".") not in TRIVIAL_REASONS, (path, rule_id)
+        assert len(reason) >= 40, (path, rule_id, reason)
+        assert len(reason.split()) >= 8, (path, rule_id, reason)
+
+
+def test_every_acknowledgement_matches_a_real_finding(synthesized: Synthesized) -> None:
+    # Given the acknowledgements and the findings they suppressed
+    acknowledged = {(path, rule_id) for path, rule_id, _ in _acknowledgements(synthesized)}
+    used = {
+        (v["acknowledgedAt"], v["acknowledgedId"])
+        for report in synthesized.validation_report["pluginReports"]
+        for v in report.get("suppressedViolations", [])
+    }
+
+    # When compared
+    # Then none is stale: each one silences a finding that really occurs
+    assert acknowledged == used
+
+
+def test_an_unacknowledged_finding_fails_the_synth() -> None:
+    # Given an app with the same nag wiring and a queue that breaks two AwsSolutions rules
+    from aws_cdk import App, Stack
+    from aws_cdk import aws_sqs as sqs
+
+    from infra.nag import add_nag_checks
+
+    app = App()
+    sqs.Queue(Stack(app, "NagProbe"), "PlainQueue")
+    add_nag_checks(app)
+
+    # When it is synthesized
+    # Then synthesis fails
+    with pytest.raises(RuntimeError, match=r"ValidationFailed(.|\n)*AwsSolutions::AwsSolutions-SQS4"):
+        app.synth()
+
+
+@pytest.mark.parametrize("reason", ["", "ok", "not needed here"])
+def test_acknowledge_refuses_a_reason_that_explains_nothing(reason: str) -> None:
+    # Given any construct
+    from aws_cdk import App
+
+    from infra.nag import acknowledge
+
+    construct: Any = App()
+
+    # When it is acknowledged without a real reason
+    # Then the acknowledgement itself fails
+    with pytest.raises(ValueError, match="real reason"):
+        acknowledge(construct, "AwsSolutions-SQS3", reason)

@@ -1,0 +1,76 @@
+"""The two tables: keys, stream, TTL, PITR, encryption, billing, the sparse pending index."""
+
+from typing import Any
+
+from tests.infra.template_queries import only
+
+
+def test_orders_table_is_keyed_by_pk_with_ttl_pitr_encryption_and_on_demand(template: dict[str, Any]) -> None:
+    # Given the synthesized stack
+    # When the Orders table is looked up
+    _, table = only(template, "AWS::DynamoDB::Table", "TablesOrdersTable")
+    props = table["Properties"]
+
+    # Then it has only the `pk` string key, idempotency TTL and every safety setting
+    assert props["KeySchema"] == [{"AttributeName": "pk", "KeyType": "HASH"}]
+    assert props["AttributeDefinitions"] == [{"AttributeName": "pk", "AttributeType": "S"}]
+    assert props["TimeToLiveSpecification"] == {"AttributeName": "expires_at", "Enabled": True}
+    assert props["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
+    assert props["SSESpecification"] == {"SSEEnabled": True}
+    assert props["BillingMode"] == "PAY_PER_REQUEST"
+    assert "StreamSpecification" not in props
+
+
+def test_outbox_table_has_new_image_stream_ttl_pitr_encryption_and_on_demand(
+    template: dict[str, Any],
+) -> None:
+    # Given the synthesized stack
+    # When the Outbox table is looked up
+    _, table = only(template, "AWS::DynamoDB::Table", "TablesOutboxTable")
+    props = table["Properties"]
+
+    # Then it is keyed by aggregate and sequence, and streams new images only
+    assert props["KeySchema"] == [
+        {"AttributeName": "aggregate_key", "KeyType": "HASH"},
+        {"AttributeName": "seq", "KeyType": "RANGE"},
+    ]
+    assert props["StreamSpecification"] == {"StreamViewType": "NEW_IMAGE"}
+    assert props["TimeToLiveSpecification"] == {"AttributeName": "expires_at", "Enabled": True}
+    assert props["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
+    assert props["SSESpecification"] == {"SSEEnabled": True}
+    assert props["BillingMode"] == "PAY_PER_REQUEST"
+
+
+def test_outbox_table_has_the_sparse_pending_index_with_keys_only(template: dict[str, Any]) -> None:
+    # Given the Outbox table
+    _, table = only(template, "AWS::DynamoDB::Table", "TablesOutboxTable")
+    props = table["Properties"]
+
+    # When its secondary indexes are read
+    indexes = props["GlobalSecondaryIndexes"]
+
+    # Then there is exactly the `pending` index on pending_shard (N) / occurred_at (S), keys only
+    assert indexes == [
+        {
+            "IndexName": "pending",
+            "KeySchema": [
+                {"AttributeName": "pending_shard", "KeyType": "HASH"},
+                {"AttributeName": "occurred_at", "KeyType": "RANGE"},
+            ],
+            "Projection": {"ProjectionType": "KEYS_ONLY"},
+        }
+    ]
+    types = {d["AttributeName"]: d["AttributeType"] for d in props["AttributeDefinitions"]}
+    assert types == {"aggregate_key": "S", "seq": "N", "pending_shard": "N", "occurred_at": "S"}
+
+
+def test_tables_keep_their_data_by_default(template: dict[str, Any]) -> None:
+    # Given the default app context (retain_data unset)
+    for prefix in ("TablesOrdersTable", "TablesOutboxTable"):
+        # When each table is looked up
+        _, table = only(template, "AWS::DynamoDB::Table", prefix)
+
+        # Then stack deletion retains it and deletion protection is on
+        assert table["DeletionPolicy"] == "Retain"
+        assert table["UpdateReplacePolicy"] == "Retain"
+        assert table["Properties"]["DeletionProtectionEnabled"] is True
