@@ -1,0 +1,162 @@
+"""The outbox row contract (GUIDE §2) as a value object. Pure: no AWS."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from outbox.errors import InvalidEventError, InvalidOutboxRowError, InvalidPayloadError
+from outbox.model import PENDING_SHARDS, OutboxEvent, OutboxStatus, pending_shard, truncate_error
+
+MOMENT = datetime(2026, 11, 29, 12, 0, 0, 123000, tzinfo=UTC)
+
+
+def event(**overrides: Any) -> OutboxEvent:
+    arguments: dict[str, Any] = {
+        "aggregate_type": "Order",
+        "aggregate_id": "o-1",
+        "seq": 1,
+        "event_type": "OrderPlaced",
+        "payload": {"total": "9.99"},
+        "correlation_id": "req-1",
+        "clock": lambda: MOMENT,
+        "new_id": lambda: uuid.UUID(int=7),
+    }
+    arguments.update(overrides)
+    return OutboxEvent.new(**arguments)
+
+
+def test_a_new_event_is_pending_and_its_row_follows_the_contract() -> None:
+    # Given / When a new event
+    item = event().to_item()
+    # Then its row has exactly the contract's attributes and types
+    assert item == {
+        "aggregate_key": {"S": "Order#o-1"},
+        "seq": {"N": "1"},
+        "event_id": {"S": str(uuid.UUID(int=7))},
+        "event_type": {"S": "OrderPlaced"},
+        "schema_version": {"N": "1"},
+        "aggregate_type": {"S": "Order"},
+        "aggregate_id": {"S": "o-1"},
+        "payload": {"S": '{"total":"9.99"}'},
+        "occurred_at": {"S": "2026-11-29T12:00:00.123Z"},
+        "correlation_id": {"S": "req-1"},
+        "status": {"S": "PENDING"},
+        "attempts": {"N": "0"},
+        "pending_shard": {"N": str(pending_shard("Order#o-1"))},
+    }
+
+
+def test_pending_shard_exists_only_while_pending_and_is_stable() -> None:
+    # Given a published copy of an event
+    published = event().with_status(
+        OutboxStatus.PUBLISHED, published_at="2026-11-29T12:00:01.000Z", expires_at=1
+    )
+    # When / Then the sparse index attribute is gone, and the shard is a stable crc32 bucket
+    assert "pending_shard" not in published.to_item()
+    assert pending_shard("Order#o-1") == pending_shard("Order#o-1")
+    assert 0 <= pending_shard("Order#o-1") < PENDING_SHARDS
+
+
+def test_rows_round_trip_in_every_status() -> None:
+    # Given events in each status / When written and read back / Then they are equal
+    for status, extra in [
+        (OutboxStatus.PENDING, {}),
+        (OutboxStatus.PUBLISHED, {"published_at": "2026-11-29T12:00:01.000Z", "expires_at": 1_800_000_000}),
+        (OutboxStatus.FAILED, {"attempts": 3, "last_error": "SNS said no", "expires_at": 1_800_000_000}),
+    ]:
+        original = event().with_status(status, **extra)
+        assert OutboxEvent.from_item(original.to_item()) == original
+
+
+def test_the_envelope_has_exactly_the_published_fields() -> None:
+    # Given / When / Then
+    assert event().envelope() == {
+        "event_id": str(uuid.UUID(int=7)),
+        "event_type": "OrderPlaced",
+        "schema_version": 1,
+        "aggregate_type": "Order",
+        "aggregate_id": "o-1",
+        "seq": 1,
+        "occurred_at": "2026-11-29T12:00:00.123Z",
+        "correlation_id": "req-1",
+        "payload": {"total": "9.99"},
+    }
+
+
+@pytest.mark.parametrize("payload", [[1, 2], "text", None, 42])
+def test_a_payload_that_is_not_a_json_object_is_refused(payload: Any) -> None:
+    # Given / When / Then
+    with pytest.raises(InvalidPayloadError) as raised:
+        event(payload=payload)
+    assert raised.value.field == "payload"
+
+
+@pytest.mark.parametrize("payload", [{"when": datetime.now(UTC)}, {"x": float("nan")}, {"s": {1, 2}}])
+def test_a_payload_json_cannot_represent_is_refused_without_echoing_it(payload: Any) -> None:
+    # Given / When / Then: the message names no value (payloads may be sensitive)
+    with pytest.raises(InvalidPayloadError) as raised:
+        event(payload=payload)
+    assert "nan" not in str(raised.value).lower()
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field"),
+    [
+        ({"aggregate_type": "Or#der"}, "aggregate_type"),
+        ({"aggregate_type": "Order\n"}, "aggregate_type"),
+        ({"aggregate_id": ""}, "aggregate_id"),
+        ({"seq": 0}, "seq"),
+        ({"seq": True}, "seq"),
+        ({"event_type": "Order Placed"}, "event_type"),
+        ({"schema_version": 0}, "schema_version"),
+        ({"correlation_id": ""}, "correlation_id"),
+    ],
+)
+def test_contract_breaches_are_typed_and_name_the_field(overrides: dict[str, Any], field: str) -> None:
+    # Given / When / Then
+    with pytest.raises(InvalidEventError) as raised:
+        event(**overrides)
+    assert raised.value.field == field
+
+
+def test_a_pending_row_never_expires() -> None:
+    # Given / When / Then
+    with pytest.raises(InvalidEventError) as raised:
+        replace(event(), expires_at=1)
+    assert raised.value.field == "expires_at"
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        (lambda item: item.pop("event_id"), "event_id"),
+        (lambda item: item.update(seq={"S": "1"}), "seq"),
+        (lambda item: item.update(seq={"N": "1.5"}), "seq"),
+        (lambda item: item.update(status={"S": "LOST"}), "status"),
+        (lambda item: item.update(payload={"S": "[1]"}), "payload"),
+        (lambda item: item.update(payload={"S": "{nope"}), "payload"),
+        (lambda item: item.update(aggregate_key={"S": "Order#other"}), "aggregate_key"),
+        (lambda item: item.update(occurred_at={"S": "yesterday"}), "occurred_at"),
+    ],
+)
+def test_a_row_breaking_the_contract_is_a_poison_row(change: Any, field: str) -> None:
+    # Given a stored row damaged in one attribute
+    item = event().to_item()
+    change(item)
+    # When / Then reading it names that attribute
+    with pytest.raises(InvalidOutboxRowError) as raised:
+        OutboxEvent.from_item(item)
+    assert raised.value.field == field
+
+
+def test_last_error_is_truncated_with_a_marker() -> None:
+    # Given / When / Then
+    assert truncate_error("short") == "short"
+    long = truncate_error("x" * 2000)
+    assert len(long) == 512
+    assert long.endswith("…")
