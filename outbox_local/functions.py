@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from outbox_local.errors import FunctionNotFoundError
@@ -66,7 +67,12 @@ class LambdaContext:
 
 
 class FunctionHost:
-    """Registry and invoker of the template's functions; one invocation at a time."""
+    """Registry and invoker of the template's functions; one invocation at a time.
+
+    A host is one execution environment per function, as Lambda gives each new deployment: `open()` sets the
+    process's already-imported copies of the functions' packages aside, so handlers import fresh and create
+    their cached clients against THIS runtime's endpoint; `close()` puts the process's modules back.
+    """
 
     def __init__(
         self,
@@ -81,6 +87,40 @@ class FunctionHost:
         self._handlers: dict[str, Handler] = {}
         self._lock = threading.RLock()
         self.invocation_count = 0
+        self._set_aside: dict[str, ModuleType] | None = None
+        self._added_paths: list[str] = []
+
+    def open(self) -> None:
+        with self._lock:
+            packages = self._packages()
+            self._set_aside = {name: module for name, module in sys.modules.items() if _top(name) in packages}
+            for name in self._set_aside:
+                del sys.modules[name]
+
+    def close(self) -> None:
+        with self._lock:
+            if self._set_aside is None:
+                return
+            packages = self._packages()
+            for name in [name for name in sys.modules if _top(name) in packages]:
+                del sys.modules[name]
+            sys.modules.update(self._set_aside)
+            self._set_aside = None
+            self._handlers.clear()
+            for path in self._added_paths:
+                if path in sys.path:
+                    sys.path.remove(path)
+            self._added_paths.clear()
+
+    def _packages(self) -> set[str]:
+        """Top-level modules of the functions' code: handler modules and what their code roots hold."""
+        names = {_top(spec.handler) for spec in self._functions.values() if spec.handler_override is None}
+        for root in {spec.code_root for spec in self._functions.values() if spec.code_root is not None}:
+            if root.is_dir():
+                names.update(
+                    entry.stem for entry in root.iterdir() if entry.suffix == ".py" or entry.is_dir()
+                )
+        return {name for name in names if name and not name.startswith((".", "_"))}
 
     def register(self, spec: FunctionSpec) -> None:
         self._functions[spec.logical_id] = spec
@@ -132,6 +172,7 @@ class FunctionHost:
             module_name, _, function_name = spec.handler.rpartition(".")
             if spec.code_root is not None and str(spec.code_root) not in sys.path:
                 sys.path.append(str(spec.code_root))
+                self._added_paths.append(str(spec.code_root))
             module = importlib.import_module(module_name)
             self._handlers[spec.logical_id] = getattr(module, function_name)
         return self._handlers[spec.logical_id]
@@ -165,3 +206,7 @@ class FunctionHost:
                 else:
                     os.environ[key] = previous
             os.environ.update(hidden)
+
+
+def _top(module_name: str) -> str:
+    return module_name.split(".", 1)[0]

@@ -114,6 +114,8 @@ class LocalRuntime:
         for api in self.apis.values():
             api.stop()
         self.apis.clear()
+        if self.host is not None:
+            self.host.close()
         for client in self._clients.values():
             client.close()
         self._clients.clear()
@@ -140,7 +142,7 @@ class LocalRuntime:
                 service,
                 endpoint_url=self.endpoint_url,
                 region_name=self.options.region,
-                config=Config(retries={"mode": "standard", "max_attempts": 3}),
+                config=Config(retries={"mode": "standard", "total_max_attempts": 3}),
                 **LOCAL_CREDENTIALS,
             )
         return self._clients[service]
@@ -219,6 +221,7 @@ class LocalRuntime:
         self.host = FunctionHost(self.function_environment(), self.options.function_environment)
         for spec in self.stack.functions:
             self.host.register(spec)
+        self.host.open()
         stages = {
             str(resource.properties.get("ApiId", {}).get("Ref")): str(resource.properties.get("StageName"))
             for resource in template.resources.values()
