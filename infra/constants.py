@@ -144,14 +144,12 @@ OUTPUT_SAMPLE_TOPIC_CONSUMER_QUEUE_URL: Final = "SampleTopicConsumerQueueUrl"
 OUTPUT_SAMPLE_BUS_CONSUMER_QUEUE_URL: Final = "SampleBusConsumerQueueUrl"
 
 # --- IAM: exactly what each function calls (tests assert these lists) ----------------------------
-# TransactWriteItems has no IAM action of its own: DynamoDB authorizes each item in it as
-# PutItem / UpdateItem / ConditionCheckItem.
-ORDERS_API_ORDERS_TABLE_ACTIONS: Final = (
-    "dynamodb:ConditionCheckItem",
-    "dynamodb:GetItem",
-    "dynamodb:PutItem",
-    "dynamodb:UpdateItem",
-)
+# TransactWriteItems has no IAM action of its own: DynamoDB authorizes each item in it by its kind
+# (Put -> PutItem, Update -> UpdateItem, ConditionCheck -> ConditionCheckItem). The API's transaction
+# only Puts (order and idempotency record on Orders, the event on Outbox; a confirm/cancel is a Put
+# conditioned on the version) and it reads orders with GetItem. Add an action here only together
+# with the code that calls it.
+ORDERS_API_ORDERS_TABLE_ACTIONS: Final = ("dynamodb:GetItem", "dynamodb:PutItem")
 ORDERS_API_OUTBOX_TABLE_ACTIONS: Final = ("dynamodb:PutItem",)
 PUBLISHER_OUTBOX_TABLE_ACTIONS: Final = ("dynamodb:UpdateItem",)
 # What the Lambda stream poller calls with the function's role (DynamoDB developer guide,

@@ -59,8 +59,8 @@ class OrdersApiSettings:
 class OrdersApi(Construct):
     """HTTP API routes -> Orders function, which writes an order and its outbox row in one transaction.
 
-    The function may only: GetItem/PutItem/UpdateItem/ConditionCheckItem on Orders (the item
-    actions TransactWriteItems is authorized as, plus reads) and PutItem on Outbox.
+    The function may only: GetItem and PutItem on Orders (its TransactWriteItems is authorized per
+    item, and it only Puts) and PutItem on Outbox.
     """
 
     def __init__(
