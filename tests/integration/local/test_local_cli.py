@@ -1,0 +1,86 @@
+"""The `outbox` command: `local up` in a subprocess (ready line, Ctrl-C) and the demo on the real stack."""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import HANDLERS, template, write_template
+
+from outbox_cli.demo import run_demo
+from outbox_cli.main import main
+from outbox_local.runtime import RuntimeOptions
+
+REPOSITORY = Path(__file__).resolve().parents[3]
+SYNTHESIZED = REPOSITORY / "cdk.out" / "OutboxStack.template.json"
+
+
+def test_local_up_prints_what_to_use_and_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
+    # Given `outbox local up` started on free ports in its own process
+    path = write_template(tmp_path, template())
+    environment = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(REPOSITORY), str(REPOSITORY / "functions"), str(HANDLERS)]),
+    }
+    command = [sys.executable, "-m", "outbox_cli.main", "local", "up", "--template", str(path)]
+    process = subprocess.Popen(  # noqa: S603 - our own CLI, fixed arguments
+        [*command, "--aws-port", "0", "--api-port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=environment,
+        cwd=REPOSITORY,
+    )
+    try:
+        # When it reports ready
+        assert process.stdout is not None
+        printed = []
+        for line in process.stdout:
+            printed.append(line)
+            if line.startswith("ready"):
+                break
+        text = "".join(printed)
+
+        # Then it printed the endpoint, the API URL and the resources' names
+        assert "AWS endpoint  http://127.0.0.1:" in text
+        assert "Orders API    http://127.0.0.1:" in text
+        assert "export AWS_ENDPOINT_URL=http://127.0.0.1:" in text
+        assert "TableName" in text
+        assert "route     POST /items" in text
+
+        # When it gets SIGINT (Ctrl-C), Then it stops by itself with exit status 0
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=30) == 0
+        assert "stopped" in process.stdout.read()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def test_a_template_that_cannot_run_makes_the_command_fail_with_a_message(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given a template path that does not exist, When `outbox demo` runs, Then it exits 2 and says why
+    assert main(["demo", "--template", str(tmp_path / "missing.json")]) == 2
+    assert "TemplateError" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not SYNTHESIZED.exists(), reason="needs `make synth` (make test runs it before pytest)")
+def test_the_demo_passes_on_the_synthesized_stack_with_the_real_functions() -> None:
+    # Given the template `cdk synth` produced and the project's own handlers
+    out = io.StringIO()
+
+    # When the narrated scenario runs
+    status = run_demo(RuntimeOptions(template_path=SYNTHESIZED, background=True), out)
+
+    # Then every invariant held and the summary was printed
+    printed = out.getvalue()
+    assert status == 0, printed
+    assert "PASSED" in printed
+    assert "duplicates seen on the queues" in printed
