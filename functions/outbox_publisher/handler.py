@@ -35,6 +35,7 @@ from outbox_publisher.retry import LambdaDeadline, Random, RetryPolicy, Sleep, s
 from outbox_publisher.stream import StopAtFirstFailureProcessor, StreamBatchResult, StreamPublisher
 
 SERVICE = "outbox-publisher"
+MAX_LOGGED_IDS = 100
 
 logger = Logger(service=SERVICE)
 tracer = Tracer(service=SERVICE)
@@ -159,8 +160,14 @@ def _observe(result: StreamBatchResult, handed_back: int) -> None:
         latency = outcome.latency_ms
         if latency is not None:
             metrics.add_metric(name="PublishLatencyMs", unit=MetricUnit.Milliseconds, value=max(latency, 0.0))
-    summary = {
+    summary: dict[str, Any] = {
         "records": result.records,
+        # Ids only, never payloads; capped so a 10,000-record batch still logs one readable line.
+        "event_ids": [
+            str(outcome.candidate.event.event_id)
+            for outcome in published[:MAX_LOGGED_IDS]
+            if outcome.candidate.event
+        ],
         "published": len(published),
         "poisoned": report.count(Status.POISONED),
         "skipped": result.skipped,

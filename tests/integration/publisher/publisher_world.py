@@ -1,0 +1,298 @@
+"""The publisher's world on moto: outbox table and stream, SNS topic -> SQS, bus rule -> SQS, poison queue.
+
+Plus fault injection: moto never throttles, so faults are injected by wrappers AROUND the real boto3
+clients (named as such); everything they do not fake goes to moto unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import boto3
+from botocore.exceptions import ClientError
+
+from outbox.dynamodb import DynamoDBTransactionExecutor
+from outbox.marking import DynamoDBRowMarker
+from outbox.model import OutboxEvent
+from outbox.transaction import Transaction
+from outbox.writer import OutboxWriter
+from outbox_publisher.adapters import EventBridgeDestination, SnsDestination, SqsPoisonQueue
+from outbox_publisher.config import Destination, PublisherConfig
+from outbox_publisher.handler import Publisher, build_publisher, handle
+from tests.support.aws import REGION, Tables
+from tests.support.streams import lambda_event, read_stream
+from tests.unit.publisher.fakes import FakeClock, RecordingSleep
+
+SOURCE = "shop.orders"
+BUS = "outbox-bus"
+
+
+@dataclass
+class FakeLambdaContext:
+    remaining_ms: int = 60_000
+    function_name: str = "outbox-publisher"
+    memory_limit_in_mb: int = 256
+    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:outbox-publisher"
+    aws_request_id: str = "req-1"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return self.remaining_ms
+
+
+@dataclass
+class World:
+    tables: Tables
+    dynamodb: Any
+    streams: Any
+    sqs: Any
+    sns: Any
+    events: Any
+    topic_arn: str
+    topic_queue: str
+    bus_queue: str
+    poison_queue: str
+    clock: FakeClock
+    sleep: RecordingSleep
+
+    def env(self, **overrides: str) -> dict[str, str]:
+        return {
+            "OUTBOX_TABLE_NAME": self.tables.outbox,
+            "TOPIC_ARN": self.topic_arn,
+            "EVENT_BUS_NAME": BUS,
+            "EVENT_SOURCE": SOURCE,
+            "POISON_QUEUE_URL": self.poison_queue,
+        } | overrides
+
+    def publisher(
+        self,
+        *,
+        sns_client: Any = None,
+        events_client: Any = None,
+        sqs_client: Any = None,
+        dynamodb_client: Any = None,
+        **env: str,
+    ) -> Publisher:
+        """The real adapters on moto clients (or on the given wrappers), fake clock and sleep."""
+        config = PublisherConfig.from_env(self.env(**env))
+        destinations: dict[Destination, Any] = {}
+        if config.topic_arn:
+            destinations[Destination.SNS] = SnsDestination(sns_client or self.sns, config.topic_arn)
+        if config.event_bus_name:
+            destinations[Destination.EVENTBRIDGE] = EventBridgeDestination(
+                events_client or self.events, config.event_bus_name, SOURCE
+            )
+        return build_publisher(
+            config,
+            destinations=destinations,
+            poison_queue=SqsPoisonQueue(sqs_client or self.sqs, config.poison_queue_url),
+            marker=DynamoDBRowMarker(dynamodb_client or self.dynamodb, config.table_name),
+            clock=self.clock,
+            sleep=self.sleep,
+            random=lambda: 0.5,
+        )
+
+    def write(self, *events: OutboxEvent) -> None:
+        """Rows written the way the library writes them: one transaction per aggregate's events."""
+        writer = OutboxWriter(self.tables.outbox)
+        for event in events:
+            transaction = Transaction()
+            writer.append(transaction, event)
+            DynamoDBTransactionExecutor(self.dynamodb).execute(transaction)
+
+    def put_raw(self, item: dict[str, Any]) -> None:
+        """A row some other writer (any language) put there, possibly breaking the contract."""
+        self.dynamodb.put_item(TableName=self.tables.outbox, Item=item)
+
+    def stream_event(self, *, skip: int = 0) -> dict[str, Any]:
+        raw = read_stream(self.streams, self.tables.outbox_stream_arn)[skip:]
+        return lambda_event(raw, self.tables.outbox_stream_arn)
+
+    def invoke(
+        self, publisher: Publisher, event: dict[str, Any], *, remaining_ms: int = 60_000
+    ) -> dict[str, Any]:
+        return handle(event, FakeLambdaContext(remaining_ms), publisher)
+
+    def drain(self, queue_url: str) -> list[dict[str, Any]]:
+        messages: list[dict[str, Any]] = []
+        while True:
+            page = self.sqs.receive_message(
+                QueueUrl=queue_url, MaxNumberOfMessages=10, MessageAttributeNames=["All"], WaitTimeSeconds=0
+            )
+            if not page.get("Messages"):
+                return messages
+            for message in page["Messages"]:
+                messages.append(message)
+                self.sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
+
+    def topic_envelopes(self) -> list[dict[str, Any]]:
+        return [json.loads(message["Body"]) for message in self.drain(self.topic_queue)]
+
+    def bus_envelopes(self) -> list[dict[str, Any]]:
+        return [json.loads(message["Body"])["detail"] for message in self.drain(self.bus_queue)]
+
+    def poison(self) -> list[dict[str, Any]]:
+        return [json.loads(message["Body"]) for message in self.drain(self.poison_queue)]
+
+    def row(self, event: OutboxEvent) -> dict[str, Any]:
+        item: dict[str, Any] = self.dynamodb.get_item(
+            TableName=self.tables.outbox,
+            Key={"aggregate_key": {"S": event.aggregate_key}, "seq": {"N": str(event.seq)}},
+            ConsistentRead=True,
+        )["Item"]
+        return item
+
+
+def build_world(tables: Tables, dynamodb: Any, *, fifo: bool = False) -> World:
+    sqs = boto3.client("sqs", region_name=REGION)
+    sns = boto3.client("sns", region_name=REGION)
+    events = boto3.client("events", region_name=REGION)
+    streams = boto3.client("dynamodbstreams", region_name=REGION)
+
+    def queue(name: str) -> tuple[str, str]:
+        attributes = (
+            {"FifoQueue": "true", "ContentBasedDeduplication": "false"} if name.endswith(".fifo") else {}
+        )
+        url = sqs.create_queue(QueueName=name, Attributes=attributes)["QueueUrl"]
+        arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        return url, arn
+
+    topic_attributes = {"FifoTopic": "true", "ContentBasedDeduplication": "false"} if fifo else {}
+    topic_arn = sns.create_topic(
+        Name="outbox-events.fifo" if fifo else "outbox-events", Attributes=topic_attributes
+    )["TopicArn"]
+    topic_queue, topic_queue_arn = queue("topic-consumer.fifo" if fifo else "topic-consumer")
+    sns.subscribe(
+        TopicArn=topic_arn,
+        Protocol="sqs",
+        Endpoint=topic_queue_arn,
+        Attributes={"RawMessageDelivery": "true"},
+    )
+    events.create_event_bus(Name=BUS)
+    bus_queue, bus_queue_arn = queue("bus-consumer")
+    events.put_rule(Name="all-outbox", EventBusName=BUS, EventPattern=json.dumps({"source": [SOURCE]}))
+    events.put_targets(Rule="all-outbox", EventBusName=BUS, Targets=[{"Id": "q", "Arn": bus_queue_arn}])
+    poison_queue, _ = queue("outbox-poison")
+    clock = FakeClock()
+    return World(
+        tables,
+        dynamodb,
+        streams,
+        sqs,
+        sns,
+        events,
+        topic_arn,
+        topic_queue,
+        bus_queue,
+        poison_queue,
+        clock,
+        RecordingSleep(clock),
+    )
+
+
+# --- Fault injection around real clients ----------------------------------------------------------
+
+
+def client_error(code: str, operation: str, status: int = 400) -> ClientError:
+    return ClientError(
+        {"Error": {"Code": code, "Message": code}, "ResponseMetadata": {"HTTPStatusCode": status}}, operation
+    )
+
+
+class EventsClientFailingEntries:
+    """Wraps the real EventBridge client: entries chosen by `pick` are answered with `code` instead of
+    being sent (the rest of the call goes to moto), for the next `times` calls that pick any."""
+
+    def __init__(
+        self, real: Any, pick: Callable[[int, dict[str, Any]], bool], code: str, times: int = 1
+    ) -> None:
+        self._real = real
+        self._pick = pick
+        self._code = code
+        self.remaining = times
+        self.calls: list[list[str]] = []
+
+    def put_events(self, Entries: Sequence[dict[str, Any]]) -> dict[str, Any]:  # noqa: N803 - boto3's name
+        self.calls.append([json.loads(entry["Detail"])["event_id"] for entry in Entries])
+        picked = [position for position, entry in enumerate(Entries) if self._pick(position, entry)]
+        if not picked or self.remaining <= 0:
+            return dict(self._real.put_events(Entries=list(Entries)))
+        self.remaining -= 1
+        sent = [entry for position, entry in enumerate(Entries) if position not in picked]
+        answers = list(self._real.put_events(Entries=sent)["Entries"]) if sent else []
+        for position in picked:
+            answers.insert(position, {"ErrorCode": self._code, "ErrorMessage": "injected"})
+        return {"FailedEntryCount": sum(1 for answer in answers if "ErrorCode" in answer), "Entries": answers}
+
+
+class EventsClientFailingCalls:
+    """Wraps the real EventBridge client: the next `times` PutEvents calls fail as a whole."""
+
+    def __init__(self, real: Any, code: str, status: int, times: int) -> None:
+        self._real = real
+        self._code = code
+        self._status = status
+        self.remaining = times
+        self.calls = 0
+
+    def put_events(self, Entries: Sequence[dict[str, Any]]) -> dict[str, Any]:  # noqa: N803 - boto3's name
+        self.calls += 1
+        if self.remaining > 0:
+            self.remaining -= 1
+            raise client_error(self._code, "PutEvents", self._status)
+        return dict(self._real.put_events(Entries=list(Entries)))
+
+
+class SnsClientFailingEvents:
+    """Wraps the real SNS client: entries of the given event ids always fail with a service fault."""
+
+    def __init__(
+        self, real: Any, event_ids: set[str], code: str = "InternalError", sender_fault: bool = False
+    ) -> None:
+        self._real = real
+        self._event_ids = event_ids
+        self._code = code
+        self._sender_fault = sender_fault
+        self.published: list[str] = []
+
+    def publish_batch(self, **arguments: Any) -> dict[str, Any]:
+        TopicArn: str = arguments["TopicArn"]  # noqa: N806 - boto3's names
+        PublishBatchRequestEntries: Sequence[dict[str, Any]] = arguments["PublishBatchRequestEntries"]  # noqa: N806
+        failing = [
+            e for e in PublishBatchRequestEntries if json.loads(e["Message"])["event_id"] in self._event_ids
+        ]
+        sent = [e for e in PublishBatchRequestEntries if e not in failing]
+        response = {"Successful": [], "Failed": []}
+        if sent:
+            response = dict(self._real.publish_batch(TopicArn=TopicArn, PublishBatchRequestEntries=sent))
+            self.published.extend(json.loads(e["Message"])["event_id"] for e in sent)
+        failed = [{"Id": e["Id"], "Code": self._code, "SenderFault": self._sender_fault} for e in failing]
+        return {
+            "Successful": response.get("Successful", []),
+            "Failed": list(response.get("Failed", [])) + failed,
+        }
+
+
+class DynamoDBClientFailingWrites:
+    """Wraps the real DynamoDB client: every TransactWriteItems and UpdateItem is throttled."""
+
+    def __init__(self, real: Any) -> None:
+        self._real = real
+        self.attempts = 0
+
+    def transact_write_items(self, **_: Any) -> None:
+        self.attempts += 1
+        raise client_error("ProvisionedThroughputExceededException", "TransactWriteItems")
+
+    def update_item(self, **_: Any) -> None:
+        self.attempts += 1
+        raise client_error("ProvisionedThroughputExceededException", "UpdateItem")
+
+
+class SqsClientUnavailable:
+    """Wraps nothing: the poison queue does not exist."""
+
+    def send_message(self, **_: Any) -> None:
+        raise client_error("AWS.SimpleQueueService.NonExistentQueue", "SendMessage")

@@ -1,0 +1,92 @@
+"""The Lambda entry point as deployed: configuration from the environment, Powertools metrics and logs."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from outbox.errors import ConfigurationError
+from outbox_publisher import handler as entry_point
+from tests.integration.publisher.publisher_world import FakeLambdaContext, World, build_world
+from tests.support.aws import Tables
+from tests.unit.publisher.fakes import event
+
+
+@pytest.fixture
+def world(tables: Tables, dynamodb: Any, monkeypatch: pytest.MonkeyPatch) -> World:
+    world = build_world(tables, dynamodb)
+    monkeypatch.setattr(entry_point, "_publisher", None)
+    # Tests that call `handle` directly add metrics that only the decorated handler flushes.
+    entry_point.metrics.clear_metrics()
+    return world
+
+
+def emitted_metrics(output: str) -> dict[str, list[float]]:
+    metrics: dict[str, list[float]] = {}
+    for line in output.splitlines():
+        if not line.startswith("{") or "_aws" not in line:
+            continue
+        document = json.loads(line)
+        for definition in document["_aws"]["CloudWatchMetrics"][0]["Metrics"]:
+            value = document[definition["Name"]]
+            metrics.setdefault(definition["Name"], []).extend(value if isinstance(value, list) else [value])
+    return metrics
+
+
+def test_the_handler_publishes_and_emits_its_metrics(
+    world: World,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Given the deployed environment, a good event, a poison row, and a MODIFY record
+    for name, value in world.env().items():
+        monkeypatch.setenv(name, value)
+    good = event("A", 1)
+    world.write(good)
+    bad = event("B", 1)
+    world.put_raw(bad.to_item() | {"payload": {"S": "not json"}})
+    world.dynamodb.update_item(
+        TableName=world.tables.outbox,
+        Key={"aggregate_key": {"S": "Order#B"}, "seq": {"N": "1"}},
+        UpdateExpression="SET note = :n",
+        ExpressionAttributeValues={":n": {"S": "x"}},
+    )
+
+    # When Lambda invokes the handler
+    response = entry_point.handler(world.stream_event(), FakeLambdaContext())
+
+    # Then the good event is out, the poison row is in the poison queue
+    assert response == {"batchItemFailures": []}
+    assert [e["event_id"] for e in world.topic_envelopes()] == [good.event_id]
+    assert [p["reason"] for p in world.poison()] == ["invalid_row"]
+    # and the metrics say so
+    output = capsys.readouterr().out
+    metrics = emitted_metrics(output)
+    assert metrics["EventsPublished"] == [1.0]
+    assert metrics["EventsFailed"] == [0.0]
+    assert metrics["PoisonEvents"] == [1.0]
+    assert metrics["RecordsSkipped"] == [1.0]
+    assert metrics["MarkingFailures"] == [0.0]
+    assert len(metrics["PublishLatencyMs"]) == 1
+    # and the logs name event ids, never payloads
+    summary = next(r for r in caplog.records if r.getMessage() == "batch published")
+    assert summary.__dict__["event_ids"] == [good.event_id]
+    logged = " ".join(str(r.__dict__) for r in caplog.records)
+    assert bad.event_id in logged
+    assert "not json" not in logged
+    assert "9.99" not in logged
+
+
+@pytest.mark.filterwarnings("ignore:No application metrics to publish")
+def test_a_bad_configuration_fails_every_invocation(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Given routes naming an unknown destination
+    for name, value in world.env(OUTBOX_ROUTES='{"default": ["kinesis"]}').items():
+        monkeypatch.setenv(name, value)
+
+    # When Lambda invokes the handler
+    # Then it fails loudly instead of publishing anywhere
+    with pytest.raises(ConfigurationError, match="kinesis"):
+        entry_point.handler({"Records": []}, FakeLambdaContext())

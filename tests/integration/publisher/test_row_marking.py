@@ -1,0 +1,109 @@
+"""The core row marker on moto: conditional, never backwards, batched, with per-row fallback."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from outbox.marking import DynamoDBRowMarker, FailedMark, PublishedMark, RowKey
+from outbox.model import OutboxStatus
+from tests.support.aws import Tables
+from tests.unit.publisher.fakes import T0, event
+
+
+def seed(dynamodb: Any, table: str, count: int, aggregate: str = "A") -> list[RowKey]:
+    rows = [event(aggregate, seq).to_item() for seq in range(1, count + 1)]
+    for start in range(0, len(rows), 25):
+        dynamodb.batch_write_item(
+            RequestItems={table: [{"PutRequest": {"Item": r}} for r in rows[start : start + 25]]}
+        )
+    return [RowKey(f"Order#{aggregate}", seq) for seq in range(1, count + 1)]
+
+
+def get(dynamodb: Any, table: str, key: RowKey) -> dict[str, Any]:
+    item: dict[str, Any] = dynamodb.get_item(TableName=table, Key=key.item(), ConsistentRead=True)["Item"]
+    return item
+
+
+def test_published_and_failed_marks_set_their_fields(dynamodb: Any, tables: Tables) -> None:
+    # Given two pending rows
+    published, failed = seed(dynamodb, tables.outbox, 2)
+    marker = DynamoDBRowMarker(dynamodb, tables.outbox, published_retention=timedelta(days=2))
+
+    # When one is marked PUBLISHED and the other FAILED
+    report = marker.mark(
+        [PublishedMark(published, T0, 2), FailedMark(failed, "no_route: NoRoute: " + "e" * 600, 0)]
+    )
+
+    # Then one transaction did both
+    assert report.calls == 1
+    assert sorted(report.marked) == [published, failed]
+    row = get(dynamodb, tables.outbox, published)
+    assert row["status"] == {"S": "PUBLISHED"}
+    assert row["published_at"] == {"S": "2026-11-29T12:00:00.000Z"}
+    assert row["expires_at"] == {"N": str(int((T0 + timedelta(days=2)).timestamp()))}
+    assert row["attempts"] == {"N": "2"}
+    assert "pending_shard" not in row
+    bad = get(dynamodb, tables.outbox, failed)
+    assert bad["status"] == {"S": "FAILED"}
+    assert len(bad["last_error"]["S"]) == 512
+    assert "expires_at" not in bad
+    assert "pending_shard" not in bad
+
+
+def test_rows_are_never_moved_backwards(dynamodb: Any, tables: Tables) -> None:
+    # Given three rows, the middle one already FAILED by someone else
+    keys = seed(dynamodb, tables.outbox, 3)
+    marker = DynamoDBRowMarker(dynamodb, tables.outbox)
+    marker.mark([FailedMark(keys[1], "rejected", 1)])
+
+    # When all three are marked PUBLISHED
+    report = marker.mark([PublishedMark(key, T0, 1) for key in keys])
+
+    # Then the cancelled transaction fell back to one update per row; the FAILED row was left alone
+    assert report.calls == 1 + 3
+    assert report.marked == [keys[0], keys[2]]
+    assert report.already_moved == [keys[1]]
+    assert report.failed == {}
+    assert get(dynamodb, tables.outbox, keys[1])["status"] == {"S": OutboxStatus.FAILED.value}
+
+
+def test_a_missing_row_counts_as_moved_on(dynamodb: Any, tables: Tables) -> None:
+    # Given no row at all
+    marker = DynamoDBRowMarker(dynamodb, tables.outbox)
+
+    # When it is marked
+    report = marker.mark([PublishedMark(RowKey("Order#gone", 1), T0, 1)])
+
+    # Then it is reported as already moved, and not created
+    assert report.already_moved == [RowKey("Order#gone", 1)]
+    assert dynamodb.scan(TableName=tables.outbox)["Items"] == []
+
+
+def test_more_than_100_rows_take_one_transaction_per_100(dynamodb: Any, tables: Tables) -> None:
+    # Given 101 pending rows
+    keys = seed(dynamodb, tables.outbox, 101)
+    marker = DynamoDBRowMarker(dynamodb, tables.outbox)
+
+    # When they are all marked, one of them twice
+    report = marker.mark([PublishedMark(key, T0, 1) for key in keys] + [PublishedMark(keys[0], T0, 3)])
+
+    # Then two calls did it (100 + a single UpdateItem), the duplicate collapsed to its last mark
+    assert report.calls == 2
+    assert len(report.marked) == 101
+    assert get(dynamodb, tables.outbox, keys[0])["attempts"] == {"N": "3"}
+
+
+def test_a_refused_update_is_reported_not_raised(dynamodb: Any, tables: Tables) -> None:
+    # Given a marker on a table that does not exist
+    marker = DynamoDBRowMarker(dynamodb, "no-such-table")
+
+    # When it marks one row, then two
+    single = marker.mark([PublishedMark(RowKey("Order#a", 1), T0, 1)])
+    double = marker.mark(
+        [PublishedMark(RowKey("Order#a", 1), T0, 1), PublishedMark(RowKey("Order#b", 1), T0, 1)]
+    )
+
+    # Then the rows are reported as not marked, with the error's type
+    assert list(single.failed) == [RowKey("Order#a", 1)]
+    assert len(double.failed) == 2

@@ -1,0 +1,36 @@
+"""Lambda-shaped DynamoDB stream events from REAL moto stream records.
+
+Reads the outbox table's stream the way the Lambda poller does (DescribeStream, GetShardIterator
+TRIM_HORIZON, GetRecords) and shapes each record as Lambda delivers it with the local runtime's
+`outbox_local.stream_mapping.lambda_record` (one shaping for the emulator and the tests: it adds the
+`eventSourceARN` moto lacks and turns ApproximateCreationDateTime into epoch seconds).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from outbox_local.stream_mapping import lambda_record
+from tests.support.aws import REGION
+
+
+def read_stream(streams: Any, stream_arn: str) -> list[dict[str, Any]]:
+    """Every record of every shard, oldest first (moto has one shard)."""
+    records: list[dict[str, Any]] = []
+    shards = streams.describe_stream(StreamArn=stream_arn)["StreamDescription"]["Shards"]
+    for shard in shards:
+        iterator = streams.get_shard_iterator(
+            StreamArn=stream_arn, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
+        )["ShardIterator"]
+        while iterator:
+            page = streams.get_records(ShardIterator=iterator)
+            records.extend(page["Records"])
+            if not page["Records"]:
+                break
+            iterator = page.get("NextShardIterator")
+    return records
+
+
+def lambda_event(raw_records: list[dict[str, Any]], stream_arn: str) -> dict[str, Any]:
+    """The event Lambda sends for a batch of these records."""
+    return {"Records": [dict(lambda_record(raw, stream_arn, REGION).payload) for raw in raw_records]}

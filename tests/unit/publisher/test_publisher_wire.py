@@ -1,0 +1,125 @@
+"""Envelope, attributes, entry shapes and sizes (GUIDE §2), and the backoff policy."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from outbox_publisher.messages import (
+    ENTRY_ID,
+    Message,
+    entry_id,
+    eventbridge_entry,
+    eventbridge_size,
+    sns_entry,
+    sns_size,
+)
+from outbox_publisher.retry import RetryPolicy
+from tests.unit.publisher.fakes import event
+
+
+def test_the_envelope_is_the_published_contract() -> None:
+    # Given an event with a correlation id and a non-ASCII payload
+    source = event("o-1", 3, payload={"note": "café"})
+
+    # When its message is built
+    message = Message.of(source)
+
+    # Then the body is exactly the envelope, compact JSON
+    assert json.loads(message.body) == {
+        "event_id": source.event_id,
+        "event_type": "OrderPlaced",
+        "schema_version": 1,
+        "aggregate_type": "Order",
+        "aggregate_id": "o-1",
+        "seq": 3,
+        "occurred_at": source.occurred_at,
+        "correlation_id": None,
+        "payload": {"note": "café"},
+    }
+    assert "café" in message.body
+
+
+def test_sns_entries_carry_attributes_and_fifo_ids() -> None:
+    # Given a message
+    message = Message.of(event("o-1", 1))
+
+    # When it is shaped for a FIFO and a standard topic
+    fifo = sns_entry(message, 3, fifo=True)
+    standard = sns_entry(message, 3, fifo=False)
+
+    # Then attributes are there for filter policies, and only FIFO has group and dedup ids
+    assert fifo["Id"] == "m3"
+    assert fifo["MessageAttributes"] == {
+        "event_type": {"DataType": "String", "StringValue": "OrderPlaced"},
+        "aggregate_type": {"DataType": "String", "StringValue": "Order"},
+        "event_id": {"DataType": "String", "StringValue": message.event.event_id},
+    }
+    assert fifo["MessageGroupId"] == "Order#o-1"
+    assert fifo["MessageDeduplicationId"] == message.event.event_id
+    assert "MessageGroupId" not in standard
+
+
+def test_eventbridge_entries_name_source_type_and_bus() -> None:
+    # Given a message
+    message = Message.of(event("o-1", 1))
+
+    # When it is shaped for EventBridge
+    entry = eventbridge_entry(message, source="shop.orders", event_bus_name="bus")
+
+    # Then
+    assert entry == {
+        "Source": "shop.orders",
+        "DetailType": "OrderPlaced",
+        "Detail": message.body,
+        "EventBusName": "bus",
+    }
+
+
+def test_sizes_count_utf8_bytes_of_everything_sent() -> None:
+    # Given a message with multi-byte characters
+    message = Message.of(event("o-1", 1, payload={"note": "é" * 10}))
+    body = len(message.body.encode())
+
+    # When sized
+    # Then SNS counts the body plus attribute names, types and values; EventBridge source, type and detail
+    attributes = sum(
+        len(n) + len("String") + len(v)
+        for n, v in [
+            ("event_type", "OrderPlaced"),
+            ("aggregate_type", "Order"),
+            ("event_id", message.event.event_id),
+        ]
+    )
+    assert sns_size(message) == body + attributes
+    assert eventbridge_size(message, source="shop.orders") == body + len("shop.orders") + len("OrderPlaced")
+    assert body > len(message.body)
+
+
+def test_entry_ids_are_valid_batch_ids() -> None:
+    # Given positions 0..9
+    # Then each id matches the documented pattern and is unique
+    assert all(ENTRY_ID.match(entry_id(position)) for position in range(10))
+    assert len({entry_id(position) for position in range(10)}) == 10
+
+
+def test_backoff_is_full_jitter_capped_exponential() -> None:
+    # Given a policy of 100 ms base and 1 s cap
+    policy = RetryPolicy(base_delay_ms=100, max_delay_ms=1000)
+
+    # When delays are drawn at the top of the jitter range
+    # Then they double per attempt until the cap, and the bottom of the range is zero
+    assert [policy.delay_ms(n, lambda: 0.999) for n in range(1, 7)] == pytest.approx(
+        [99.9, 199.8, 399.6, 799.2, 999, 999]
+    )
+    assert policy.delay_ms(3, lambda: 0.0) == 0
+
+
+def test_a_policy_rejects_nonsense() -> None:
+    # Given impossible settings
+    # Then they are refused
+    with pytest.raises(ValueError, match="invalid retry policy"):
+        RetryPolicy(max_attempts=0)
+    with pytest.raises(ValueError, match="invalid retry policy"):
+        RetryPolicy(base_delay_ms=500, max_delay_ms=100)
