@@ -109,7 +109,7 @@ def describe(runtime: LocalRuntime) -> str:
         f"  Orders API    {runtime.api_url or '(no HTTP API in the template)'}",
         "",
         "  Point any AWS SDK or the AWS CLI at it:",
-        f"    export AWS_ENDPOINT_URL={runtime.endpoint_url} AWS_REGION={region} "
+        f"    export AWS_ENDPOINT_URL={runtime.endpoint_url} AWS_REGION={region} AWS_DEFAULT_REGION={region} "
         f"AWS_ACCESS_KEY_ID={LOCAL_CREDENTIALS['aws_access_key_id']} "
         f"AWS_SECRET_ACCESS_KEY={LOCAL_CREDENTIALS['aws_secret_access_key']} "
         "AWS_ACCOUNT_ID_ENDPOINT_MODE=disabled",
