@@ -24,7 +24,7 @@ test: setup lint typecheck synth cfn-lint pytest
 
 setup: $(PY_STAMP) $(NODE_STAMP)
 
-$(PY_STAMP): requirements.txt requirements-dev.txt pyproject.toml
+$(PY_STAMP): requirements.txt requirements-dev.txt constraints.txt pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is required"'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet -r requirements-dev.txt 2> >(grep -v "is ignored: it is neither" >&2)

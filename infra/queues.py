@@ -18,6 +18,7 @@ def secure_queue(
     *,
     retention: Duration,
     fifo: bool = False,
+    max_message_bytes: int | None = None,
 ) -> sqs.Queue:
     """A queue that refuses plain HTTP and is encrypted at rest.
 
@@ -31,6 +32,7 @@ def secure_queue(
         enforce_ssl=True,
         retention_period=retention,
         fifo=True if fifo else None,
+        max_message_size_bytes=max_message_bytes,
     )
 
 
@@ -53,7 +55,11 @@ class FailureQueues(Construct):
     def __init__(self, scope: Construct, construct_id: str, props: FailureQueuesProps | None = None) -> None:
         super().__init__(scope, construct_id)
         props = props or FailureQueuesProps()
-        self.poison_queue = secure_queue(self, "PoisonQueue", retention=props.retention)
+        # A poison message carries the whole row (up to DynamoDB's 400 KB) plus the reason: more than
+        # the historical 256 KiB SQS default, so the queue takes SQS's maximum.
+        self.poison_queue = secure_queue(
+            self, "PoisonQueue", retention=props.retention, max_message_bytes=c.POISON_QUEUE_MAX_MESSAGE_BYTES
+        )
         self.on_failure_queue = secure_queue(self, "OnFailureQueue", retention=props.retention)
         for queue in (self.poison_queue, self.on_failure_queue):
             acknowledge(

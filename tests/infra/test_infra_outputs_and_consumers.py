@@ -57,6 +57,14 @@ def test_outputs_point_at_the_right_resources(template: dict[str, Any]) -> None:
     assert outputs["EventSource"]["Value"] == "outbox.orders"
 
 
+def test_poison_queue_takes_a_whole_row(template: dict[str, Any]) -> None:
+    # Given the poison queue, which receives whole outbox rows (up to DynamoDB's 400 KB item) plus the reason
+    _, poison = only(template, "AWS::SQS::Queue", "FailureQueuesPoisonQueue")
+
+    # Then it accepts SQS's largest message, so a big poison row is never refused (and retried forever)
+    assert poison["Properties"]["MaximumMessageSize"] == 1_048_576
+
+
 def test_bus_has_an_archive_for_replay(template: dict[str, Any]) -> None:
     # Given the bus and its archive
     bus, _ = only(template, "AWS::Events::EventBus")
