@@ -1,4 +1,4 @@
-"""Alarms and one dashboard for the outbox pipeline. docs/deploy.md has the runbook per alarm."""
+"""Alarms and one dashboard for the outbox pipeline. The README has the runbook per alarm."""
 
 from __future__ import annotations
 
@@ -108,7 +108,7 @@ class OutboxMonitoring(Construct):
         self.iterator_age_alarm = self._alarm(
             "IteratorAgeAlarm",
             f"{stack_name}-PublisherIteratorAge",
-            "Publisher lags behind the Outbox stream. Runbook: docs/deploy.md#publisheriteratorage",
+            "Publisher lags behind the Outbox stream. Runbook: README.md#publisheriteratorage",
             iterator_age,
             threshold=thresholds.iterator_age_ms,
             evaluation_periods=thresholds.iterator_age_evaluation_periods,
@@ -116,21 +116,21 @@ class OutboxMonitoring(Construct):
         self.poison_queue_alarm = self._alarm(
             "PoisonQueueDepthAlarm",
             f"{stack_name}-PoisonQueueDepth",
-            "Events that can never be published are waiting. Runbook: docs/deploy.md#poisonqueuedepth",
+            "Events that can never be published are waiting. Runbook: README.md#poisonqueuedepth",
             poison_depth,
             threshold=thresholds.queue_depth,
         )
         self.on_failure_queue_alarm = self._alarm(
             "OnFailureQueueDepthAlarm",
             f"{stack_name}-OnFailureQueueDepth",
-            "The stream mapping gave up on a batch. Runbook: docs/deploy.md#onfailurequeuedepth",
+            "The stream mapping gave up on a batch. Runbook: README.md#onfailurequeuedepth",
             on_failure_depth,
             threshold=thresholds.queue_depth,
         )
         self.publisher_errors_alarm = self._alarm(
             "PublisherErrorsAlarm",
             f"{stack_name}-PublisherErrors",
-            "Publisher invocations fail (crash, timeout). Runbook: docs/deploy.md#publishererrors",
+            "Publisher invocations fail (crash, timeout). Runbook: README.md#publishererrors",
             errors,
             threshold=thresholds.publisher_errors,
             evaluation_periods=thresholds.publisher_errors_evaluation_periods,
@@ -140,7 +140,7 @@ class OutboxMonitoring(Construct):
         self.oldest_pending_age_alarm = self._alarm(
             "OldestPendingAgeAlarm",
             f"{stack_name}-OldestPendingAge",
-            "An outbox row has been PENDING too long. Runbook: docs/deploy.md#oldestpendingage",
+            "An outbox row has been PENDING too long. Runbook: README.md#oldestpendingage",
             pending_age,
             threshold=thresholds.oldest_pending_age_seconds,
         )

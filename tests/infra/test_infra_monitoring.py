@@ -96,7 +96,7 @@ def test_every_alarm_notifies_the_alarm_topic_on_alarm_and_ok(template: dict[str
         assert alarm["Properties"]["AlarmActions"] == [{"Ref": topic_id}]
         assert alarm["Properties"]["OKActions"] == [{"Ref": topic_id}]
         assert alarm["Properties"]["AlarmName"].startswith("OutboxStack-")
-        assert "docs/deploy.md#" in alarm["Properties"]["AlarmDescription"]
+        assert "README.md#" in alarm["Properties"]["AlarmDescription"]
 
 
 def test_dashboard_shows_the_pipeline(template: dict[str, Any]) -> None:
