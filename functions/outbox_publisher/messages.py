@@ -7,6 +7,7 @@ over the limit fails as a whole, which would hide which entry was at fault.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from dataclasses import dataclass
@@ -26,6 +27,8 @@ EVENTBRIDGE_MAX_BATCH_BYTES = 262_144
 
 # Batch entry ids must be unique within a call and match this (SNS and SQS both document it).
 ENTRY_ID = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
+# FIFO MessageGroupId (SNS and SQS alike): up to 128 ASCII letters, digits and punctuation.
+GROUP_ID = re.compile(r"[A-Za-z0-9!\"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~]{1,128}")
 _STRING = "String"
 
 
@@ -68,7 +71,7 @@ def sns_entry(message: Message, position: int, *, fifo: bool) -> dict[str, Any]:
     if fifo:
         # Order is kept per group: one group per aggregate. Dedup by event_id covers redeliveries
         # within SNS's 5-minute window; consumers still deduplicate beyond it.
-        entry["MessageGroupId"] = message.event.aggregate_key
+        entry["MessageGroupId"] = message_group_id(message.event.aggregate_key)
         entry["MessageDeduplicationId"] = message.event.event_id
     return entry
 
@@ -80,6 +83,18 @@ def sns_size(message: Message) -> int:
         len(name.encode()) + len(value["DataType"].encode()) + len(value["StringValue"].encode())
         for name, value in attributes.items()
     )
+
+
+def message_group_id(aggregate_key: str) -> str:
+    """The FIFO group of an aggregate: its key, when the key is a valid group id.
+
+    The row contract allows an aggregate_id of 256 characters of any kind, a group id only 128 ASCII
+    ones: such a key would make every event of the aggregate poison. Those keys get a digest instead,
+    the same for every event of the aggregate, so order per aggregate still holds.
+    """
+    if GROUP_ID.fullmatch(aggregate_key):
+        return aggregate_key
+    return "sha256:" + hashlib.sha256(aggregate_key.encode()).hexdigest()
 
 
 def eventbridge_entry(message: Message, *, source: str, event_bus_name: str) -> dict[str, Any]:

@@ -8,10 +8,12 @@ import pytest
 
 from outbox_publisher.messages import (
     ENTRY_ID,
+    GROUP_ID,
     Message,
     entry_id,
     eventbridge_entry,
     eventbridge_size,
+    message_group_id,
     sns_entry,
     sns_size,
 )
@@ -123,3 +125,26 @@ def test_a_policy_rejects_nonsense() -> None:
         RetryPolicy(max_attempts=0)
     with pytest.raises(ValueError, match="invalid retry policy"):
         RetryPolicy(base_delay_ms=500, max_delay_ms=100)
+
+
+@pytest.mark.parametrize("aggregate_id", ["x" * 200, "josé", "with space"])
+def test_fifo_group_ids_stay_valid_for_any_aggregate_id_the_row_contract_allows(aggregate_id: str) -> None:
+    # Given two events of an aggregate whose key is not a valid group id (too long, non-ASCII, a space),
+    # and an event of another aggregate
+    first, second = event(aggregate_id, 1), event(aggregate_id, 2)
+    other = event(aggregate_id + "2", 1)
+
+    # When they are shaped for a FIFO topic
+    groups = [sns_entry(Message.of(e), 0, fifo=True)["MessageGroupId"] for e in (first, second, other)]
+
+    # Then every group id is one SNS accepts, one aggregate keeps one group, and aggregates stay apart
+    assert all(GROUP_ID.fullmatch(group) for group in groups)
+    assert groups[0] == groups[1]
+    assert groups[0] != groups[2]
+
+
+def test_a_valid_aggregate_key_is_its_own_group_id() -> None:
+    # Given an aggregate key SNS accepts as it is
+    # When its group id is derived
+    # Then it is the key itself (GUIDE §2)
+    assert message_group_id("Order#5d0c-ab") == "Order#5d0c-ab"
