@@ -114,6 +114,9 @@ class _Attempt:
     retries: int = 0
     invocations: int = 0
     last_error: bool = False
+    give_up: str | None = None
+    """Set once the retries are used up: the condition the records are discarded with. Kept on the
+    attempt so a failed send to the on-failure destination is tried again instead of losing the metadata."""
 
 
 class _Outcome(enum.Enum):
@@ -144,6 +147,9 @@ class ShardProcessor:
         self._pending: deque[tuple[StreamRecord, float]] = deque()
         self._work: deque[_Attempt] = deque()
         self._not_before = 0.0
+        self._last_accepted: str | None = None
+        self._filtered_after: dict[str, str] = {}
+        """Outstanding record's sequence number -> the last filtered-out record directly after it."""
         self.checkpoint: str | None = None
         self.invocations = 0
         self.failed_invocations = 0
@@ -165,11 +171,15 @@ class ShardProcessor:
         for record in records:
             if self._settings.filters.accepts(record.payload):
                 self._pending.append((record, now))
+                self._last_accepted = record.sequence_number
             else:
                 self.filtered_out += 1
                 if not self._pending and not self._work:
                     # Nothing before it is outstanding, so a dropped record is as good as processed.
                     self.checkpoint = record.sequence_number
+                elif self._last_accepted is not None:
+                    # Processed once the outstanding record before it is: the checkpoint then moves past it.
+                    self._filtered_after[self._last_accepted] = record.sequence_number
 
     def step(self) -> StepReport:
         """Do the next thing Lambda would do: wait, invoke once, or discard expired records."""
@@ -186,9 +196,12 @@ class ShardProcessor:
         if now < self._not_before:
             return StepReport(StepKind.WAITING)
         attempt = self._work[0]
+        if attempt.give_up is not None:
+            # The retries were used up but the on-failure destination could not be reached last time.
+            return self._give_up(attempt, list(attempt.records), attempt.give_up)
         expired = self._expired_prefix(attempt.records, now)
         if expired:
-            return self._discard_expired(attempt, expired)
+            return self._give_up(attempt, expired, "RecordAgeExceeded")
         return self._invoke_attempt(attempt, now)
 
     def _batch_ready(self, now: float) -> bool:
@@ -209,15 +222,20 @@ class ShardProcessor:
             expired.append(record)
         return expired
 
-    def _discard_expired(self, attempt: _Attempt, expired: list[StreamRecord]) -> StepReport:
-        self._discard(expired, "RecordAgeExceeded", attempt)
-        del attempt.records[: len(expired)]
+    def _give_up(self, attempt: _Attempt, records: list[StreamRecord], condition: str) -> StepReport:
+        """Discard `records` (a prefix of the attempt): metadata to the destination first, then move on.
+
+        If the destination cannot be reached the error propagates and nothing has changed: the next step tries
+        again, so neither the records' place in the shard nor their metadata is ever lost.
+        """
+        self._discard(records, condition, attempt)
+        del attempt.records[: len(records)]
         if not attempt.records:
             self._work.popleft()
         return StepReport(
             StepKind.DISCARDED,
-            discarded=tuple(r.sequence_number for r in expired),
-            condition="RecordAgeExceeded",
+            discarded=tuple(r.sequence_number for r in records),
+            condition=condition,
         )
 
     def _invoke_attempt(self, attempt: _Attempt, now: float) -> StepReport:
@@ -276,39 +294,41 @@ class ShardProcessor:
         attempt.retries += 1
         limit = self._settings.maximum_retry_attempts
         if limit != NO_LIMIT and attempt.retries > limit:
-            self._work.popleft()
-            self._discard(attempt.records, "RetryAttemptsExhausted", attempt)
+            attempt.give_up = "RetryAttemptsExhausted"
+            discarded = self._give_up(attempt, list(attempt.records), attempt.give_up)
             return StepReport(
                 kind,
                 invoked=invoked,
                 committed=committed,
-                discarded=tuple(r.sequence_number for r in attempt.records),
-                condition="RetryAttemptsExhausted",
+                discarded=discarded.discarded,
+                condition=discarded.condition,
             )
         self._not_before = now + self._settings.retry_delay_s
         return StepReport(kind, invoked=invoked, committed=committed)
 
     def _commit(self, records: Sequence[StreamRecord]) -> None:
         if records:
-            self.checkpoint = records[-1].sequence_number
+            last = records[-1].sequence_number
+            self.checkpoint = self._filtered_after.pop(last, last)
 
     def _discard(self, records: Sequence[StreamRecord], condition: str, attempt: _Attempt) -> None:
+        # Send first: if the destination fails, nothing below has happened and the discard is tried again.
+        # Without a destination AWS simply bypasses the discarded records.
+        if self._send_to_destination is not None and self._settings.on_failure_destination_arn is not None:
+            self._send_to_destination(
+                on_failure_record(
+                    settings=self._settings,
+                    shard_id=self._shard_id,
+                    records=records,
+                    condition=condition,
+                    invocations=attempt.invocations,
+                    function_error=attempt.last_error,
+                    request_id=self._new_request_id(),
+                    now=self._clock(),
+                )
+            )
         self.discarded_records += len(records)
         self._commit(records)
-        if self._send_to_destination is None or self._settings.on_failure_destination_arn is None:
-            return  # AWS bypasses discarded records when no destination is configured.
-        self._send_to_destination(
-            on_failure_record(
-                settings=self._settings,
-                shard_id=self._shard_id,
-                records=records,
-                condition=condition,
-                invocations=attempt.invocations,
-                function_error=attempt.last_error,
-                request_id=self._new_request_id(),
-                now=self._clock(),
-            )
-        )
 
 
 def _lowest_failed_position(failures: object, sequence_numbers: Sequence[str]) -> int | None:

@@ -511,3 +511,113 @@ def test_records_are_shaped_as_lambda_delivers_them() -> None:
         "StreamViewType",
     }
     DynamoDBStreamModel.model_validate(captured[0])
+
+
+def test_filtered_records_behind_an_outstanding_record_are_checkpointed_past_once_it_is_processed() -> None:
+    # Given an INSERT-only filter and a MODIFY that arrives while the INSERT before it is still outstanding
+    function = ScriptedFunction()
+    shard = processor(function, filters=INSERT_ONLY)
+    shard.offer([record(1), record(2, event_name="MODIFY"), record(3, event_name="REMOVE")])
+
+    # When the INSERT's batch succeeds
+    assert shard.step().kind is StepKind.SUCCEEDED
+
+    # Then the dropped records count as processed: the checkpoint is past them, not at the INSERT
+    assert function.batches == [["1"]]
+    assert shard.checkpoint == "3"
+
+
+def test_filtered_records_between_a_success_and_a_partial_failure_are_checkpointed_past() -> None:
+    # Given ReportBatchItemFailures, records 1 and 3 accepted, 2 filtered out, and 3 reported failed once
+    function = ScriptedFunction(in_turn(reports("3"), reports()))
+    shard = processor(function, filters=INSERT_ONLY, report_batch_item_failures=True)
+    shard.offer([record(1), record(2, event_name="MODIFY"), record(3)])
+
+    # When the batch partially fails
+    assert shard.step().kind is StepKind.PARTIAL_FAILURE
+
+    # Then the checkpoint is just before the failed record, past the dropped one
+    assert shard.checkpoint == "2"
+
+
+class FlakyDestination:
+    """An on-failure destination that is unreachable for its first `failures` sends."""
+
+    def __init__(self, failures: int) -> None:
+        self.failures = failures
+        self.sent: list[dict[str, Any]] = []
+
+    def __call__(self, document: dict[str, Any]) -> None:
+        if self.failures:
+            self.failures -= 1
+            raise ConnectionError("destination unreachable")
+        self.sent.append(document)
+
+
+def test_an_unreachable_destination_loses_neither_the_metadata_nor_the_records_place() -> None:
+    # Given MaximumRetryAttempts 0 and an on-failure destination that fails its first send
+    destination = FlakyDestination(failures=1)
+    function = ScriptedFunction(fails_on("1"))
+    settings = MappingSettings(
+        function_arn=FUNCTION_ARN,
+        stream_arn=STREAM_ARN,
+        maximum_retry_attempts=0,
+        on_failure_destination_arn=DESTINATION_ARN,
+    )
+    shard = ShardProcessor(
+        settings, shard_id="shardId-1", invoke=function, send_to_destination=destination, clock=FakeClock()
+    )
+    shard.offer([record(1), record(2)])
+
+    # When the batch is exhausted and the metadata cannot be sent
+    with pytest.raises(ConnectionError):
+        shard.step()
+
+    # Then nothing was discarded yet: the shard has not moved past the batch
+    assert shard.checkpoint is None
+    assert shard.discarded_records == 0
+    assert shard.backlog == 2
+
+    # When the mapping steps again with the destination back
+    report = shard.step()
+
+    # Then the metadata is sent once, without invoking the function again, and the shard moves on
+    assert report.kind is StepKind.DISCARDED
+    assert report.condition == "RetryAttemptsExhausted"
+    assert len(function.batches) == 1
+    (sent,) = destination.sent
+    assert sent["requestContext"]["approximateInvokeCount"] == 1
+    assert sent["DDBStreamBatchInfo"]["batchSize"] == 2
+    assert shard.checkpoint == "2"
+    assert shard.discarded_records == 2
+
+
+def test_an_unreachable_destination_for_expired_records_is_retried_without_double_counting() -> None:
+    # Given MaximumRecordAgeInSeconds 60, an expired record and a destination that fails its first send
+    destination = FlakyDestination(failures=1)
+    settings = MappingSettings(
+        function_arn=FUNCTION_ARN,
+        stream_arn=STREAM_ARN,
+        maximum_record_age_s=60,
+        on_failure_destination_arn=DESTINATION_ARN,
+    )
+    function = ScriptedFunction()
+    shard = ShardProcessor(
+        settings,
+        shard_id="shardId-1",
+        invoke=function,
+        send_to_destination=destination,
+        clock=FakeClock(2_000),
+    )
+    shard.offer([record(1, created_at=1_000)])
+
+    # When the first discard fails and the next one succeeds
+    with pytest.raises(ConnectionError):
+        shard.step()
+    assert shard.step().kind is StepKind.DISCARDED
+
+    # Then one record was discarded, once, and the function never saw it
+    assert shard.discarded_records == 1
+    assert len(destination.sent) == 1
+    assert function.batches == []
+    assert shard.checkpoint == "1"
