@@ -621,6 +621,7 @@ class Provisioner:
             )
         if "TumblingWindowInSeconds" in p:
             raise UnsupportedResourceError(f"{resource.logical_id}: tumbling windows are not emulated")
+        _validate_stream_mapping(resource, p)
         function_arn = self._function_arn(str(p["FunctionName"]))
         destination = ((p.get("DestinationConfig") or {}).get("OnFailure") or {}).get("Destination")
         settings = MappingSettings(
@@ -641,7 +642,7 @@ class Provisioner:
                 logical_id=resource.logical_id,
                 function_arn=function_arn,
                 settings=settings,
-                starting_position=str(p.get("StartingPosition", "TRIM_HORIZON")),
+                starting_position=str(p["StartingPosition"]),
                 enabled=bool(p.get("Enabled", True)),
             )
         )
@@ -697,6 +698,41 @@ class Provisioner:
                     else uri
                 )
         raise UnsupportedResourceError(f"route target integrations/{integration_ref} is not in the template")
+
+
+# What AWS accepts on a DynamoDB stream mapping
+# ("Lambda parameters for Amazon DynamoDB event source mappings"):
+# a value outside these ranges would be refused by CloudFormation, so the runtime refuses it too rather than
+# run something AWS never would (BatchSize 0, for one, would invoke the function with empty batches forever).
+_MAPPING_RANGES: dict[str, tuple[int, int]] = {
+    "BatchSize": (1, 10_000),
+    "MaximumBatchingWindowInSeconds": (0, 300),
+    "MaximumRetryAttempts": (-1, 10_000),
+    "MaximumRecordAgeInSeconds": (-1, 604_800),
+    "ParallelizationFactor": (1, 10),
+}
+
+
+def _validate_stream_mapping(resource: Resource, p: Mapping[str, Any]) -> None:
+    where = f"{resource.logical_id} (AWS::Lambda::EventSourceMapping)"
+    # Required for DynamoDB streams, and only these two: no silent default.
+    if p.get("StartingPosition") not in {"TRIM_HORIZON", "LATEST"}:
+        raise UnsupportedResourceError(
+            f"{where}: StartingPosition must be TRIM_HORIZON or LATEST for a DynamoDB stream, "
+            f"got {p.get('StartingPosition')!r}"
+        )
+    for key, (low, high) in _MAPPING_RANGES.items():
+        if key not in p:
+            continue
+        try:
+            value = int(p[key])
+        except (TypeError, ValueError):
+            value = None
+        if value is None or not low <= value <= high:
+            raise UnsupportedResourceError(f"{where}: {key} {p[key]!r} is outside what AWS accepts")
+    unknown_types = set(p.get("FunctionResponseTypes", [])) - {"ReportBatchItemFailures"}
+    if unknown_types:
+        raise UnsupportedResourceError(f"{where}: unknown FunctionResponseTypes {sorted(unknown_types)}")
 
 
 def _attribute_text(value: object) -> str:

@@ -20,6 +20,7 @@ from outbox_local.errors import (
 from outbox_local.faults import FaultInjector
 from outbox_local.functions import FunctionHost, FunctionSpec
 from outbox_local.http_api import Route, to_http_response
+from outbox_local.provisioner import Provisioner
 from outbox_local.schedules import ScheduleRunner, rate_seconds
 from outbox_local.stream_mapping import InvocationResult
 from outbox_local.template import ResolvedResource, Resolver, Template, physical_name
@@ -322,3 +323,61 @@ def test_the_fault_injector_matches_service_and_operation_and_leaves_the_body_re
     assert answer == {"__type": "InternalException", "message": "Injected fault: the service is unavailable"}
     faults.disarm()
     assert not faults.wait_for_injections(rule, 2, timeout_s=0)
+
+
+# --- stream mapping provisioning ---------------------------------------------------------------------------
+
+STREAM = "arn:aws:dynamodb:us-east-1:123456789012:table/T/stream/2026-01-01T00:00:00.000"
+
+
+def provision_mapping(**properties: Any) -> Any:
+    mapping = {"FunctionName": "fn", "EventSourceArn": STREAM, **properties}
+    body = {"Resources": {"Mapping": {"Type": "AWS::Lambda::EventSourceMapping", "Properties": mapping}}}
+    template = Template.from_body(body)
+
+    def no_clients(service: str) -> Any:
+        raise AssertionError(f"a stream mapping needs no {service} call")
+
+    resolver = Resolver(template, region="us-east-1", stack_name="S")
+    return Provisioner(template, resolver, no_clients).provision()
+
+
+def test_a_valid_stream_mapping_keeps_its_starting_position_and_settings() -> None:
+    # Given a mapping with AWS-valid values, When provisioned, Then its settings are what the template says
+    stack = provision_mapping(StartingPosition="LATEST", BatchSize=10_000, MaximumRecordAgeInSeconds=-1)
+    (mapping,) = stack.mappings
+    assert mapping.starting_position == "LATEST"
+    assert mapping.settings.batch_size == 10_000
+
+
+@pytest.mark.parametrize(
+    "properties",
+    [
+        {},
+        {"StartingPosition": "AT_TIMESTAMP"},
+        {"StartingPosition": "TRIM_HORIZON", "BatchSize": 0},
+        {"StartingPosition": "TRIM_HORIZON", "BatchSize": 10_001},
+        {"StartingPosition": "TRIM_HORIZON", "MaximumBatchingWindowInSeconds": 301},
+        {"StartingPosition": "TRIM_HORIZON", "MaximumRetryAttempts": -2},
+        {"StartingPosition": "TRIM_HORIZON", "MaximumRecordAgeInSeconds": 604_801},
+        {"StartingPosition": "TRIM_HORIZON", "ParallelizationFactor": 11},
+        {"StartingPosition": "TRIM_HORIZON", "BatchSize": "many"},
+        {"StartingPosition": "TRIM_HORIZON", "FunctionResponseTypes": ["ReportItemFailures"]},
+    ],
+    ids=[
+        "no-starting-position",
+        "at-timestamp",
+        "batch-size-0",
+        "batch-size-over-max",
+        "window-over-max",
+        "retries-below-min",
+        "record-age-over-max",
+        "parallelization-over-max",
+        "batch-size-not-a-number",
+        "unknown-response-type",
+    ],
+)
+def test_a_stream_mapping_aws_would_refuse_stops_start_up(properties: dict[str, Any]) -> None:
+    # Given a DynamoDB stream mapping with a value AWS does not accept, When provisioned, Then it is refused
+    with pytest.raises(UnsupportedResourceError, match="Mapping"):
+        provision_mapping(**properties)
