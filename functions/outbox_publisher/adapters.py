@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -45,6 +46,7 @@ from outbox_publisher.messages import (
     entry_id,
     eventbridge_entry,
     eventbridge_size,
+    message_group_id,
     sns_entry,
     sns_size,
 )
@@ -103,6 +105,29 @@ _CONTENT_CODES = frozenset(
         "RedactionFailure",
     }
 )
+
+# SQS takes only these characters (XML 1.0's) in a body or attribute value, and refuses (or, by older
+# documentation, replaces with U+FFFD) any other: either way a poison row holding one, say U+FFFF,
+# would never reach the queue whole, and a refusal would block its shard.
+_NOT_SQS_TEXT = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+_MAX_ATTRIBUTE_CHARS = 256
+
+
+def sqs_safe_json(text: str) -> str:
+    """JSON text with every character SQS refuses written as a JSON escape: the same JSON value.
+
+    Outside strings JSON text is ASCII, so such a character can only sit in a string, where its
+    \\uXXXX escape means the very same character.
+    """
+    return _NOT_SQS_TEXT.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
+
+
+def _attribute_value(value: str | None) -> str | None:
+    # Attributes are a convenience for filtering (the body has it all): one SQS would refuse is left out.
+    if not value or len(value) > _MAX_ATTRIBUTE_CHARS or _NOT_SQS_TEXT.search(value):
+        return None
+    return value
+
 
 # SNS and EventBridge calls are not retried by botocore: the engine retries them itself, with jitter,
 # only for the entries that failed, and never beyond the invocation's remaining time.
@@ -248,22 +273,24 @@ class SqsPoisonQueue:
         self._fifo = queue_url.endswith(".fifo")
 
     def send(self, message: PoisonMessage) -> None:
-        body = message.to_json()
+        body = sqs_safe_json(message.to_json())
+        attributes = (
+            ("reason", message.reason.value),
+            ("error_code", message.error_code),
+            # From an unreadable row, event_id may be anything at all.
+            ("event_id", message.event_id),
+        )
         arguments: dict[str, Any] = {
             "QueueUrl": self._queue_url,
             "MessageBody": body,
             "MessageAttributes": {
-                name: {"DataType": "String", "StringValue": value}
-                for name, value in (
-                    ("reason", message.reason.value),
-                    ("error_code", message.error_code),
-                    ("event_id", message.event_id),
-                )
-                if value
+                name: {"DataType": "String", "StringValue": safe}
+                for name, value in attributes
+                if (safe := _attribute_value(value)) is not None
             },
         }
         if self._fifo:
-            arguments["MessageGroupId"] = message.aggregate_key or "unknown"
+            arguments["MessageGroupId"] = message_group_id(message.aggregate_key or "unknown")
             arguments["MessageDeduplicationId"] = hashlib.sha256(body.encode()).hexdigest()
         try:
             self._client.send_message(**arguments)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -18,7 +19,7 @@ from outbox_publisher.adapters import (
 )
 from outbox_publisher.engine import EntryResult, PoisonMessage, PoisonReason
 from outbox_publisher.errors import DestinationCallError, FailureKind, PoisonQueueUnavailableError
-from outbox_publisher.messages import Message
+from outbox_publisher.messages import GROUP_ID, Message
 from tests.unit.publisher.fakes import T0, event
 
 TOPIC = "arn:aws:sns:us-east-1:123456789012:events"
@@ -202,3 +203,32 @@ def test_poison_queue_failures_are_typed(raised: Exception) -> None:
     with pytest.raises(PoisonQueueUnavailableError) as caught:
         SqsPoisonQueue(Answering(raised), "https://sqs/poison").send(poison_message())
     assert caught.value.__cause__ is raised
+
+
+SQS_TEXT = re.compile("[\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]*")
+
+
+def test_a_poison_row_with_characters_sqs_refuses_still_reaches_the_queue_whole() -> None:
+    # Given an unreadable row (its payload is no JSON) holding U+FFFF and U+FFFE, characters SQS refuses
+    # in a body or an attribute, whose event_id is such garbage too, on a FIFO queue, with a long key
+    row = event("o-1", 1).to_item() | {
+        "payload": {"S": "{bad \uffff json \ufffe"},
+        "event_id": {"S": "id-\uffff"},
+    }
+    message = PoisonMessage(
+        PoisonReason.INVALID_ROW, "InvalidPayload", "payload is not valid JSON", 0, row, T0,
+        "id-\uffff", "Order#" + "x" * 200, 1,
+    )  # fmt: skip
+    client = Answering({"MessageId": "m"})
+
+    # When it is sent to the poison queue
+    SqsPoisonQueue(client, "https://sqs/poison.fifo").send(message)
+
+    # Then everything sent is text SQS takes, and the body still decodes to the row exactly as stored
+    [request] = client.requests
+    assert SQS_TEXT.fullmatch(request["MessageBody"])
+    assert json.loads(request["MessageBody"])["row"] == row
+    assert all(SQS_TEXT.fullmatch(a["StringValue"]) for a in request["MessageAttributes"].values())
+    assert "event_id" not in request["MessageAttributes"]
+    assert request["MessageAttributes"]["error_code"]["StringValue"] == "InvalidPayload"
+    assert GROUP_ID.fullmatch(request["MessageGroupId"])
