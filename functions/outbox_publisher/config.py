@@ -27,6 +27,7 @@ EVENT_BUS_NAME set): anything else, and malformed JSON, is a ConfigurationError 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -37,6 +38,9 @@ from outbox.config import optional, positive_int, require
 from outbox.errors import ConfigurationError
 
 DEFAULT_PUBLISHED_RETENTION_DAYS = 7
+# SNS answers a malformed TopicArn with InvalidParameter, which reads as "this entry is bad": each
+# event would be sent alone, refused, and poisoned. So the ARN's shape is checked here, once.
+_TOPIC_ARN = re.compile(r"arn:aws[a-z-]*:sns:[a-z0-9-]+:[0-9]{12}:[A-Za-z0-9_-]{1,256}(\.fifo)?")
 
 
 class Destination(StrEnum):
@@ -171,8 +175,8 @@ class PublisherConfig:
         configured = configured_destinations(topic_arn, event_bus_name)
         if not configured:
             raise ConfigurationError("set TOPIC_ARN, EVENT_BUS_NAME or both: there is nowhere to publish")
-        if topic_arn is not None and not topic_arn.startswith("arn:"):
-            raise ConfigurationError("TOPIC_ARN must be a topic ARN")
+        if topic_arn is not None and not _TOPIC_ARN.fullmatch(topic_arn):
+            raise ConfigurationError("TOPIC_ARN must be a topic ARN (arn:aws:sns:<region>:<account>:<name>)")
         event_source = optional(env, "EVENT_SOURCE")
         if event_bus_name is not None and event_source is None:
             raise ConfigurationError("environment variable EVENT_SOURCE is required with EVENT_BUS_NAME")

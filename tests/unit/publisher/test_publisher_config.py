@@ -62,6 +62,10 @@ def test_sns_alone_needs_no_event_source() -> None:
         ({"TOPIC_ARN": "", "EVENT_BUS_NAME": ""}, "nowhere to publish"),
         ({"EVENT_SOURCE": ""}, "EVENT_SOURCE"),
         ({"TOPIC_ARN": "outbox-events"}, "TOPIC_ARN must be a topic ARN"),
+        ({"TOPIC_ARN": TOPIC.replace("outbox-events", "")}, "TOPIC_ARN must be a topic ARN"),
+        ({"TOPIC_ARN": TOPIC + " # prod"}, "TOPIC_ARN must be a topic ARN"),
+        ({"TOPIC_ARN": "arn:aws:sqs:us-east-1:123456789012:outbox-events"}, "TOPIC_ARN must be a topic ARN"),
+        ({"TOPIC_ARN": "arn:aws:sns:us-east-1:1234:outbox-events"}, "TOPIC_ARN must be a topic ARN"),
         ({"PUBLISHED_RETENTION_DAYS": "0"}, "PUBLISHED_RETENTION_DAYS"),
         ({"PUBLISHED_RETENTION_DAYS": "week"}, "PUBLISHED_RETENTION_DAYS"),
         ({"OUTBOX_ROUTES": "{not json"}, "not valid JSON"),
@@ -124,3 +128,19 @@ def test_without_a_default_unmatched_events_go_everywhere_configured() -> None:
     # When an unmatched event is routed
     # Then it goes to every configured destination
     assert router.destinations_for("Customer", "X") == BOTH
+
+
+@pytest.mark.parametrize(
+    "topic_arn",
+    [
+        "arn:aws-cn:sns:cn-north-1:123456789012:outbox_events",
+        "arn:aws-us-gov:sns:us-gov-west-1:123456789012:Outbox-Events.fifo",
+    ],
+)
+def test_topic_arns_of_every_partition_are_accepted(topic_arn: str) -> None:
+    # Given a topic ARN of another partition
+    # When it is parsed
+    config = PublisherConfig.from_env(BASE | {"TOPIC_ARN": topic_arn})
+
+    # Then it is the topic
+    assert config.topic_arn == topic_arn
