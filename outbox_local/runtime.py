@@ -93,6 +93,10 @@ class LocalRuntime:
         if self._server is not None:
             raise RuntimeStateError("the runtime is already started")
         template = Template.load(self.options.template_path)
+        # A runtime started again after stop() must not keep the previous start's mappings (their clients are
+        # closed and they would poll the stream a second time).
+        self.mappings = []
+        self.outputs = {}
         self._stop.clear()
         self._server = LocalAwsServer(self.faults, self.options.host, self.options.aws_port)
         self._server.start()

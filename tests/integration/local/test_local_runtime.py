@@ -300,3 +300,19 @@ def test_what_the_runtime_cannot_run_stops_start_up_loudly(
     with pytest.raises(error, match=message), LocalRuntime(options(write_template(tmp_path, body))):
         pass
     assert [t for t in threading.enumerate() if t not in before and t.is_alive()] == []
+
+
+def test_a_runtime_started_again_after_stop_runs_each_mapping_once(tmp_path: Path) -> None:
+    # Given a runtime that was started and stopped once
+    runtime = LocalRuntime(options(write_template(tmp_path, template())))
+    runtime.start()
+    runtime.stop()
+
+    # When it is started again and a record is written
+    with runtime:
+        put_items(runtime, ("r-1", "ok"))
+        runtime.drain_streams()
+
+        # Then only this start's mapping runs, and the record is delivered once
+        assert len(runtime.mappings) == 1
+        assert receive_all(runtime, runtime.outputs["DeliveredUrl"]) == ["r-1"]
