@@ -266,28 +266,50 @@ class EventBridgeDestination:
         return results
 
 
+# SQS's largest message (body plus attributes); infra gives the poison queue exactly this maximum.
+SQS_MAX_MESSAGE_BYTES = 1_048_576
+
+
+def _sqs_message_size(body: str, attributes: Mapping[str, Mapping[str, str]]) -> int:
+    """SQS counts the body and, per attribute, its name, data type and value, all as UTF-8 bytes."""
+    return len(body.encode()) + sum(
+        len(name.encode()) + len(value["DataType"].encode()) + len(value["StringValue"].encode())
+        for name, value in attributes.items()
+    )
+
+
 class SqsPoisonQueue:
     def __init__(self, client: Any, queue_url: str) -> None:
         self._client = client
         self._queue_url = queue_url
         self._fifo = queue_url.endswith(".fifo")
 
-    def send(self, message: PoisonMessage) -> None:
-        body = sqs_safe_json(message.to_json())
+    @staticmethod
+    def _encode(message: PoisonMessage) -> tuple[str, dict[str, dict[str, str]]]:
         attributes = (
             ("reason", message.reason.value),
             ("error_code", message.error_code),
             # From an unreadable row, event_id may be anything at all.
             ("event_id", message.event_id),
         )
+        return sqs_safe_json(message.to_json()), {
+            name: {"DataType": "String", "StringValue": safe}
+            for name, value in attributes
+            if (safe := _attribute_value(value)) is not None
+        }
+
+    def send(self, message: PoisonMessage) -> None:
+        body, attributes = self._encode(message)
+        if _sqs_message_size(body, attributes) > SQS_MAX_MESSAGE_BYTES:
+            # SQS would refuse it every time, and a refused poison message is retried: the shard would
+            # block. The row itself stays in the table (FAILED, no TTL), so its keys are enough to find it.
+            body, attributes = self._encode(
+                message.without_row(f"the row does not fit in one {SQS_MAX_MESSAGE_BYTES}-byte SQS message")
+            )
         arguments: dict[str, Any] = {
             "QueueUrl": self._queue_url,
             "MessageBody": body,
-            "MessageAttributes": {
-                name: {"DataType": "String", "StringValue": safe}
-                for name, value in attributes
-                if (safe := _attribute_value(value)) is not None
-            },
+            "MessageAttributes": attributes,
         }
         if self._fifo:
             arguments["MessageGroupId"] = message_group_id(message.aggregate_key or "unknown")

@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
 from typing import Any, Protocol
@@ -187,25 +187,31 @@ class PoisonMessage:
     delivered_to: tuple[Destination, ...] = ()
     """Destinations that did accept it before another refused it for good."""
     source: Mapping[str, str] = field(default_factory=dict)
+    row_omitted: str | None = None
+    """Set (and `row` cut down to its keys) only when the whole row cannot fit in a queue message."""
+
+    def without_row(self, why: str) -> PoisonMessage:
+        """The same message with only the row's keys: the row itself stays in the table (FAILED, no TTL)."""
+        keys = {name: self.row[name] for name in ("aggregate_key", "seq") if name in self.row}
+        return replace(self, row=keys, row_omitted=why)
 
     def to_json(self) -> str:
-        return json.dumps(
-            {
-                "reason": self.reason.value,
-                "error_code": self.error_code,
-                "detail": self.detail,
-                "attempts": self.attempts,
-                "event_id": self.event_id,
-                "aggregate_key": self.aggregate_key,
-                "seq": self.seq,
-                "delivered_to": [destination.value for destination in self.delivered_to],
-                "poisoned_at": format_timestamp(self.poisoned_at),
-                "source": dict(self.source),
-                "row": self.row,
-            },
-            separators=(",", ":"),
-            ensure_ascii=False,
-        )
+        document: dict[str, Any] = {
+            "reason": self.reason.value,
+            "error_code": self.error_code,
+            "detail": self.detail,
+            "attempts": self.attempts,
+            "event_id": self.event_id,
+            "aggregate_key": self.aggregate_key,
+            "seq": self.seq,
+            "delivered_to": [destination.value for destination in self.delivered_to],
+            "poisoned_at": format_timestamp(self.poisoned_at),
+            "source": dict(self.source),
+            "row": self.row,
+        }
+        if self.row_omitted is not None:
+            document["row_omitted"] = self.row_omitted
+        return json.dumps(document, separators=(",", ":"), ensure_ascii=False)
 
 
 class PoisonQueue(Protocol):

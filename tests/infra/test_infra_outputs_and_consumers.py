@@ -2,6 +2,7 @@
 
 from typing import Any
 
+from outbox_publisher.adapters import SQS_MAX_MESSAGE_BYTES
 from tests.infra.template_queries import only
 
 DOCUMENTED_OUTPUTS = {
@@ -61,8 +62,8 @@ def test_poison_queue_takes_a_whole_row(template: dict[str, Any]) -> None:
     # Given the poison queue, which receives whole outbox rows (up to DynamoDB's 400 KB item) plus the reason
     _, poison = only(template, "AWS::SQS::Queue", "FailureQueuesPoisonQueue")
 
-    # Then it accepts SQS's largest message, so a big poison row is never refused (and retried forever)
-    assert poison["Properties"]["MaximumMessageSize"] == 1_048_576
+    # Then it accepts SQS's largest message, the size the publisher fits its poison messages into
+    assert poison["Properties"]["MaximumMessageSize"] == SQS_MAX_MESSAGE_BYTES == 1_048_576
 
 
 def test_bus_has_an_archive_for_replay(template: dict[str, Any]) -> None:

@@ -10,6 +10,7 @@ import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError
 
 from outbox_publisher.adapters import (
+    SQS_MAX_MESSAGE_BYTES,
     EventBridgeDestination,
     SnsDestination,
     SqsPoisonQueue,
@@ -172,6 +173,40 @@ def test_classification_tables() -> None:
 def poison_message() -> PoisonMessage:
     row = event("o-1", 1).to_item()
     return PoisonMessage(PoisonReason.NO_ROUTE, "NoRoute", "no route", 0, row, T0, "id-1", "Order#o-1", 1)
+
+
+def test_a_row_too_big_for_one_sqs_message_is_sent_as_its_keys_rather_than_refused_forever() -> None:
+    # Given an unreadable row whose control characters grow six-fold when escaped for SQS (over 1 MiB)
+    row = event("o-1", 1).to_item() | {"payload": {"S": "\x01" * 200_000}}
+    message = PoisonMessage(
+        PoisonReason.INVALID_ROW, "InvalidPayload", "not JSON", 0, row, T0, None, "Order#o-1", 1
+    )
+    client = Answering({"MessageId": "m"})
+
+    # When it is sent to the poison queue
+    SqsPoisonQueue(client, "https://sqs/poison").send(message)
+
+    # Then SQS gets a message it can take: the reason, the row's keys, and why the row is not there
+    [request] = client.requests
+    assert len(request["MessageBody"].encode()) <= SQS_MAX_MESSAGE_BYTES
+    body = json.loads(request["MessageBody"])
+    assert body["row"] == {"aggregate_key": row["aggregate_key"], "seq": row["seq"]}
+    assert "does not fit" in body["row_omitted"]
+    assert body["reason"] == "invalid_row"
+
+
+def test_a_row_that_fits_is_sent_whole_without_an_omission_note() -> None:
+    # Given a poison row well within SQS's limit
+    message = poison_message()
+    client = Answering({"MessageId": "m"})
+
+    # When it is sent
+    SqsPoisonQueue(client, "https://sqs/poison").send(message)
+
+    # Then the row is whole and nothing says otherwise
+    body = json.loads(client.requests[0]["MessageBody"])
+    assert "row_omitted" not in body
+    assert body["row"] == message.row
 
 
 def test_the_poison_queue_gets_the_whole_row_and_its_reason() -> None:
