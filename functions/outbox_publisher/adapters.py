@@ -50,6 +50,7 @@ from outbox_publisher.messages import (
     sns_entry,
     sns_size,
 )
+from outbox_publisher.retry import PUBLISH_CONNECT_TIMEOUT_S, PUBLISH_READ_TIMEOUT_S
 
 _TRANSIENT_CODES = THROTTLING_CODES | {
     "Throttled",
@@ -132,7 +133,9 @@ def _attribute_value(value: str | None) -> str | None:
 # SNS and EventBridge calls are not retried by botocore: the engine retries them itself, with jitter,
 # only for the entries that failed, and never beyond the invocation's remaining time.
 _NO_RETRIES = Config(
-    connect_timeout=3, read_timeout=10, retries={"mode": "standard", "total_max_attempts": 1}
+    connect_timeout=PUBLISH_CONNECT_TIMEOUT_S,
+    read_timeout=PUBLISH_READ_TIMEOUT_S,
+    retries={"mode": "standard", "total_max_attempts": 1},
 )
 
 

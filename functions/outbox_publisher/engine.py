@@ -492,6 +492,14 @@ class _Run:
         pending = list(members)
         round_number = 0
         while pending:
+            if not policy.has_time_for(self.deadline):
+                # Checked before every call, not only before the first: after another destination's
+                # retries, starting a call now could run past the Lambda timeout and fail the whole batch.
+                for member in pending:
+                    done[member.index] = _Delivery(
+                        False, attempts[member.index], "DeadlineExceeded", FailureKind.TRANSIENT
+                    )
+                break
             round_number += 1
             results = self._call(port, pending)
             retry: list[tuple[_Planned, EntryResult]] = []

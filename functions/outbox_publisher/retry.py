@@ -17,9 +17,13 @@ from typing import Protocol
 DEFAULT_MAX_ATTEMPTS = 5
 DEFAULT_BASE_DELAY_MS = 100
 DEFAULT_MAX_DELAY_MS = 2_000
-# Kept free at the end of an invocation for the poison queue, marking rows and answering Lambda:
-# a timeout would fail the whole batch and leave published rows unmarked.
-DEFAULT_SAFETY_MARGIN_MS = 3_000
+# Kept free at the end of an invocation: no publish call starts inside it. It outlasts the longest
+# publish call (PUBLISH_CONNECT_TIMEOUT_S + PUBLISH_READ_TIMEOUT_S), so a call started just before it
+# still ends in time for the poison queue, marking rows and answering Lambda: a timeout would fail
+# the whole batch and leave published rows unmarked.
+PUBLISH_CONNECT_TIMEOUT_S = 2
+PUBLISH_READ_TIMEOUT_S = 5
+DEFAULT_SAFETY_MARGIN_MS = 10_000
 
 Sleep = Callable[[float], None]
 """Sleeps for the given number of seconds."""

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from outbox.errors import ThrottledError
 from outbox.marking import FailedMark, PublishedMark, RowKey
+from outbox_publisher.adapters import publishing_client
 from outbox_publisher.config import Destination, Route, Router
 from outbox_publisher.engine import Candidate, EntryResult, PoisonReason, Status
 from outbox_publisher.errors import DestinationCallError, FailureKind
-from outbox_publisher.retry import RetryPolicy
+from outbox_publisher.messages import Message
+from outbox_publisher.retry import PUBLISH_CONNECT_TIMEOUT_S, PUBLISH_READ_TIMEOUT_S, RetryPolicy
 from tests.unit.publisher.fakes import T0, FakeDeadline, candidates, event, harness, transient
 
 SNS_ONLY = (Destination.SNS,)
@@ -406,6 +410,40 @@ def test_no_call_starts_inside_the_safety_margin() -> None:
     assert report.stopped_at == 0
     assert report.outcomes[0].code == "DeadlineExceeded"
     assert h.marker.marks == []
+
+
+def test_no_call_to_the_next_destination_starts_once_time_ran_low_during_the_first() -> None:
+    # Given SNS and EventBridge, and an SNS call after which little time is left
+    a, b = event("a", 1), event("b", 1)
+    deadline = FakeDeadline(remaining=60_000)
+    h = harness()
+    sns_publish = h.sns.publish
+
+    def slow_sns(messages: Sequence[Message]) -> list[EntryResult]:
+        deadline.remaining = 5_000
+        return sns_publish(messages)
+
+    h.sns.publish = slow_sns  # type: ignore[method-assign]
+
+    # When the events are published
+    report = h.engine.publish(candidates(a, b), deadline)
+
+    # Then EventBridge is never called, and the batch is handed back from the first event
+    assert h.sns.calls == [ids(a, b)]
+    assert h.eventbridge.calls == []
+    assert report.stopped_at == 0
+    assert report.outcomes[0].code == "eventbridge:DeadlineExceeded"
+    assert h.marker.marks == []
+
+
+def test_the_margin_outlasts_the_longest_publish_call() -> None:
+    # Given the publishing clients' timeouts and the default retry policy
+    config = publishing_client("sns").meta.config
+
+    # Then a call started just outside the margin ends inside it, leaving time to mark and answer
+    assert config.connect_timeout == PUBLISH_CONNECT_TIMEOUT_S
+    assert config.read_timeout == PUBLISH_READ_TIMEOUT_S
+    assert RetryPolicy().safety_margin_ms > (PUBLISH_CONNECT_TIMEOUT_S + PUBLISH_READ_TIMEOUT_S) * 1000
 
 
 def test_an_incomplete_answer_counts_as_a_transient_failure() -> None:
