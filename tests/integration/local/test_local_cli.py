@@ -10,11 +10,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import HANDLERS, template, write_template
 
 from outbox_cli.demo import run_demo
 from outbox_cli.main import main
 from outbox_local.runtime import RuntimeOptions
+from tests.support.local_templates import HANDLERS, template, write_template
 
 REPOSITORY = Path(__file__).resolve().parents[3]
 SYNTHESIZED = REPOSITORY / "cdk.out" / "OutboxStack.template.json"

@@ -18,10 +18,10 @@ from aws_lambda_powertools.utilities.parser.models import (
     APIGatewayProxyEventV2Model,
     DynamoDBStreamLambdaOnFailureDestinationModel,
 )
-from conftest import options, template, write_template
 
 from outbox_local.errors import ProvisioningError, UnsupportedResourceError
 from outbox_local.runtime import LocalRuntime
+from tests.support.local_templates import options, template, write_template
 
 
 def call(runtime: LocalRuntime, method: str, path: str, body: Any = None, **headers: str) -> tuple[int, Any]:

@@ -264,7 +264,7 @@ class SnsClientFailingEvents:
             e for e in PublishBatchRequestEntries if json.loads(e["Message"])["event_id"] in self._event_ids
         ]
         sent = [e for e in PublishBatchRequestEntries if e not in failing]
-        response = {"Successful": [], "Failed": []}
+        response: dict[str, Any] = {"Successful": [], "Failed": []}
         if sent:
             response = dict(self._real.publish_batch(TopicArn=TopicArn, PublishBatchRequestEntries=sent))
             self.published.extend(json.loads(e["Message"])["event_id"] for e in sent)

@@ -122,7 +122,7 @@ def processor(
 
 
 def drain(shard: ShardProcessor, limit: int = 100) -> list[StepKind]:
-    kinds = []
+    kinds: list[StepKind] = []
     for _ in range(limit):
         report = shard.step()
         if report.kind in {StepKind.IDLE, StepKind.WAITING}:

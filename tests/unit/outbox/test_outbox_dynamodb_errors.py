@@ -45,7 +45,7 @@ def cancelled(*reasons: dict[str, Any]) -> ClientError:
         "Error": {"Code": "TransactionCanceledException", "Message": "ConditionalCheckFailed Throttling"},
         "CancellationReasons": list(reasons),
     }
-    return ClientError(response, "TransactWriteItems")  # type: ignore[arg-type]
+    return ClientError(response, "TransactWriteItems")
 
 
 def error(code: str, status: int = 400) -> ClientError:

@@ -1,0 +1,188 @@
+"""A small hand-written template for the local runtime's tests, and how to start a runtime on it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from outbox_local.runtime import RuntimeOptions
+
+HANDLERS = Path(__file__).resolve().parents[1] / "integration" / "local" / "handlers"
+
+
+def function(handler: str, variables: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "Type": "AWS::Lambda::Function",
+        "Properties": {
+            "Handler": f"local_test_handlers.{handler}",
+            "Runtime": "python3.13",
+            "Code": {"S3Bucket": "assets", "S3Key": "code.zip"},
+            "Role": {"Fn::GetAtt": ["Role", "Arn"]},
+            "Timeout": 30,
+            "Environment": {"Variables": variables},
+        },
+    }
+
+
+def queue_policy(queue: str) -> dict[str, Any]:
+    return {
+        "Type": "AWS::SQS::QueuePolicy",
+        "Properties": {
+            "Queues": [{"Ref": queue}],
+            "PolicyDocument": {"Version": "2012-10-17", "Statement": []},
+        },
+    }
+
+
+def template(**mapping_overrides: Any) -> dict[str, Any]:
+    mapping = {
+        "FunctionName": {"Ref": "StreamFn"},
+        "EventSourceArn": {"Fn::GetAtt": ["Items", "StreamArn"]},
+        "StartingPosition": "TRIM_HORIZON",
+        "BatchSize": 10,
+        "MaximumBatchingWindowInSeconds": 1,
+        "MaximumRetryAttempts": 2,
+        "MaximumRecordAgeInSeconds": 3600,
+        "BisectBatchOnFunctionError": True,
+        "FunctionResponseTypes": ["ReportBatchItemFailures"],
+        "FilterCriteria": {"Filters": [{"Pattern": json.dumps({"eventName": ["INSERT"]})}]},
+        "DestinationConfig": {"OnFailure": {"Destination": {"Fn::GetAtt": ["OnFailure", "Arn"]}}},
+        **mapping_overrides,
+    }
+    integration_target = {"Fn::Join": ["", ["integrations/", {"Ref": "Integration"}]]}
+    return {
+        "Parameters": {
+            "BootstrapVersion": {
+                "Type": "AWS::SSM::Parameter::Value<String>",
+                "Default": "/cdk-bootstrap/hnb659fds/version",
+            }
+        },
+        "Resources": {
+            "Items": {
+                "Type": "AWS::DynamoDB::Table",
+                "Properties": {
+                    "KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"}],
+                    "AttributeDefinitions": [{"AttributeName": "pk", "AttributeType": "S"}],
+                    "BillingMode": "PAY_PER_REQUEST",
+                    "StreamSpecification": {"StreamViewType": "NEW_IMAGE"},
+                    "TimeToLiveSpecification": {"AttributeName": "expires_at", "Enabled": True},
+                },
+            },
+            "Delivered": {"Type": "AWS::SQS::Queue", "Properties": {}},
+            "OnFailure": {"Type": "AWS::SQS::Queue", "Properties": {"MessageRetentionPeriod": 1209600}},
+            "TopicConsumer": {"Type": "AWS::SQS::Queue"},
+            "BusConsumer": {"Type": "AWS::SQS::Queue"},
+            "TopicConsumerPolicy": queue_policy("TopicConsumer"),
+            "Topic": {"Type": "AWS::SNS::Topic", "Properties": {"DisplayName": "local"}},
+            "Subscription": {
+                "Type": "AWS::SNS::Subscription",
+                "Properties": {
+                    "TopicArn": {"Ref": "Topic"},
+                    "Protocol": "sqs",
+                    "Endpoint": {"Fn::GetAtt": ["TopicConsumer", "Arn"]},
+                    "RawMessageDelivery": True,
+                },
+            },
+            "Bus": {"Type": "AWS::Events::EventBus", "Properties": {"Name": "local-bus"}},
+            # EventBusName as a Ref is what crashes moto's own CloudFormation (GUIDE §4).
+            "BusRule": {
+                "Type": "AWS::Events::Rule",
+                "Properties": {
+                    "EventBusName": {"Ref": "Bus"},
+                    "EventPattern": {"source": ["local.tests"]},
+                    "Targets": [{"Id": "q", "Arn": {"Fn::GetAtt": ["BusConsumer", "Arn"]}}],
+                },
+            },
+            "Alarm": {
+                "Type": "AWS::CloudWatch::Alarm",
+                "Properties": {
+                    "MetricName": "ApproximateNumberOfMessagesVisible",
+                    "Namespace": "AWS/SQS",
+                    "Dimensions": [
+                        {"Name": "QueueName", "Value": {"Fn::GetAtt": ["OnFailure", "QueueName"]}}
+                    ],
+                    "Statistic": "Maximum",
+                    "Period": 60,
+                    "EvaluationPeriods": 1,
+                    "Threshold": 0,
+                    "ComparisonOperator": "GreaterThanThreshold",
+                    "AlarmActions": [{"Ref": "Topic"}],
+                },
+            },
+            "Role": {"Type": "AWS::IAM::Role", "Properties": {"AssumeRolePolicyDocument": {}}},
+            "ApiFn": function(
+                "api", {"TABLE_NAME": {"Ref": "Items"}, "LOCAL_STACK": {"Fn::Sub": "${AWS::StackName}-api"}}
+            ),
+            "StreamFn": function("stream", {"DELIVERED_URL": {"Ref": "Delivered"}}),
+            "EnvFn": function("environment", {"TABLE_NAME": {"Ref": "Items"}}),
+            "Mapping": {"Type": "AWS::Lambda::EventSourceMapping", "Properties": mapping},
+            "Api": {
+                "Type": "AWS::ApiGatewayV2::Api",
+                "Properties": {"Name": "items", "ProtocolType": "HTTP"},
+            },
+            "Integration": {
+                "Type": "AWS::ApiGatewayV2::Integration",
+                "Properties": {
+                    "ApiId": {"Ref": "Api"},
+                    "IntegrationType": "AWS_PROXY",
+                    "IntegrationUri": {"Fn::GetAtt": ["ApiFn", "Arn"]},
+                    "PayloadFormatVersion": "2.0",
+                },
+            },
+            **{
+                f"Route{index}": {
+                    "Type": "AWS::ApiGatewayV2::Route",
+                    "Properties": {
+                        "ApiId": {"Ref": "Api"},
+                        "RouteKey": key,
+                        "Target": integration_target,
+                        "AuthorizationType": "AWS_IAM",
+                    },
+                }
+                for index, key in enumerate(["POST /items", "GET /items/{id}", "GET /echo"])
+            },
+            "Stage": {
+                "Type": "AWS::ApiGatewayV2::Stage",
+                "Properties": {"ApiId": {"Ref": "Api"}, "StageName": "$default", "AutoDeploy": True},
+            },
+            "Permission": {
+                "Type": "AWS::Lambda::Permission",
+                "Properties": {"Action": "lambda:InvokeFunction", "FunctionName": {"Ref": "ApiFn"}},
+            },
+        },
+        "Outputs": {
+            "ApiUrl": {
+                "Value": {
+                    "Fn::Join": [
+                        "",
+                        [
+                            "https://",
+                            {"Ref": "Api"},
+                            ".execute-api.",
+                            {"Ref": "AWS::Region"},
+                            ".amazonaws.com/",
+                        ],
+                    ]
+                }
+            },
+            "TableName": {"Value": {"Ref": "Items"}},
+            "DeliveredUrl": {"Value": {"Ref": "Delivered"}},
+            "OnFailureUrl": {"Value": {"Ref": "OnFailure"}},
+            "TopicConsumerUrl": {"Value": {"Ref": "TopicConsumer"}},
+            "BusConsumerUrl": {"Value": {"Ref": "BusConsumer"}},
+            "TopicArn": {"Value": {"Ref": "Topic"}},
+            "AlarmName": {"Value": {"Ref": "Alarm"}},
+        },
+    }
+
+
+def write_template(directory: Path, body: dict[str, Any]) -> Path:
+    path = directory / "template.json"
+    path.write_text(json.dumps(body), encoding="utf-8")
+    return path
+
+
+def options(path: Path, **overrides: Any) -> RuntimeOptions:
+    settings: dict[str, Any] = {"code_root": HANDLERS, "background": False, "retry_delay_s": 0.0, **overrides}
+    return RuntimeOptions(template_path=path, **settings)
