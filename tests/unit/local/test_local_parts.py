@@ -268,6 +268,7 @@ def test_schedules_fire_on_their_interval_divided_by_the_speedup() -> None:
     # Given rate(1 minute) sped up 60 times, on a fake clock
     now = [0.0]
     fired: list[tuple[str, Any]] = []
+
     def invoke(arn: str, event: Any) -> InvocationResult:
         fired.append((arn, event))
         return InvocationResult()
