@@ -631,7 +631,7 @@ class Provisioner:
             maximum_batching_window_s=float(p.get("MaximumBatchingWindowInSeconds", 0)),
             maximum_retry_attempts=int(p.get("MaximumRetryAttempts", NO_LIMIT)),
             maximum_record_age_s=int(p.get("MaximumRecordAgeInSeconds", NO_LIMIT)),
-            bisect_batch_on_function_error=bool(p.get("BisectBatchOnFunctionError", False)),
+            bisect_batch_on_function_error=_cfn_bool(p.get("BisectBatchOnFunctionError", False)),
             report_batch_item_failures="ReportBatchItemFailures" in p.get("FunctionResponseTypes", []),
             filters=FilterCriteria.from_template(p.get("FilterCriteria")),
             on_failure_destination_arn=destination,
@@ -643,7 +643,7 @@ class Provisioner:
                 function_arn=function_arn,
                 settings=settings,
                 starting_position=str(p["StartingPosition"]),
-                enabled=bool(p.get("Enabled", True)),
+                enabled=_cfn_bool(p.get("Enabled", True)),
             )
         )
         uuid = hashlib.sha256(resource.logical_id.encode()).hexdigest()[:32]
@@ -730,9 +730,30 @@ def _validate_stream_mapping(resource: Resource, p: Mapping[str, Any]) -> None:
             value = None
         if value is None or not low <= value <= high:
             raise UnsupportedResourceError(f"{where}: {key} {p[key]!r} is outside what AWS accepts")
+    for key in ("BisectBatchOnFunctionError", "Enabled"):
+        if key in p and (not isinstance(p[key], bool | str) or p[key] not in _CFN_BOOLEANS):
+            raise UnsupportedResourceError(f"{where}: {key} {p[key]!r} is not a boolean")
     unknown_types = set(p.get("FunctionResponseTypes", [])) - {"ReportBatchItemFailures"}
     if unknown_types:
         raise UnsupportedResourceError(f"{where}: unknown FunctionResponseTypes {sorted(unknown_types)}")
+
+
+# CloudFormation takes booleans as JSON booleans or as the strings "true" and "false" (any case).
+_CFN_BOOLEANS: dict[object, bool] = {
+    True: True,
+    False: False,
+    "true": True,
+    "false": False,
+    "True": True,
+    "False": False,
+    "TRUE": True,
+    "FALSE": False,
+}
+
+
+def _cfn_bool(value: object) -> bool:
+    """A template boolean; `bool("false")` would be True, which is why this exists."""
+    return _CFN_BOOLEANS[value]
 
 
 def _attribute_text(value: object) -> str:

@@ -175,8 +175,11 @@ class LocalRuntime:
     def wait_until_idle(self, timeout_s: float) -> bool:
         """With the background poller: block until every mapping found nothing to do."""
         deadline = time.monotonic() + timeout_s
+        # Marks first: records written before this call must be vouched for by polls started after it.
+        marks = [mapping.activity_mark() for mapping in self.mappings]
         return all(
-            mapping.wait_until_idle(max(0.0, deadline - time.monotonic())) for mapping in self.mappings
+            mapping.wait_until_idle(max(0.0, deadline - time.monotonic()), after=mark)
+            for mapping, mark in zip(self.mappings, marks, strict=True)
         )
 
     def resource_names(self) -> list[tuple[str, str, str]]:

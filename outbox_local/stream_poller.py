@@ -60,11 +60,17 @@ class StreamMappingRunner:
         self._iterators: dict[str, str] = {}
         self.shards: dict[str, ShardProcessor] = {}
         self._activity = threading.Condition()
-        self._idle = True
+        # Polls are numbered as they start; an idle poll only proves "nothing to do" for what was
+        # written before it started, so waiters compare against the number of the idle poll.
+        self._polls_started = 0
+        self._last_idle_poll = 0
         self.listeners: list[Callable[[StepReport], None]] = []
 
     def poll_once(self) -> list[StepReport]:
         """Read what the stream has for each shard, then let each shard processor take one step."""
+        with self._activity:
+            self._polls_started += 1
+            this_poll = self._polls_started
         for shard_id, records in self._read().items():
             processor = self._processor(shard_id)
             processor.offer([lambda_record(raw, self.settings.stream_arn, self._region) for raw in records])
@@ -73,15 +79,25 @@ class StreamMappingRunner:
             for listener in self.listeners:
                 listener(report)
         with self._activity:
-            self._idle = all(r.kind is StepKind.IDLE for r in reports)
+            if all(r.kind is StepKind.IDLE for r in reports):
+                self._last_idle_poll = this_poll
             self._activity.notify_all()
         return reports
 
-    def wait_until_idle(self, timeout_s: float) -> bool:
-        """For a runner polled by a background thread: block until a poll found nothing to do."""
+    def activity_mark(self) -> int:
+        """The number of polls started so far: a later `wait_until_idle(after=mark)` ignores them."""
         with self._activity:
-            self._idle = False
-            return self._activity.wait_for(lambda: self._idle, timeout_s)
+            return self._polls_started
+
+    def wait_until_idle(self, timeout_s: float, *, after: int | None = None) -> bool:
+        """Block until a poll that started after `after` (default: now) found nothing to do.
+
+        A poll already under way when the caller wrote its records may have read the stream before
+        them; only a poll started later can vouch that they were handled.
+        """
+        with self._activity:
+            mark = self._polls_started if after is None else after
+            return self._activity.wait_for(lambda: self._last_idle_poll > mark, timeout_s)
 
     def stats(self) -> MappingStats:
         processors = list(self.shards.values())

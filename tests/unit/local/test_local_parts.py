@@ -355,6 +355,16 @@ def test_a_valid_stream_mapping_keeps_its_starting_position_and_settings() -> No
     assert mapping.settings.batch_size == 10_000
 
 
+def test_string_booleans_mean_what_they_say() -> None:
+    # Given booleans written as CloudFormation strings ("false" is truthy to Python's bool)
+    stack = provision_mapping(StartingPosition="LATEST", Enabled="false", BisectBatchOnFunctionError="true")
+
+    # When provisioned, Then the mapping is disabled and bisects
+    (mapping,) = stack.mappings
+    assert mapping.enabled is False
+    assert mapping.settings.bisect_batch_on_function_error is True
+
+
 @pytest.mark.parametrize(
     "properties",
     [
@@ -368,6 +378,8 @@ def test_a_valid_stream_mapping_keeps_its_starting_position_and_settings() -> No
         {"StartingPosition": "TRIM_HORIZON", "ParallelizationFactor": 11},
         {"StartingPosition": "TRIM_HORIZON", "BatchSize": "many"},
         {"StartingPosition": "TRIM_HORIZON", "FunctionResponseTypes": ["ReportItemFailures"]},
+        {"StartingPosition": "TRIM_HORIZON", "BisectBatchOnFunctionError": "maybe"},
+        {"StartingPosition": "TRIM_HORIZON", "Enabled": ["false"]},
     ],
     ids=[
         "no-starting-position",
@@ -380,6 +392,8 @@ def test_a_valid_stream_mapping_keeps_its_starting_position_and_settings() -> No
         "parallelization-over-max",
         "batch-size-not-a-number",
         "unknown-response-type",
+        "bisect-not-a-boolean",
+        "enabled-not-a-boolean",
     ],
 )
 def test_a_stream_mapping_aws_would_refuse_stops_start_up(properties: dict[str, Any]) -> None:
