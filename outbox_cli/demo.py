@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
+from outbox_local.queues import receive_all
 from outbox_local.runtime import LocalRuntime, RuntimeOptions
 from outbox_local.stream_mapping import StepKind, StepReport
 
@@ -51,31 +52,22 @@ class QueueWatcher:
         self.raw: list[dict[str, Any]] = []
 
     def collect(self, wait_s: int = 0) -> None:
-        while True:
-            messages = self._sqs.receive_message(
-                QueueUrl=self._url,
-                MaxNumberOfMessages=10,
-                WaitTimeSeconds=wait_s,
-                MessageSystemAttributeNames=["SentTimestamp"],
-            ).get("Messages", [])
-            if not messages:
-                return
-            for message in messages:
-                body = json.loads(message["Body"])
-                self.raw.append(body)
-                envelope = self._unwrap(body)
-                self.deliveries.append(
-                    Delivery(
-                        event_id=envelope["event_id"],
-                        event_type=envelope["event_type"],
-                        aggregate_id=envelope["aggregate_id"],
-                        seq=int(envelope["seq"]),
-                        occurred_at=envelope["occurred_at"],
-                        sent_ms=int(message["Attributes"]["SentTimestamp"]),
-                    )
+        for message in receive_all(
+            self._sqs, self._url, wait_s=wait_s, MessageSystemAttributeNames=["SentTimestamp"]
+        ):
+            body = json.loads(message["Body"])
+            self.raw.append(body)
+            envelope = self._unwrap(body)
+            self.deliveries.append(
+                Delivery(
+                    event_id=envelope["event_id"],
+                    event_type=envelope["event_type"],
+                    aggregate_id=envelope["aggregate_id"],
+                    seq=int(envelope["seq"]),
+                    occurred_at=envelope["occurred_at"],
+                    sent_ms=int(message["Attributes"]["SentTimestamp"]),
                 )
-                self._sqs.delete_message(QueueUrl=self._url, ReceiptHandle=message["ReceiptHandle"])
-            wait_s = 0
+            )
 
     def event_ids(self) -> set[str]:
         return {d.event_id for d in self.deliveries}
@@ -258,11 +250,7 @@ class Demo:
         sqs = self.runtime.client("sqs")
         deadline = time.monotonic() + DELIVERY_TIMEOUT_S
         while time.monotonic() < deadline and event_id not in self.poison_seen:
-            for message in sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=1).get(
-                "Messages", []
-            ):
-                self.poison_seen.append(message["Body"])
-                sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+            self.poison_seen.extend(message["Body"] for message in receive_all(sqs, url, wait_s=1))
             if any(event_id in body for body in self.poison_seen):
                 return True
         return False
@@ -374,13 +362,7 @@ class Demo:
         return status
 
     def _drain_bodies(self, url: str) -> list[str]:
-        sqs = self.runtime.client("sqs")
-        bodies: list[str] = []
-        while messages := sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", []):
-            for message in messages:
-                bodies.append(message["Body"])
-                sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
-        return bodies
+        return [message["Body"] for message in receive_all(self.runtime.client("sqs"), url)]
 
     def _queue_depth(self, url: str) -> int:
         attributes = self.runtime.client("sqs").get_queue_attributes(

@@ -20,6 +20,7 @@ from aws_lambda_powertools.utilities.parser.models import (
 )
 
 from outbox_local.errors import ProvisioningError, UnsupportedResourceError
+from outbox_local.queues import receive_all
 from outbox_local.runtime import LocalRuntime
 from tests.support.local_templates import options, template, write_template
 
@@ -39,14 +40,8 @@ def call(runtime: LocalRuntime, method: str, path: str, body: Any = None, **head
         return error.code, json.loads(error.read())
 
 
-def receive_all(runtime: LocalRuntime, url: str) -> list[str]:
-    sqs = runtime.client("sqs")
-    bodies: list[str] = []
-    while messages := sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", []):
-        for message in messages:
-            bodies.append(message["Body"])
-            sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
-    return bodies
+def queue_bodies(runtime: LocalRuntime, url: str) -> list[str]:
+    return [message["Body"] for message in receive_all(runtime.client("sqs"), url)]
 
 
 def put_items(runtime: LocalRuntime, *behaviours: tuple[str, str]) -> None:
@@ -66,8 +61,8 @@ def test_the_template_is_provisioned_including_what_moto_cloudformation_skips(ru
     )
 
     # Then the subscription and the rule deliver to their queues, and the alarm exists
-    assert receive_all(runtime, outputs["TopicConsumerUrl"]) == ["via-topic"]
-    assert json.loads(receive_all(runtime, outputs["BusConsumerUrl"])[0])["source"] == "local.tests"
+    assert queue_bodies(runtime, outputs["TopicConsumerUrl"]) == ["via-topic"]
+    assert json.loads(queue_bodies(runtime, outputs["BusConsumerUrl"])[0])["source"] == "local.tests"
     alarms = runtime.client("cloudwatch").describe_alarms(AlarmNames=[outputs["AlarmName"]])["MetricAlarms"]
     assert alarms[0]["AlarmActions"] == [outputs["TopicArn"]]
     table = runtime.client("dynamodb").describe_table(TableName=outputs["TableName"])["Table"]
@@ -125,10 +120,10 @@ def test_stream_records_reach_the_function_and_partial_failures_are_retried_then
 
     # Then i-1 was delivered once; i-3, after the failure, was re-sent with every retry (AWS re-sends from the
     # lowest failure); after the retries the failed range went to the on-failure destination as metadata
-    delivered = receive_all(runtime, runtime.outputs["DeliveredUrl"])
+    delivered = queue_bodies(runtime, runtime.outputs["DeliveredUrl"])
     assert delivered.count("i-1") == 1
     assert delivered.count("i-3") == 3
-    (metadata,) = [json.loads(body) for body in receive_all(runtime, runtime.outputs["OnFailureUrl"])]
+    (metadata,) = [json.loads(body) for body in queue_bodies(runtime, runtime.outputs["OnFailureUrl"])]
     parsed = DynamoDBStreamLambdaOnFailureDestinationModel.model_validate(metadata)
     assert parsed.request_context.condition == "RetryAttemptsExhausted"
     assert parsed.request_context.approximate_invoke_count == 3
@@ -147,8 +142,8 @@ def test_bisect_isolates_a_record_that_makes_the_function_raise(runtime: LocalRu
     runtime.drain_streams()
 
     # Then every other record was delivered and only the raising one was given up
-    assert sorted(set(receive_all(runtime, runtime.outputs["DeliveredUrl"]))) == ["b-1", "b-2", "b-4"]
-    (metadata,) = [json.loads(body) for body in receive_all(runtime, runtime.outputs["OnFailureUrl"])]
+    assert sorted(set(queue_bodies(runtime, runtime.outputs["DeliveredUrl"]))) == ["b-1", "b-2", "b-4"]
+    (metadata,) = [json.loads(body) for body in queue_bodies(runtime, runtime.outputs["OnFailureUrl"])]
     assert metadata["DDBStreamBatchInfo"]["batchSize"] == 1
     assert metadata["responseContext"]["functionError"] == "Unhandled"
     assert runtime.mappings[0].stats().discarded_records == 1
@@ -166,7 +161,7 @@ def test_filter_criteria_keep_modify_records_from_the_function(runtime: LocalRun
 
     # When the mapping drains the stream, Then only the INSERT reached the function
     runtime.drain_streams()
-    assert receive_all(runtime, runtime.outputs["DeliveredUrl"]) == ["m-1"]
+    assert queue_bodies(runtime, runtime.outputs["DeliveredUrl"]) == ["m-1"]
     assert runtime.mappings[0].stats().invocations == 1
 
 
@@ -315,4 +310,4 @@ def test_a_runtime_started_again_after_stop_runs_each_mapping_once(tmp_path: Pat
 
         # Then only this start's mapping runs, and the record is delivered once
         assert len(runtime.mappings) == 1
-        assert receive_all(runtime, runtime.outputs["DeliveredUrl"]) == ["r-1"]
+        assert queue_bodies(runtime, runtime.outputs["DeliveredUrl"]) == ["r-1"]

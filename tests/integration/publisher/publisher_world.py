@@ -19,6 +19,7 @@ from outbox.marking import DynamoDBRowMarker
 from outbox.model import OutboxEvent
 from outbox.transaction import Transaction
 from outbox.writer import OutboxWriter
+from outbox_local.queues import receive_all
 from outbox_publisher.adapters import EventBridgeDestination, SnsDestination, SqsPoisonQueue
 from outbox_publisher.config import Destination, PublisherConfig
 from outbox_publisher.handler import Publisher, build_publisher, handle
@@ -116,16 +117,7 @@ class World:
         return handle(event, FakeLambdaContext(remaining_ms), publisher)
 
     def drain(self, queue_url: str) -> list[dict[str, Any]]:
-        messages: list[dict[str, Any]] = []
-        while True:
-            page = self.sqs.receive_message(
-                QueueUrl=queue_url, MaxNumberOfMessages=10, MessageAttributeNames=["All"], WaitTimeSeconds=0
-            )
-            if not page.get("Messages"):
-                return messages
-            for message in page["Messages"]:
-                messages.append(message)
-                self.sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
+        return receive_all(self.sqs, queue_url, MessageAttributeNames=["All"])
 
     def topic_envelopes(self) -> list[dict[str, Any]]:
         return [json.loads(message["Body"]) for message in self.drain(self.topic_queue)]
