@@ -62,7 +62,10 @@ def encode_payload(payload: JsonObject) -> str:
 
 def decode_payload(text: str) -> dict[str, Any]:
     try:
-        value = json.loads(text, parse_constant=_reject_constant)
+        value = json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_unique_keys)
+    except _DuplicateKeyError:
+        # Parsers disagree on which duplicate wins: forwarding such text would let consumers disagree.
+        raise InvalidPayloadError("payload has duplicate keys", field="payload") from None
     except (ValueError, RecursionError):
         raise InvalidPayloadError("payload is not valid JSON", field="payload") from None
     if not isinstance(value, dict):
@@ -72,6 +75,17 @@ def decode_payload(text: str) -> dict[str, Any]:
 
 def _reject_constant(name: str) -> float:
     raise ValueError(f"{name} is not JSON")
+
+
+class _DuplicateKeyError(ValueError):
+    pass
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    value = dict(pairs)
+    if len(value) != len(pairs):
+        raise _DuplicateKeyError
+    return value
 
 
 def truncate_error(message: str) -> str:
@@ -197,6 +211,14 @@ class OutboxEvent:
             "payload": dict(self.payload),
         }
 
+    def envelope_json(self) -> str:
+        """The envelope as JSON text, with the payload's text spliced in unchanged (see from_item)."""
+        head = self.envelope()
+        del head["payload"]
+        # ensure_ascii=False: SNS and EventBridge count UTF-8 bytes, and escapes would only inflate them.
+        text = json.dumps(head, separators=(",", ":"), ensure_ascii=False)
+        return f'{text[:-1]},"payload":{self._payload_json}}}'
+
     def to_item(self) -> dict[str, dict[str, Any]]:
         """The row as a low-level DynamoDB item (the format of TransactWriteItems and streams)."""
         item: dict[str, dict[str, Any]] = {
@@ -229,12 +251,13 @@ class OutboxEvent:
         """Read a row back. Any breach of the contract raises InvalidOutboxRowError naming the field."""
         reader = _ItemReader(item)
         try:
+            stored_payload = reader.string("payload")
             event = cls(
                 aggregate_type=reader.string("aggregate_type"),
                 aggregate_id=reader.string("aggregate_id"),
                 seq=reader.integer("seq"),
                 event_type=reader.string("event_type"),
-                payload=decode_payload(reader.string("payload")),
+                payload=decode_payload(stored_payload),
                 event_id=reader.string("event_id"),
                 occurred_at=reader.string("occurred_at"),
                 schema_version=reader.integer("schema_version"),
@@ -257,6 +280,9 @@ class OutboxEvent:
             raise InvalidOutboxRowError(
                 "aggregate_key does not match aggregate_type#aggregate_id", field="aggregate_key"
             )
+        # Forward the payload exactly as the writer stored it: re-encoding the parsed value would
+        # round numbers beyond double precision and change their spelling.
+        object.__setattr__(event, "_payload_json", stored_payload)
         return event
 
 

@@ -8,7 +8,6 @@ over the limit fails as a whole, which would hide which entry was at fault.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -41,12 +40,7 @@ class Message:
 
     @classmethod
     def of(cls, event: OutboxEvent) -> Message:
-        return cls(event, envelope_json(event))
-
-
-def envelope_json(event: OutboxEvent) -> str:
-    # ensure_ascii=False: SNS and EventBridge count UTF-8 bytes, and escapes would only inflate them.
-    return json.dumps(event.envelope(), separators=(",", ":"), ensure_ascii=False)
+        return cls(event, event.envelope_json())
 
 
 def entry_id(position: int) -> str:

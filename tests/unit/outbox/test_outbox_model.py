@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -140,6 +141,7 @@ def test_a_pending_row_never_expires() -> None:
         (lambda item: item.update(status={"S": "LOST"}), "status"),
         (lambda item: item.update(payload={"S": "[1]"}), "payload"),
         (lambda item: item.update(payload={"S": "{nope"}), "payload"),
+        (lambda item: item.update(payload={"S": '{"a": 1, "a": 2}'}), "payload"),
         (lambda item: item.update(aggregate_key={"S": "Order#other"}), "aggregate_key"),
         (lambda item: item.update(occurred_at={"S": "yesterday"}), "occurred_at"),
     ],
@@ -152,6 +154,30 @@ def test_a_row_breaking_the_contract_is_a_poison_row(change: Any, field: str) ->
     with pytest.raises(InvalidOutboxRowError) as raised:
         OutboxEvent.from_item(item)
     assert raised.value.field == field
+
+
+def test_the_envelope_forwards_the_stored_payload_text_unchanged() -> None:
+    # Given a row written by another service, with numbers beyond double precision and its own spacing
+    stored = '{"amount": 12345678901234567890.123456789, "rate": 0.10, "lines": [1, 2]}'
+    item = event().to_item() | {"payload": {"S": stored}}
+
+    # When it is read back and its envelope built
+    read = OutboxEvent.from_item(item)
+    envelope = read.envelope_json()
+
+    # Then the payload is spliced in exactly as stored (no float rounding), the rest is the contract
+    assert envelope.endswith(',"payload":' + stored + "}")
+    assert json.loads(envelope) == read.envelope() | {"payload": json.loads(stored)}
+    assert read.to_item()["payload"] == {"S": stored}
+
+
+def test_a_new_event_envelope_text_matches_its_envelope() -> None:
+    # Given an event built in Python
+    built = event(payload={"total": "9.99", "note": "é"})
+
+    # When / Then its envelope text parses back to its envelope, payload last
+    assert json.loads(built.envelope_json()) == built.envelope()
+    assert built.envelope_json().endswith(',"payload":{"total":"9.99","note":"é"}}')
 
 
 def test_last_error_is_truncated_with_a_marker() -> None:
