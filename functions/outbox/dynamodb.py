@@ -75,7 +75,7 @@ def translate_client_error(error: ClientError, operation: str) -> OutboxError:
     code = error_code(error)
     if code in THROTTLING_CODES:
         return ThrottledError(f"{operation} was throttled ({code})")
-    if _status(error) >= 500 or code in ("InternalServerError", "ServiceUnavailable"):
+    if http_status(error) >= 500 or code in ("InternalServerError", "ServiceUnavailable"):
         return AwsUnavailableError(f"{operation} failed on the AWS side ({code})")
     if code == "ValidationException":
         return TransactionValidationError(f"{operation} was rejected as invalid ({code})")
@@ -106,5 +106,5 @@ def error_code(error: ClientError) -> str:
     return str(error.response.get("Error", {}).get("Code", "Unknown"))
 
 
-def _status(error: ClientError) -> int:
+def http_status(error: ClientError) -> int:
     return int(error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0))

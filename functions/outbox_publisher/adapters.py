@@ -33,7 +33,7 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from outbox.dynamodb import THROTTLING_CODES, error_code
+from outbox.dynamodb import THROTTLING_CODES, error_code, http_status
 from outbox_publisher.config import Destination
 from outbox_publisher.engine import EntryResult, PoisonMessage
 from outbox_publisher.errors import DestinationCallError, FailureKind, PoisonQueueUnavailableError
@@ -46,6 +46,7 @@ from outbox_publisher.messages import (
     entry_id,
     eventbridge_entry,
     eventbridge_size,
+    is_fifo,
     message_group_id,
     sns_entry,
     sns_size,
@@ -172,8 +173,7 @@ def classify_eventbridge_entry(code: str) -> FailureKind:
 def _call_error(error: Exception, operation: str) -> DestinationCallError:
     if isinstance(error, ClientError):
         code = error_code(error)
-        status = int(error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0))
-        kind = classify_call_error(code, status)
+        kind = classify_call_error(code, http_status(error))
         return DestinationCallError(f"{operation} failed ({code})", code=code, kind=kind)
     # No answer at all (connection refused, timeout): worth another try.
     name = type(error).__name__
@@ -189,7 +189,7 @@ class SnsDestination:
         self._client = client
         self._topic_arn = topic_arn
         # A FIFO topic's ARN ends in .fifo; it needs group and deduplication ids on every entry.
-        self._fifo = topic_arn.endswith(".fifo")
+        self._fifo = is_fifo(topic_arn)
 
     def size_of(self, message: Message) -> int:
         return sns_size(message)
@@ -285,7 +285,7 @@ class SqsPoisonQueue:
     def __init__(self, client: Any, queue_url: str) -> None:
         self._client = client
         self._queue_url = queue_url
-        self._fifo = queue_url.endswith(".fifo")
+        self._fifo = is_fifo(queue_url)
 
     @staticmethod
     def _encode(message: PoisonMessage) -> tuple[str, dict[str, dict[str, str]]]:

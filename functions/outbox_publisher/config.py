@@ -36,6 +36,7 @@ from typing import Any
 
 from outbox.config import optional, positive_int, require
 from outbox.errors import ConfigurationError
+from outbox_publisher.messages import is_fifo
 
 DEFAULT_PUBLISHED_RETENTION_DAYS = 7
 # SNS answers a malformed TopicArn with InvalidParameter, which reads as "this entry is bad": each
@@ -160,7 +161,7 @@ class PublisherConfig:
 
     @property
     def fifo_topic(self) -> bool:
-        return self.topic_arn is not None and self.topic_arn.endswith(".fifo")
+        return self.topic_arn is not None and is_fifo(self.topic_arn)
 
     @property
     def destinations(self) -> tuple[Destination, ...]:

@@ -79,6 +79,11 @@ def sns_size(message: Message) -> int:
     )
 
 
+def is_fifo(arn_or_url: str) -> bool:
+    """SNS topics and SQS queues are FIFO exactly when their name ends in `.fifo`."""
+    return arn_or_url.endswith(".fifo")
+
+
 def message_group_id(aggregate_key: str) -> str:
     """The FIFO group of an aggregate: its key, when the key is a valid group id.
 
