@@ -7,7 +7,7 @@ PY_STAMP := $(VENV)/.installed
 NODE_STAMP := node_modules/.installed
 TEMPLATE := cdk.out/OutboxStack.template.json
 
-# Offline, quiet toolchain (GUIDE §4): no telemetry, no version check, no Node EOL banner.
+# Offline, quiet toolchain (docs/deploy.md, "Synthesizing offline"): no telemetry, no version check, no Node EOL banner.
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export CDK_DISABLE_CLI_TELEMETRY := 1
 export CDK_DISABLE_VERSION_CHECK := 1
@@ -24,11 +24,14 @@ test: setup lint typecheck synth cfn-lint pytest
 
 setup: $(PY_STAMP) $(NODE_STAMP)
 
-$(PY_STAMP): requirements.txt requirements-dev.txt constraints.txt pyproject.toml
+# The project with every extra (constructs, local runtime), editable, plus the development tools; every
+# transitive dependency pinned by constraints.txt.
+$(PY_STAMP): requirements-dev.txt constraints.txt pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is required"'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet -r requirements-dev.txt 2> >(grep -v "is ignored: it is neither" >&2)
-	$(BIN)/pip install --quiet --no-deps --no-build-isolation --config-settings editable_mode=compat -e . 2> >(grep -v "is ignored: it is neither" >&2)
+	$(BIN)/pip install --quiet -c constraints.txt --no-build-isolation --config-settings editable_mode=compat \
+		-e '.[cdk,local]' 2> >(grep -v "is ignored: it is neither" >&2)
 	touch $@
 
 $(NODE_STAMP): package.json package-lock.json

@@ -36,8 +36,8 @@ def cdk_json_context() -> dict[str, Any]:
 
 @pytest.fixture(scope="session")
 def synthesized(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
-    from infra.app import build_app
-    from infra.constants import STACK_ID
+    from sample_stack.app import build_app
+    from sample_stack.constants import STACK_ID
 
     outdir = tmp_path_factory.mktemp("cdk.out")
     app, stack = build_app(cdk_json_context(), outdir=str(outdir))

@@ -65,7 +65,7 @@ def test_an_unacknowledged_finding_fails_the_synth() -> None:
     from aws_cdk import App, Stack
     from aws_cdk import aws_sqs as sqs
 
-    from infra.nag import add_nag_checks
+    from outbox_cdk.nag import add_nag_checks
 
     app = App()
     sqs.Queue(Stack(app, "NagProbe"), "PlainQueue")
@@ -82,7 +82,7 @@ def test_acknowledge_refuses_a_reason_that_explains_nothing(reason: str) -> None
     # Given any construct
     from aws_cdk import App
 
-    from infra.nag import acknowledge
+    from outbox_cdk.nag import acknowledge
 
     construct: Any = App()
 

@@ -116,11 +116,13 @@ def test_fifo_topic_gets_a_fifo_consumer_queue() -> None:
     from aws_cdk import App, Stack
     from aws_cdk.assertions import Template
 
-    from infra.destinations import DestinationsProps, OutboxDestinations
-    from infra.sample_consumers import SampleConsumers
+    from outbox_cdk.destinations import DestinationsProps, OutboxDestinations
+    from sample_stack.consumers import SampleConsumers
 
     stack = Stack(App(), "FifoProbe")
     destinations = OutboxDestinations(stack, "Destinations", DestinationsProps(fifo_topic=True))
+    assert destinations.topic is not None
+    assert destinations.event_bus is not None
     SampleConsumers(
         stack,
         "SampleConsumers",

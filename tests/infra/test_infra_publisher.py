@@ -121,7 +121,7 @@ def test_every_function_uses_the_pinned_powertools_layer_or_the_override(templat
 )
 def test_stream_settings_reject_unbounded_or_out_of_range_values(field: str, value: int) -> None:
     # Given the stream mapping props
-    from infra.publisher import StreamMappingProps
+    from outbox_cdk.publisher import StreamMappingProps
 
     # When a value outside Lambda's bounds (or infinite) is passed
     kwargs: dict[str, Any] = {field: value}
@@ -135,7 +135,7 @@ def test_stream_settings_reject_infinite_record_age() -> None:
     # Given the stream mapping props
     from aws_cdk import Duration
 
-    from infra.publisher import StreamMappingProps
+    from outbox_cdk.publisher import StreamMappingProps
 
     # When the record age is unbounded (more than a week)
     # Then construction fails

@@ -21,8 +21,9 @@ from outbox.transaction import Transaction
 from outbox.writer import OutboxWriter
 from outbox_local.queues import receive_all
 from outbox_publisher.adapters import EventBridgeDestination, SnsDestination, SqsPoisonQueue
-from outbox_publisher.config import Destination, PublisherConfig
+from outbox_publisher.config import PublisherConfig
 from outbox_publisher.handler import Publisher, build_publisher, handle
+from outbox_publisher.routing import Destination
 from tests.support.aws import REGION, Tables
 from tests.support.streams import lambda_event, read_stream
 from tests.unit.publisher.fakes import FakeClock, RecordingSleep

@@ -11,11 +11,14 @@ from typing import Any
 
 from outbox.marking import Mark, MarkingReport
 from outbox.model import OutboxEvent
-from outbox_publisher.config import Destination, Router
-from outbox_publisher.engine import Candidate, EntryResult, PoisonMessage, PublishingEngine
+from outbox_publisher.candidates import Candidate
+from outbox_publisher.engine import PublishingEngine
 from outbox_publisher.errors import DestinationCallError, FailureKind, PoisonQueueUnavailableError
 from outbox_publisher.messages import Message, eventbridge_size, sns_size
+from outbox_publisher.poison import PoisonMessage
+from outbox_publisher.ports import EntryResult
 from outbox_publisher.retry import RetryPolicy
+from outbox_publisher.routing import Destination, Router
 
 T0 = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
 SOURCE = "shop.orders"

@@ -18,9 +18,10 @@ from outbox_publisher.adapters import (
     classify_eventbridge_entry,
     classify_sns_entry,
 )
-from outbox_publisher.engine import EntryResult, PoisonMessage, PoisonReason
 from outbox_publisher.errors import DestinationCallError, FailureKind, PoisonQueueUnavailableError
 from outbox_publisher.messages import GROUP_ID, Message
+from outbox_publisher.poison import PoisonMessage, PoisonReason
+from outbox_publisher.ports import EntryResult
 from tests.unit.publisher.fakes import T0, event
 
 TOPIC = "arn:aws:sns:us-east-1:123456789012:events"

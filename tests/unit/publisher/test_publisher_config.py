@@ -8,7 +8,8 @@ from datetime import timedelta
 import pytest
 
 from outbox.errors import ConfigurationError
-from outbox_publisher.config import Destination, PublisherConfig, Router
+from outbox_publisher.config import PublisherConfig
+from outbox_publisher.routing import Destination, Router
 
 TOPIC = "arn:aws:sns:us-east-1:123456789012:outbox-events"
 BASE = {

@@ -7,11 +7,14 @@ from collections.abc import Sequence
 from outbox.errors import ThrottledError
 from outbox.marking import FailedMark, PublishedMark, RowKey
 from outbox_publisher.adapters import publishing_client
-from outbox_publisher.config import Destination, Route, Router
-from outbox_publisher.engine import Candidate, EntryResult, PoisonReason, Status
+from outbox_publisher.candidates import Candidate
 from outbox_publisher.errors import DestinationCallError, FailureKind
 from outbox_publisher.messages import Message
+from outbox_publisher.poison import PoisonReason
+from outbox_publisher.ports import EntryResult
+from outbox_publisher.report import Status
 from outbox_publisher.retry import PUBLISH_CONNECT_TIMEOUT_S, PUBLISH_READ_TIMEOUT_S, RetryPolicy
+from outbox_publisher.routing import Destination, Route, Router
 from tests.unit.publisher.fakes import T0, FakeDeadline, candidates, event, harness, transient
 
 SNS_ONLY = (Destination.SNS,)

@@ -6,9 +6,10 @@ from typing import Any
 
 import pytest
 
-from outbox_publisher.config import Destination, PublisherConfig
+from outbox_publisher.config import PublisherConfig
 from outbox_publisher.errors import InvalidStreamEventError
 from outbox_publisher.handler import build_publisher, handle
+from outbox_publisher.routing import Destination
 from tests.unit.publisher.fakes import (
     FakeDeadline,
     FakeDestination,

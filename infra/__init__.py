@@ -1,1 +1,0 @@
-"""CDK app for the Transactional Outbox on DynamoDB Streams: one construct per capability."""

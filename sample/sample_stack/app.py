@@ -1,0 +1,91 @@
+"""Builds the sample CDK app from context values: shared by sample/app.py (cdk synth/deploy) and the tests."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from aws_cdk import App
+
+from outbox_cdk import constants as cdk
+from outbox_cdk.destinations import DestinationsProps
+from outbox_cdk.functions import FunctionSettings
+from outbox_cdk.nag import add_nag_checks
+from outbox_cdk.table import DataTableProps
+from sample_stack import constants as c
+from sample_stack.orders_api import OrdersApiSettings
+from sample_stack.stack import OutboxStack, OutboxStackProps
+
+# Context keys (`cdk deploy -c key=value`), documented in docs/deploy.md.
+CTX_FIFO_TOPIC = "fifo_topic"
+CTX_SAMPLE_CONSUMERS = "sample_consumers"
+CTX_RETAIN_DATA = "retain_data"
+CTX_EVENT_SOURCE = "event_source"
+CTX_ALARM_TOPIC_ARN = "alarm_topic_arn"
+CTX_API_RESERVED_CONCURRENCY = "api_reserved_concurrency"
+
+_TRUE = {"true", "1", "yes", "on"}
+_FALSE = {"false", "0", "no", "off"}
+
+
+def _flag(app: App, key: str, default: bool) -> bool:
+    value = app.node.try_get_context(key)
+    if value is None:
+        return default
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise ValueError(f"context {key!r} must be true or false, got {value!r}")
+
+
+def _optional_text(app: App, key: str) -> str | None:
+    value = app.node.try_get_context(key)
+    return str(value) if value not in (None, "") else None
+
+
+def _reserved_concurrency(app: App) -> int | None:
+    # "none" removes the reservation, for accounts whose concurrency quota is too small for one.
+    value = _optional_text(app, CTX_API_RESERVED_CONCURRENCY)
+    if value is None:
+        return c.ORDERS_API_RESERVED_CONCURRENCY
+    if value.lower() == "none":
+        return None
+    return int(value)
+
+
+def props_from_context(app: App) -> OutboxStackProps:
+    """Typed stack props from the few knobs the CLI exposes; everything else keeps its default."""
+    api_defaults = OrdersApiSettings()
+    return OutboxStackProps(
+        tables=DataTableProps(retain_data=_flag(app, CTX_RETAIN_DATA, default=True)),
+        destinations=DestinationsProps(
+            fifo_topic=_flag(app, CTX_FIFO_TOPIC, default=False),
+            event_source=_optional_text(app, CTX_EVENT_SOURCE) or cdk.DEFAULT_EVENT_SOURCE,
+        ),
+        orders_api=OrdersApiSettings(
+            function=FunctionSettings(
+                memory_mb=api_defaults.function.memory_mb,
+                timeout=api_defaults.function.timeout,
+                reserved_concurrency=_reserved_concurrency(app),
+            )
+        ),
+        alarm_topic_arn=_optional_text(app, CTX_ALARM_TOPIC_ARN),
+        sample_consumers=_flag(app, CTX_SAMPLE_CONSUMERS, default=True),
+    )
+
+
+def build_app(context: Mapping[str, Any] | None = None, outdir: str | None = None) -> tuple[App, OutboxStack]:
+    """The app with cdk-nag attached: ``app.synth()`` fails on any unacknowledged finding."""
+    app = App(context=dict(context or {}), outdir=outdir)
+    stack = OutboxStack(
+        app,
+        c.STACK_ID,
+        props=props_from_context(app),
+        description="Transactional outbox on DynamoDB Streams: Orders API, publisher, SNS/EventBridge",
+    )
+    add_nag_checks(app)
+    return app, stack

@@ -1,0 +1,34 @@
+"""Names and sizes of the sample app (the reusable constructs keep theirs in `outbox_cdk.constants`)."""
+
+from __future__ import annotations
+
+from typing import Final
+
+STACK_ID: Final = "OutboxStack"
+
+ORDERS_API_HANDLER: Final = "orders_api.handler.handler"
+# The sample's own Lambda packages, shipped with the library's in the Orders API's asset.
+SAMPLE_PACKAGES: Final = ("outbox", "orders", "orders_api")
+ORDERS_API_SERVICE: Final = "orders-api"
+
+ORDERS_API_MEMORY_MB: Final = 256
+ORDERS_API_TIMEOUT_SECONDS: Final = 10
+# Caps the API's share of account concurrency and the write rate it can push into the two tables.
+ORDERS_API_RESERVED_CONCURRENCY: Final = 20
+
+API_THROTTLE_RATE_LIMIT: Final = 50
+API_THROTTLE_BURST_LIMIT: Final = 100
+ORDERS_API_ROUTES: Final = (
+    ("POST", "/orders"),
+    ("GET", "/orders/{id}"),
+    ("POST", "/orders/{id}/confirm"),
+    ("POST", "/orders/{id}/cancel"),
+)
+
+# TransactWriteItems has no IAM action of its own: DynamoDB authorizes each item in it by its kind
+# (Put -> PutItem, Update -> UpdateItem, ConditionCheck -> ConditionCheckItem). The API's transaction
+# only Puts (order and idempotency record on Orders, the event on Outbox; a confirm/cancel is a Put
+# conditioned on the version) and it reads orders with GetItem. Add an action here only together
+# with the code that calls it.
+ORDERS_API_ORDERS_TABLE_ACTIONS: Final = ("dynamodb:GetItem", "dynamodb:PutItem")
+ORDERS_API_OUTBOX_TABLE_ACTIONS: Final = ("dynamodb:PutItem",)

@@ -1,0 +1,180 @@
+"""OutboxStack: the sample app, composed of the reusable outbox constructs and the sample's own parts."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from aws_cdk import CfnOutput, Stack
+from aws_cdk import aws_sns as sns
+from constructs import Construct
+
+from outbox import outputs
+from outbox.marking import DEFAULT_PUBLISHED_RETENTION_DAYS
+from outbox_cdk.destinations import DestinationsProps, OutboxDestinations
+from outbox_cdk.functions import powertools_layer
+from outbox_cdk.monitoring import AlarmThresholds, OutboxMonitoring
+from outbox_cdk.publisher import OutboxPublisher, PublisherSettings, StreamMappingProps
+from outbox_cdk.queues import FailureQueues, FailureQueuesProps
+from outbox_cdk.table import DataTableProps
+from outbox_publisher.routing import Destination, Route
+from sample_stack.constants import STACK_ID
+from sample_stack.consumers import SampleConsumers
+from sample_stack.orders_api import OrdersApi, OrdersApiSettings
+from sample_stack.tables import SampleTables
+
+
+@dataclass(frozen=True)
+class OutboxStackProps:
+    """Everything a deployer can tune; every field has a safe default."""
+
+    tables: DataTableProps = field(default_factory=DataTableProps)
+    destinations: DestinationsProps = field(default_factory=DestinationsProps)
+    queues: FailureQueuesProps = field(default_factory=FailureQueuesProps)
+    orders_api: OrdersApiSettings = field(default_factory=OrdersApiSettings)
+    stream: StreamMappingProps = field(default_factory=StreamMappingProps)
+    # The publisher's routing (outbox_publisher.routing); none: every event to every destination.
+    publisher_routes: Sequence[Route] = ()
+    publisher_default_destinations: Sequence[Destination] | None = None
+    published_retention_days: int = DEFAULT_PUBLISHED_RETENTION_DAYS
+    # An existing topic (e.g. your on-call topic) for every alarm action; None creates one.
+    alarm_topic_arn: str | None = None
+    alarm_thresholds: AlarmThresholds = field(default_factory=AlarmThresholds)
+    # Off by default in the props; the CDK app (sample/app.py) turns it on for the demo.
+    sample_consumers: bool = False
+
+
+class OutboxStack(Stack):
+    """Tables, Orders API, publisher, destinations, failure queues, monitoring (and sample consumers)."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str = STACK_ID,
+        *,
+        props: OutboxStackProps | None = None,
+        **stack_kwargs: Any,
+    ) -> None:
+        super().__init__(scope, construct_id, **stack_kwargs)
+        props = props or OutboxStackProps()
+        layer = powertools_layer(self)
+
+        self.tables = SampleTables(self, "Tables", props.tables)
+        self.queues = FailureQueues(self, "FailureQueues", props.queues)
+        self.destinations = OutboxDestinations(self, "Destinations", props.destinations)
+        self.orders_api = OrdersApi(
+            self,
+            "OrdersApi",
+            orders_table=self.tables.orders_table,
+            outbox_table=self.tables.outbox_table,
+            settings=props.orders_api,
+            powertools_layer=layer,
+        )
+        self.publisher = OutboxPublisher(
+            self,
+            "Publisher",
+            table=self.tables.outbox_table,
+            topic=self.destinations.topic,
+            event_bus=self.destinations.event_bus,
+            poison_queue=self.queues.poison_queue,
+            on_failure_queue=self.queues.on_failure_queue,
+            settings=PublisherSettings(
+                event_source=self.destinations.event_source,
+                routes=props.publisher_routes,
+                default_destinations=props.publisher_default_destinations,
+                published_retention_days=props.published_retention_days,
+                stream=props.stream,
+            ),
+            powertools_layer=layer,
+        )
+        alarm_topic = (
+            sns.Topic.from_topic_arn(self, "ExistingAlarmTopic", props.alarm_topic_arn)
+            if props.alarm_topic_arn
+            else None
+        )
+        self.monitoring = OutboxMonitoring(
+            self,
+            "Monitoring",
+            publisher_function=self.publisher.function,
+            poison_queue=self.queues.poison_queue,
+            on_failure_queue=self.queues.on_failure_queue,
+            alarm_topic=alarm_topic,
+            thresholds=props.alarm_thresholds,
+        )
+        self.sample_consumers: SampleConsumers | None = None
+        if props.sample_consumers:
+            if self.destinations.topic is None or self.destinations.event_bus is None:
+                raise ValueError("the sample consumers need both the topic and the event bus")
+            self.sample_consumers = SampleConsumers(
+                self,
+                "SampleConsumers",
+                topic=self.destinations.topic,
+                fifo_topic=self.destinations.fifo,
+                event_bus=self.destinations.event_bus,
+                event_source=self.destinations.event_source,
+            )
+        self._outputs()
+
+    def _outputs(self) -> None:
+        table = self.tables.outbox_table
+        described: dict[str, tuple[str, str]] = {
+            outputs.ORDERS_TABLE_NAME: (self.tables.orders_table.table_name, "Orders table"),
+            outputs.OUTBOX_TABLE_NAME: (table.table_name, "Outbox table"),
+            outputs.OUTBOX_TABLE_STREAM_ARN: (
+                table.table_stream_arn or "",
+                "Stream of the Outbox table (the publisher's event source)",
+            ),
+            outputs.API_URL: (self.orders_api.url, "Base URL of the Orders HTTP API"),
+        }
+        if self.destinations.topic is not None:
+            described[outputs.TOPIC_ARN] = (
+                self.destinations.topic.topic_arn,
+                "SNS topic events are published to",
+            )
+        if self.destinations.event_bus is not None:
+            described[outputs.EVENT_BUS_NAME] = (
+                self.destinations.event_bus.event_bus_name,
+                "EventBridge bus events are put on",
+            )
+            described[outputs.EVENT_SOURCE] = (
+                self.destinations.event_source,
+                "EventBridge Source of every outbox event",
+            )
+        described.update(
+            {
+                outputs.POISON_QUEUE_URL: (
+                    self.queues.poison_queue.queue_url,
+                    "Full events that can never be published",
+                ),
+                outputs.ON_FAILURE_QUEUE_URL: (
+                    self.queues.on_failure_queue.queue_url,
+                    "Stream batches the mapping gave up on (metadata only)",
+                ),
+                outputs.ALARM_TOPIC_ARN: (
+                    self.monitoring.alarm_topic.topic_arn,
+                    "Topic every alarm notifies",
+                ),
+                outputs.ORDERS_API_FUNCTION_NAME: (
+                    self.orders_api.function.function_name,
+                    "Orders API function",
+                ),
+                outputs.PUBLISHER_FUNCTION_NAME: (
+                    self.publisher.function.function_name,
+                    "Outbox publisher function",
+                ),
+                outputs.DASHBOARD_NAME: (self.monitoring.dashboard.dashboard_name, "CloudWatch dashboard"),
+            }
+        )
+        if self.sample_consumers is not None:
+            described[outputs.SAMPLE_TOPIC_CONSUMER_QUEUE_URL] = (
+                self.sample_consumers.topic_queue.queue_url,
+                "Sample queue subscribed to the topic (raw delivery)",
+            )
+            described[outputs.SAMPLE_BUS_CONSUMER_QUEUE_URL] = (
+                self.sample_consumers.bus_queue.queue_url,
+                "Sample queue targeted by the bus rule",
+            )
+        # Direct children of the stack, so each logical ID is exactly the documented name.
+        for name, (value, description) in described.items():
+            CfnOutput(self, name, value=value, description=description)

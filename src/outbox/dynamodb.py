@@ -1,0 +1,91 @@
+"""DynamoDB adapter: runs transactions and translates AWS errors into the library's typed errors.
+
+Translation uses error codes and CancellationReasons, never message text: a failed condition is
+told from a conflict or a throttle by the code DynamoDB gives each action of the transaction.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError, ConnectionError, ReadTimeoutError
+
+from outbox.aws_errors import THROTTLING_CODES, error_code, http_status
+from outbox.errors import (
+    AwsCallError,
+    AwsUnavailableError,
+    OutboxError,
+    ThrottledError,
+    TransactionCancelledError,
+    TransactionConflictError,
+    TransactionValidationError,
+)
+from outbox.transaction import Transaction
+
+_CONFLICT_REASONS = frozenset({"TransactionConflict"})
+_THROTTLE_REASONS = frozenset({"ThrottlingError", "ProvisionedThroughputExceeded", "RequestLimitExceeded"})
+
+
+class DynamoDBTransactionExecutor:
+    """Commits a `Transaction` with one TransactWriteItems call."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+
+    def execute(self, transaction: Transaction, *, request_token: str | None = None) -> None:
+        if not len(transaction):
+            return
+        arguments: dict[str, Any] = {"TransactItems": transaction.transact_items()}
+        if request_token is not None:
+            # Deduplicates retries of this very call for 10 minutes only: request idempotency
+            # beyond that is the caller's job (an idempotency record in the same transaction).
+            arguments["ClientRequestToken"] = request_token
+        try:
+            self._client.transact_write_items(**arguments)
+        except ClientError as error:
+            raise translate_transaction_error(error, transaction) from error
+        except (ConnectionError, ReadTimeoutError, BotoCoreError) as error:
+            raise AwsUnavailableError(f"DynamoDB did not answer: {type(error).__name__}") from error
+
+
+def translate_transaction_error(error: ClientError, transaction: Transaction) -> OutboxError:
+    code = error_code(error)
+    if code == "TransactionCanceledException":
+        return _cancellation(error, transaction)
+    if code == "TransactionInProgressException":
+        return TransactionConflictError("a transaction with this request token is still in progress")
+    if code == "IdempotentParameterMismatchException":
+        return TransactionValidationError("request token reused with different parameters")
+    return translate_client_error(error, "TransactWriteItems")
+
+
+def translate_client_error(error: ClientError, operation: str) -> OutboxError:
+    """Typed error for any DynamoDB call: throttling and 5xx are retryable, the rest is not."""
+    code = error_code(error)
+    if code in THROTTLING_CODES:
+        return ThrottledError(f"{operation} was throttled ({code})")
+    if http_status(error) >= 500 or code in ("InternalServerError", "ServiceUnavailable"):
+        return AwsUnavailableError(f"{operation} failed on the AWS side ({code})")
+    if code == "ValidationException":
+        return TransactionValidationError(f"{operation} was rejected as invalid ({code})")
+    return AwsCallError(f"{operation} failed ({code})", code=code)
+
+
+def _cancellation(error: ClientError, transaction: Transaction) -> OutboxError:
+    raw_reasons: list[dict[str, Any]] = error.response.get("CancellationReasons", [])
+    codes = tuple(str(reason.get("Code", "None")) for reason in raw_reasons)
+    for index, reason in enumerate(raw_reasons):
+        if reason.get("Code") == "ConditionalCheckFailed" and index < len(transaction):
+            failure = transaction.on_condition_failed(index)
+            failed = failure(transaction.labels[index], index, reason.get("Item"))
+            failed.reasons = codes
+            return failed
+    if _CONFLICT_REASONS & set(codes):
+        return TransactionConflictError("another request changed these items at the same time", reasons=codes)
+    if _THROTTLE_REASONS & set(codes):
+        return ThrottledError("DynamoDB throttled the transaction")
+    if "ValidationError" in codes or "ItemCollectionSizeLimitExceeded" in codes:
+        return TransactionValidationError("DynamoDB rejected an action of the transaction", reasons=codes)
+    return TransactionCancelledError(
+        f"transaction cancelled ({', '.join(codes) or 'no reasons'})", reasons=codes
+    )

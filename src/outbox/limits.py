@@ -1,0 +1,56 @@
+"""DynamoDB limits the library enforces itself, before calling AWS.
+
+moto does not enforce all of them (docs/local.md, "Where moto differs from AWS"), and failing early
+with a typed error is clearer than decoding a cancelled transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from decimal import Decimal
+from typing import Any
+
+MAX_TRANSACTION_ACTIONS = 100
+MAX_TRANSACTION_BYTES = 4 * 1024 * 1024
+MAX_ITEM_BYTES = 400 * 1024
+
+AttributeValue = Mapping[str, Any]
+Item = Mapping[str, AttributeValue]
+
+
+def item_size(item: Item) -> int:
+    """Size of an item as DynamoDB bills and limits it: attribute names plus values."""
+    return sum(len(name.encode()) + attribute_value_size(value) for name, value in item.items())
+
+
+def attribute_value_size(value: AttributeValue) -> int:
+    """Size of one low-level AttributeValue, following DynamoDB's published sizing rules."""
+    (kind, data), *_ = value.items()
+    if kind == "L":
+        # 3 bytes for the list, 1 byte per element, plus the elements.
+        return 3 + sum(1 + attribute_value_size(element) for element in data)
+    if kind == "M":
+        return 3 + sum(
+            1 + len(name.encode()) + attribute_value_size(element) for name, element in data.items()
+        )
+    if kind in _SET_ELEMENT:
+        return sum(_SCALAR_SIZE[_SET_ELEMENT[kind]](element) for element in data)
+    if kind in _SCALAR_SIZE:
+        return _SCALAR_SIZE[kind](data)
+    raise ValueError(f"unknown attribute value type {kind!r}")
+
+
+def _number_size(text: str) -> int:
+    # Numbers take about one byte per two significant digits, plus one.
+    digits = Decimal(text).normalize().as_tuple().digits
+    return (len(digits) + 1) // 2 + 1
+
+
+_SCALAR_SIZE: dict[str, Callable[[Any], int]] = {
+    "S": lambda text: len(str(text).encode()),
+    "N": lambda number: _number_size(str(number)),
+    "B": len,
+    "BOOL": lambda _: 1,
+    "NULL": lambda _: 1,
+}
+_SET_ELEMENT = {"SS": "S", "NS": "N", "BS": "B"}

@@ -1,0 +1,207 @@
+"""Moving outbox rows out of PENDING once a publisher is done with them.
+
+Shared by the stream publisher and the sweeper: both mark rows through this one adapter, so the rules
+below hold whoever publishes.
+
+- Never backwards: every update carries `#status = PENDING`. A row another process already moved on
+  (published by the sweeper, redriven, deleted) fails the condition; that is counted, never an error.
+- PUBLISHED sets `published_at`, adds this round's `attempts` and sets the TTL `expires_at` (retention
+  from configuration): a published row has done its job and may go.
+- FAILED sets `last_error` (truncated, free of payload data: callers pass codes and reasons only) and
+  adds `attempts`, and gets NO `expires_at`: a poisoned row must stay inspectable and redrivable
+  (`outbox failed`, `outbox redrive`) until an operator deals with it.
+- Both REMOVE `pending_shard`, which takes the row out of the sparse `pending` index the sweeper scans.
+
+As few calls as DynamoDB allows: it has no batch *conditional* update (BatchWriteItem only puts and
+deletes, without conditions), so rows are marked with TransactWriteItems, up to 100 Update actions per
+call, built with the core `Transaction` (its limits are enforced before sending). One failed condition
+cancels a whole transaction, so a cancelled chunk falls back to one UpdateItem per row, which tells
+exactly which rows had moved on. PartiQL is not used: moto and DynamoDB disagree on the UPDATE statement's
+grammar (docs/local.md, "Where moto differs from AWS").
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from outbox.aws_errors import error_code
+from outbox.clock import format_timestamp
+from outbox.dynamodb import DynamoDBTransactionExecutor, translate_client_error
+from outbox.errors import OutboxError, TransactionCancelledError
+from outbox.limits import MAX_TRANSACTION_ACTIONS
+from outbox.model import (
+    PARTITION_KEY,
+    PENDING_INDEX_PARTITION_KEY,
+    SORT_KEY,
+    TTL_ATTRIBUTE,
+    OutboxStatus,
+    outbox_table,
+    truncate_error,
+)
+from outbox.transaction import Transaction
+
+# How long a PUBLISHED row stays in the table before its TTL lets DynamoDB delete it. The publisher's
+# configuration and the CDK constructs both default to this.
+DEFAULT_PUBLISHED_RETENTION_DAYS = 7
+DEFAULT_PUBLISHED_RETENTION = timedelta(days=DEFAULT_PUBLISHED_RETENTION_DAYS)
+
+_log = logging.getLogger(__name__)
+
+_PUBLISHED_UPDATE = (
+    f"SET #status = :published, published_at = :published_at, {TTL_ATTRIBUTE} = :expires_at "
+    f"ADD attempts :attempts REMOVE {PENDING_INDEX_PARTITION_KEY}"
+)
+_FAILED_UPDATE = (
+    "SET #status = :failed, last_error = :last_error "
+    f"ADD attempts :attempts REMOVE {PENDING_INDEX_PARTITION_KEY}"
+)
+_CONDITION = "#status = :pending"
+_NAMES = {"#status": "status"}
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class RowKey:
+    """The primary key of an outbox row."""
+
+    aggregate_key: str
+    seq: int
+
+    def item(self) -> dict[str, dict[str, str]]:
+        return {PARTITION_KEY: {"S": self.aggregate_key}, SORT_KEY: {"N": str(self.seq)}}
+
+
+@dataclass(frozen=True, slots=True)
+class PublishedMark:
+    key: RowKey
+    published_at: datetime
+    attempts: int
+
+
+@dataclass(frozen=True, slots=True)
+class FailedMark:
+    key: RowKey
+    error: str
+    """A reason and an error code only: it is stored as `last_error`, so never payload data."""
+    attempts: int
+
+
+Mark = PublishedMark | FailedMark
+
+
+@dataclass(slots=True)
+class MarkingReport:
+    marked: list[RowKey] = field(default_factory=list)
+    already_moved: list[RowKey] = field(default_factory=list)
+    """Rows that were no longer PENDING (someone else moved them on): not an error."""
+    failed: dict[RowKey, str] = field(default_factory=dict)
+    """Rows left PENDING because DynamoDB refused or did not answer: the sweeper reconciles them."""
+    calls: int = 0
+
+
+class RowMarker(Protocol):
+    """Port: marks rows, never raises for a row it could not mark (it reports it instead)."""
+
+    def mark(self, marks: Sequence[Mark]) -> MarkingReport: ...
+
+
+class DynamoDBRowMarker:
+    """Marks outbox rows with TransactWriteItems chunks, falling back to UpdateItem per row."""
+
+    def __init__(
+        self,
+        client: Any,
+        table_name: str,
+        *,
+        published_retention: timedelta = DEFAULT_PUBLISHED_RETENTION,
+    ) -> None:
+        if published_retention <= timedelta(0):
+            raise ValueError("published_retention must be positive")
+        self._client = client
+        self._table = outbox_table(table_name)
+        self._executor = DynamoDBTransactionExecutor(client)
+        self._retention = published_retention
+
+    def mark(self, marks: Sequence[Mark]) -> MarkingReport:
+        report = MarkingReport()
+        # Two actions on one item would make DynamoDB reject the whole transaction: the last mark wins.
+        unique = list({mark.key: mark for mark in marks}.values())
+        for start in range(0, len(unique), MAX_TRANSACTION_ACTIONS):
+            self._mark_chunk(unique[start : start + MAX_TRANSACTION_ACTIONS], report)
+        return report
+
+    def _mark_chunk(self, chunk: Sequence[Mark], report: MarkingReport) -> None:
+        if len(chunk) == 1:
+            # One row: UpdateItem costs half the WCU of a one-action transaction.
+            self._mark_one(chunk[0], report)
+            return
+        transaction = Transaction()
+        for mark in chunk:
+            expression, values = self._update(mark)
+            transaction.update(
+                self._table,
+                mark.key.item(),
+                expression,
+                label=f"mark {mark.key.aggregate_key} seq {mark.key.seq}",
+                condition=_CONDITION,
+                names=_NAMES,
+                values=values,
+            )
+        report.calls += 1
+        try:
+            self._executor.execute(transaction)
+        except TransactionCancelledError as error:
+            # Usually one row had already moved on; which one, only per-row updates can tell.
+            _log.info(
+                "marking transaction cancelled, marking rows one by one", extra={"reasons": error.reasons}
+            )
+            for mark in chunk:
+                self._mark_one(mark, report)
+            return
+        except OutboxError as error:
+            for mark in chunk:
+                report.failed[mark.key] = type(error).__name__
+            return
+        report.marked.extend(mark.key for mark in chunk)
+
+    def _mark_one(self, mark: Mark, report: MarkingReport) -> None:
+        expression, values = self._update(mark)
+        report.calls += 1
+        try:
+            self._client.update_item(
+                TableName=self._table.table_name,
+                Key=mark.key.item(),
+                UpdateExpression=expression,
+                ConditionExpression=_CONDITION,
+                ExpressionAttributeNames=_NAMES,
+                ExpressionAttributeValues=values,
+            )
+        except ClientError as error:
+            if error_code(error) == "ConditionalCheckFailedException":
+                report.already_moved.append(mark.key)
+            else:
+                report.failed[mark.key] = type(translate_client_error(error, "UpdateItem")).__name__
+            return
+        except BotoCoreError as error:
+            report.failed[mark.key] = type(error).__name__
+            return
+        report.marked.append(mark.key)
+
+    def _update(self, mark: Mark) -> tuple[str, dict[str, dict[str, str]]]:
+        values: dict[str, dict[str, str]] = {
+            ":pending": {"S": OutboxStatus.PENDING.value},
+            ":attempts": {"N": str(mark.attempts)},
+        }
+        if isinstance(mark, PublishedMark):
+            values[":published"] = {"S": OutboxStatus.PUBLISHED.value}
+            values[":published_at"] = {"S": format_timestamp(mark.published_at)}
+            values[":expires_at"] = {"N": str(int((mark.published_at + self._retention).timestamp()))}
+            return _PUBLISHED_UPDATE, values
+        values[":failed"] = {"S": OutboxStatus.FAILED.value}
+        values[":last_error"] = {"S": truncate_error(mark.error)}
+        return _FAILED_UPDATE, values

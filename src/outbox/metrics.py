@@ -1,0 +1,28 @@
+"""The metrics the outbox functions emit: one namespace, a `service` dimension per function, fixed names.
+
+The handlers emit them (Powertools EMF) and the CDK monitoring construct builds alarms and the dashboard
+on them, both from these names: a renamed metric cannot leave an alarm watching nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+NAMESPACE: Final = "Outbox"
+SERVICE_DIMENSION: Final = "service"
+
+PUBLISHER_SERVICE: Final = "outbox-publisher"
+SWEEPER_SERVICE: Final = "outbox-sweeper"
+
+# Emitted by the publisher on every invocation.
+EVENTS_PUBLISHED: Final = "EventsPublished"
+EVENTS_FAILED: Final = "EventsFailed"
+"""Records handed back to the stream mapping (transient failure, or after one)."""
+POISON_EVENTS: Final = "PoisonEvents"
+RECORDS_SKIPPED: Final = "RecordsSkipped"
+MARKING_FAILURES: Final = "MarkingFailures"
+ROWS_ALREADY_MOVED: Final = "RowsAlreadyMoved"
+PUBLISH_LATENCY_MS: Final = "PublishLatencyMs"
+
+# Emitted by the sweeper on every run.
+OLDEST_PENDING_AGE_SECONDS: Final = "OldestPendingAgeSeconds"

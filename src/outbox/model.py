@@ -1,0 +1,316 @@
+"""The outbox row: the public contract (README, "Outbox row") as a value object, and the table it lives in.
+
+Other services, in any language, may write these rows and consumers parse the envelope built
+from them, so attribute names and types here are stable API. The table's key schema and its sparse
+`pending` index are defined here once; the CDK constructs, the writer, the marker and the sweeper
+all read them from this module.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from decimal import Decimal, InvalidOperation
+from enum import StrEnum
+from typing import Any
+
+from outbox.clock import Clock, format_timestamp, parse_timestamp, utc_now
+from outbox.errors import InvalidEventError, InvalidOutboxRowError
+from outbox.limits import Item
+from outbox.payload import JsonObject, decode_payload, encode_payload
+from outbox.transaction import TableKeys
+
+# --- The outbox table -------------------------------------------------------------------------
+# All events of one aggregate share a partition; `seq` orders them within it.
+PARTITION_KEY = "aggregate_key"
+SORT_KEY = "seq"
+# DynamoDB's TTL attribute: set only when a row leaves PENDING, so a pending row never expires.
+TTL_ATTRIBUTE = "expires_at"
+# A sweeper finds rows left PENDING through a sparse index keyed on `pending_shard`: the attribute
+# exists only while a row is PENDING. Spreading rows over a few index partitions keeps a busy
+# outbox from piling every pending row onto one hot index partition.
+PENDING_INDEX_NAME = "pending"
+PENDING_INDEX_PARTITION_KEY = "pending_shard"
+PENDING_INDEX_SORT_KEY = "occurred_at"
+PENDING_SHARDS = 16
+
+
+def outbox_table(table_name: str) -> TableKeys:
+    """The outbox table's name and key schema, as the transaction builder needs them."""
+    return TableKeys(table_name, PARTITION_KEY, SORT_KEY)
+
+
+_AGGREGATE_TYPE = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")
+_EVENT_TYPE = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,127}$")
+_MAX_ID_LENGTH = 256
+MAX_ERROR_LENGTH = 512
+
+
+class OutboxStatus(StrEnum):
+    PENDING = "PENDING"
+    PUBLISHED = "PUBLISHED"
+    FAILED = "FAILED"
+
+
+def aggregate_key(aggregate_type: str, aggregate_id: str) -> str:
+    return f"{aggregate_type}#{aggregate_id}"
+
+
+def pending_shard(key: str) -> int:
+    """Stable shard of the pending index for an aggregate (crc32: same answer in any language)."""
+    return zlib.crc32(key.encode()) % PENDING_SHARDS
+
+
+def truncate_error(message: str) -> str:
+    """`last_error` stays short: long messages are cut, with a marker."""
+    return message if len(message) <= MAX_ERROR_LENGTH else message[: MAX_ERROR_LENGTH - 1] + "…"
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxEvent:
+    """One outbox row. Immutable: state changes produce a new value."""
+
+    aggregate_type: str
+    aggregate_id: str
+    seq: int
+    event_type: str
+    payload: JsonObject
+    event_id: str
+    occurred_at: str
+    schema_version: int = 1
+    correlation_id: str | None = None
+    status: OutboxStatus = OutboxStatus.PENDING
+    attempts: int = 0
+    last_error: str | None = None
+    published_at: str | None = None
+    expires_at: int | None = None
+    _payload_json: str = field(default="", repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        try:
+            object.__setattr__(self, "status", OutboxStatus(self.status))
+        except ValueError:
+            raise InvalidEventError("status must be PENDING, PUBLISHED or FAILED", field="status") from None
+        _check(
+            bool(_AGGREGATE_TYPE.fullmatch(self.aggregate_type)),
+            "aggregate_type",
+            "aggregate_type must be 1-64 letters, digits, '_', '.', '-' (no '#')",
+        )
+        _check(
+            0 < len(self.aggregate_id) <= _MAX_ID_LENGTH,
+            "aggregate_id",
+            f"aggregate_id must be 1-{_MAX_ID_LENGTH} characters",
+        )
+        _check(_is_int(self.seq) and self.seq >= 1, "seq", "seq must be an integer >= 1")
+        _check(
+            bool(_EVENT_TYPE.fullmatch(self.event_type)),
+            "event_type",
+            "event_type must be 1-128 letters, digits, '_', '.', '-'",
+        )
+        _check(
+            _is_int(self.schema_version) and self.schema_version >= 1,
+            "schema_version",
+            "schema_version must be an integer >= 1",
+        )
+        _check(_is_uuid(self.event_id), "event_id", "event_id must be a UUID")
+        _check(
+            _is_timestamp(self.occurred_at),
+            "occurred_at",
+            "occurred_at must be ISO-8601 UTC like 2026-11-29T12:00:00.123Z",
+        )
+        _check(
+            self.correlation_id is None or 0 < len(self.correlation_id) <= _MAX_ID_LENGTH,
+            "correlation_id",
+            f"correlation_id must be 1-{_MAX_ID_LENGTH} characters",
+        )
+        _check(_is_int(self.attempts) and self.attempts >= 0, "attempts", "attempts must be >= 0")
+        # The TTL must never delete an event that has not left the outbox.
+        _check(
+            self.status is not OutboxStatus.PENDING or self.expires_at is None,
+            "expires_at",
+            "a PENDING row must not expire",
+        )
+        object.__setattr__(self, "_payload_json", encode_payload(self.payload))
+
+    @classmethod
+    def new(
+        cls,
+        *,
+        aggregate_type: str,
+        aggregate_id: str,
+        seq: int,
+        event_type: str,
+        payload: JsonObject,
+        schema_version: int = 1,
+        correlation_id: str | None = None,
+        clock: Clock = utc_now,
+        new_id: Callable[[], uuid.UUID] = uuid.uuid4,
+    ) -> OutboxEvent:
+        """A fresh PENDING event with a new event_id, stamped now."""
+        return cls(
+            aggregate_type=aggregate_type,
+            aggregate_id=aggregate_id,
+            seq=seq,
+            event_type=event_type,
+            payload=payload,
+            event_id=str(new_id()),
+            occurred_at=format_timestamp(clock()),
+            schema_version=schema_version,
+            correlation_id=correlation_id,
+        )
+
+    @property
+    def aggregate_key(self) -> str:
+        return aggregate_key(self.aggregate_type, self.aggregate_id)
+
+    @property
+    def payload_json(self) -> str:
+        return self._payload_json
+
+    def with_status(self, status: OutboxStatus, **changes: Any) -> OutboxEvent:
+        return replace(self, status=status, **changes)
+
+    def envelope(self) -> dict[str, Any]:
+        """The JSON body every consumer gets, on SNS and EventBridge alike (README, "Published envelope")."""
+        return {
+            "event_id": self.event_id,
+            "event_type": self.event_type,
+            "schema_version": self.schema_version,
+            "aggregate_type": self.aggregate_type,
+            "aggregate_id": self.aggregate_id,
+            "seq": self.seq,
+            "occurred_at": self.occurred_at,
+            "correlation_id": self.correlation_id,
+            "payload": dict(self.payload),
+        }
+
+    def envelope_json(self) -> str:
+        """The envelope as JSON text, with the payload's text spliced in unchanged (see from_item)."""
+        head = self.envelope()
+        del head["payload"]
+        # ensure_ascii=False: SNS and EventBridge count UTF-8 bytes, and escapes would only inflate them.
+        text = json.dumps(head, separators=(",", ":"), ensure_ascii=False)
+        return f'{text[:-1]},"payload":{self._payload_json}}}'
+
+    def to_item(self) -> dict[str, dict[str, Any]]:
+        """The row as a low-level DynamoDB item (the format of TransactWriteItems and streams)."""
+        item: dict[str, dict[str, Any]] = {
+            PARTITION_KEY: {"S": self.aggregate_key},
+            SORT_KEY: {"N": str(self.seq)},
+            "event_id": {"S": self.event_id},
+            "event_type": {"S": self.event_type},
+            "schema_version": {"N": str(self.schema_version)},
+            "aggregate_type": {"S": self.aggregate_type},
+            "aggregate_id": {"S": self.aggregate_id},
+            "payload": {"S": self._payload_json},
+            "occurred_at": {"S": self.occurred_at},
+            "status": {"S": self.status.value},
+            "attempts": {"N": str(self.attempts)},
+        }
+        if self.correlation_id is not None:
+            item["correlation_id"] = {"S": self.correlation_id}
+        if self.last_error is not None:
+            item["last_error"] = {"S": truncate_error(self.last_error)}
+        if self.published_at is not None:
+            item["published_at"] = {"S": self.published_at}
+        if self.expires_at is not None:
+            item[TTL_ATTRIBUTE] = {"N": str(self.expires_at)}
+        if self.status is OutboxStatus.PENDING:
+            item[PENDING_INDEX_PARTITION_KEY] = {"N": str(pending_shard(self.aggregate_key))}
+        return item
+
+    @classmethod
+    def from_item(cls, item: Item) -> OutboxEvent:
+        """Read a row back. Any breach of the contract raises InvalidOutboxRowError naming the field."""
+        reader = _ItemReader(item)
+        try:
+            stored_payload = reader.string("payload")
+            event = cls(
+                aggregate_type=reader.string("aggregate_type"),
+                aggregate_id=reader.string("aggregate_id"),
+                seq=reader.integer("seq"),
+                event_type=reader.string("event_type"),
+                payload=decode_payload(stored_payload),
+                event_id=reader.string("event_id"),
+                occurred_at=reader.string("occurred_at"),
+                schema_version=reader.integer("schema_version"),
+                correlation_id=reader.optional_string("correlation_id"),
+                status=OutboxStatus(reader.string("status")) if "status" in item else OutboxStatus.PENDING,
+                attempts=reader.integer("attempts") if "attempts" in item else 0,
+                last_error=reader.optional_string("last_error"),
+                published_at=reader.optional_string("published_at"),
+                expires_at=reader.integer("expires_at") if "expires_at" in item else None,
+            )
+        except InvalidOutboxRowError:
+            raise
+        except InvalidEventError as error:
+            raise InvalidOutboxRowError(str(error), field=error.field) from None
+        except ValueError:
+            raise InvalidOutboxRowError(
+                "status is not one of PENDING, PUBLISHED, FAILED", field="status"
+            ) from None
+        if reader.string("aggregate_key") != event.aggregate_key:
+            raise InvalidOutboxRowError(
+                "aggregate_key does not match aggregate_type#aggregate_id", field="aggregate_key"
+            )
+        # Forward the payload exactly as the writer stored it: re-encoding the parsed value would
+        # round numbers beyond double precision and change their spelling.
+        object.__setattr__(event, "_payload_json", stored_payload)
+        return event
+
+
+class _ItemReader:
+    def __init__(self, item: Item) -> None:
+        self._item = item
+
+    def _value(self, name: str, kind: str) -> Any:
+        attribute = self._item.get(name)
+        if attribute is None:
+            raise InvalidOutboxRowError(f"{name} is missing", field=name)
+        if kind not in attribute:
+            raise InvalidOutboxRowError(f"{name} must be of type {kind}", field=name)
+        return attribute[kind]
+
+    def string(self, name: str) -> str:
+        return str(self._value(name, "S"))
+
+    def optional_string(self, name: str) -> str | None:
+        return self.string(name) if name in self._item else None
+
+    def integer(self, name: str) -> int:
+        text = str(self._value(name, "N"))
+        try:
+            number = Decimal(text)
+        except InvalidOperation:
+            raise InvalidOutboxRowError(f"{name} is not a number", field=name) from None
+        if not number.is_finite() or number != number.to_integral_value():
+            raise InvalidOutboxRowError(f"{name} must be a whole number", field=name)
+        return int(number)
+
+
+def _check(condition: bool, field_name: str, message: str) -> None:
+    if not condition:
+        raise InvalidEventError(message, field=field_name)
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_uuid(value: str) -> bool:
+    try:
+        return str(uuid.UUID(value)) == value.lower()
+    except (ValueError, AttributeError, TypeError):
+        return False
+
+
+def _is_timestamp(value: str) -> bool:
+    try:
+        parse_timestamp(value)
+    except (ValueError, TypeError):
+        return False
+    return True

@@ -1,0 +1,27 @@
+"""The CloudFormation outputs through which tools find a deployed outbox stack.
+
+The sample stack writes them; `outbox demo` and the local runtime read them by these names (and the
+operations commands will), so a deployed stack and the tools that inspect it cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+OUTBOX_TABLE_NAME: Final = "OutboxTableName"
+OUTBOX_TABLE_STREAM_ARN: Final = "OutboxTableStreamArn"
+TOPIC_ARN: Final = "TopicArn"
+EVENT_BUS_NAME: Final = "EventBusName"
+EVENT_SOURCE: Final = "EventSource"
+POISON_QUEUE_URL: Final = "PoisonQueueUrl"
+ON_FAILURE_QUEUE_URL: Final = "OnFailureQueueUrl"
+ALARM_TOPIC_ARN: Final = "AlarmTopicArn"
+PUBLISHER_FUNCTION_NAME: Final = "PublisherFunctionName"
+DASHBOARD_NAME: Final = "DashboardName"
+
+# The sample app's own.
+ORDERS_TABLE_NAME: Final = "OrdersTableName"
+API_URL: Final = "ApiUrl"
+ORDERS_API_FUNCTION_NAME: Final = "OrdersApiFunctionName"
+SAMPLE_TOPIC_CONSUMER_QUEUE_URL: Final = "SampleTopicConsumerQueueUrl"
+SAMPLE_BUS_CONSUMER_QUEUE_URL: Final = "SampleBusConsumerQueueUrl"

@@ -1,0 +1,50 @@
+"""An event's payload: a JSON object, stored as text exactly as the writer encoded it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from outbox.errors import InvalidPayloadError
+
+JsonObject = Mapping[str, Any]
+
+
+def encode_payload(payload: JsonObject) -> str:
+    """Compact JSON text of a payload; rejects anything that is not a plain JSON object."""
+    if not isinstance(payload, Mapping):
+        raise InvalidPayloadError("payload must be a JSON object", field="payload")
+    try:
+        return json.dumps(dict(payload), separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as error:
+        # The message names the Python type only, never the value (it may be sensitive).
+        raise InvalidPayloadError(f"payload is not JSON-serialisable: {type(error).__name__}") from None
+
+
+def decode_payload(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_unique_keys)
+    except _DuplicateKeyError:
+        # Parsers disagree on which duplicate wins: forwarding such text would let consumers disagree.
+        raise InvalidPayloadError("payload has duplicate keys", field="payload") from None
+    except (ValueError, RecursionError):
+        raise InvalidPayloadError("payload is not valid JSON", field="payload") from None
+    if not isinstance(value, dict):
+        raise InvalidPayloadError("payload must be a JSON object", field="payload")
+    return value
+
+
+def _reject_constant(name: str) -> float:
+    raise ValueError(f"{name} is not JSON")
+
+
+class _DuplicateKeyError(ValueError):
+    pass
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    value = dict(pairs)
+    if len(value) != len(pairs):
+        raise _DuplicateKeyError
+    return value

@@ -1,0 +1,46 @@
+"""CDK constructs of the Transactional Outbox (`pip install 'dynamodb-outbox[cdk]'`).
+
+Compose them into your own app::
+
+    from outbox_cdk import OutboxMonitoring, OutboxPublisher, OutboxTable
+
+    table = OutboxTable(self, "Outbox")                  # or your own table with a NEW_IMAGE stream
+    publisher = OutboxPublisher(self, "Publisher", table=table, topic=my_topic)   # SNS, EventBridge or both
+    OutboxMonitoring(self, "Monitoring", publisher_function=publisher.function,
+                     poison_queue=publisher.poison_queue, on_failure_queue=publisher.on_failure_queue)
+
+Every construct takes safe defaults a caller can override; the README's "Use the constructs in your own
+app" section has a complete example.
+"""
+
+from outbox_cdk.destinations import DestinationsProps, OutboxDestinations
+from outbox_cdk.functions import FunctionSettings, PowertoolsLayer, PythonFunction, powertools_layer
+from outbox_cdk.monitoring import AlarmThresholds, AlarmTopic, OutboxMonitoring
+from outbox_cdk.nag import acknowledge, add_nag_checks
+from outbox_cdk.publisher import OutboxPublisher, PublisherSettings, StreamMappingProps
+from outbox_cdk.queues import FailureQueues, FailureQueuesProps
+from outbox_cdk.table import DataTableProps, OutboxTable
+from outbox_publisher.routing import Destination, Route
+
+__all__ = [
+    "AlarmThresholds",
+    "AlarmTopic",
+    "DataTableProps",
+    "Destination",
+    "DestinationsProps",
+    "FailureQueues",
+    "FailureQueuesProps",
+    "FunctionSettings",
+    "OutboxDestinations",
+    "OutboxMonitoring",
+    "OutboxPublisher",
+    "OutboxTable",
+    "PowertoolsLayer",
+    "PublisherSettings",
+    "PythonFunction",
+    "Route",
+    "StreamMappingProps",
+    "acknowledge",
+    "add_nag_checks",
+    "powertools_layer",
+]

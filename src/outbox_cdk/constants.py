@@ -1,0 +1,72 @@
+"""The constructs' defaults: sizes, thresholds and AWS action lists, in one place.
+
+Names the Lambda code relies on are not here but imported from where the code defines them: table keys
+from `outbox.model`, environment variables from each function's configuration module, metric names from
+`outbox.metrics`, stream-mapping limits and defaults from `outbox.stream_mapping`.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# --- Lambda packaging ------------------------------------------------------------------------
+PUBLISHER_HANDLER: Final = "outbox_publisher.handler.handler"
+
+# Powertools comes from its public layer, resolved at deploy time from the SSM public parameter
+# AWS publishes per Powertools release (`/aws/service/powertools/python/{arch}/{python}/{version}`).
+# The same release as the `local` extra in pyproject.toml, so local runs and Lambda run the same code
+# (a test keeps the two equal).
+POWERTOOLS_VERSION: Final = "3.37.0"
+POWERTOOLS_LAYER_SSM_PARAMETER: Final = (
+    f"/aws/service/powertools/python/arm64/python3.13/{POWERTOOLS_VERSION}"
+)
+# CloudFormation parameter that overrides the SSM lookup with an explicit layer version ARN
+# (a region where the per-version parameter is missing, a partition like aws-cn, or a local runtime).
+POWERTOOLS_LAYER_ARN_PARAMETER: Final = "PowertoolsLayerArn"
+
+# Powertools reads these; every function sets them.
+ENV_POWERTOOLS_SERVICE_NAME: Final = "POWERTOOLS_SERVICE_NAME"
+ENV_POWERTOOLS_METRICS_NAMESPACE: Final = "POWERTOOLS_METRICS_NAMESPACE"
+ENV_POWERTOOLS_LOG_LEVEL: Final = "POWERTOOLS_LOG_LEVEL"
+LOG_LEVEL: Final = "INFO"
+
+# --- Functions -------------------------------------------------------------------------------
+FUNCTION_MEMORY_MB: Final = 256
+FUNCTION_TIMEOUT_SECONDS: Final = 10
+PUBLISHER_MEMORY_MB: Final = 512
+# A batch of 100 records is at most 10 SNS + 10 EventBridge batch calls plus the status updates.
+PUBLISHER_TIMEOUT_SECONDS: Final = 60
+
+# --- Destinations and queues -------------------------------------------------------------------
+DEFAULT_EVENT_SOURCE: Final = "outbox.orders"
+EVENT_ARCHIVE_RETENTION_DAYS: Final = 30
+# The AWS-managed SNS key: enough for a topic only Lambda publishes to (see destinations.py).
+SNS_AWS_MANAGED_KEY_ALIAS: Final = "alias/aws/sns"
+QUEUE_RETENTION_DAYS: Final = 14
+# SQS's largest message: a poison message carries a whole row (up to DynamoDB's 400 KB) plus its reason.
+POISON_QUEUE_MAX_MESSAGE_BYTES: Final = 1_048_576
+
+# --- Monitoring --------------------------------------------------------------------------------
+ALARM_PERIOD_MINUTES: Final = 1
+ITERATOR_AGE_THRESHOLD_MS: Final = 300_000
+ITERATOR_AGE_EVALUATION_PERIODS: Final = 5
+QUEUE_DEPTH_THRESHOLD: Final = 1
+PUBLISHER_ERRORS_THRESHOLD: Final = 1
+PUBLISHER_ERRORS_EVALUATION_PERIODS: Final = 5
+PUBLISHER_ERRORS_DATAPOINTS_TO_ALARM: Final = 3
+OLDEST_PENDING_AGE_THRESHOLD_SECONDS: Final = 900
+DASHBOARD_NAME_SUFFIX: Final = "outbox"
+
+# --- IAM: exactly what each function calls (tests assert these lists) ----------------------------
+# Add an action here only together with the code that calls it.
+PUBLISHER_OUTBOX_TABLE_ACTIONS: Final = ("dynamodb:UpdateItem",)
+# What the Lambda stream poller calls with the function's role (DynamoDB developer guide,
+# "IAM policy to allow a Lambda function to access DynamoDB stream records"): scoped to the stream.
+STREAM_READ_ACTIONS: Final = (
+    "dynamodb:DescribeStream",
+    "dynamodb:GetRecords",
+    "dynamodb:GetShardIterator",
+    "dynamodb:ListStreams",
+)
+QUEUE_SEND_ACTIONS: Final = ("sqs:SendMessage",)
+LOG_WRITE_ACTIONS: Final = ("logs:CreateLogStream", "logs:PutLogEvents")

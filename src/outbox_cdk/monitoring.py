@@ -1,0 +1,228 @@
+"""Alarms and one dashboard for the outbox pipeline. The README has the runbook per alarm."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aws_cdk import Duration, Stack
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as cw_actions
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from outbox import metrics
+from outbox_cdk import constants as c
+
+
+@dataclass(frozen=True)
+class AlarmThresholds:
+    """When each alarm fires. Defaults suit a publisher that normally lags by seconds."""
+
+    # Streams keep records 24 h; page long before a record could age out of the stream.
+    iterator_age_ms: int = c.ITERATOR_AGE_THRESHOLD_MS
+    iterator_age_evaluation_periods: int = c.ITERATOR_AGE_EVALUATION_PERIODS
+    # Any message in either dead-letter queue is an event that has not been announced.
+    queue_depth: int = c.QUEUE_DEPTH_THRESHOLD
+    publisher_errors: int = c.PUBLISHER_ERRORS_THRESHOLD
+    publisher_errors_evaluation_periods: int = c.PUBLISHER_ERRORS_EVALUATION_PERIODS
+    publisher_errors_datapoints_to_alarm: int = c.PUBLISHER_ERRORS_DATAPOINTS_TO_ALARM
+    oldest_pending_age_seconds: int = c.OLDEST_PENDING_AGE_THRESHOLD_SECONDS
+
+
+def service_metric(
+    metric_name: str, service: str, statistic: str, period: Duration | None = None
+) -> cloudwatch.Metric:
+    """A metric the handlers emit through Powertools (namespace + ``service`` dimension)."""
+    return cloudwatch.Metric(
+        namespace=metrics.NAMESPACE,
+        metric_name=metric_name,
+        dimensions_map={metrics.SERVICE_DIMENSION: service},
+        statistic=statistic,
+        period=period or Duration.minutes(c.ALARM_PERIOD_MINUTES),
+    )
+
+
+class AlarmTopic(Construct):
+    """An SNS topic CloudWatch alarms can publish to, encrypted with its own rotating key.
+
+    CloudWatch cannot use the AWS-managed SNS key, so this topic (unlike the events topic) needs a
+    customer-managed key whose policy lets cloudwatch.amazonaws.com encrypt with it.
+    """
+
+    def __init__(self, scope: Construct, construct_id: str) -> None:
+        super().__init__(scope, construct_id)
+        self.key = kms.Key(self, "Key", enable_key_rotation=True, description="Outbox alarm topic encryption")
+        cloudwatch_principal = iam.ServicePrincipal("cloudwatch.amazonaws.com")
+        self.key.add_to_resource_policy(
+            iam.PolicyStatement(
+                principals=[cloudwatch_principal],
+                actions=["kms:Decrypt", "kms:GenerateDataKey*"],
+                resources=["*"],  # in a key policy "*" means this key
+            )
+        )
+        self.topic = sns.Topic(self, "Topic", master_key=self.key, enforce_ssl=True)
+        # enforce_ssl replaces the default topic policy, so allow CloudWatch (this account) explicitly.
+        self.topic.add_to_resource_policy(
+            iam.PolicyStatement(
+                principals=[cloudwatch_principal],
+                actions=["sns:Publish"],
+                resources=[self.topic.topic_arn],
+                conditions={"StringEquals": {"aws:SourceAccount": Stack.of(self).account}},
+            )
+        )
+
+
+class OutboxMonitoring(Construct):
+    """Five alarms (every action to ``alarm_topic``) and a dashboard of the publishing pipeline."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        publisher_function: lambda_.IFunction,
+        poison_queue: sqs.IQueue,
+        on_failure_queue: sqs.IQueue,
+        alarm_topic: sns.ITopic | None = None,
+        thresholds: AlarmThresholds | None = None,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        thresholds = thresholds or AlarmThresholds()
+        self.alarm_topic: sns.ITopic = alarm_topic or AlarmTopic(self, "AlarmTopic").topic
+        stack_name = Stack.of(self).stack_name
+        period = Duration.minutes(c.ALARM_PERIOD_MINUTES)
+
+        iterator_age = publisher_function.metric("IteratorAge", statistic="Maximum", period=period)
+        errors = publisher_function.metric_errors(statistic="Sum", period=period)
+        poison_depth = poison_queue.metric_approximate_number_of_messages_visible(
+            statistic="Maximum", period=period
+        )
+        on_failure_depth = on_failure_queue.metric_approximate_number_of_messages_visible(
+            statistic="Maximum", period=period
+        )
+        pending_age = service_metric(metrics.OLDEST_PENDING_AGE_SECONDS, metrics.SWEEPER_SERVICE, "Maximum")
+
+        self.iterator_age_alarm = self._alarm(
+            "IteratorAgeAlarm",
+            f"{stack_name}-PublisherIteratorAge",
+            "Publisher lags behind the Outbox stream. Runbook: README.md#publisheriteratorage",
+            iterator_age,
+            threshold=thresholds.iterator_age_ms,
+            evaluation_periods=thresholds.iterator_age_evaluation_periods,
+        )
+        self.poison_queue_alarm = self._alarm(
+            "PoisonQueueDepthAlarm",
+            f"{stack_name}-PoisonQueueDepth",
+            "Events that can never be published are waiting. Runbook: README.md#poisonqueuedepth",
+            poison_depth,
+            threshold=thresholds.queue_depth,
+        )
+        self.on_failure_queue_alarm = self._alarm(
+            "OnFailureQueueDepthAlarm",
+            f"{stack_name}-OnFailureQueueDepth",
+            "The stream mapping gave up on a batch. Runbook: README.md#onfailurequeuedepth",
+            on_failure_depth,
+            threshold=thresholds.queue_depth,
+        )
+        self.publisher_errors_alarm = self._alarm(
+            "PublisherErrorsAlarm",
+            f"{stack_name}-PublisherErrors",
+            "Publisher invocations fail (crash, timeout). Runbook: README.md#publishererrors",
+            errors,
+            threshold=thresholds.publisher_errors,
+            evaluation_periods=thresholds.publisher_errors_evaluation_periods,
+            datapoints_to_alarm=thresholds.publisher_errors_datapoints_to_alarm,
+        )
+        # Published by the sweeper; until one runs there is no data, which is not a breach.
+        self.oldest_pending_age_alarm = self._alarm(
+            "OldestPendingAgeAlarm",
+            f"{stack_name}-OldestPendingAge",
+            "An outbox row has been PENDING too long. Runbook: README.md#oldestpendingage",
+            pending_age,
+            threshold=thresholds.oldest_pending_age_seconds,
+        )
+
+        self.dashboard = cloudwatch.Dashboard(
+            self, "Dashboard", dashboard_name=f"{stack_name}-{c.DASHBOARD_NAME_SUFFIX}"
+        )
+        publisher = metrics.PUBLISHER_SERVICE
+        self.dashboard.add_widgets(
+            cloudwatch.GraphWidget(
+                title="Publisher iterator age (max, ms)",
+                left=[iterator_age],
+                left_annotations=[
+                    cloudwatch.HorizontalAnnotation(value=thresholds.iterator_age_ms, label="alarm")
+                ],
+            ),
+            cloudwatch.GraphWidget(
+                title="Publish rate (events/min)",
+                left=[service_metric(metrics.EVENTS_PUBLISHED, publisher, "Sum")],
+                right=[service_metric(metrics.PUBLISH_LATENCY_MS, publisher, "p99")],
+            ),
+            cloudwatch.GraphWidget(
+                title="Failures",
+                left=[
+                    service_metric(metrics.EVENTS_FAILED, publisher, "Sum"),
+                    service_metric(metrics.POISON_EVENTS, publisher, "Sum"),
+                    service_metric(metrics.RECORDS_SKIPPED, publisher, "Sum"),
+                    errors,
+                ],
+            ),
+        )
+        self.dashboard.add_widgets(
+            cloudwatch.GraphWidget(
+                title="Poison and on-failure queue depth", left=[poison_depth, on_failure_depth]
+            ),
+            cloudwatch.GraphWidget(
+                title="Oldest pending outbox row (s)",
+                left=[pending_age],
+                left_annotations=[
+                    cloudwatch.HorizontalAnnotation(
+                        value=thresholds.oldest_pending_age_seconds, label="alarm"
+                    )
+                ],
+            ),
+            cloudwatch.AlarmStatusWidget(
+                title="Alarms",
+                alarms=[
+                    self.iterator_age_alarm,
+                    self.poison_queue_alarm,
+                    self.on_failure_queue_alarm,
+                    self.publisher_errors_alarm,
+                    self.oldest_pending_age_alarm,
+                ],
+            ),
+        )
+
+    def _alarm(
+        self,
+        construct_id: str,
+        name: str,
+        description: str,
+        metric: cloudwatch.IMetric,
+        *,
+        threshold: float,
+        evaluation_periods: int = 1,
+        datapoints_to_alarm: int | None = None,
+    ) -> cloudwatch.Alarm:
+        alarm = cloudwatch.Alarm(
+            self,
+            construct_id,
+            alarm_name=name,
+            alarm_description=description,
+            metric=metric,
+            threshold=threshold,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            evaluation_periods=evaluation_periods,
+            datapoints_to_alarm=datapoints_to_alarm,
+            # No data means no traffic (or no sweeper yet), which is healthy for every alarm here.
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
+        action = cw_actions.SnsAction(self.alarm_topic)
+        alarm.add_alarm_action(action)
+        alarm.add_ok_action(action)
+        return alarm

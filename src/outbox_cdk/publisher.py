@@ -1,0 +1,277 @@
+"""The outbox publisher: a Lambda function fed by the outbox table's stream, announcing each row on SNS,
+EventBridge or both.
+
+`OutboxPublisher` is the reusable piece. Like the AWS Solutions Constructs, it creates what it needs
+with safe defaults, and takes the caller's own instead wherever one is passed: the table (or the
+props of the one it creates), the topic and/or the bus (at least one), the poison and on-failure
+queues, the function (or its settings), typed routes. What AWS or the publisher would refuse is
+refused here, at synth, with a message that says what to change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import cast
+
+from aws_cdk import Duration
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_events as events
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from outbox import metrics
+from outbox import stream_mapping as mapping
+from outbox.errors import ConfigurationError
+from outbox.marking import DEFAULT_PUBLISHED_RETENTION_DAYS
+from outbox_cdk import constants as c
+from outbox_cdk.functions import FunctionSettings, PythonFunction
+from outbox_cdk.queues import FailureQueuesProps, create_on_failure_queue, create_poison_queue
+from outbox_cdk.table import DataTableProps, OutboxTable, check_outbox_table
+from outbox_publisher import config as env
+from outbox_publisher import routing
+from outbox_publisher.config import event_source_problem
+from outbox_publisher.routing import Destination, Route, Router, configured_destinations, routes_json
+
+
+@dataclass(frozen=True)
+class StreamMappingProps:
+    """How Lambda reads the stream. The defaults (`outbox.stream_mapping`) are all bounded.
+
+    ``parallelization_factor`` > 1 runs that many concurrent batches per shard. Lambda still keeps
+    records of one partition key (one aggregate) in order, so per-aggregate order survives, but
+    events of *different* aggregates in one shard may then be published in any order relative to
+    each other, and throughput downstream (SNS, EventBridge) grows by the same factor.
+    """
+
+    batch_size: int = mapping.DEFAULT_BATCH_SIZE
+    max_batching_window: Duration = field(
+        default_factory=lambda: Duration.seconds(mapping.DEFAULT_MAX_BATCHING_WINDOW_SECONDS)
+    )
+    retry_attempts: int = mapping.DEFAULT_MAX_RETRY_ATTEMPTS
+    max_record_age: Duration = field(
+        default_factory=lambda: Duration.seconds(mapping.DEFAULT_MAX_RECORD_AGE_SECONDS)
+    )
+    parallelization_factor: int = mapping.DEFAULT_PARALLELIZATION_FACTOR
+    bisect_batch_on_error: bool = True
+    enabled: bool = True
+
+    def __post_init__(self) -> None:
+        settings: dict[str, object] = {
+            "BatchSize": self.batch_size,
+            "MaximumBatchingWindowInSeconds": self.max_batching_window.to_seconds(),
+            "MaximumRetryAttempts": self.retry_attempts,
+            "MaximumRecordAgeInSeconds": self.max_record_age.to_seconds(),
+            "ParallelizationFactor": self.parallelization_factor,
+        }
+        names = {
+            "BatchSize": "batch_size",
+            "MaximumBatchingWindowInSeconds": "max_batching_window",
+            "MaximumRetryAttempts": "retry_attempts",
+            "MaximumRecordAgeInSeconds": "max_record_age",
+            "ParallelizationFactor": "parallelization_factor",
+        }
+        problems = mapping.violations(settings, names)
+        # AWS takes -1 (infinite) for both; here it is refused: one poison record would then block its
+        # shard for the stream's whole 24 hours.
+        for name in ("MaximumRetryAttempts", "MaximumRecordAgeInSeconds"):
+            if settings[name] == mapping.INFINITE:
+                problems.append(f"{names[name]} ({name}) must be bounded here, not -1 (infinite)")
+        if problems:
+            raise ValueError("stream mapping: " + "; ".join(problems))
+
+
+def _default_publisher_function() -> FunctionSettings:
+    # No reserved concurrency: a stream mapping already runs at most shards x parallelization
+    # factor copies, and a lower reservation would throttle the pollers and grow IteratorAge.
+    return FunctionSettings(
+        memory_mb=c.PUBLISHER_MEMORY_MB,
+        timeout=Duration.seconds(c.PUBLISHER_TIMEOUT_SECONDS),
+    )
+
+
+@dataclass(frozen=True)
+class PublisherSettings:
+    """Tunables of the publisher (its resources are passed to the construct separately)."""
+
+    # EventBridge `Source` of every event (with an event bus); rules match on it.
+    event_source: str = c.DEFAULT_EVENT_SOURCE
+    # Routing, first match wins (outbox_publisher.routing). No routes: every event to every destination.
+    routes: Sequence[Route] = ()
+    # Where events no route matches go. None: every configured destination; () makes them poison.
+    default_destinations: Sequence[Destination] | None = None
+    # How long a row stays in the table after it is PUBLISHED (its TTL).
+    published_retention_days: int = DEFAULT_PUBLISHED_RETENTION_DAYS
+    stream: StreamMappingProps = field(default_factory=StreamMappingProps)
+    function: FunctionSettings = field(default_factory=_default_publisher_function)
+
+    def __post_init__(self) -> None:
+        if self.published_retention_days < 1:
+            raise ValueError("published_retention_days must be at least 1")
+        if problem := event_source_problem(self.event_source):
+            raise ValueError(problem)
+
+    @property
+    def routes_configured(self) -> bool:
+        return bool(self.routes) or self.default_destinations is not None
+
+
+class OutboxPublisher(Construct):
+    """Publisher Lambda plus its stream mapping, with exactly the permissions it uses.
+
+    The role may: read this table's stream, ``UpdateItem`` on the table (mark rows published or
+    failed), ``sns:Publish`` on the topic, ``events:PutEvents`` on the bus and ``sqs:SendMessage``
+    on the poison queue and, for Lambda's on-failure destination, on the on-failure queue.
+
+    Resources, each optional:
+
+    - ``table``: the outbox table (its stream must carry new images). Default: an `OutboxTable`
+      created here, with ``table_props``.
+    - ``topic``, ``event_bus``: where events go. At least one; either alone works.
+    - ``poison_queue``, ``on_failure_queue``: default: created here, with ``queue_props``.
+    - ``function``: a function of yours to run the publisher's handler; the construct adds its
+      environment, permissions and stream mapping to it. Default: created here from ``settings.function``.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        table: dynamodb.ITable | None = None,
+        table_props: DataTableProps | None = None,
+        topic: sns.ITopic | None = None,
+        event_bus: events.IEventBus | None = None,
+        poison_queue: sqs.IQueue | None = None,
+        on_failure_queue: sqs.IQueue | None = None,
+        queue_props: FailureQueuesProps | None = None,
+        function: lambda_.Function | None = None,
+        settings: PublisherSettings | None = None,
+        powertools_layer: lambda_.ILayerVersion | None = None,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        settings = settings or PublisherSettings()
+        if table is not None and table_props is not None:
+            raise ValueError(
+                "pass either table (your own) or table_props (for the one created here), not both"
+            )
+        if topic is None and event_bus is None:
+            raise ValueError("pass a topic, an event_bus or both: the publisher needs somewhere to publish")
+        self.table: dynamodb.ITable = table or OutboxTable(self, "Table", table_props)
+        check_outbox_table(self.table)
+        self.topic = topic
+        self.event_bus = event_bus
+        if poison_queue is not None and on_failure_queue is not None and queue_props is not None:
+            raise ValueError("queue_props applies to queues created here; both queues were passed")
+        self.poison_queue: sqs.IQueue = poison_queue or create_poison_queue(self, "PoisonQueue", queue_props)
+        self.on_failure_queue: sqs.IQueue = on_failure_queue or create_on_failure_queue(
+            self, "OnFailureQueue", queue_props
+        )
+
+        environment = self._environment(settings)
+        if function is None:
+            created = PythonFunction(
+                self,
+                "Publisher",
+                handler=c.PUBLISHER_HANDLER,
+                description="Outbox publisher: stream INSERTs to SNS and EventBridge",
+                environment=environment,
+                settings=settings.function,
+                layer=powertools_layer,
+            )
+            function = created.function
+        else:
+            for name, value in environment.items():
+                function.add_environment(name, value)
+        self.function: lambda_.Function = function
+        self._grant()
+        self.event_source_mapping = self._stream_mapping(settings.stream)
+
+    @property
+    def role(self) -> iam.IRole:
+        role = self.function.role
+        if role is None:
+            raise ValueError("the publisher function has no role")
+        return role
+
+    def _environment(self, settings: PublisherSettings) -> dict[str, str]:
+        environment = {
+            env.ENV_OUTBOX_TABLE_NAME: self.table.table_name,
+            env.ENV_POISON_QUEUE_URL: self.poison_queue.queue_url,
+            env.ENV_PUBLISHED_RETENTION_DAYS: str(settings.published_retention_days),
+            c.ENV_POWERTOOLS_SERVICE_NAME: metrics.PUBLISHER_SERVICE,
+            c.ENV_POWERTOOLS_METRICS_NAMESPACE: metrics.NAMESPACE,
+            c.ENV_POWERTOOLS_LOG_LEVEL: c.LOG_LEVEL,
+        }
+        if self.topic is not None:
+            environment[routing.ENV_TOPIC_ARN] = self.topic.topic_arn
+        if self.event_bus is not None:
+            environment[routing.ENV_EVENT_BUS_NAME] = self.event_bus.event_bus_name
+            environment[env.ENV_EVENT_SOURCE] = settings.event_source
+        if settings.routes_configured:
+            routes = routes_json(settings.routes, settings.default_destinations)
+            configured = configured_destinations(
+                "topic" if self.topic is not None else None, "bus" if self.event_bus is not None else None
+            )
+            try:
+                # The very check the publisher makes at start-up, made before anything is deployed.
+                Router.parse(routes, configured)
+            except ConfigurationError as error:
+                raise ValueError(f"publisher routes: {error}") from None
+            environment[env.ENV_OUTBOX_ROUTES] = routes
+        return environment
+
+    def _grant(self) -> None:
+        stream_arn = cast(str, self.table.table_stream_arn)
+        # Explicit statements instead of grant_*: table.grant() would add the table's index ARNs
+        # and grant_stream_read() puts dynamodb:ListStreams on "*"; queue.grant_send_messages()
+        # adds two actions the publisher never calls.
+        statements = [
+            (c.STREAM_READ_ACTIONS, stream_arn),
+            (c.PUBLISHER_OUTBOX_TABLE_ACTIONS, self.table.table_arn),
+            (c.QUEUE_SEND_ACTIONS, self.poison_queue.queue_arn),
+            (c.QUEUE_SEND_ACTIONS, self.on_failure_queue.queue_arn),
+        ]
+        for actions, resource in statements:
+            self.function.add_to_role_policy(iam.PolicyStatement(actions=list(actions), resources=[resource]))
+        if self.topic is not None:
+            self.topic.grant_publish(self.function)  # sns:Publish; PublishBatch is authorized as Publish
+        if self.event_bus is not None:
+            self.event_bus.grant_put_events_to(self.function)
+
+    def _stream_mapping(self, stream: StreamMappingProps) -> lambda_.EventSourceMapping:
+        source_mapping = lambda_.EventSourceMapping(
+            self,
+            "StreamMapping",
+            target=self.function,
+            event_source_arn=cast(str, self.table.table_stream_arn),
+            # Oldest first: a new mapping must not skip rows already waiting in the stream.
+            starting_position=lambda_.StartingPosition.TRIM_HORIZON,
+            batch_size=stream.batch_size,
+            max_batching_window=stream.max_batching_window,
+            bisect_batch_on_error=stream.bisect_batch_on_error,
+            retry_attempts=stream.retry_attempts,
+            max_record_age=stream.max_record_age,
+            parallelization_factor=stream.parallelization_factor,
+            report_batch_item_failures=True,
+            enabled=stream.enabled,
+            # Only new rows are events; the publisher's own status updates (MODIFY) and TTL
+            # deletions (REMOVE) never reach it, so they cost no invocations.
+            filters=[
+                lambda_.FilterCriteria.filter(
+                    {"eventName": lambda_.FilterRule.is_equal(mapping.INSERT_EVENT_NAME)}
+                )
+            ],
+        )
+        # The on-failure destination is set on the L1 resource: the L2 SqsDlq helper would also
+        # grant sqs:GetQueueAttributes and sqs:GetQueueUrl, which Lambda does not need.
+        cfn_mapping = cast(lambda_.CfnEventSourceMapping, source_mapping.node.default_child)
+        cfn_mapping.destination_config = lambda_.CfnEventSourceMapping.DestinationConfigProperty(
+            on_failure=lambda_.CfnEventSourceMapping.OnFailureProperty(
+                destination=self.on_failure_queue.queue_arn
+            )
+        )
+        return source_mapping

@@ -1,0 +1,88 @@
+"""Where the publisher puts what it cannot deliver: the poison queue and the on-failure queue."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from aws_cdk import Duration
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from outbox_cdk import constants as c
+from outbox_cdk.nag import acknowledge
+
+
+def secure_queue(
+    scope: Construct,
+    construct_id: str,
+    *,
+    retention: Duration,
+    fifo: bool = False,
+    max_message_bytes: int | None = None,
+) -> sqs.Queue:
+    """A queue that refuses plain HTTP and is encrypted at rest.
+
+    SSE-SQS (SQS-owned keys) rather than KMS: SNS and EventBridge can deliver to it without a
+    key policy, and no role needs kms:* to read or write it.
+    """
+    return sqs.Queue(
+        scope,
+        construct_id,
+        encryption=sqs.QueueEncryption.SQS_MANAGED,
+        enforce_ssl=True,
+        retention_period=retention,
+        fifo=True if fifo else None,
+        max_message_size_bytes=max_message_bytes,
+    )
+
+
+@dataclass(frozen=True)
+class FailureQueuesProps:
+    """Retention of what failed; the maximum SQS allows by default, to leave time to redrive."""
+
+    retention: Duration = field(default_factory=lambda: Duration.days(c.QUEUE_RETENTION_DAYS))
+
+
+def create_poison_queue(
+    scope: Construct, construct_id: str, props: FailureQueuesProps | None = None
+) -> sqs.Queue:
+    """The queue the publisher sends the full event of a record that can never be published (bad JSON,
+    unknown type, too large, no route), so the shard moves on."""
+    # A poison message carries the whole row (up to DynamoDB's 400 KB) plus the reason: more than
+    # the historical 256 KiB SQS default, so the queue takes SQS's maximum.
+    queue = secure_queue(
+        scope,
+        construct_id,
+        retention=(props or FailureQueuesProps()).retention,
+        max_message_bytes=c.POISON_QUEUE_MAX_MESSAGE_BYTES,
+    )
+    _acknowledge_dead_letter_queue(queue)
+    return queue
+
+
+def create_on_failure_queue(
+    scope: Construct, construct_id: str, props: FailureQueuesProps | None = None
+) -> sqs.Queue:
+    """Lambda's on-failure destination for the stream mapping: it receives only metadata (shard,
+    sequence range) of batches the mapping gave up on. The rows stay in the table."""
+    queue = secure_queue(scope, construct_id, retention=(props or FailureQueuesProps()).retention)
+    _acknowledge_dead_letter_queue(queue)
+    return queue
+
+
+def _acknowledge_dead_letter_queue(queue: sqs.Queue) -> None:
+    acknowledge(
+        queue,
+        "AwsSolutions-SQS3",
+        "This queue is itself a dead-letter queue of the outbox publisher: a queue behind "
+        "it would only hide failures; the depth alarm pages on its first message instead.",
+    )
+
+
+class FailureQueues(Construct):
+    """The publisher's two dead-letter queues (`poison_queue`, `on_failure_queue`), side by side."""
+
+    def __init__(self, scope: Construct, construct_id: str, props: FailureQueuesProps | None = None) -> None:
+        super().__init__(scope, construct_id)
+        self.poison_queue = create_poison_queue(self, "PoisonQueue", props)
+        self.on_failure_queue = create_on_failure_queue(self, "OnFailureQueue", props)

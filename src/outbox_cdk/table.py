@@ -1,0 +1,128 @@
+"""The outbox table: where rows wait to be announced, with the stream and the index the outbox needs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, cast
+
+from aws_cdk import RemovalPolicy
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_kms as kms
+from constructs import Construct
+
+from outbox.model import (
+    PARTITION_KEY,
+    PENDING_INDEX_NAME,
+    PENDING_INDEX_PARTITION_KEY,
+    PENDING_INDEX_SORT_KEY,
+    SORT_KEY,
+    TTL_ATTRIBUTE,
+)
+
+# The publisher reads each row from the record's new image; these are the view types that carry one.
+STREAM_VIEW_TYPES_WITH_NEW_IMAGES = frozenset({"NEW_IMAGE", "NEW_AND_OLD_IMAGES"})
+
+
+@dataclass(frozen=True)
+class DataTableProps:
+    """What every data table of an outbox app shares. The defaults keep data: retained on stack
+    deletion, deletion-protected."""
+
+    # False (dev/test stacks only): `cdk destroy` deletes the table and its data.
+    retain_data: bool = True
+    # None: the AWS-managed key (aws/dynamodb). Pass a key to use your own customer-managed key.
+    encryption_key: kms.IKey | None = None
+
+
+def data_table_options(props: DataTableProps) -> dict[str, Any]:
+    """The `dynamodb.Table` options of a data table: on demand, PITR, TTL on `expires_at`, encryption
+    and retention as `props` say."""
+    return {
+        "billing_mode": dynamodb.BillingMode.PAY_PER_REQUEST,
+        "time_to_live_attribute": TTL_ATTRIBUTE,
+        "point_in_time_recovery_specification": dynamodb.PointInTimeRecoverySpecification(
+            point_in_time_recovery_enabled=True
+        ),
+        "encryption": (
+            dynamodb.TableEncryption.CUSTOMER_MANAGED
+            if props.encryption_key is not None
+            else dynamodb.TableEncryption.AWS_MANAGED
+        ),
+        "encryption_key": props.encryption_key,
+        "deletion_protection": props.retain_data,
+        "removal_policy": RemovalPolicy.RETAIN if props.retain_data else RemovalPolicy.DESTROY,
+    }
+
+
+class OutboxTable(dynamodb.Table):
+    """A DynamoDB table for outbox rows: a `dynamodb.Table`, with the outbox's schema built in.
+
+    - keys `aggregate_key` (partition) and `seq` (sort): all events of one aggregate share a partition;
+    - a NEW_IMAGE stream, all the publisher needs (it reads each row from the record's new image);
+    - the sparse `pending` index (`pending_shard`, `occurred_at`; keys only): the library sets
+      `pending_shard` only while a row is PENDING, so the index holds exactly what a sweeper must see;
+    - TTL on `expires_at` (set only when a row leaves PENDING), point-in-time recovery, on-demand
+      billing, encryption at rest, and by default retention and deletion protection.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        props: DataTableProps | None = None,
+        *,
+        table_name: str | None = None,
+    ) -> None:
+        super().__init__(
+            scope,
+            construct_id,
+            table_name=table_name,
+            partition_key=dynamodb.Attribute(name=PARTITION_KEY, type=dynamodb.AttributeType.STRING),
+            sort_key=dynamodb.Attribute(name=SORT_KEY, type=dynamodb.AttributeType.NUMBER),
+            stream=dynamodb.StreamViewType.NEW_IMAGE,
+            **data_table_options(props or DataTableProps()),
+        )
+        # KEYS_ONLY: a sweeper needs the row's key (to claim it) and occurred_at (to measure age);
+        # it reads the full row through the claim anyway, so projecting more only costs writes.
+        self.add_global_secondary_index(
+            index_name=PENDING_INDEX_NAME,
+            partition_key=dynamodb.Attribute(
+                name=PENDING_INDEX_PARTITION_KEY, type=dynamodb.AttributeType.NUMBER
+            ),
+            sort_key=dynamodb.Attribute(name=PENDING_INDEX_SORT_KEY, type=dynamodb.AttributeType.STRING),
+            projection_type=dynamodb.ProjectionType.KEYS_ONLY,
+        )
+
+
+def check_outbox_table(table: dynamodb.ITable) -> None:
+    """Refuse, at synth, a table the publisher could never work with.
+
+    It must have a stream. For a table defined in this app (not imported), its keys must be the row
+    contract's and its stream must carry new images: the publisher reads rows from the new image, and
+    marks them by (aggregate_key, seq). An imported table is taken on trust; the publisher refuses a
+    record without a new image at run time.
+    """
+    if table.table_stream_arn is None:
+        raise ValueError(
+            "the outbox table has no stream: enable a NEW_IMAGE (or NEW_AND_OLD_IMAGES) stream, or import "
+            "the table with its stream ARN (Table.from_table_attributes(..., table_stream_arn=...))"
+        )
+    cfn = table.node.default_child
+    if not isinstance(cfn, dynamodb.CfnTable):
+        return
+    stream = cast(dynamodb.CfnTable.StreamSpecificationProperty | None, cfn.stream_specification)
+    view_type = getattr(stream, "stream_view_type", None)
+    if view_type not in STREAM_VIEW_TYPES_WITH_NEW_IMAGES:
+        raise ValueError(
+            f"the outbox table's stream is {view_type}: the publisher reads each row from the record's new "
+            f"image, so the stream must be one of {', '.join(sorted(STREAM_VIEW_TYPES_WITH_NEW_IMAGES))}"
+        )
+    keys = {
+        key.key_type: key.attribute_name
+        for key in cast(list[dynamodb.CfnTable.KeySchemaProperty], cfn.key_schema)
+    }
+    if keys != {"HASH": PARTITION_KEY, "RANGE": SORT_KEY}:
+        raise ValueError(
+            f"the outbox table's keys must be {PARTITION_KEY} (partition) and {SORT_KEY} (sort), as the "
+            f"outbox row contract says; this table has {keys}"
+        )

@@ -1,0 +1,108 @@
+"""The publisher's configuration: parsed from the environment once, at start-up, and validated there.
+
+| variable | required | meaning |
+|---|---|---|
+| `OUTBOX_TABLE_NAME` | yes | the outbox table; stream records of any other table are skipped |
+| `TOPIC_ARN` | one of the two | SNS topic; a `.fifo` ARN makes it a FIFO topic (group and dedup ids) |
+| `EVENT_BUS_NAME` | one of the two | EventBridge bus name (or ARN) |
+| `EVENT_SOURCE` | with a bus | EventBridge `Source` of every event |
+| `POISON_QUEUE_URL` | yes | SQS queue that receives poison events whole |
+| `OUTBOX_ROUTES` | no | routing rules (JSON, `outbox_publisher.routing`); default: every event everywhere |
+| `PUBLISHED_RETENTION_DAYS` | no | TTL of PUBLISHED rows, in days (default 7) |
+
+The CDK construct sets these variables by the names defined here (and, for the two destinations, in
+`outbox_publisher.routing`), so the two cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+
+from outbox.config import optional, positive_int, require
+from outbox.errors import ConfigurationError
+from outbox.marking import DEFAULT_PUBLISHED_RETENTION, DEFAULT_PUBLISHED_RETENTION_DAYS
+from outbox_publisher.messages import is_fifo
+from outbox_publisher.routing import (
+    ENV_EVENT_BUS_NAME,
+    ENV_TOPIC_ARN,
+    Destination,
+    Router,
+    configured_destinations,
+)
+
+ENV_OUTBOX_TABLE_NAME = "OUTBOX_TABLE_NAME"
+ENV_EVENT_SOURCE = "EVENT_SOURCE"
+ENV_POISON_QUEUE_URL = "POISON_QUEUE_URL"
+ENV_OUTBOX_ROUTES = "OUTBOX_ROUTES"
+ENV_PUBLISHED_RETENTION_DAYS = "PUBLISHED_RETENTION_DAYS"
+
+# SNS answers a malformed TopicArn with InvalidParameter, which reads as "this entry is bad": each
+# event would be sent alone, refused, and poisoned. So the ARN's shape is checked here, once.
+_TOPIC_ARN = re.compile(r"arn:aws[a-z-]*:sns:[a-z0-9-]+:[0-9]{12}:[A-Za-z0-9_-]{1,256}(\.fifo)?")
+
+
+def event_source_problem(source: str) -> str | None:
+    """Why EventBridge would refuse `source` as the `Source` of our events, or None.
+
+    Sources starting with "aws." are reserved for AWS services: PutEvents refuses them for every entry.
+    """
+    if not source or source.startswith("aws."):
+        return f"EventBridge source must be non-empty and not start with 'aws.', got {source!r}"
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class PublisherConfig:
+    table_name: str
+    poison_queue_url: str
+    router: Router
+    topic_arn: str | None = None
+    event_bus_name: str | None = None
+    event_source: str | None = None
+    published_retention: timedelta = DEFAULT_PUBLISHED_RETENTION
+
+    @property
+    def fifo_topic(self) -> bool:
+        return self.topic_arn is not None and is_fifo(self.topic_arn)
+
+    @property
+    def destinations(self) -> tuple[Destination, ...]:
+        return configured_destinations(self.topic_arn, self.event_bus_name)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> PublisherConfig:
+        table_name = require(env, ENV_OUTBOX_TABLE_NAME)
+        poison_queue_url = require(env, ENV_POISON_QUEUE_URL)
+        topic_arn = optional(env, ENV_TOPIC_ARN)
+        event_bus_name = optional(env, ENV_EVENT_BUS_NAME)
+        configured = configured_destinations(topic_arn, event_bus_name)
+        if not configured:
+            raise ConfigurationError(
+                f"set {ENV_TOPIC_ARN}, {ENV_EVENT_BUS_NAME} or both: there is nowhere to publish"
+            )
+        if topic_arn is not None and not _TOPIC_ARN.fullmatch(topic_arn):
+            raise ConfigurationError(
+                f"{ENV_TOPIC_ARN} must be a topic ARN (arn:aws:sns:<region>:<account>:<name>)"
+            )
+        event_source = optional(env, ENV_EVENT_SOURCE)
+        if event_bus_name is not None and event_source is None:
+            raise ConfigurationError(
+                f"environment variable {ENV_EVENT_SOURCE} is required with {ENV_EVENT_BUS_NAME}"
+            )
+        if event_source is not None and (problem := event_source_problem(event_source)):
+            raise ConfigurationError(f"{ENV_EVENT_SOURCE}: {problem}")
+        retention_days = positive_int(
+            env, ENV_PUBLISHED_RETENTION_DAYS, default=DEFAULT_PUBLISHED_RETENTION_DAYS
+        )
+        return cls(
+            table_name=table_name,
+            poison_queue_url=poison_queue_url,
+            router=Router.parse(optional(env, ENV_OUTBOX_ROUTES), configured),
+            topic_arn=topic_arn,
+            event_bus_name=event_bus_name,
+            event_source=event_source,
+            published_retention=timedelta(days=retention_days),
+        )

@@ -1,0 +1,456 @@
+"""The publishing engine: outbox rows in, in order; per-row outcomes out. Knows nothing of streams or boto3.
+
+The stream publisher feeds it a shard's batch; the sweeper will feed it rows it claimed. Both get:
+
+- Routing: each event goes to the destinations its route names; no route is poison.
+- Batching: a call carries up to 10 entries within the service's byte limit, and never two events of
+  one aggregate. Calls fail per entry: if one call carried A#1 and A#2 and only A#1 failed, A#2 would
+  be out before A#1, overtaking it. So a hot aggregate costs one call per event; that is the price of
+  order. Calls hold CONTIGUOUS runs of the input (a call ends at the first event whose aggregate it
+  already holds) rather than picking ahead: picking ahead would publish events far beyond a later
+  failure, and all of those would be published again when the input is handed back from that failure.
+- Retries: transient entry and call failures are retried with capped exponential backoff and full
+  jitter, within the attempts allowed and the time left (`RetryPolicy`, `Deadline`).
+- Stop at the first transient failure: that event and everything after it come back as not done
+  (`PublishReport.stopped_at`) and nothing later is sent. Events that shared the failing call and
+  came after it are already out (a call cannot be taken back); they are reported too and will be
+  published again on redelivery. That duplicate is the at-least-once promise (README, "Delivery
+  guarantees"): consumers deduplicate by `event_id`. Order per aggregate holds, because a call never
+  holds two of one aggregate.
+- Poison (can never succeed: unreadable row, no route, too large, refused for a permanent reason): the
+  row goes WHOLE to the poison queue with the reason, the error code and the attempt count, its row is
+  marked FAILED, and the batch goes on. If the poison queue does not take it, it is a transient
+  failure like any other: retried, never dropped.
+- Marking: published rows become PUBLISHED, poison rows FAILED, in as few DynamoDB calls as possible,
+  after publishing. A marking failure never fails an event: the event is out, the row stays PENDING
+  and the sweeper reconciles it; the report counts it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from outbox.clock import Clock, utc_now
+from outbox.errors import ConfigurationError
+from outbox.marking import FailedMark, Mark, MarkingReport, PublishedMark, RowMarker
+from outbox.model import OutboxEvent
+from outbox_publisher.candidates import Candidate
+from outbox_publisher.errors import DestinationCallError, FailureKind, PoisonQueueUnavailableError
+from outbox_publisher.messages import MAX_ENTRIES_PER_CALL, Message
+from outbox_publisher.poison import PoisonMessage, PoisonReason, Rejection
+from outbox_publisher.ports import DestinationPort, EntryResult, PoisonQueue
+from outbox_publisher.report import EventOutcome, PublishReport, Status
+from outbox_publisher.retry import (
+    Deadline,
+    NoDeadline,
+    Random,
+    RetryPolicy,
+    Sleep,
+    system_random,
+    system_sleep,
+)
+from outbox_publisher.routing import DESTINATION_ORDER, Destination, Router
+
+# Marking needs a moment; with less than this left, rows stay PENDING for the sweeper rather than
+# risk a timeout that would fail the whole batch.
+MIN_TIME_FOR_MARKING_MS = 1_000
+
+_log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class _Planned:
+    index: int
+    candidate: Candidate
+    event: OutboxEvent
+    message: Message
+    destinations: tuple[Destination, ...]
+    sizes: Mapping[Destination, int]
+
+
+@dataclass(frozen=True, slots=True)
+class _Delivery:
+    ok: bool
+    attempts: int
+    code: str | None = None
+    kind: FailureKind | None = None
+
+
+class PublishingEngine:
+    def __init__(
+        self,
+        *,
+        destinations: Mapping[Destination, DestinationPort],
+        router: Router,
+        poison_queue: PoisonQueue,
+        marker: RowMarker,
+        clock: Clock = utc_now,
+        retry: RetryPolicy | None = None,
+        sleep: Sleep = system_sleep,
+        random: Random = system_random,
+    ) -> None:
+        routed = {destination for route in router.routes for destination in route.destinations}
+        missing = (routed | set(router.default)) - set(destinations)
+        if missing:
+            names = ", ".join(sorted(destination.value for destination in missing))
+            raise ConfigurationError(f"routes name destinations that have no adapter: {names}")
+        self._destinations = dict(destinations)
+        self._router = router
+        self._poison_queue = poison_queue
+        self._marker = marker
+        self._clock = clock
+        self._retry = retry or RetryPolicy()
+        self._sleep = sleep
+        self._random = random
+
+    def publish(self, candidates: Sequence[Candidate], deadline: Deadline | None = None) -> PublishReport:
+        return _Run(self, candidates, deadline or NoDeadline()).execute()
+
+
+class _Run:
+    """One call of `PublishingEngine.publish`: its state, and the steps in order."""
+
+    def __init__(self, engine: PublishingEngine, candidates: Sequence[Candidate], deadline: Deadline) -> None:
+        self.engine = engine
+        self.candidates = candidates
+        self.deadline = deadline
+        self.outcomes: dict[int, EventOutcome] = {}
+        self.stopped_at: int | None = None
+        self.calls = 0
+
+    # -- the steps ---------------------------------------------------------------------------
+
+    def execute(self) -> PublishReport:
+        group: list[_Planned] = []
+        for index, candidate in enumerate(self.candidates):
+            plan = self._plan(index, candidate)
+            if isinstance(plan, Rejection):
+                # Earlier events go first; and if the poison queue then fails, nothing after it is sent.
+                self._flush(group)
+                group = []
+                if self.stopped_at is not None:
+                    break
+                self._poison(index, candidate, plan, attempts=0, delivered_to=())
+            else:
+                if group and not self._fits(group, plan):
+                    self._flush(group)
+                    group = []
+                group.append(plan)
+            if self.stopped_at is not None:
+                break
+        if self.stopped_at is None:
+            self._flush(group)
+        for index, candidate in enumerate(self.candidates):
+            self.outcomes.setdefault(index, EventOutcome(candidate, Status.NOT_ATTEMPTED))
+        outcomes = [self.outcomes[index] for index in range(len(self.candidates))]
+        return PublishReport(outcomes, self.stopped_at, self._mark(outcomes), self.calls)
+
+    def _plan(self, index: int, candidate: Candidate) -> _Planned | Rejection:
+        if candidate.rejection is not None:
+            return candidate.rejection
+        event = candidate.event
+        if event is None:
+            return Rejection(PoisonReason.INVALID_ROW, "InvalidOutboxRow", "the row could not be read")
+        destinations = self.engine._router.destinations_for(event.aggregate_type, event.event_type)
+        if not destinations:
+            return Rejection(
+                PoisonReason.NO_ROUTE,
+                "NoRoute",
+                f"no route for aggregate_type {event.aggregate_type} and event_type {event.event_type}",
+            )
+        message = Message.of(event)
+        sizes: dict[Destination, int] = {}
+        for destination in destinations:
+            port = self.engine._destinations[destination]
+            size = port.size_of(message)
+            if size > port.max_entry_bytes:
+                return Rejection(
+                    PoisonReason.TOO_LARGE,
+                    "EntryTooLarge",
+                    f"{destination.value} entry is {size} bytes, over the {port.max_entry_bytes}-byte limit",
+                )
+            sizes[destination] = size
+        return _Planned(index, candidate, event, message, destinations, sizes)
+
+    def _fits(self, group: Sequence[_Planned], plan: _Planned) -> bool:
+        if len(group) >= MAX_ENTRIES_PER_CALL:
+            return False
+        if any(member.event.aggregate_key == plan.event.aggregate_key for member in group):
+            # Never two events of one aggregate in a call: see the module docstring.
+            return False
+        return all(
+            sum(member.sizes.get(destination, 0) for member in group) + size
+            <= self.engine._destinations[destination].max_batch_bytes
+            for destination, size in plan.sizes.items()
+        )
+
+    def _flush(self, group: Sequence[_Planned]) -> None:
+        if not group or self.stopped_at is not None:
+            return
+        if not self.engine._retry.has_time_for(self.deadline):
+            first = group[0]
+            _log.warning("too little time left to publish; handing the rest back", extra=_ids(first.event))
+            self._stop(
+                first.index, first.candidate, "DeadlineExceeded", "too little time left in the invocation"
+            )
+            return
+        deliveries: dict[int, dict[Destination, _Delivery]] = {member.index: {} for member in group}
+        # Once an event has failed on one destination (not for good), later events of the group are not
+        # sent to the next destinations: they will be handed back and published everywhere on redelivery.
+        cut: int | None = None
+        for destination in DESTINATION_ORDER:
+            members = [
+                member
+                for member in group
+                if destination in member.destinations
+                and (cut is None or member.index < cut)
+                and all(delivery.ok for delivery in deliveries[member.index].values())
+            ]
+            if not members:
+                continue
+            results = self._publish_with_retries(self.engine._destinations[destination], members)
+            for member in members:
+                deliveries[member.index][destination] = results[member.index]
+            failed = [
+                index
+                for index, result in results.items()
+                if not result.ok and result.kind is not FailureKind.PERMANENT
+            ]
+            if failed:
+                cut = min(failed) if cut is None else min(cut, *failed)
+        published_at = self.engine._clock()
+        for member in group:
+            self._settle(member, deliveries[member.index], published_at)
+
+    def _settle(
+        self, member: _Planned, deliveries: Mapping[Destination, _Delivery], published_at: datetime
+    ) -> None:
+        attempts = max((delivery.attempts for delivery in deliveries.values()), default=0)
+        delivered = tuple(destination for destination, delivery in deliveries.items() if delivery.ok)
+        complete = len(delivered) == len(member.destinations)
+        if complete:
+            # Also after a stop: an event that shared the failing call is out, and its row says so.
+            self.outcomes[member.index] = EventOutcome(
+                member.candidate,
+                Status.PUBLISHED,
+                attempts,
+                published_at=published_at,
+                delivered_to=delivered,
+            )
+            return
+        if self.stopped_at is not None:
+            self.outcomes[member.index] = EventOutcome(
+                member.candidate, Status.NOT_ATTEMPTED, attempts, delivered_to=delivered
+            )
+            return
+        failures = [
+            (destination, delivery) for destination, delivery in deliveries.items() if not delivery.ok
+        ]
+        permanent = [(d, delivery) for d, delivery in failures if delivery.kind is FailureKind.PERMANENT]
+        if permanent:
+            destination, delivery = permanent[0]
+            rejection = Rejection(
+                PoisonReason.REJECTED,
+                f"{destination.value}:{delivery.code}",
+                f"{destination.value} refused the entry for good ({delivery.code})",
+            )
+            self._poison(member.index, member.candidate, rejection, attempts=attempts, delivered_to=delivered)
+            return
+        destination, delivery = failures[0]
+        _log.warning(
+            "publish failed after retries; stopping here",
+            extra={**_ids(member.event), "destination": destination.value, "code": delivery.code},
+        )
+        self._stop(
+            member.index,
+            member.candidate,
+            f"{destination.value}:{delivery.code}",
+            f"{delivery.kind} failure on {destination.value}",
+            attempts=attempts,
+            delivered_to=delivered,
+        )
+
+    def _publish_with_retries(
+        self, port: DestinationPort, members: Sequence[_Planned]
+    ) -> dict[int, _Delivery]:
+        policy = self.engine._retry
+        attempts = dict.fromkeys((member.index for member in members), 0)
+        done: dict[int, _Delivery] = {}
+        pending = list(members)
+        round_number = 0
+        while pending:
+            if not policy.has_time_for(self.deadline):
+                # Checked before every call, not only before the first: after another destination's
+                # retries, starting a call now could run past the Lambda timeout and fail the whole batch.
+                for member in pending:
+                    done[member.index] = _Delivery(
+                        False, attempts[member.index], "DeadlineExceeded", FailureKind.TRANSIENT
+                    )
+                break
+            round_number += 1
+            results = self._call(port, pending)
+            retry: list[tuple[_Planned, EntryResult]] = []
+            for member, result in zip(pending, results, strict=True):
+                attempts[member.index] += 1
+                if result.ok:
+                    done[member.index] = _Delivery(True, attempts[member.index])
+                elif result.kind is FailureKind.TRANSIENT:
+                    retry.append((member, result))
+                else:
+                    done[member.index] = _Delivery(False, attempts[member.index], result.code, result.kind)
+            if not retry:
+                break
+            delay_ms = policy.delay_ms(round_number, self.engine._random)
+            if round_number >= policy.max_attempts or not policy.has_time_for(self.deadline, delay_ms):
+                for member, result in retry:
+                    done[member.index] = _Delivery(False, attempts[member.index], result.code, result.kind)
+                break
+            _log.info(
+                "retrying transient publish failures",
+                extra={
+                    "destination": port.destination.value,
+                    "attempt": round_number,
+                    "delay_ms": round(delay_ms),
+                    "event_ids": [member.event.event_id for member, _ in retry],
+                    "codes": sorted({str(result.code) for _, result in retry}),
+                },
+            )
+            self.engine._sleep(delay_ms / 1000)
+            pending = [member for member, _ in retry]
+        return done
+
+    def _call(self, port: DestinationPort, members: Sequence[_Planned]) -> list[EntryResult]:
+        self.calls += 1
+        try:
+            results = port.publish([member.message for member in members])
+        except DestinationCallError as error:
+            if error.kind is FailureKind.PERMANENT and len(members) > 1:
+                # Refused as a whole for something in its content: send each entry alone to find which.
+                return [result for member in members for result in self._call(port, [member])]
+            return [EntryResult.failure(error.code, error.kind)] * len(members)
+        if len(results) != len(members):
+            # An answer that does not account for every entry: nothing in it can be trusted as done.
+            return [EntryResult.failure("IncompleteResponse", FailureKind.TRANSIENT)] * len(members)
+        return results
+
+    def _poison(
+        self,
+        index: int,
+        candidate: Candidate,
+        rejection: Rejection,
+        *,
+        attempts: int,
+        delivered_to: tuple[Destination, ...],
+    ) -> None:
+        event = candidate.event
+        key = candidate.key
+        message = PoisonMessage(
+            reason=rejection.reason,
+            error_code=rejection.code,
+            detail=rejection.detail,
+            attempts=attempts,
+            row=candidate.row,
+            poisoned_at=self.engine._clock(),
+            event_id=event.event_id if event else _string_attribute(candidate.row, "event_id"),
+            aggregate_key=key.aggregate_key if key else None,
+            seq=key.seq if key else None,
+            delivered_to=delivered_to,
+            source=candidate.source,
+        )
+        log_fields = {
+            "event_id": message.event_id,
+            "aggregate_key": message.aggregate_key,
+            "seq": message.seq,
+            "reason": rejection.reason.value,
+            "code": rejection.code,
+        }
+        try:
+            self.engine._poison_queue.send(message)
+        except PoisonQueueUnavailableError as error:
+            _log.error(
+                "poison queue unavailable; record will be retried",
+                extra={**log_fields, "queue_error": error.code},
+            )
+            self._stop(
+                index,
+                candidate,
+                f"PoisonQueue:{error.code}",
+                "the poison queue did not take the event",
+                attempts=attempts,
+                delivered_to=delivered_to,
+            )
+            return
+        _log.error("poison event sent to the poison queue", extra=log_fields)
+        self.outcomes[index] = EventOutcome(
+            candidate,
+            Status.POISONED,
+            attempts,
+            code=rejection.code,
+            detail=f"{rejection.reason.value}: {rejection.code}: {rejection.detail}",
+            delivered_to=delivered_to,
+        )
+
+    def _stop(
+        self,
+        index: int,
+        candidate: Candidate,
+        code: str,
+        detail: str,
+        *,
+        attempts: int = 0,
+        delivered_to: tuple[Destination, ...] = (),
+    ) -> None:
+        self.stopped_at = index
+        self.outcomes[index] = EventOutcome(
+            candidate, Status.FAILED, attempts, code=code, detail=detail, delivered_to=delivered_to
+        )
+
+    def _mark(self, outcomes: Sequence[EventOutcome]) -> MarkingReport:
+        marks: list[Mark] = []
+        unmarkable = 0
+        for outcome in outcomes:
+            key = outcome.candidate.key
+            if outcome.status is Status.PUBLISHED and outcome.published_at is not None and key is not None:
+                marks.append(PublishedMark(key, outcome.published_at, outcome.attempts))
+            elif outcome.status is Status.POISONED and key is not None:
+                marks.append(FailedMark(key, outcome.detail or str(outcome.code), outcome.attempts))
+            elif outcome.status in (Status.PUBLISHED, Status.POISONED):
+                unmarkable += 1
+        if unmarkable:
+            _log.warning("rows without a usable key cannot be marked", extra={"rows": unmarkable})
+        if not marks:
+            return MarkingReport()
+        if self.deadline.remaining_ms() < MIN_TIME_FOR_MARKING_MS:
+            _log.warning("too little time left to mark rows; the sweeper will", extra={"rows": len(marks)})
+            return MarkingReport(failed={mark.key: "DeadlineExceeded" for mark in marks})
+        try:
+            report = self.engine._marker.mark(marks)
+        except Exception as error:
+            # The events are out: failing now would hand them back and publish them again. The rows stay
+            # PENDING and the sweeper reconciles them.
+            _log.exception("marking rows failed", extra={"rows": len(marks)})
+            return MarkingReport(failed={mark.key: type(error).__name__ for mark in marks})
+        if report.failed:
+            _log.warning(
+                "rows left PENDING after publishing; the sweeper will reconcile them",
+                extra={
+                    "rows": [f"{key.aggregate_key}/{key.seq}" for key in report.failed],
+                    "errors": sorted(set(report.failed.values())),
+                },
+            )
+        return report
+
+
+def _ids(event: OutboxEvent) -> dict[str, Any]:
+    return {"event_id": event.event_id, "aggregate_key": event.aggregate_key, "seq": event.seq}
+
+
+def _string_attribute(row: Mapping[str, Any], name: str) -> str | None:
+    value = row.get(name)
+    if isinstance(value, Mapping) and isinstance(value.get("S"), str):
+        return str(value["S"])
+    return None

@@ -1,0 +1,77 @@
+"""Poison: an event that can never be published, why, and the message the poison queue receives for it.
+
+The message carries the WHOLE row as stored (DynamoDB JSON), so an operator can read, fix and redrive it
+without another lookup, plus the reason, the error code and what was already delivered. Nothing in it
+but the row holds payload data: `detail` ends up in logs and in the row's `last_error`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from outbox.clock import format_timestamp
+from outbox_publisher.routing import Destination
+
+
+class PoisonReason(StrEnum):
+    INVALID_ROW = "invalid_row"
+    NO_ROUTE = "no_route"
+    TOO_LARGE = "too_large"
+    REJECTED = "rejected"
+    """A destination refused the entry for a permanent reason."""
+
+
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    reason: PoisonReason
+    code: str
+    detail: str
+    """Free of payload data: it ends up in logs and in `last_error`."""
+
+
+@dataclass(frozen=True, slots=True)
+class PoisonMessage:
+    """What the poison queue receives: the whole row, and why it can never be published."""
+
+    reason: PoisonReason
+    error_code: str
+    detail: str
+    attempts: int
+    row: Mapping[str, Any]
+    poisoned_at: datetime
+    event_id: str | None = None
+    aggregate_key: str | None = None
+    seq: int | None = None
+    delivered_to: tuple[Destination, ...] = ()
+    """Destinations that did accept it before another refused it for good."""
+    source: Mapping[str, str] = field(default_factory=dict)
+    row_omitted: str | None = None
+    """Set (and `row` cut down to its keys) only when the whole row cannot fit in a queue message."""
+
+    def without_row(self, why: str) -> PoisonMessage:
+        """The same message with only the row's keys: the row itself stays in the table (FAILED, no TTL)."""
+        keys = {name: self.row[name] for name in ("aggregate_key", "seq") if name in self.row}
+        return replace(self, row=keys, row_omitted=why)
+
+    def to_json(self) -> str:
+        document: dict[str, Any] = {
+            "reason": self.reason.value,
+            "error_code": self.error_code,
+            "detail": self.detail,
+            "attempts": self.attempts,
+            "event_id": self.event_id,
+            "aggregate_key": self.aggregate_key,
+            "seq": self.seq,
+            "delivered_to": [destination.value for destination in self.delivered_to],
+            "poisoned_at": format_timestamp(self.poisoned_at),
+            "source": dict(self.source),
+            "row": self.row,
+        }
+        if self.row_omitted is not None:
+            document["row_omitted"] = self.row_omitted
+        return json.dumps(document, separators=(",", ":"), ensure_ascii=False)

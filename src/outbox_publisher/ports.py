@@ -1,0 +1,53 @@
+"""The engine's ports: what it needs of a destination and of the poison queue. Adapters implement them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from outbox_publisher.errors import FailureKind
+from outbox_publisher.messages import Message
+from outbox_publisher.poison import PoisonMessage
+from outbox_publisher.routing import Destination
+
+
+@dataclass(frozen=True, slots=True)
+class EntryResult:
+    ok: bool
+    code: str | None = None
+    kind: FailureKind | None = None
+
+    @classmethod
+    def success(cls) -> EntryResult:
+        return cls(True)
+
+    @classmethod
+    def failure(cls, code: str, kind: FailureKind) -> EntryResult:
+        return cls(False, code, kind)
+
+
+class DestinationPort(Protocol):
+    """SNS or EventBridge, as the engine needs them."""
+
+    @property
+    def destination(self) -> Destination: ...
+
+    @property
+    def max_entry_bytes(self) -> int: ...
+
+    @property
+    def max_batch_bytes(self) -> int: ...
+
+    def size_of(self, message: Message) -> int: ...
+
+    def publish(self, messages: Sequence[Message]) -> list[EntryResult]:
+        """One batch call. Returns one result per message, in order; raises DestinationCallError when
+        the call as a whole failed."""
+        ...
+
+
+class PoisonQueue(Protocol):
+    def send(self, message: PoisonMessage) -> None:
+        """Raises PoisonQueueUnavailableError when the queue did not take the message."""
+        ...
