@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
+from outbox import outputs as stack_outputs
 from outbox_local.queues import receive_all
 from outbox_local.runtime import LocalRuntime, RuntimeOptions
 from outbox_local.stream_mapping import StepKind, StepReport
@@ -136,10 +137,10 @@ class Demo:
         outputs = runtime.outputs
         sqs = runtime.client("sqs")
         self.topic_queue = QueueWatcher(
-            sqs, outputs["SampleTopicConsumerQueueUrl"], "SNS topic -> SQS", _from_topic
+            sqs, outputs[stack_outputs.SAMPLE_TOPIC_CONSUMER_QUEUE_URL], "SNS topic -> SQS", _from_topic
         )
         self.bus_queue = QueueWatcher(
-            sqs, outputs["SampleBusConsumerQueueUrl"], "event bus rule -> SQS", _from_bus
+            sqs, outputs[stack_outputs.SAMPLE_BUS_CONSUMER_QUEUE_URL], "event bus rule -> SQS", _from_bus
         )
         self.acknowledged: list[str] = []
         self.poison_seen: list[str] = []
@@ -212,7 +213,7 @@ class Demo:
 
     def poison(self) -> None:
         self.n.step(2, 4, "A poison row: an outbox row whose payload is not JSON")
-        table = self.runtime.outputs["OutboxTableName"]
+        table = self.runtime.outputs[stack_outputs.OUTBOX_TABLE_NAME]
         aggregate_id = f"poison-{uuid.uuid4()}"
         event_id = str(uuid.uuid4())
         self.runtime.client("dynamodb").put_item(
@@ -234,7 +235,7 @@ class Demo:
         self.n.say(
             f"wrote row Order#{aggregate_id[:15]}… with payload '{{this is not json' straight to the table"
         )
-        poison_url = self.runtime.outputs["PoisonQueueUrl"]
+        poison_url = self.runtime.outputs[stack_outputs.POISON_QUEUE_URL]
         found = self._wait_for_poison(poison_url, event_id)
         self.n.check("the poison queue received the whole row", found)
         self.runtime.wait_until_idle(DELIVERY_TIMEOUT_S)
@@ -299,14 +300,14 @@ class Demo:
             "every row except the poison one is PUBLISHED",
             statuses.get("PUBLISHED", 0) == len(rows) - 1 and statuses.get("FAILED", 0) == 1,
         )
-        on_failure = self._queue_depth(self.runtime.outputs["OnFailureQueueUrl"])
+        on_failure = self._queue_depth(self.runtime.outputs[stack_outputs.ON_FAILURE_QUEUE_URL])
         self.n.check("nothing was given up to the on-failure destination", on_failure == 0)
         latencies = [
             d.sent_ms - _epoch_ms(d.occurred_at)
             for d in self.topic_queue.deliveries + self.bus_queue.deliveries
         ]
         stats = [m.stats() for m in self.runtime.mappings]
-        self.poison_seen.extend(self._drain_bodies(self.runtime.outputs["PoisonQueueUrl"]))
+        self.poison_seen.extend(self._drain_bodies(self.runtime.outputs[stack_outputs.POISON_QUEUE_URL]))
         summary = [
             ("events written (outbox rows)", str(len(rows))),
             ("published (rows PUBLISHED)", str(statuses.get("PUBLISHED", 0))),
@@ -339,7 +340,7 @@ class Demo:
         paginator = self.runtime.client("dynamodb").get_paginator("scan")
         return [
             item
-            for page in paginator.paginate(TableName=self.runtime.outputs["OutboxTableName"])
+            for page in paginator.paginate(TableName=self.runtime.outputs[stack_outputs.OUTBOX_TABLE_NAME])
             for item in page["Items"]
         ]
 
@@ -350,7 +351,7 @@ class Demo:
             item = (
                 self.runtime.client("dynamodb")
                 .get_item(
-                    TableName=self.runtime.outputs["OutboxTableName"],
+                    TableName=self.runtime.outputs[stack_outputs.OUTBOX_TABLE_NAME],
                     Key={"aggregate_key": {"S": aggregate_key}, "seq": {"N": str(seq)}},
                 )
                 .get("Item", {})

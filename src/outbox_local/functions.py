@@ -25,7 +25,7 @@ from types import ModuleType
 from typing import Any
 
 from outbox_local.errors import FunctionNotFoundError
-from outbox_local.stream_mapping import InvocationResult
+from outbox_local.invocation import InvocationResult
 
 logger = logging.getLogger("outbox_local.functions")
 

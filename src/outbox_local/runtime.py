@@ -19,9 +19,10 @@ from outbox_local.errors import RuntimeStateError
 from outbox_local.faults import FaultInjector
 from outbox_local.functions import FunctionHost
 from outbox_local.http_api import HttpApiServer, Route
-from outbox_local.provisioner import ProvisionedStack, Provisioner
+from outbox_local.invocation import InvocationResult
+from outbox_local.provisioning import ProvisionedStack, Provisioner
 from outbox_local.schedules import ScheduleRunner
-from outbox_local.stream_mapping import InvocationResult, StepKind
+from outbox_local.stream_mapping import StepKind
 from outbox_local.stream_poller import StreamMappingRunner, destination_sender
 from outbox_local.template import Resolver, Template
 
@@ -196,7 +197,8 @@ class LocalRuntime:
             "AWS_SECRET_ACCESS_KEY": LOCAL_CREDENTIALS["aws_secret_access_key"],
             "AWS_REGION": self.options.region,
             "AWS_DEFAULT_REGION": self.options.region,
-            # botocore >= 1.44.4 would send DynamoDB Streams calls to a per-account endpoint (GUIDE §4).
+            # botocore >= 1.44.4 would send DynamoDB Streams calls to a per-account endpoint moto does not
+            # serve (docs/local.md, "Where moto differs from AWS").
             "AWS_ACCOUNT_ID_ENDPOINT_MODE": "disabled",
             "POWERTOOLS_TRACE_DISABLED": "true",
         }

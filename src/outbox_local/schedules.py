@@ -14,7 +14,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from outbox_local.errors import UnsupportedResourceError
-from outbox_local.stream_mapping import Clock, InvocationResult
+from outbox_local.invocation import InvocationResult
+from outbox_local.stream_mapping import Clock
 
 _RATE = re.compile(r"^rate\((\d+)\s+(minute|minutes|hour|hours|day|days)\)$")
 _UNIT_SECONDS = {"minute": 60, "hour": 3600, "day": 86400}

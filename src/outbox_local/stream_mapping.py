@@ -37,6 +37,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from outbox_local.filtering import FilterCriteria
+from outbox_local.invocation import InvocationResult
 
 Clock = Callable[[], float]
 NO_LIMIT = -1
@@ -68,19 +69,6 @@ class MappingSettings:
     on_failure_destination_arn: str | None = None
     retry_delay_s: float = 0.0
     """Pause before retrying a failed batch. Not an AWS setting: it keeps a local retry loop from spinning."""
-
-
-@dataclass(frozen=True)
-class InvocationResult:
-    """What the function returned (`payload`) or that it raised (`error_type` and `error_message`)."""
-
-    payload: Any = None
-    error_type: str | None = None
-    error_message: str | None = None
-
-    @property
-    def failed(self) -> bool:
-        return self.error_type is not None
 
 
 Invoker = Callable[[dict[str, Any]], InvocationResult]

@@ -1,5 +1,6 @@
 """The I/O around the stream mapping semantics: reading shards with `dynamodbstreams`, sending on-failure
-metadata to SQS or SNS. Never a moto event source mapping: moto would drain the stream itself (GUIDE §4).
+metadata to SQS or SNS. Never a moto event source mapping: moto would drain the stream itself
+(docs/local.md, "Where moto differs from AWS").
 """
 
 from __future__ import annotations
@@ -12,9 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from outbox_local.errors import UnsupportedResourceError
+from outbox_local.invocation import InvocationResult
 from outbox_local.stream_mapping import (
     Clock,
-    InvocationResult,
     MappingSettings,
     ShardProcessor,
     StepKind,

@@ -1,6 +1,6 @@
 """The outbox publisher: announces outbox rows on SNS and/or EventBridge, in order, exactly as stored.
 
-Layers (GUIDE §5, ports and adapters):
+Layers (ports and adapters: only `adapters` and `handler` know boto3 and Lambda):
 
 - `engine`: the stream-independent publishing engine. It takes outbox rows in order, routes them,
   batches them across distinct aggregates, publishes with retries, classifies failures (transient or

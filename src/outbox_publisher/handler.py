@@ -1,6 +1,6 @@
 """Lambda entry point of the outbox publisher (handler `outbox_publisher.handler.handler`).
 
-Thin by design (GUIDE §5): Powertools logging, tracing and metrics; the stream batch goes to the
+Thin by design: Powertools logging, tracing and metrics; the stream batch goes to the
 `StreamPublisher`; the answer is Powertools' partial-batch response. Configuration is read and
 validated once per process, before the first record is touched, and a bad one fails every invocation
 loudly instead of publishing anywhere by accident.

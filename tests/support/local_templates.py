@@ -85,7 +85,7 @@ def template(**mapping_overrides: Any) -> dict[str, Any]:
                 },
             },
             "Bus": {"Type": "AWS::Events::EventBus", "Properties": {"Name": "local-bus"}},
-            # EventBusName as a Ref is what crashes moto's own CloudFormation (GUIDE §4).
+            # EventBusName as a Ref is what crashes moto's own CloudFormation (docs/local.md).
             "BusRule": {
                 "Type": "AWS::Events::Rule",
                 "Properties": {

@@ -20,9 +20,9 @@ from outbox_local.errors import (
 from outbox_local.faults import FaultInjector
 from outbox_local.functions import FunctionHost, FunctionSpec
 from outbox_local.http_api import Route, to_http_response
-from outbox_local.provisioner import Provisioner
+from outbox_local.invocation import InvocationResult
+from outbox_local.provisioning import Provisioner
 from outbox_local.schedules import ScheduleRunner, rate_seconds
-from outbox_local.stream_mapping import InvocationResult
 from outbox_local.template import ResolvedResource, Resolver, Template, physical_name
 
 BODY: dict[str, Any] = {

@@ -19,8 +19,8 @@ from aws_lambda_powertools.utilities.parser.models import (
 )
 
 from outbox_local.filtering import FilterCriteria
+from outbox_local.invocation import InvocationResult
 from outbox_local.stream_mapping import (
-    InvocationResult,
     MappingSettings,
     ShardProcessor,
     StepKind,

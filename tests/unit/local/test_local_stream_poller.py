@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from outbox_local.stream_mapping import InvocationResult, MappingSettings
+from outbox_local.invocation import InvocationResult
+from outbox_local.stream_mapping import MappingSettings
 from outbox_local.stream_poller import StreamMappingRunner
 
 FUNCTION_ARN = "arn:aws:lambda:us-east-1:123456789012:function:f"

@@ -1,4 +1,4 @@
-"""Envelope, attributes, entry shapes and sizes (GUIDE §2), and the backoff policy."""
+"""Envelope, attributes, entry shapes and sizes (README, "Published envelope"), and the backoff policy."""
 
 from __future__ import annotations
 
@@ -146,5 +146,5 @@ def test_fifo_group_ids_stay_valid_for_any_aggregate_id_the_row_contract_allows(
 def test_a_valid_aggregate_key_is_its_own_group_id() -> None:
     # Given an aggregate key SNS accepts as it is
     # When its group id is derived
-    # Then it is the key itself (GUIDE §2)
+    # Then it is the key itself (README, "Published envelope")
     assert message_group_id("Order#5d0c-ab") == "Order#5d0c-ab"

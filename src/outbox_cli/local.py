@@ -1,0 +1,87 @@
+"""The local commands: `outbox local up` (run the synthesized stack until Ctrl-C) and `outbox demo`."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import threading
+from types import FrameType
+from typing import TextIO
+
+from outbox_cli.demo import run_demo
+from outbox_local.runtime import LOCAL_CREDENTIALS, LocalRuntime, RuntimeOptions
+
+
+def options(arguments: argparse.Namespace, *, background: bool) -> RuntimeOptions:
+    return RuntimeOptions(
+        template_path=arguments.template,
+        region=arguments.region,
+        host=arguments.host,
+        aws_port=arguments.aws_port,
+        api_port=arguments.api_port,
+        schedule_speedup=arguments.schedule_speedup,
+        background=background,
+    )
+
+
+def demo(arguments: argparse.Namespace, out: TextIO) -> int:
+    return run_demo(options(arguments, background=True), out)
+
+
+def local_up(arguments: argparse.Namespace, out: TextIO) -> int:
+    logging.basicConfig(
+        level=logging.INFO if arguments.verbose else logging.WARNING,
+        format="%(asctime)s %(name)s %(message)s",
+    )
+    stop = threading.Event()
+
+    def request_stop(_signal: int, _frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGINT, request_stop)
+    signal.signal(signal.SIGTERM, request_stop)
+    runtime = LocalRuntime(options(arguments, background=True))
+    runtime.start()
+    try:
+        out.write(describe(runtime))
+        out.write("ready: press Ctrl-C to stop\n")
+        out.flush()
+        # A wait with a timeout keeps the main thread responsive to signals on every platform.
+        while not stop.wait(0.5):
+            pass
+    finally:
+        runtime.stop()
+    out.write("stopped\n")
+    return 0
+
+
+def describe(runtime: LocalRuntime) -> str:
+    """What a developer needs to point tools at the local stack."""
+    region = runtime.options.region
+    lines = [
+        "outbox local runtime (moto, no AWS account)",
+        f"  AWS endpoint  {runtime.endpoint_url}",
+        f"  Orders API    {runtime.api_url or '(no HTTP API in the template)'}",
+        "",
+        "  Point any AWS SDK or the AWS CLI at it:",
+        f"    export AWS_ENDPOINT_URL={runtime.endpoint_url} AWS_REGION={region} AWS_DEFAULT_REGION={region} "
+        f"AWS_ACCESS_KEY_ID={LOCAL_CREDENTIALS['aws_access_key_id']} "
+        f"AWS_SECRET_ACCESS_KEY={LOCAL_CREDENTIALS['aws_secret_access_key']} "
+        "AWS_ACCOUNT_ID_ENDPOINT_MODE=disabled",
+        "",
+        "  Outputs:",
+        *(f"    {name:<28} {value}" for name, value in runtime.outputs.items()),
+        "",
+        "  Running locally:",
+    ]
+    for spec in runtime.host.functions if runtime.host else []:
+        lines.append(f"    function  {spec.name}  ({spec.handler})")
+    for mapping in runtime.mappings:
+        lines.append(f"    stream    {mapping.name} -> {mapping.settings.function_arn.rsplit(':', 1)[-1]}")
+    for api in runtime.apis.values():
+        for route in api.routes:
+            lines.append(f"    route     {route.route_key:<28} {api.url}")
+    for schedule in runtime.schedules.schedules if runtime.schedules else []:
+        lines.append(f"    schedule  {schedule.rule_name} {schedule.expression}")
+    return "\n".join(lines) + "\n\n"

@@ -1,0 +1,112 @@
+"""Provisioning every resource of the template into the moto server, one explicit handler per type.
+
+Why not moto's own CloudFormation: it would create the Lambda event source mapping (and moto would then
+drain the stream itself through a Docker Lambda), it silently skips `AWS::SNS::Subscription` and
+`AWS::CloudWatch::Alarm`, and it crashes on an `AWS::Events::Rule` whose `EventBusName` is a `Ref`
+(docs/local.md, "Where moto differs from AWS"). So the runtime reads the same template and calls the
+service APIs itself, one module per service. A resource type without a handler, or a property a handler
+does not know, stops start-up with a clear error: the runtime never silently runs something different
+from what the template describes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from outbox_local.errors import ProvisioningError, UnsupportedResourceError
+from outbox_local.provisioning import apigateway, dynamodb, events, lambda_, platform, sns, sqs
+from outbox_local.provisioning.context import (
+    Clients,
+    Handler,
+    MappingSpec,
+    ProvisionedStack,
+    ProvisioningContext,
+    RouteSpec,
+    ScheduleSpec,
+)
+from outbox_local.template import ResolvedResource, Resolver, Resource, Template, physical_name
+
+__all__ = ["MappingSpec", "ProvisionedStack", "Provisioner", "RouteSpec", "ScheduleSpec"]
+
+HANDLERS: dict[str, Handler] = {
+    **dynamodb.HANDLERS,
+    **sqs.HANDLERS,
+    **sns.HANDLERS,
+    **events.HANDLERS,
+    **platform.HANDLERS,
+    **lambda_.HANDLERS,
+    **apigateway.HANDLERS,
+}
+
+# Resource types that need nothing locally, and why. Listing them is a decision, not an oversight.
+NO_OP_TYPES: dict[str, str] = {
+    "AWS::CDK::Metadata": "CDK usage metadata, no runtime behaviour",
+    "AWS::IAM::Role": "moto does not enforce IAM; functions run with the runtime's local credentials",
+    "AWS::IAM::Policy": "moto does not enforce IAM",
+    "AWS::IAM::ManagedPolicy": "moto does not enforce IAM",
+    "AWS::Lambda::Permission": "in-process invocations are not subject to resource policies",
+    "AWS::ApiGatewayV2::Stage": "the local HTTP API serves its routes directly (stage handled by the API)",
+    "AWS::ApiGatewayV2::Integration": "resolved through the routes that target it",
+}
+
+
+class Provisioner:
+    def __init__(
+        self,
+        template: Template,
+        resolver: Resolver,
+        clients: Clients,
+        *,
+        code_root_override: Path | None = None,
+        api_endpoint: Callable[[str], str] | None = None,
+        retry_delay_s: float = 0.0,
+    ) -> None:
+        self.stack = ProvisionedStack()
+        self._context = ProvisioningContext(
+            template=template,
+            resolver=resolver,
+            clients=clients,
+            stack=self.stack,
+            api_endpoint=api_endpoint or (lambda api_id: f"http://127.0.0.1/{api_id}"),
+            code_root_override=code_root_override,
+            retry_delay_s=retry_delay_s,
+        )
+
+    def provision(self) -> ProvisionedStack:
+        context = self._context
+        ordered = context.template.in_dependency_order()
+        unknown = sorted({r.type for r in ordered if r.type not in HANDLERS and r.type not in NO_OP_TYPES})
+        if unknown:
+            raise UnsupportedResourceError(
+                f"the local runtime does not know these resource types: {', '.join(unknown)}"
+            )
+        for resource in ordered:
+            if resource.condition and not context.resolver.condition(resource.condition):
+                self.stack.skipped[resource.logical_id] = f"condition {resource.condition} is false"
+                continue
+            properties = context.resolver.resolve(dict(resource.properties)) or {}
+            if resource.type in NO_OP_TYPES:
+                resolved = self._no_op(resource, properties)
+                self.stack.skipped[resource.logical_id] = NO_OP_TYPES[resource.type]
+            else:
+                try:
+                    resolved = HANDLERS[resource.type](context, resource, properties)
+                except (UnsupportedResourceError, ProvisioningError):
+                    raise
+                except Exception as error:
+                    raise ProvisioningError(f"{resource.logical_id} ({resource.type}): {error}") from error
+            context.resolver.resources[resource.logical_id] = resolved
+            self.stack.resources[resource.logical_id] = (resource.type, resolved)
+        return self.stack
+
+    def _no_op(self, resource: Resource, properties: Mapping[str, Any]) -> ResolvedResource:
+        context = self._context
+        name = str(properties.get("RoleName") or properties.get("PolicyName") or "") or physical_name(
+            context.stack_name, resource.logical_id, 64
+        )
+        if resource.type.startswith("AWS::IAM::"):
+            arn = context.arn("iam", f"role/{name}").replace(f":{context.region}:", "::")
+            return ResolvedResource(ref=name, attributes={"Arn": arn, "RoleId": name, "Id": name})
+        return ResolvedResource(ref=name, attributes={})

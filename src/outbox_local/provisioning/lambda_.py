@@ -1,0 +1,163 @@
+"""Lambda functions (hosted in process) and DynamoDB stream event source mappings (emulated)."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from outbox import stream_mapping
+from outbox_local.errors import UnsupportedResourceError
+from outbox_local.filtering import FilterCriteria
+from outbox_local.functions import FunctionSpec
+from outbox_local.provisioning.context import (
+    CFN_BOOLEANS,
+    Handler,
+    MappingSpec,
+    ProvisioningContext,
+    cfn_bool,
+    check,
+)
+from outbox_local.stream_mapping import NO_LIMIT, MappingSettings
+from outbox_local.template import ResolvedResource, Resource
+
+
+def function(ctx: ProvisioningContext, resource: Resource, p: dict[str, Any]) -> ResolvedResource:
+    check(
+        resource,
+        p,
+        {"Handler", "Runtime", "Code", "Environment", "Timeout", "MemorySize", "FunctionName"},
+        # Deployment and platform settings with no in-process equivalent: the function runs on this
+        # interpreter with the project's installed dependencies (Powertools included, for layers).
+        {
+            "Role",
+            "Layers",
+            "Architectures",
+            "TracingConfig",
+            "LoggingConfig",
+            "Description",
+            "Tags",
+            "ReservedConcurrentExecutions",
+            "DeadLetterConfig",
+            "EphemeralStorage",
+            "KmsKeyArn",
+            "RecursiveLoop",
+        },
+    )
+    runtime = str(p.get("Runtime", ""))
+    if not runtime.startswith("python"):
+        raise UnsupportedResourceError(
+            f"{resource.logical_id}: runtime {runtime or '(container image)'} cannot run in process"
+        )
+    name = ctx.name(resource, p, "FunctionName", 64)
+    arn = ctx.arn("lambda", f"function:{name}")
+    environment = {
+        key: str(value) for key, value in (p.get("Environment") or {}).get("Variables", {}).items()
+    }
+    spec = FunctionSpec(
+        logical_id=resource.logical_id,
+        name=name,
+        arn=arn,
+        handler=p["Handler"],
+        code_root=_code_root(ctx, resource),
+        timeout_s=float(p.get("Timeout", 3)),
+        memory_mb=int(p.get("MemorySize", 128)),
+        environment=environment,
+    )
+    ctx.stack.functions.append(spec)
+    return ResolvedResource(ref=name, attributes={"Arn": arn})
+
+
+def _code_root(ctx: ProvisioningContext, resource: Resource) -> Path | None:
+    if ctx.code_root_override is not None:
+        return ctx.code_root_override
+    asset = resource.metadata.get("aws:asset:path")
+    if not asset:
+        return None  # the handler must then be importable as installed (e.g. an editable install)
+    return (ctx.template.path.parent / str(asset)).resolve()
+
+
+def event_source_mapping(ctx: ProvisioningContext, resource: Resource, p: dict[str, Any]) -> ResolvedResource:
+    check(
+        resource,
+        p,
+        {
+            "FunctionName",
+            "EventSourceArn",
+            "StartingPosition",
+            "BatchSize",
+            "MaximumBatchingWindowInSeconds",
+            "MaximumRetryAttempts",
+            "MaximumRecordAgeInSeconds",
+            "BisectBatchOnFunctionError",
+            "FunctionResponseTypes",
+            "FilterCriteria",
+            "DestinationConfig",
+            "Enabled",
+            # Lambda keeps per-key order whatever the factor; processing a shard serially is one of
+            # the orders it may produce.
+            "ParallelizationFactor",
+        },
+        {"Tags", "MetricsConfig"},
+    )
+    source = str(p["EventSourceArn"])
+    if ":dynamodb:" not in source or "/stream/" not in source:
+        raise UnsupportedResourceError(f"{resource.logical_id}: only DynamoDB stream mappings run locally")
+    if "TumblingWindowInSeconds" in p:
+        raise UnsupportedResourceError(f"{resource.logical_id}: tumbling windows are not emulated")
+    _validate_stream_mapping(resource, p)
+    function_arn = _function_arn(ctx, str(p["FunctionName"]))
+    destination = ((p.get("DestinationConfig") or {}).get("OnFailure") or {}).get("Destination")
+    settings = MappingSettings(
+        function_arn=function_arn,
+        stream_arn=source,
+        batch_size=int(p.get("BatchSize", 100)),
+        maximum_batching_window_s=float(p.get("MaximumBatchingWindowInSeconds", 0)),
+        maximum_retry_attempts=int(p.get("MaximumRetryAttempts", NO_LIMIT)),
+        maximum_record_age_s=int(p.get("MaximumRecordAgeInSeconds", NO_LIMIT)),
+        bisect_batch_on_function_error=cfn_bool(p.get("BisectBatchOnFunctionError", False)),
+        report_batch_item_failures="ReportBatchItemFailures" in p.get("FunctionResponseTypes", []),
+        filters=FilterCriteria.from_template(p.get("FilterCriteria")),
+        on_failure_destination_arn=destination,
+        retry_delay_s=ctx.retry_delay_s,
+    )
+    ctx.stack.mappings.append(
+        MappingSpec(
+            logical_id=resource.logical_id,
+            function_arn=function_arn,
+            settings=settings,
+            starting_position=str(p["StartingPosition"]),
+            enabled=cfn_bool(p.get("Enabled", True)),
+        )
+    )
+    uuid = hashlib.sha256(resource.logical_id.encode()).hexdigest()[:32]
+    return ResolvedResource(ref=uuid, attributes={"Id": uuid})
+
+
+def _function_arn(ctx: ProvisioningContext, name_or_arn: str) -> str:
+    if name_or_arn.startswith("arn:"):
+        return name_or_arn
+    return ctx.arn("lambda", f"function:{name_or_arn}")
+
+
+def _validate_stream_mapping(resource: Resource, p: Mapping[str, Any]) -> None:
+    """Refuse what CloudFormation would: a value AWS refuses would never run on AWS either (BatchSize 0,
+    for one, would invoke the function with empty batches forever)."""
+    where = f"{resource.logical_id} (AWS::Lambda::EventSourceMapping)"
+    # Required for DynamoDB streams: no silent default.
+    problems = stream_mapping.violations({"StartingPosition": p.get("StartingPosition"), **p})
+    for key in ("BisectBatchOnFunctionError", "Enabled"):
+        if key in p and (not isinstance(p[key], bool | str) or p[key] not in CFN_BOOLEANS):
+            problems.append(f"{key} {p[key]!r} is not a boolean")
+    unknown_types = set(p.get("FunctionResponseTypes", [])) - {"ReportBatchItemFailures"}
+    if unknown_types:
+        problems.append(f"unknown FunctionResponseTypes {sorted(unknown_types)}")
+    if problems:
+        raise UnsupportedResourceError(f"{where}: {'; '.join(problems)}")
+
+
+HANDLERS: dict[str, Handler] = {
+    "AWS::Lambda::Function": function,
+    "AWS::Lambda::EventSourceMapping": event_source_mapping,
+}
