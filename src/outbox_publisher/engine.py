@@ -39,10 +39,11 @@ from outbox.errors import ConfigurationError
 from outbox.marking import FailedMark, Mark, MarkingReport, PublishedMark, RowMarker
 from outbox.model import OutboxEvent
 from outbox_publisher.candidates import Candidate
-from outbox_publisher.errors import DestinationCallError, FailureKind, PoisonQueueUnavailableError
+from outbox_publisher.delivery import Deliverer, Delivery
+from outbox_publisher.errors import FailureKind, PoisonQueueUnavailableError
 from outbox_publisher.messages import MAX_ENTRIES_PER_CALL, Message
 from outbox_publisher.poison import PoisonMessage, PoisonReason, Rejection
-from outbox_publisher.ports import DestinationPort, EntryResult, PoisonQueue
+from outbox_publisher.ports import DestinationPort, PoisonQueue
 from outbox_publisher.report import EventOutcome, PublishReport, Status
 from outbox_publisher.retry import (
     Deadline,
@@ -70,14 +71,6 @@ class _Planned:
     message: Message
     destinations: tuple[Destination, ...]
     sizes: Mapping[Destination, int]
-
-
-@dataclass(frozen=True, slots=True)
-class _Delivery:
-    ok: bool
-    attempts: int
-    code: str | None = None
-    kind: FailureKind | None = None
 
 
 class PublishingEngine:
@@ -120,7 +113,7 @@ class _Run:
         self.deadline = deadline
         self.outcomes: dict[int, EventOutcome] = {}
         self.stopped_at: int | None = None
-        self.calls = 0
+        self.deliverer = Deliverer(engine._retry, deadline, sleep=engine._sleep, random=engine._random)
 
     # -- the steps ---------------------------------------------------------------------------
 
@@ -147,7 +140,7 @@ class _Run:
         for index, candidate in enumerate(self.candidates):
             self.outcomes.setdefault(index, EventOutcome(candidate, Status.NOT_ATTEMPTED))
         outcomes = [self.outcomes[index] for index in range(len(self.candidates))]
-        return PublishReport(outcomes, self.stopped_at, self._mark(outcomes), self.calls)
+        return PublishReport(outcomes, self.stopped_at, self._mark(outcomes), self.deliverer.calls)
 
     def _plan(self, index: int, candidate: Candidate) -> _Planned | Rejection:
         if candidate.rejection is not None:
@@ -198,7 +191,7 @@ class _Run:
                 first.index, first.candidate, "DeadlineExceeded", "too little time left in the invocation"
             )
             return
-        deliveries: dict[int, dict[Destination, _Delivery]] = {member.index: {} for member in group}
+        deliveries: dict[int, dict[Destination, Delivery]] = {member.index: {} for member in group}
         # Once an event has failed on one destination (not for good), later events of the group are not
         # sent to the next destinations: they will be handed back and published everywhere on redelivery.
         cut: int | None = None
@@ -212,12 +205,14 @@ class _Run:
             ]
             if not members:
                 continue
-            results = self._publish_with_retries(self.engine._destinations[destination], members)
-            for member in members:
-                deliveries[member.index][destination] = results[member.index]
+            results = self.deliverer.deliver(
+                self.engine._destinations[destination], [member.message for member in members]
+            )
+            for member, result in zip(members, results, strict=True):
+                deliveries[member.index][destination] = result
             failed = [
-                index
-                for index, result in results.items()
+                member.index
+                for member, result in zip(members, results, strict=True)
                 if not result.ok and result.kind is not FailureKind.PERMANENT
             ]
             if failed:
@@ -227,7 +222,7 @@ class _Run:
             self._settle(member, deliveries[member.index], published_at)
 
     def _settle(
-        self, member: _Planned, deliveries: Mapping[Destination, _Delivery], published_at: datetime
+        self, member: _Planned, deliveries: Mapping[Destination, Delivery], published_at: datetime
     ) -> None:
         attempts = max((delivery.attempts for delivery in deliveries.values()), default=0)
         delivered = tuple(destination for destination, delivery in deliveries.items() if delivery.ok)
@@ -273,69 +268,6 @@ class _Run:
             attempts=attempts,
             delivered_to=delivered,
         )
-
-    def _publish_with_retries(
-        self, port: DestinationPort, members: Sequence[_Planned]
-    ) -> dict[int, _Delivery]:
-        policy = self.engine._retry
-        attempts = dict.fromkeys((member.index for member in members), 0)
-        done: dict[int, _Delivery] = {}
-        pending = list(members)
-        round_number = 0
-        while pending:
-            if not policy.has_time_for(self.deadline):
-                # Checked before every call, not only before the first: after another destination's
-                # retries, starting a call now could run past the Lambda timeout and fail the whole batch.
-                for member in pending:
-                    done[member.index] = _Delivery(
-                        False, attempts[member.index], "DeadlineExceeded", FailureKind.TRANSIENT
-                    )
-                break
-            round_number += 1
-            results = self._call(port, pending)
-            retry: list[tuple[_Planned, EntryResult]] = []
-            for member, result in zip(pending, results, strict=True):
-                attempts[member.index] += 1
-                if result.ok:
-                    done[member.index] = _Delivery(True, attempts[member.index])
-                elif result.kind is FailureKind.TRANSIENT:
-                    retry.append((member, result))
-                else:
-                    done[member.index] = _Delivery(False, attempts[member.index], result.code, result.kind)
-            if not retry:
-                break
-            delay_ms = policy.delay_ms(round_number, self.engine._random)
-            if round_number >= policy.max_attempts or not policy.has_time_for(self.deadline, delay_ms):
-                for member, result in retry:
-                    done[member.index] = _Delivery(False, attempts[member.index], result.code, result.kind)
-                break
-            _log.info(
-                "retrying transient publish failures",
-                extra={
-                    "destination": port.destination.value,
-                    "attempt": round_number,
-                    "delay_ms": round(delay_ms),
-                    "event_ids": [member.event.event_id for member, _ in retry],
-                    "codes": sorted({str(result.code) for _, result in retry}),
-                },
-            )
-            self.engine._sleep(delay_ms / 1000)
-            pending = [member for member, _ in retry]
-        return done
-
-    def _call(self, port: DestinationPort, members: Sequence[_Planned]) -> list[EntryResult]:
-        self.calls += 1
-        try:
-            results = port.publish([member.message for member in members])
-        except DestinationCallError as error:
-            if error.kind is FailureKind.PERMANENT and len(members) > 1:
-                # Refused as a whole for something in its content: send each entry alone to find which.
-                return [result for member in members for result in self._call(port, [member])]
-            return [EntryResult.failure(error.code, error.kind)] * len(members)
-        if len(results) != len(members):
-            # An answer that does not account for every entry: nothing in it can be trusted as done.
-            return [EntryResult.failure("IncompleteResponse", FailureKind.TRANSIENT)] * len(members)
-        return results
 
     def _poison(
         self,

@@ -1,0 +1,102 @@
+"""Delivering one batch of messages to one destination: batch calls, with the transient entries retried.
+
+Each round sends what is still owed in one call; entries that failed transiently go again after a capped,
+jittered backoff, within the attempts the `RetryPolicy` allows and the time the `Deadline` leaves. An
+entry refused for good is not retried. A call refused as a whole for its content is split into one call
+per entry, to tell which entry was at fault. No call starts without the policy's safety margin left:
+after another destination's retries, starting one could run past the Lambda timeout and fail the batch.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from outbox_publisher.errors import DestinationCallError, FailureKind
+from outbox_publisher.messages import Message
+from outbox_publisher.ports import DestinationPort, EntryResult
+from outbox_publisher.retry import Deadline, Random, RetryPolicy, Sleep
+
+_log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """How one message fared on one destination."""
+
+    ok: bool
+    attempts: int
+    code: str | None = None
+    kind: FailureKind | None = None
+
+
+class Deliverer:
+    """Sends batches with retries; counts every call it makes (`calls`)."""
+
+    def __init__(self, policy: RetryPolicy, deadline: Deadline, *, sleep: Sleep, random: Random) -> None:
+        self._policy = policy
+        self._deadline = deadline
+        self._sleep = sleep
+        self._random = random
+        self.calls = 0
+
+    def deliver(self, port: DestinationPort, messages: Sequence[Message]) -> list[Delivery]:
+        """One `Delivery` per message, in order."""
+        policy = self._policy
+        attempts = [0] * len(messages)
+        done: dict[int, Delivery] = {}
+        pending = list(range(len(messages)))
+        round_number = 0
+        while pending:
+            if not policy.has_time_for(self._deadline):
+                for position in pending:
+                    done[position] = Delivery(
+                        False, attempts[position], "DeadlineExceeded", FailureKind.TRANSIENT
+                    )
+                break
+            round_number += 1
+            results = self._call(port, [messages[position] for position in pending])
+            retry: list[tuple[int, EntryResult]] = []
+            for position, result in zip(pending, results, strict=True):
+                attempts[position] += 1
+                if result.ok:
+                    done[position] = Delivery(True, attempts[position])
+                elif result.kind is FailureKind.TRANSIENT:
+                    retry.append((position, result))
+                else:
+                    done[position] = Delivery(False, attempts[position], result.code, result.kind)
+            if not retry:
+                break
+            delay_ms = policy.delay_ms(round_number, self._random)
+            if round_number >= policy.max_attempts or not policy.has_time_for(self._deadline, delay_ms):
+                for position, result in retry:
+                    done[position] = Delivery(False, attempts[position], result.code, result.kind)
+                break
+            _log.info(
+                "retrying transient publish failures",
+                extra={
+                    "destination": port.destination.value,
+                    "attempt": round_number,
+                    "delay_ms": round(delay_ms),
+                    "event_ids": [messages[position].event.event_id for position, _ in retry],
+                    "codes": sorted({str(result.code) for _, result in retry}),
+                },
+            )
+            self._sleep(delay_ms / 1000)
+            pending = [position for position, _ in retry]
+        return [done[position] for position in range(len(messages))]
+
+    def _call(self, port: DestinationPort, messages: Sequence[Message]) -> list[EntryResult]:
+        self.calls += 1
+        try:
+            results = port.publish(messages)
+        except DestinationCallError as error:
+            if error.kind is FailureKind.PERMANENT and len(messages) > 1:
+                # Refused as a whole for something in its content: send each entry alone to find which.
+                return [result for message in messages for result in self._call(port, [message])]
+            return [EntryResult.failure(error.code, error.kind)] * len(messages)
+        if len(results) != len(messages):
+            # An answer that does not account for every entry: nothing in it can be trusted as done.
+            return [EntryResult.failure("IncompleteResponse", FailureKind.TRANSIENT)] * len(messages)
+        return results
