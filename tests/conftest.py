@@ -9,6 +9,7 @@ import pytest
 from moto import mock_aws
 
 from tests.support.aws import REGION, Tables, create_tables
+from tests.support.synth import Synthesized, synthesize
 
 # Fake credentials and a fixed region for boto3 against moto; never a real account.
 os.environ.update(
@@ -44,3 +45,14 @@ def dynamodb(aws: None) -> Any:
 @pytest.fixture
 def tables(dynamodb: Any) -> Tables:
     return create_tables(dynamodb)
+
+
+@pytest.fixture(scope="session")
+def synthesized(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
+    """The sample app, synthesized once per session (cdk-nag on: a finding fails every user of it)."""
+    return synthesize(tmp_path_factory.mktemp("cdk.out"))
+
+
+@pytest.fixture(scope="session")
+def template(synthesized: Synthesized) -> dict[str, Any]:
+    return synthesized.template

@@ -4,7 +4,7 @@ from typing import Any
 
 import pytest
 
-from tests.infra.conftest import Synthesized
+from tests.support.synth import Synthesized
 
 TRIVIAL_REASONS = {"ok", "n/a", "na", "todo", "fine", "not needed", "suppressed", "ignore", "acknowledged"}
 

@@ -74,3 +74,35 @@ def test_tables_keep_their_data_by_default(template: dict[str, Any]) -> None:
         assert table["DeletionPolicy"] == "Retain"
         assert table["UpdateReplacePolicy"] == "Retain"
         assert table["Properties"]["DeletionProtectionEnabled"] is True
+
+
+def test_the_tables_tests_create_on_moto_are_the_ones_the_stack_deploys(
+    template: dict[str, Any], dynamodb: Any
+) -> None:
+    # Given the tables tests/support creates on moto for every integration test
+    from tests.support.aws import create_tables
+
+    tables = create_tables(dynamodb)
+
+    # When each is described and set beside its template definition
+    for name, prefix in ((tables.orders, "TablesOrdersTable"), (tables.outbox, "TablesOutboxTable")):
+        deployed = only(template, "AWS::DynamoDB::Table", prefix)[1]["Properties"]
+        created = dynamodb.describe_table(TableName=name)["Table"]
+
+        # Then keys, attribute types, indexes and the stream are the same
+        assert created["KeySchema"] == deployed["KeySchema"], name
+        assert sorted(created["AttributeDefinitions"], key=str) == sorted(
+            deployed["AttributeDefinitions"], key=str
+        ), name
+        indexes = {
+            index["IndexName"]: (index["KeySchema"], index["Projection"])
+            for index in created.get("GlobalSecondaryIndexes", [])
+        }
+        assert indexes == {
+            index["IndexName"]: (index["KeySchema"], index["Projection"])
+            for index in deployed.get("GlobalSecondaryIndexes", [])
+        }, name
+        stream = created.get("StreamSpecification", {})
+        assert stream.get("StreamViewType") == deployed.get("StreamSpecification", {}).get(
+            "StreamViewType"
+        ), name

@@ -1,4 +1,5 @@
-"""Real boto3 against moto: the tables the stack deploys, created the same way for tests."""
+"""Real boto3 against moto: the tables the stack deploys, created the same way for tests (a template
+test, tests/infra/test_infra_tables.py, keeps them equal to the synthesized ones)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ class Tables:
 
 
 def create_tables(dynamodb: Any, *, orders: str = "orders", outbox: str = "outbox") -> Tables:
-    """Orders (pk) and Outbox (aggregate_key, seq; stream NEW_IMAGE; sparse `pending` index), as in infra/."""
+    """Orders (pk) and Outbox (aggregate_key, seq; stream NEW_IMAGE; sparse `pending` index), as deployed."""
     dynamodb.create_table(
         TableName=orders,
         BillingMode="PAY_PER_REQUEST",

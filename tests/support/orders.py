@@ -6,26 +6,9 @@ import base64
 import itertools
 import json
 import uuid
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from tests.support.aws import Tables, scan_all
-
-START = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
-
-
-class FakeClock:
-    """A clock tests move by hand: no test depends on the wall clock."""
-
-    def __init__(self, start: datetime = START) -> None:
-        self.now = start
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, delta: timedelta) -> None:
-        self.now += delta
 
 
 class SequentialIds:
@@ -46,21 +29,6 @@ def place_body(**overrides: Any) -> dict[str, Any]:
     }
     body.update(overrides)
     return body
-
-
-@dataclass
-class FakeLambdaContext:
-    function_name: str = "orders-api"
-    memory_limit_in_mb: int = 256
-    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:orders-api"
-    aws_request_id: str = "lambda-request-1"
-    log_group_name: str = "/aws/lambda/orders-api"
-    log_stream_name: str = "stream"
-    function_version: str = "$LATEST"
-    extras: dict[str, Any] = field(default_factory=dict)
-
-    def get_remaining_time_in_millis(self) -> int:
-        return 30_000
 
 
 def http_event(

@@ -15,9 +15,9 @@ from outbox_cli.demo import run_demo
 from outbox_cli.main import main
 from outbox_local.runtime import RuntimeOptions
 from tests.support.local_templates import HANDLERS, template, write_template
+from tests.support.synth import Synthesized
 
 REPOSITORY = Path(__file__).resolve().parents[3]
-SYNTHESIZED = REPOSITORY / "cdk.out" / "OutboxStack.template.json"
 
 
 def test_local_up_prints_what_to_use_and_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
@@ -25,7 +25,7 @@ def test_local_up_prints_what_to_use_and_stops_cleanly_on_ctrl_c(tmp_path: Path)
     path = write_template(tmp_path, template())
     environment = {
         **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(REPOSITORY), str(REPOSITORY / "functions"), str(HANDLERS)]),
+        "PYTHONPATH": os.pathsep.join([str(REPOSITORY), str(HANDLERS)]),
     }
     command = [sys.executable, "-m", "outbox_cli.main", "local", "up", "--template", str(path)]
     process = subprocess.Popen(  # noqa: S603 - our own CLI, fixed arguments
@@ -71,13 +71,12 @@ def test_a_template_that_cannot_run_makes_the_command_fail_with_a_message(
     assert "TemplateError" in capsys.readouterr().err
 
 
-@pytest.mark.skipif(not SYNTHESIZED.exists(), reason="needs `make synth` (make test runs it before pytest)")
-def test_the_demo_passes_on_the_synthesized_stack_with_the_real_functions() -> None:
-    # Given the template `cdk synth` produced and the project's own handlers
+def test_the_demo_passes_on_the_synthesized_stack_with_the_real_functions(synthesized: Synthesized) -> None:
+    # Given the sample app synthesized as `cdk synth` writes it, each function with its own asset
     out = io.StringIO()
 
     # When the narrated scenario runs
-    status = run_demo(RuntimeOptions(template_path=SYNTHESIZED, background=True), out)
+    status = run_demo(RuntimeOptions(template_path=synthesized.template_path, background=True), out)
 
     # Then every invariant held and the summary was printed
     printed = out.getvalue()

@@ -12,7 +12,8 @@ from orders.service import OrderService
 from orders_api import handler as api
 from outbox.aws import client as cached_client
 from tests.support.aws import Tables
-from tests.support.orders import FakeClock, SequentialIds
+from tests.support.clock import FakeClock
+from tests.support.orders import SequentialIds
 
 
 @pytest.fixture(autouse=True)

@@ -20,7 +20,8 @@ from orders.service import OrderService
 from orders_api import handler as api
 from outbox.model import OutboxEvent
 from tests.support.aws import Tables
-from tests.support.orders import FakeLambdaContext, http_event, outbox_rows, place_body, snapshot
+from tests.support.lambda_context import FakeLambdaContext
+from tests.support.orders import http_event, outbox_rows, place_body, snapshot
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -20,7 +20,8 @@ from orders.repository import DynamoDBOrderRepository, order_key
 from orders.service import IDEMPOTENCY_TTL, IdempotencyRecord, OrderChange, OrderService
 from outbox.model import OutboxEvent
 from tests.support.aws import Tables
-from tests.support.orders import FakeClock, SequentialIds, outbox_rows, place_body, snapshot
+from tests.support.clock import FakeClock
+from tests.support.orders import SequentialIds, outbox_rows, place_body, snapshot
 
 
 def place(service: OrderService, key: str | None = None, **overrides: Any) -> Any:

@@ -25,23 +25,12 @@ from outbox_publisher.config import PublisherConfig
 from outbox_publisher.handler import Publisher, build_publisher, handle
 from outbox_publisher.routing import Destination
 from tests.support.aws import REGION, Tables
+from tests.support.clock import FakeClock, RecordingSleep
+from tests.support.lambda_context import FakeLambdaContext
 from tests.support.streams import lambda_event, read_stream
-from tests.unit.publisher.fakes import FakeClock, RecordingSleep
 
 SOURCE = "shop.orders"
 BUS = "outbox-bus"
-
-
-@dataclass
-class FakeLambdaContext:
-    remaining_ms: int = 60_000
-    function_name: str = "outbox-publisher"
-    memory_limit_in_mb: int = 256
-    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:outbox-publisher"
-    aws_request_id: str = "req-1"
-
-    def get_remaining_time_in_millis(self) -> int:
-        return self.remaining_ms
 
 
 @dataclass

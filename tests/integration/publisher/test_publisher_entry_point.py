@@ -9,9 +9,10 @@ import pytest
 
 from outbox.errors import ConfigurationError
 from outbox_publisher import handler as entry_point
-from tests.integration.publisher.publisher_world import FakeLambdaContext, World, build_world
+from tests.integration.publisher.publisher_world import World, build_world
 from tests.support.aws import Tables
-from tests.unit.publisher.fakes import event
+from tests.support.events import event
+from tests.support.lambda_context import FakeLambdaContext
 
 
 @pytest.fixture

@@ -18,7 +18,8 @@ from tests.integration.publisher.publisher_world import (
     build_world,
 )
 from tests.support.aws import Tables
-from tests.unit.publisher.fakes import T0, event
+from tests.support.clock import START
+from tests.support.events import event
 
 
 @pytest.fixture
@@ -73,7 +74,7 @@ def test_events_arrive_on_topic_and_bus_exactly_as_the_contract_says(world: Worl
         row = world.row(e)
         assert row["status"] == {"S": "PUBLISHED"}
         assert row["published_at"] == {"S": "2026-11-29T12:00:00.000Z"}
-        assert row["expires_at"] == {"N": str(int(T0.timestamp()) + 7 * 86_400)}
+        assert row["expires_at"] == {"N": str(int(START.timestamp()) + 7 * 86_400)}
         assert row["attempts"] == {"N": "1"}
         assert "pending_shard" not in row
 

@@ -8,7 +8,8 @@ from typing import Any
 from outbox.marking import DynamoDBRowMarker, FailedMark, PublishedMark, RowKey
 from outbox.model import OutboxStatus
 from tests.support.aws import Tables
-from tests.unit.publisher.fakes import T0, event
+from tests.support.clock import START
+from tests.support.events import event
 
 
 def seed(dynamodb: Any, table: str, count: int, aggregate: str = "A") -> list[RowKey]:
@@ -32,7 +33,7 @@ def test_published_and_failed_marks_set_their_fields(dynamodb: Any, tables: Tabl
 
     # When one is marked PUBLISHED and the other FAILED
     report = marker.mark(
-        [PublishedMark(published, T0, 2), FailedMark(failed, "no_route: NoRoute: " + "e" * 600, 0)]
+        [PublishedMark(published, START, 2), FailedMark(failed, "no_route: NoRoute: " + "e" * 600, 0)]
     )
 
     # Then one transaction did both
@@ -41,7 +42,7 @@ def test_published_and_failed_marks_set_their_fields(dynamodb: Any, tables: Tabl
     row = get(dynamodb, tables.outbox, published)
     assert row["status"] == {"S": "PUBLISHED"}
     assert row["published_at"] == {"S": "2026-11-29T12:00:00.000Z"}
-    assert row["expires_at"] == {"N": str(int((T0 + timedelta(days=2)).timestamp()))}
+    assert row["expires_at"] == {"N": str(int((START + timedelta(days=2)).timestamp()))}
     assert row["attempts"] == {"N": "2"}
     assert "pending_shard" not in row
     bad = get(dynamodb, tables.outbox, failed)
@@ -58,7 +59,7 @@ def test_rows_are_never_moved_backwards(dynamodb: Any, tables: Tables) -> None:
     marker.mark([FailedMark(keys[1], "rejected", 1)])
 
     # When all three are marked PUBLISHED
-    report = marker.mark([PublishedMark(key, T0, 1) for key in keys])
+    report = marker.mark([PublishedMark(key, START, 1) for key in keys])
 
     # Then the cancelled transaction fell back to one update per row; the FAILED row was left alone
     assert report.calls == 1 + 3
@@ -73,7 +74,7 @@ def test_a_missing_row_counts_as_moved_on(dynamodb: Any, tables: Tables) -> None
     marker = DynamoDBRowMarker(dynamodb, tables.outbox)
 
     # When it is marked
-    report = marker.mark([PublishedMark(RowKey("Order#gone", 1), T0, 1)])
+    report = marker.mark([PublishedMark(RowKey("Order#gone", 1), START, 1)])
 
     # Then it is reported as already moved, and not created
     assert report.already_moved == [RowKey("Order#gone", 1)]
@@ -86,7 +87,7 @@ def test_more_than_100_rows_take_one_transaction_per_100(dynamodb: Any, tables: 
     marker = DynamoDBRowMarker(dynamodb, tables.outbox)
 
     # When they are all marked, one of them twice
-    report = marker.mark([PublishedMark(key, T0, 1) for key in keys] + [PublishedMark(keys[0], T0, 3)])
+    report = marker.mark([PublishedMark(key, START, 1) for key in keys] + [PublishedMark(keys[0], START, 3)])
 
     # Then two calls did it (100 + a single UpdateItem), the duplicate collapsed to its last mark
     assert report.calls == 2
@@ -99,9 +100,9 @@ def test_a_refused_update_is_reported_not_raised(dynamodb: Any, tables: Tables) 
     marker = DynamoDBRowMarker(dynamodb, "no-such-table")
 
     # When it marks one row, then two
-    single = marker.mark([PublishedMark(RowKey("Order#a", 1), T0, 1)])
+    single = marker.mark([PublishedMark(RowKey("Order#a", 1), START, 1)])
     double = marker.mark(
-        [PublishedMark(RowKey("Order#a", 1), T0, 1), PublishedMark(RowKey("Order#b", 1), T0, 1)]
+        [PublishedMark(RowKey("Order#a", 1), START, 1), PublishedMark(RowKey("Order#b", 1), START, 1)]
     )
 
     # Then the rows are reported as not marked, with the error's type

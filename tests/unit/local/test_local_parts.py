@@ -24,6 +24,7 @@ from outbox_local.invocation import InvocationResult
 from outbox_local.provisioning import Provisioner
 from outbox_local.schedules import ScheduleRunner, rate_seconds
 from outbox_local.template import ResolvedResource, Resolver, Template, physical_name
+from tests.support.clock import FakeClock
 
 BODY: dict[str, Any] = {
     "Parameters": {
@@ -208,13 +209,13 @@ def spec(handler: Any, timeout_s: float = 3.0) -> FunctionSpec:
 
 
 def test_the_host_reports_handler_errors_timeouts_and_unserializable_results_as_lambda_does() -> None:
-    now = [0.0]
+    clock = FakeClock(0)
 
     def slow(event: Any, context: Any) -> dict[str, int]:
-        now[0] += 3.5
+        clock.advance(3.5)
         return {"ok": 1}
 
-    host = FunctionHost({}, clock=lambda: now[0])
+    host = FunctionHost({}, clock=clock.seconds)
     host.register(spec(slow, timeout_s=3))
     # A handler that outlives its timeout failed, even though it returned
     assert host.invoke("fn", {}).error_type == "Sandbox.Timedout"
@@ -234,11 +235,11 @@ def test_the_host_reports_handler_errors_timeouts_and_unserializable_results_as_
 
 def test_the_context_counts_down_the_remaining_time() -> None:
     seen: list[int] = []
-    now = [100.0]
-    host = FunctionHost({}, clock=lambda: now[0])
+    clock = FakeClock(100)
+    host = FunctionHost({}, clock=clock.seconds)
 
     def handler(event: Any, context: Any) -> None:
-        now[0] += 1.25
+        clock.advance(1.25)
         seen.append(context.get_remaining_time_in_millis())
         assert context.function_name == "fn"
         assert context.aws_request_id
@@ -266,7 +267,7 @@ def test_unsupported_or_invalid_schedules_are_refused(expression: str) -> None:
 
 def test_schedules_fire_on_their_interval_divided_by_the_speedup() -> None:
     # Given rate(1 minute) sped up 60 times, on a fake clock
-    now = [0.0]
+    clock = FakeClock(0)
     fired: list[tuple[str, Any]] = []
 
     def invoke(arn: str, event: Any) -> InvocationResult:
@@ -275,15 +276,15 @@ def test_schedules_fire_on_their_interval_divided_by_the_speedup() -> None:
 
     runner = ScheduleRunner(
         invoke,
-        lambda: now[0],
+        clock.seconds,
         region="r",
         speedup=60,
     )
     runner.add("rule", "arn:rule", "rate(1 minute)", "arn:fn")
     # When less than a second passed, Then nothing fired; after it, one scheduled event did
-    now[0] = 0.9
+    clock.advance(0.9)
     assert runner.tick() == 0
-    now[0] = 1.0
+    clock.advance(0.1)
     assert runner.tick() == 1
     assert fired[0][1]["detail-type"] == "Scheduled Event"
     assert fired[0][1]["resources"] == ["arn:rule"]

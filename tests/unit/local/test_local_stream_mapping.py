@@ -27,19 +27,12 @@ from outbox_local.stream_mapping import (
     StreamRecord,
     lambda_record,
 )
+from tests.support.clock import FakeClock
 
 STREAM_ARN = "arn:aws:dynamodb:us-east-1:123456789012:table/Outbox/stream/2026-01-01T00:00:00.000"
 FUNCTION_ARN = "arn:aws:lambda:us-east-1:123456789012:function:publisher"
 DESTINATION_ARN = "arn:aws:sqs:us-east-1:123456789012:on-failure"
 INSERT_ONLY = FilterCriteria.from_template({"Filters": [{"Pattern": json.dumps({"eventName": ["INSERT"]})}]})
-
-
-class FakeClock:
-    def __init__(self, now: float = 1_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class ScriptedFunction:
@@ -116,7 +109,7 @@ def processor(
         shard_id="shardId-1",
         invoke=function,
         send_to_destination=sink,
-        clock=clock or FakeClock(),
+        clock=(clock or FakeClock(1_000)).seconds,
         new_request_id=lambda: "req-1",
     )
 
@@ -167,11 +160,11 @@ def test_batching_window_waits_for_a_full_batch_or_the_end_of_the_window() -> No
     shard = processor(function, clock, batch_size=3, maximum_batching_window_s=5)
     shard.offer([record(1)])
 
-    # When the window has not passed, Then Lambda keeps gathering
-    clock.now = 1_004.9
+    # When the window has not passed (t=1004.9), Then Lambda keeps gathering
+    clock.advance(4.9)
     assert shard.step().kind is StepKind.WAITING
-    # When the window has passed, Then the partial batch is sent
-    clock.now = 1_005
+    # When the window has passed (t=1005), Then the partial batch is sent
+    clock.advance(0.1)
     assert shard.step().kind is StepKind.SUCCEEDED
     # When a full batch is available, Then it is sent without waiting for the window
     shard.offer([record(2), record(3), record(4)])
@@ -423,8 +416,8 @@ def test_record_age_is_checked_again_before_each_retry() -> None:
     shard.offer([record(1, created_at=1_000)])
     assert shard.step().kind is StepKind.FAILED
 
-    # When the record has grown older than the limit before the retry
-    clock.now = 1_061
+    # When the record has grown older than the limit before the retry (t=1061)
+    clock.advance(61)
     report = shard.step()
 
     # Then it is discarded instead of retried, and the metadata says it had been invoked once
@@ -458,10 +451,10 @@ def test_retry_delay_paces_retries_on_the_injected_clock() -> None:
     shard.offer([record(1)])
     assert shard.step().kind is StepKind.FAILED
 
-    # When less than the delay has passed, Then it waits; afterwards it retries
-    clock.now = 1_001.9
+    # When less than the delay has passed (t=1001.9), Then it waits; afterwards (t=1002) it retries
+    clock.advance(1.9)
     assert shard.step().kind is StepKind.WAITING
-    clock.now = 1_002
+    clock.advance(0.1)
     assert shard.step().kind is StepKind.FAILED
 
 
@@ -489,7 +482,7 @@ def test_records_are_shaped_as_lambda_delivers_them() -> None:
 
     settings = MappingSettings(function_arn=FUNCTION_ARN, stream_arn=STREAM_ARN)
     shard = ShardProcessor(
-        settings, shard_id="s", invoke=capture, send_to_destination=None, clock=FakeClock()
+        settings, shard_id="s", invoke=capture, send_to_destination=None, clock=FakeClock(1_000).seconds
     )
     shard.offer([record(5, created_at=1_700_000_000.75)])
 
@@ -565,7 +558,11 @@ def test_an_unreachable_destination_loses_neither_the_metadata_nor_the_records_p
         on_failure_destination_arn=DESTINATION_ARN,
     )
     shard = ShardProcessor(
-        settings, shard_id="shardId-1", invoke=function, send_to_destination=destination, clock=FakeClock()
+        settings,
+        shard_id="shardId-1",
+        invoke=function,
+        send_to_destination=destination,
+        clock=FakeClock(1_000).seconds,
     )
     shard.offer([record(1), record(2)])
 
@@ -607,7 +604,7 @@ def test_an_unreachable_destination_for_expired_records_is_retried_without_doubl
         shard_id="shardId-1",
         invoke=function,
         send_to_destination=destination,
-        clock=FakeClock(2_000),
+        clock=FakeClock(2_000).seconds,
     )
     shard.offer([record(1, created_at=1_000)])
 

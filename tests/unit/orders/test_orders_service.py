@@ -12,7 +12,8 @@ from orders.errors import ConcurrentModificationError, IdempotencyConflictError,
 from orders.model import Command, Order, OrderStatus
 from orders.service import IDEMPOTENCY_TTL, IdempotencyRecord, OrderChange, OrderService
 from outbox.model import OutboxEvent
-from tests.support.orders import FakeClock, SequentialIds, place_body
+from tests.support.clock import FakeClock
+from tests.support.orders import SequentialIds, place_body
 
 
 class InMemoryOrders:

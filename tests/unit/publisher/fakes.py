@@ -1,13 +1,9 @@
-"""In-memory fakes of the publishing engine's ports, and builders for events and candidates."""
+"""In-memory fakes of the publishing engine's ports, a harness around the engine, and candidate builders."""
 
 from __future__ import annotations
 
-import itertools
-import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
-from typing import Any
+from dataclasses import dataclass
 
 from outbox.marking import Mark, MarkingReport
 from outbox.model import OutboxEvent
@@ -19,33 +15,9 @@ from outbox_publisher.poison import PoisonMessage
 from outbox_publisher.ports import EntryResult
 from outbox_publisher.retry import RetryPolicy
 from outbox_publisher.routing import Destination, Router
+from tests.support.clock import FakeClock, RecordingSleep
 
-T0 = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
 SOURCE = "shop.orders"
-
-
-class FakeClock:
-    def __init__(self, start: datetime = T0) -> None:
-        self.now = start
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, **delta: float) -> None:
-        self.now += timedelta(**delta)
-
-
-@dataclass
-class RecordingSleep:
-    """Records the delays instead of waiting; advances the fake clock so time still moves."""
-
-    clock: FakeClock | None = None
-    delays: list[float] = field(default_factory=list)
-
-    def __call__(self, seconds: float) -> None:
-        self.delays.append(seconds)
-        if self.clock is not None:
-            self.clock.advance(seconds=seconds)
 
 
 @dataclass
@@ -131,28 +103,6 @@ class FakeMarker:
             raise self.error
         self.marks.extend(marks)
         return MarkingReport(marked=[mark.key for mark in marks], calls=1)
-
-
-_ids = (uuid.UUID(int=number) for number in itertools.count(1))
-
-
-def event(
-    aggregate_id: str,
-    seq: int,
-    *,
-    aggregate_type: str = "Order",
-    event_type: str = "OrderPlaced",
-    payload: dict[str, Any] | None = None,
-) -> OutboxEvent:
-    return OutboxEvent.new(
-        aggregate_type=aggregate_type,
-        aggregate_id=aggregate_id,
-        seq=seq,
-        event_type=event_type,
-        payload=payload if payload is not None else {"total": "9.99"},
-        clock=lambda: T0 - timedelta(seconds=2),
-        new_id=lambda: next(_ids),
-    )
 
 
 def candidates(*events: OutboxEvent) -> list[Candidate]:

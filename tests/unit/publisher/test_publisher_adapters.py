@@ -22,7 +22,8 @@ from outbox_publisher.errors import DestinationCallError, FailureKind, PoisonQue
 from outbox_publisher.messages import GROUP_ID, Message
 from outbox_publisher.poison import PoisonMessage, PoisonReason
 from outbox_publisher.ports import EntryResult
-from tests.unit.publisher.fakes import T0, event
+from tests.support.clock import START
+from tests.support.events import event
 
 TOPIC = "arn:aws:sns:us-east-1:123456789012:events"
 
@@ -173,14 +174,14 @@ def test_classification_tables() -> None:
 
 def poison_message() -> PoisonMessage:
     row = event("o-1", 1).to_item()
-    return PoisonMessage(PoisonReason.NO_ROUTE, "NoRoute", "no route", 0, row, T0, "id-1", "Order#o-1", 1)
+    return PoisonMessage(PoisonReason.NO_ROUTE, "NoRoute", "no route", 0, row, START, "id-1", "Order#o-1", 1)
 
 
 def test_a_row_too_big_for_one_sqs_message_is_sent_as_its_keys_rather_than_refused_forever() -> None:
     # Given an unreadable row whose control characters grow six-fold when escaped for SQS (over 1 MiB)
     row = event("o-1", 1).to_item() | {"payload": {"S": "\x01" * 200_000}}
     message = PoisonMessage(
-        PoisonReason.INVALID_ROW, "InvalidPayload", "not JSON", 0, row, T0, None, "Order#o-1", 1
+        PoisonReason.INVALID_ROW, "InvalidPayload", "not JSON", 0, row, START, None, "Order#o-1", 1
     )
     client = Answering({"MessageId": "m"})
 
@@ -252,7 +253,7 @@ def test_a_poison_row_with_characters_sqs_refuses_still_reaches_the_queue_whole(
         "event_id": {"S": "id-\uffff"},
     }
     message = PoisonMessage(
-        PoisonReason.INVALID_ROW, "InvalidPayload", "payload is not valid JSON", 0, row, T0,
+        PoisonReason.INVALID_ROW, "InvalidPayload", "payload is not valid JSON", 0, row, START,
         "id-\uffff", "Order#" + "x" * 200, 1,
     )  # fmt: skip
     client = Answering({"MessageId": "m"})

@@ -18,7 +18,7 @@ from outbox_publisher.messages import (
     sns_size,
 )
 from outbox_publisher.retry import RetryPolicy
-from tests.unit.publisher.fakes import event
+from tests.support.events import event
 
 
 def test_the_envelope_is_the_published_contract() -> None:

@@ -15,7 +15,9 @@ from outbox_publisher.ports import EntryResult
 from outbox_publisher.report import Status
 from outbox_publisher.retry import PUBLISH_CONNECT_TIMEOUT_S, PUBLISH_READ_TIMEOUT_S, RetryPolicy
 from outbox_publisher.routing import Destination, Route, Router
-from tests.unit.publisher.fakes import T0, FakeDeadline, candidates, event, harness, transient
+from tests.support.clock import START
+from tests.support.events import event
+from tests.unit.publisher.fakes import FakeDeadline, candidates, harness, transient
 
 SNS_ONLY = (Destination.SNS,)
 
@@ -38,7 +40,7 @@ def test_distinct_aggregates_share_one_call_per_destination() -> None:
     assert [outcome.status for outcome in report.outcomes] == [Status.PUBLISHED] * 10
     assert report.stopped_at is None
     assert report.calls == 2
-    assert h.marker.marks == [PublishedMark(RowKey(e.aggregate_key, 1), T0, 1) for e in events]
+    assert h.marker.marks == [PublishedMark(RowKey(e.aggregate_key, 1), START, 1) for e in events]
     assert all(outcome.latency_ms == 2000 for outcome in report.outcomes)
 
 

@@ -10,12 +10,12 @@ from outbox_publisher.config import PublisherConfig
 from outbox_publisher.errors import InvalidStreamEventError
 from outbox_publisher.handler import build_publisher, handle
 from outbox_publisher.routing import Destination
+from tests.support.events import event
 from tests.unit.publisher.fakes import (
     FakeDeadline,
     FakeDestination,
     FakeMarker,
     FakePoisonQueue,
-    event,
     transient,
 )
 
