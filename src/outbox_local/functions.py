@@ -88,10 +88,15 @@ class FunctionHost:
         self._lock = threading.RLock()
         self.invocation_count = 0
         self._set_aside: dict[str, ModuleType] | None = None
+        self._wrote_bytecode = not sys.dont_write_bytecode
         self._added_paths: list[str] = []
 
     def open(self) -> None:
         with self._lock:
+            # Handlers import from their assets in cdk.out, which `cdk deploy` zips as they are: compiled
+            # bytecode written there would ship to Lambda.
+            self._wrote_bytecode = not sys.dont_write_bytecode
+            sys.dont_write_bytecode = True
             packages = self._packages()
             self._set_aside = {name: module for name, module in sys.modules.items() if _top(name) in packages}
             for name in self._set_aside:
@@ -106,6 +111,7 @@ class FunctionHost:
                 del sys.modules[name]
             sys.modules.update(self._set_aside)
             self._set_aside = None
+            sys.dont_write_bytecode = not self._wrote_bytecode
             self._handlers.clear()
             for path in self._added_paths:
                 if path in sys.path:

@@ -81,5 +81,7 @@ def test_the_demo_passes_on_the_synthesized_stack_with_the_real_functions(synthe
     # Then every invariant held and the summary was printed
     printed = out.getvalue()
     assert status == 0, printed
+    # and running the functions left nothing in their assets that `cdk deploy` would ship
+    assert not list(synthesized.outdir.glob("asset.*/**/__pycache__"))
     assert "PASSED" in printed
     assert "duplicates seen on the queues" in printed
