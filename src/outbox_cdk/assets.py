@@ -22,8 +22,10 @@ import sys
 import tempfile
 from collections.abc import Collection, Iterator, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from aws_cdk import aws_lambda as lambda_
+if TYPE_CHECKING:
+    from aws_cdk import aws_lambda as lambda_
 
 # Packages every function of this project may import without shipping them.
 RUNTIME_PACKAGES = frozenset({"boto3", "botocore"})
@@ -75,8 +77,10 @@ def function_code(handler: str, vendored: Collection[str] = PROJECT_PACKAGES) ->
     module = handler.rpartition(".")[0]
     if not module:
         raise AssetError(f"handler {handler!r} must be module.function")
+    from aws_cdk import aws_lambda  # noqa: PLC0415 - the import analysis above needs no CDK (nor Node)
+
     files = handler_modules(module, vendored)
-    return lambda_.Code.from_asset(str(_stage(_relative_files(files))))
+    return aws_lambda.Code.from_asset(str(_stage(_relative_files(files))))
 
 
 def _package_root(top: str) -> Path:

@@ -1,33 +1,52 @@
-"""The README's library example runs as written: the documentation stays true."""
+"""The README's library example runs as written, the way a user runs it: their own script, in the project's
+environment, from a directory of their own, with no path set up for it."""
+
+from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
-from typing import Any
 
-from outbox.aws import client
-from tests.support.aws import create_tables, scan_all
+from tests.support.aws import create_tables, endpoint_client, endpoint_environment, moto_server, scan_all
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 
 
-def _library_example() -> str:
+def library_example() -> str:
     section = README.read_text().split("### Use the library from your own Lambda", 1)[1]
     match = re.search(r"```python\n(.*?)```", section, re.DOTALL)
     assert match, "the README lost its library example"
     return match.group(1)
 
 
-def test_readme_library_example_commits_the_business_item_and_its_event(dynamodb: Any) -> None:
-    # Given the tables the example names: a business table and the outbox
-    create_tables(dynamodb, orders="shipments", outbox="outbox")
-    client.cache_clear()  # the example's cached client must be created inside this test's moto
+def run_library_example(python: str, directory: Path, endpoint: str) -> subprocess.CompletedProcess[str]:
+    """The example as `example.py` in `directory`, run by `python` against `endpoint` (no PYTHONPATH)."""
+    script = directory / "example.py"
+    script.write_text(library_example())
+    return subprocess.run(  # noqa: S603 - a given interpreter, the README's own example
+        [python, str(script)],
+        cwd=directory,
+        env=endpoint_environment(endpoint),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
 
-    # When the README's example runs, unchanged
-    exec(compile(_library_example(), str(README), "exec"), {})  # noqa: S102 - our own README
 
-    # Then the business item and its PENDING outbox row are both stored
-    assert [item["pk"]["S"] for item in scan_all(dynamodb, "shipments")] == ["SHIPMENT#s-1"]
-    (row,) = scan_all(dynamodb, "outbox")
-    assert row["aggregate_key"]["S"] == "Shipment#s-1"
-    assert row["event_type"]["S"] == "ShipmentCreated"
-    assert row["status"]["S"] == "PENDING"
+def test_readme_library_example_commits_the_business_item_and_its_event(tmp_path: Path) -> None:
+    with moto_server() as endpoint:
+        # Given the tables the example names, on an AWS endpoint of its own
+        dynamodb = endpoint_client(endpoint, "dynamodb")
+        create_tables(dynamodb, orders="shipments", outbox="outbox")
+
+        # When the README's example runs unchanged, as a script of the user's in the project's venv
+        result = run_library_example(sys.executable, tmp_path, endpoint)
+
+        # Then it succeeded, and the business item and its PENDING outbox row are both stored
+        assert result.returncode == 0, result.stderr
+        assert [item["pk"]["S"] for item in scan_all(dynamodb, "shipments")] == ["SHIPMENT#s-1"]
+        (row,) = scan_all(dynamodb, "outbox")
+        assert row["aggregate_key"]["S"] == "Shipment#s-1"
+        assert row["event_type"]["S"] == "ShipmentCreated"
+        assert row["status"]["S"] == "PENDING"

@@ -3,8 +3,15 @@ test, tests/infra/test_infra_tables.py, keeps them equal to the synthesized ones
 
 from __future__ import annotations
 
+import os
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
+
+import boto3
+from moto.moto_server.threaded_moto_server import ThreadedMotoServer
 
 REGION = "us-east-1"
 
@@ -61,3 +68,45 @@ def scan_all(dynamodb: Any, table: str) -> list[dict[str, Any]]:
         if "LastEvaluatedKey" not in page:
             return items
         arguments["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+
+@contextmanager
+def moto_server() -> Iterator[str]:
+    """moto's HTTP server on a free loopback port, emptied first; yields its endpoint URL.
+
+    For code that runs in another process (a user's script, a fresh virtual environment) and finds AWS
+    through `AWS_ENDPOINT_URL`, as it would find the local runtime.
+    """
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        endpoint = f"http://{host}:{port}"
+        request = urllib.request.Request(f"{endpoint}/moto-api/reset", method="POST")  # noqa: S310
+        with urllib.request.urlopen(request, timeout=10):  # noqa: S310 - our own loopback server
+            pass
+        yield endpoint
+    finally:
+        server.stop()
+
+
+def endpoint_environment(endpoint: str) -> dict[str, str]:
+    """The environment a process needs to reach `endpoint` with fake credentials, and nothing else."""
+    return {
+        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": REGION,
+        "AWS_ACCOUNT_ID_ENDPOINT_MODE": "disabled",
+        "PATH": os.environ.get("PATH", ""),
+    }
+
+
+def endpoint_client(endpoint: str, service: str) -> Any:
+    return boto3.client(
+        service,
+        endpoint_url=endpoint,
+        region_name=REGION,
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
