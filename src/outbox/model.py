@@ -167,10 +167,6 @@ class OutboxEvent:
     def aggregate_key(self) -> str:
         return aggregate_key(self.aggregate_type, self.aggregate_id)
 
-    @property
-    def payload_json(self) -> str:
-        return self._payload_json
-
     def with_status(self, status: OutboxStatus, **changes: Any) -> OutboxEvent:
         return replace(self, status=status, **changes)
 

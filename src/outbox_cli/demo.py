@@ -14,94 +14,20 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from outbox import outputs as stack_outputs
+from outbox_cli.watching import QueueWatcher, from_bus, from_topic
 from outbox_local.queues import receive_all
 from outbox_local.runtime import LocalRuntime, RuntimeOptions
 from outbox_local.stream_mapping import StepKind, StepReport
 
 DELIVERY_TIMEOUT_S = 60.0
 OUTAGE_TIMEOUT_S = 60.0
-
-
-@dataclass(frozen=True)
-class Delivery:
-    event_id: str
-    event_type: str
-    aggregate_id: str
-    seq: int
-    occurred_at: str
-    sent_ms: int
-
-
-class QueueWatcher:
-    """Drains one consumer queue and remembers every message, in arrival order."""
-
-    def __init__(
-        self, sqs: Any, url: str, label: str, unwrap: Callable[[dict[str, Any]], dict[str, Any]]
-    ) -> None:
-        self._sqs = sqs
-        self._url = url
-        self.label = label
-        self._unwrap = unwrap
-        self.deliveries: list[Delivery] = []
-        self.raw: list[dict[str, Any]] = []
-
-    def collect(self, wait_s: int = 0) -> None:
-        for message in receive_all(
-            self._sqs, self._url, wait_s=wait_s, MessageSystemAttributeNames=["SentTimestamp"]
-        ):
-            body = json.loads(message["Body"])
-            self.raw.append(body)
-            envelope = self._unwrap(body)
-            self.deliveries.append(
-                Delivery(
-                    event_id=envelope["event_id"],
-                    event_type=envelope["event_type"],
-                    aggregate_id=envelope["aggregate_id"],
-                    seq=int(envelope["seq"]),
-                    occurred_at=envelope["occurred_at"],
-                    sent_ms=int(message["Attributes"]["SentTimestamp"]),
-                )
-            )
-
-    def event_ids(self) -> set[str]:
-        return {d.event_id for d in self.deliveries}
-
-    def wait_for(self, event_ids: Iterable[str], timeout_s: float) -> bool:
-        wanted = set(event_ids)
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            self.collect(wait_s=1)  # long polling: the queue itself waits for the next message
-            if wanted <= self.event_ids():
-                return True
-        return wanted <= self.event_ids()
-
-    def duplicates(self) -> int:
-        return sum(count - 1 for count in Counter(d.event_id for d in self.deliveries).values())
-
-    def out_of_order(self) -> list[str]:
-        """Aggregates whose first deliveries did not arrive in increasing seq order."""
-        seen: dict[str, list[int]] = defaultdict(list)
-        for delivery in self.deliveries:
-            if delivery.seq not in seen[delivery.aggregate_id]:
-                seen[delivery.aggregate_id].append(delivery.seq)
-        return [aggregate for aggregate, seqs in seen.items() if seqs != sorted(seqs)]
-
-
-def _from_topic(body: dict[str, Any]) -> dict[str, Any]:
-    # Raw message delivery gives the envelope itself; otherwise SNS wraps it in a notification.
-    return json.loads(body["Message"]) if body.get("Type") == "Notification" else body
-
-
-def _from_bus(body: dict[str, Any]) -> dict[str, Any]:
-    detail: dict[str, Any] = body["detail"]
-    return detail
 
 
 @dataclass
@@ -137,10 +63,10 @@ class Demo:
         outputs = runtime.outputs
         sqs = runtime.client("sqs")
         self.topic_queue = QueueWatcher(
-            sqs, outputs[stack_outputs.SAMPLE_TOPIC_CONSUMER_QUEUE_URL], "SNS topic -> SQS", _from_topic
+            sqs, outputs[stack_outputs.SAMPLE_TOPIC_CONSUMER_QUEUE_URL], "SNS topic -> SQS", from_topic
         )
         self.bus_queue = QueueWatcher(
-            sqs, outputs[stack_outputs.SAMPLE_BUS_CONSUMER_QUEUE_URL], "event bus rule -> SQS", _from_bus
+            sqs, outputs[stack_outputs.SAMPLE_BUS_CONSUMER_QUEUE_URL], "event bus rule -> SQS", from_bus
         )
         self.acknowledged: list[str] = []
         self.poison_seen: list[str] = []
@@ -245,7 +171,6 @@ class Demo:
         self.n.check("no consumer received the poison event", not leaked)
         status = self._row_status(f"Order#{aggregate_id}", 1)
         self.n.check(f"the poison row is marked FAILED (status {status})", status == "FAILED")
-        self.poison_event_id = event_id
 
     def _wait_for_poison(self, url: str, event_id: str) -> bool:
         sqs = self.runtime.client("sqs")

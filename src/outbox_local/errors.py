@@ -25,10 +25,6 @@ class FunctionNotFoundError(LocalRuntimeError):
     """No function of the template matches the requested name or ARN."""
 
 
-class FunctionLoadError(LocalRuntimeError):
-    """A function's handler cannot be imported."""
-
-
 class ProvisioningError(LocalRuntimeError):
     """A resource could not be created on the moto server."""
 

@@ -86,7 +86,6 @@ class FunctionHost:
         self._functions: dict[str, FunctionSpec] = {}
         self._handlers: dict[str, Handler] = {}
         self._lock = threading.RLock()
-        self.invocation_count = 0
         self._set_aside: dict[str, ModuleType] | None = None
         self._wrote_bytecode = not sys.dont_write_bytecode
         self._added_paths: list[str] = []
@@ -147,7 +146,6 @@ class FunctionHost:
         """Invoke like Lambda's synchronous Invoke: errors come back in the result, never raised."""
         spec = self.find(name_or_arn)
         with self._lock:
-            self.invocation_count += 1
             with self._environment(spec):
                 context = LambdaContext(spec, self._clock)
                 started = self._clock()

@@ -139,3 +139,40 @@ def test_each_limit_violation_raises_its_typed_error_and_writes_nothing(
         violation(dynamodb, tables)
     # Then neither table changed
     assert snapshot(dynamodb, tables) == before
+
+
+class CustomerMissingError(ConditionFailedError):
+    def __init__(self, label: str, index: int, old: Item | None) -> None:
+        super().__init__(label, index=index)
+
+
+def test_a_condition_check_on_another_item_guards_the_whole_transaction(
+    dynamodb: Any, tables: Tables
+) -> None:
+    # Given a transaction that writes an event only if a customer item exists (a ConditionCheck)
+    def guarded(customer: str) -> None:
+        transaction = Transaction()
+        transaction.condition_check(
+            TableKeys(tables.orders, "pk"),
+            {"pk": {"S": customer}},
+            "attribute_exists(pk)",
+            label="customer exists",
+            on_condition_failed=CustomerMissingError,
+        )
+        OutboxWriter(tables.outbox).append(transaction, new_event(1, aggregate_id=customer))
+        DynamoDBTransactionExecutor(dynamodb).execute(transaction)
+
+    dynamodb.put_item(TableName=tables.orders, Item={"pk": {"S": "CUSTOMER#c-1"}})
+    before = snapshot(dynamodb, tables)
+
+    # When the customer is missing, Then the declared typed error is raised and nothing is written
+    with pytest.raises(CustomerMissingError) as raised:
+        guarded("CUSTOMER#c-2")
+    assert raised.value.index == 0
+    assert snapshot(dynamodb, tables) == before
+
+    # When the customer exists, Then the event is written (the check itself writes nothing)
+    guarded("CUSTOMER#c-1")
+    orders, outbox = snapshot(dynamodb, tables)
+    assert orders == before[0]
+    assert [OutboxEvent.from_item(row).aggregate_id for row in outbox] == ["CUSTOMER#c-1"]
