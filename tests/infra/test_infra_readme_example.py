@@ -1,0 +1,48 @@
+"""The README's constructs example synthesizes as written: a user's own stack, their table, SNS only."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.infra.template_queries import function_by_handler, only, resources
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def constructs_example() -> str:
+    section = README.read_text().split("### Use the constructs in your own app", 1)[1]
+    match = re.search(r"```python\n(.*?)```", section, re.DOTALL)
+    assert match, "the README lost its constructs example"
+    return match.group(1)
+
+
+def test_the_readme_constructs_example_synthesizes_nag_clean(tmp_path: Path) -> None:
+    # Given the README's example as a user's app.py, in a directory of their own
+    (tmp_path / "app.py").write_text(constructs_example())
+    outdir = tmp_path / "cdk.out"
+
+    # When it runs as `cdk synth` runs an app (CDK_OUTDIR set), with cdk-nag attached as it says
+    result = subprocess.run(
+        [sys.executable, "app.py"],
+        cwd=tmp_path,
+        env={**os.environ, "CDK_OUTDIR": str(outdir), "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+    # Then it synthesized (no open cdk-nag finding), and the publisher reads the user's table and only SNS
+    assert result.returncode == 0, result.stderr[-3000:]
+    template = json.loads((outdir / "ShipmentsStack.template.json").read_text())
+    table_id, _ = only(template, "AWS::DynamoDB::Table", "ShipmentsOutbox")
+    _, mapping = only(template, "AWS::Lambda::EventSourceMapping")
+    assert mapping["Properties"]["EventSourceArn"] == {"Fn::GetAtt": [table_id, "StreamArn"]}
+    environment = function_by_handler(template, "outbox_publisher.handler.handler")[1]["Properties"]
+    assert "EVENT_BUS_NAME" not in environment["Environment"]["Variables"]
+    assert not resources(template, "AWS::Events::EventBus")
+    assert len(resources(template, "AWS::CloudWatch::Alarm")) == 5
