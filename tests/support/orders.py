@@ -8,7 +8,9 @@ import json
 import uuid
 from typing import Any
 
+from orders_api import handler as api
 from tests.support.aws import Tables, scan_all
+from tests.support.lambda_context import FakeLambdaContext
 
 
 class SequentialIds:
@@ -97,3 +99,15 @@ def outbox_rows(dynamodb: Any, tables: Tables, order_id: str) -> list[dict[str, 
     )
     items: list[dict[str, Any]] = response["Items"]
     return items
+
+
+def call(method: str, path: str, **kwargs: Any) -> tuple[int, dict[str, Any], dict[str, Any]]:
+    """The Orders API handler invoked with an HTTP API event: status, parsed body, headers."""
+    response = api.handler(http_event(method, path, **kwargs), FakeLambdaContext())
+    return response["statusCode"], json.loads(response["body"]), response["headers"]
+
+
+def create(**kwargs: Any) -> dict[str, Any]:
+    status, body, _ = call("POST", "/orders", body=place_body(), **kwargs)
+    assert status == 201, body
+    return body
