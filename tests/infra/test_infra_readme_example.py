@@ -4,26 +4,17 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
 
 from tests.infra.template_queries import function_by_handler, only, resources
-
-README = Path(__file__).resolve().parents[2] / "README.md"
-
-
-def constructs_example() -> str:
-    section = README.read_text().split("### Use the constructs in your own app", 1)[1]
-    match = re.search(r"```python\n(.*?)```", section, re.DOTALL)
-    assert match, "the README lost its constructs example"
-    return match.group(1)
+from tests.support.readme import python_example
 
 
 def test_the_readme_constructs_example_synthesizes_nag_clean(tmp_path: Path) -> None:
     # Given the README's example as a user's app.py, in a directory of their own
-    (tmp_path / "app.py").write_text(constructs_example())
+    (tmp_path / "app.py").write_text(python_example("### Use the constructs in your own app"))
     outdir = tmp_path / "cdk.out"
 
     # When it runs as `cdk synth` runs an app (CDK_OUTDIR set), with cdk-nag attached as it says

@@ -3,21 +3,16 @@ environment, from a directory of their own, with no path set up for it."""
 
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
 from pathlib import Path
 
 from tests.support.aws import create_tables, endpoint_client, endpoint_environment, moto_server, scan_all
-
-README = Path(__file__).resolve().parents[2] / "README.md"
+from tests.support.readme import python_example
 
 
 def library_example() -> str:
-    section = README.read_text().split("### Use the library from your own Lambda", 1)[1]
-    match = re.search(r"```python\n(.*?)```", section, re.DOTALL)
-    assert match, "the README lost its library example"
-    return match.group(1)
+    return python_example("### Use the library from your own Lambda")
 
 
 def run_library_example(python: str, directory: Path, endpoint: str) -> subprocess.CompletedProcess[str]:

@@ -105,6 +105,13 @@ class FakeMarker:
         return MarkingReport(marked=[mark.key for mark in marks], calls=1)
 
 
+SNS_ONLY = (Destination.SNS,)
+
+
+def ids(*events: OutboxEvent) -> list[str]:
+    return [e.event_id for e in events]
+
+
 def candidates(*events: OutboxEvent) -> list[Candidate]:
     return [Candidate.from_row(f"seq-{position:03d}", item.to_item()) for position, item in enumerate(events)]
 

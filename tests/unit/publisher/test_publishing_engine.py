@@ -13,13 +13,7 @@ from outbox_publisher.report import Status
 from outbox_publisher.routing import Destination, Route, Router
 from tests.support.clock import START
 from tests.support.events import event
-from tests.unit.publisher.fakes import candidates, harness
-
-SNS_ONLY = (Destination.SNS,)
-
-
-def ids(*events: object) -> list[str]:
-    return [e.event_id for e in events]  # type: ignore[attr-defined]
+from tests.unit.publisher.fakes import SNS_ONLY, candidates, harness, ids
 
 
 def test_distinct_aggregates_share_one_call_per_destination() -> None:

@@ -13,13 +13,7 @@ from outbox_publisher.report import Status
 from outbox_publisher.retry import PUBLISH_CONNECT_TIMEOUT_S, PUBLISH_READ_TIMEOUT_S, RetryPolicy
 from outbox_publisher.routing import Destination
 from tests.support.events import event
-from tests.unit.publisher.fakes import FakeDeadline, candidates, harness, transient
-
-SNS_ONLY = (Destination.SNS,)
-
-
-def ids(*events: object) -> list[str]:
-    return [e.event_id for e in events]  # type: ignore[attr-defined]
+from tests.unit.publisher.fakes import SNS_ONLY, FakeDeadline, candidates, harness, ids, transient
 
 
 def test_a_throttled_entry_is_retried_after_a_jittered_backoff() -> None:
