@@ -37,6 +37,8 @@ from outbox.transaction import TableKeys, Transaction, TransactionExecutor
 from outbox.writer import OutboxWriter
 
 PARTITION_KEY = "pk"
+# The Orders table's TTL attribute: idempotency records expire by it.
+EXPIRES_AT = "expires_at"
 ORDER_PREFIX = "ORDER#"
 IDEMPOTENCY_PREFIX = "IDEMPOTENCY#"
 
@@ -114,7 +116,7 @@ class DynamoDBOrderRepository:
                 idempotency_to_item(record),
                 label="idempotency record",
                 # An expired record may linger (TTL deletes lazily): it no longer holds the key.
-                condition="attribute_not_exists(pk) OR expires_at <= :now",
+                condition=f"attribute_not_exists({PARTITION_KEY}) OR {EXPIRES_AT} <= :now",
                 values={":now": {"N": str(int(change.at.timestamp()))}},
                 on_condition_failed=_idempotency_taken,
             )
@@ -225,7 +227,7 @@ def idempotency_to_item(record: IdempotencyRecord) -> dict[str, Any]:
         "request_hash": {"S": record.request_hash},
         "response": {"S": json.dumps(record.response.to_dict(), separators=(",", ":"), sort_keys=True)},
         "created_at": {"S": record.created_at},
-        "expires_at": {"N": str(record.expires_at)},
+        EXPIRES_AT: {"N": str(record.expires_at)},
     }
 
 
@@ -237,5 +239,5 @@ def idempotency_from_item(item: Item) -> IdempotencyRecord:
         request_hash=item["request_hash"]["S"],
         response=CommandResult.from_dict(json.loads(item["response"]["S"]), replayed=True),
         created_at=item["created_at"]["S"],
-        expires_at=int(item["expires_at"]["N"]),
+        expires_at=int(item[EXPIRES_AT]["N"]),
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from aws_cdk import aws_dynamodb as dynamodb
 from constructs import Construct
 
+from orders.repository import EXPIRES_AT as ORDERS_TTL_ATTRIBUTE
 from orders.repository import PARTITION_KEY as ORDERS_PARTITION_KEY
 from outbox_cdk.table import DataTableProps, OutboxTable, data_table_options
 
@@ -19,6 +20,6 @@ class SampleTables(Construct):
             self,
             "OrdersTable",
             partition_key=dynamodb.Attribute(name=ORDERS_PARTITION_KEY, type=dynamodb.AttributeType.STRING),
-            **data_table_options(props),
+            **data_table_options(props, ttl_attribute=ORDERS_TTL_ATTRIBUTE),
         )
         self.outbox_table = OutboxTable(self, "OutboxTable", props)

@@ -43,8 +43,6 @@ EVENT_ARCHIVE_RETENTION_DAYS: Final = 30
 # The AWS-managed SNS key: enough for a topic only Lambda publishes to (see destinations.py).
 SNS_AWS_MANAGED_KEY_ALIAS: Final = "alias/aws/sns"
 QUEUE_RETENTION_DAYS: Final = 14
-# SQS's largest message: a poison message carries a whole row (up to DynamoDB's 400 KB) plus its reason.
-POISON_QUEUE_MAX_MESSAGE_BYTES: Final = 1_048_576
 
 # --- Monitoring --------------------------------------------------------------------------------
 ALARM_PERIOD_MINUTES: Final = 1

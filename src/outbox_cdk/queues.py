@@ -10,6 +10,7 @@ from constructs import Construct
 
 from outbox_cdk import constants as c
 from outbox_cdk.nag import acknowledge
+from outbox_publisher.messages import SQS_MAX_MESSAGE_BYTES
 
 
 def secure_queue(
@@ -54,7 +55,7 @@ def create_poison_queue(
         scope,
         construct_id,
         retention=(props or FailureQueuesProps()).retention,
-        max_message_bytes=c.POISON_QUEUE_MAX_MESSAGE_BYTES,
+        max_message_bytes=SQS_MAX_MESSAGE_BYTES,
     )
     _acknowledge_dead_letter_queue(queue)
     return queue

@@ -34,12 +34,12 @@ class DataTableProps:
     encryption_key: kms.IKey | None = None
 
 
-def data_table_options(props: DataTableProps) -> dict[str, Any]:
-    """The `dynamodb.Table` options of a data table: on demand, PITR, TTL on `expires_at`, encryption
-    and retention as `props` say."""
+def data_table_options(props: DataTableProps, *, ttl_attribute: str = TTL_ATTRIBUTE) -> dict[str, Any]:
+    """The `dynamodb.Table` options of a data table: on demand, PITR, TTL on `ttl_attribute` (the outbox
+    row's `expires_at` by default), encryption and retention as `props` say."""
     return {
         "billing_mode": dynamodb.BillingMode.PAY_PER_REQUEST,
-        "time_to_live_attribute": TTL_ATTRIBUTE,
+        "time_to_live_attribute": ttl_attribute,
         "point_in_time_recovery_specification": dynamodb.PointInTimeRecoverySpecification(
             point_in_time_recovery_enabled=True
         ),

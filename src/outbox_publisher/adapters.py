@@ -40,6 +40,7 @@ from outbox_publisher.messages import (
     EVENTBRIDGE_MAX_ENTRY_BYTES,
     SNS_MAX_BATCH_BYTES,
     SNS_MAX_MESSAGE_BYTES,
+    SQS_MAX_MESSAGE_BYTES,
     Message,
     entry_id,
     eventbridge_entry,
@@ -268,10 +269,6 @@ class EventBridgeDestination:
                 for result in results
             ]
         return results
-
-
-# SQS's largest message (body plus attributes); infra gives the poison queue exactly this maximum.
-SQS_MAX_MESSAGE_BYTES = 1_048_576
 
 
 def _sqs_message_size(body: str, attributes: Mapping[str, Mapping[str, str]]) -> int:

@@ -25,6 +25,10 @@ SNS_MAX_BATCH_BYTES = 262_144
 EVENTBRIDGE_MAX_ENTRY_BYTES = 262_144
 EVENTBRIDGE_MAX_BATCH_BYTES = 262_144
 
+# SQS's largest message (body plus attributes): the poison message's limit. The CDK construct gives the
+# poison queue exactly this maximum.
+SQS_MAX_MESSAGE_BYTES = 1_048_576
+
 # Batch entry ids must be unique within a call and match this (SNS and SQS both document it).
 ENTRY_ID = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
 # FIFO MessageGroupId (SNS and SQS alike): up to 128 ASCII letters, digits and punctuation.

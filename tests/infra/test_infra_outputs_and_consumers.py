@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from outbox_publisher.adapters import SQS_MAX_MESSAGE_BYTES
+from outbox_publisher.messages import SQS_MAX_MESSAGE_BYTES
 from tests.infra.template_queries import only
 
 DOCUMENTED_OUTPUTS = {

@@ -10,7 +10,6 @@ import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError
 
 from outbox_publisher.adapters import (
-    SQS_MAX_MESSAGE_BYTES,
     EventBridgeDestination,
     SnsDestination,
     SqsPoisonQueue,
@@ -19,7 +18,7 @@ from outbox_publisher.adapters import (
     classify_sns_entry,
 )
 from outbox_publisher.errors import DestinationCallError, FailureKind, PoisonQueueUnavailableError
-from outbox_publisher.messages import GROUP_ID, Message
+from outbox_publisher.messages import GROUP_ID, SQS_MAX_MESSAGE_BYTES, Message
 from outbox_publisher.poison import PoisonMessage, PoisonReason
 from outbox_publisher.ports import EntryResult
 from tests.support.clock import START
