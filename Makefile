@@ -54,7 +54,7 @@ cfn-lint: synth
 	$(BIN)/cfn-lint --ignore-checks W3005 -- $(TEMPLATE)
 
 pytest: $(PY_STAMP)
-	$(BIN)/pytest -n 2 -q
+	$(BIN)/pytest -n 2 --dist loadgroup -q
 
 clean:
 	rm -rf $(VENV) node_modules cdk.out .mypy_cache .ruff_cache .pytest_cache

@@ -9,6 +9,7 @@ from aws_cdk import App
 
 from outbox_cdk import constants as cdk
 from outbox_cdk.destinations import DestinationsProps
+from outbox_cdk.errors import OutboxConstructError
 from outbox_cdk.functions import FunctionSettings
 from outbox_cdk.nag import add_nag_checks
 from outbox_cdk.table import DataTableProps
@@ -39,7 +40,7 @@ def _flag(app: App, key: str, default: bool) -> bool:
         return True
     if text in _FALSE:
         return False
-    raise ValueError(f"context {key!r} must be true or false, got {value!r}")
+    raise OutboxConstructError(f"context {key!r} must be true or false, got {value!r}")
 
 
 def _optional_text(app: App, key: str) -> str | None:

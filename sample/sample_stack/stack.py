@@ -13,6 +13,7 @@ from constructs import Construct
 from outbox import outputs
 from outbox.marking import DEFAULT_PUBLISHED_RETENTION_DAYS
 from outbox_cdk.destinations import DestinationsProps, OutboxDestinations
+from outbox_cdk.errors import OutboxConstructError
 from outbox_cdk.functions import powertools_layer
 from outbox_cdk.monitoring import AlarmThresholds, OutboxMonitoring
 from outbox_cdk.publisher import OutboxPublisher, PublisherSettings, StreamMappingProps
@@ -105,7 +106,7 @@ class OutboxStack(Stack):
         self.sample_consumers: SampleConsumers | None = None
         if props.sample_consumers:
             if self.destinations.topic is None or self.destinations.event_bus is None:
-                raise ValueError("the sample consumers need both the topic and the event bus")
+                raise OutboxConstructError("the sample consumers need both the topic and the event bus")
             self.sample_consumers = SampleConsumers(
                 self,
                 "SampleConsumers",

@@ -228,7 +228,7 @@ class OutboxEvent:
             event = cls(
                 aggregate_type=reader.string("aggregate_type"),
                 aggregate_id=reader.string("aggregate_id"),
-                seq=reader.integer("seq"),
+                seq=reader.integer(SORT_KEY),
                 event_type=reader.string("event_type"),
                 payload=decode_payload(stored_payload),
                 event_id=reader.string("event_id"),
@@ -249,9 +249,9 @@ class OutboxEvent:
             raise InvalidOutboxRowError(
                 "status is not one of PENDING, PUBLISHED, FAILED", field="status"
             ) from None
-        if reader.string("aggregate_key") != event.aggregate_key:
+        if reader.string(PARTITION_KEY) != event.aggregate_key:
             raise InvalidOutboxRowError(
-                "aggregate_key does not match aggregate_type#aggregate_id", field="aggregate_key"
+                f"{PARTITION_KEY} does not match aggregate_type#aggregate_id", field=PARTITION_KEY
             )
         # Forward the payload exactly as the writer stored it: re-encoding the parsed value would
         # round numbers beyond double precision and change their spelling.

@@ -14,6 +14,7 @@ app" section has a complete example.
 """
 
 from outbox_cdk.destinations import DestinationsProps, OutboxDestinations
+from outbox_cdk.errors import OutboxConstructError
 from outbox_cdk.functions import FunctionSettings, PowertoolsLayer, PythonFunction, powertools_layer
 from outbox_cdk.monitoring import AlarmThresholds, AlarmTopic, OutboxMonitoring
 from outbox_cdk.nag import acknowledge, add_nag_checks
@@ -31,6 +32,7 @@ __all__ = [
     "FailureQueues",
     "FailureQueuesProps",
     "FunctionSettings",
+    "OutboxConstructError",
     "OutboxDestinations",
     "OutboxMonitoring",
     "OutboxPublisher",

@@ -67,4 +67,8 @@ STREAM_READ_ACTIONS: Final = (
     "dynamodb:ListStreams",
 )
 QUEUE_SEND_ACTIONS: Final = ("sqs:SendMessage",)
+# With customer-managed keys: DynamoDB encrypts and decrypts items and stream records with the table's key
+# on the caller's behalf; SQS needs a data key to encrypt each message sent. Scoped to each key.
+TABLE_KEY_ACTIONS: Final = ("kms:Decrypt", "kms:DescribeKey", "kms:Encrypt", "kms:GenerateDataKey")
+QUEUE_KEY_ACTIONS: Final = ("kms:Decrypt", "kms:GenerateDataKey")
 LOG_WRITE_ACTIONS: Final = ("logs:CreateLogStream", "logs:PutLogEvents")

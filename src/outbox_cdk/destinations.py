@@ -11,6 +11,7 @@ from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from outbox_cdk import constants as c
+from outbox_cdk.errors import OutboxConstructError
 from outbox_publisher.config import event_source_problem
 
 
@@ -31,11 +32,11 @@ class DestinationsProps:
 
     def __post_init__(self) -> None:
         if not self.topic and not self.event_bus:
-            raise ValueError(
+            raise OutboxConstructError(
                 "keep the topic, the event bus or both: the publisher needs somewhere to publish"
             )
         if problem := event_source_problem(self.event_source):
-            raise ValueError(problem)
+            raise OutboxConstructError(problem)
 
 
 class OutboxDestinations(Construct):

@@ -94,7 +94,8 @@ class PythonFunction(Construct):
     X-Ray calls active tracing needs; each capability grants the rest explicitly.
 
     The code is the handler's own asset (`outbox_cdk.assets`): its module and what it imports from
-    ``vendored``. Pass ``code`` to ship something else.
+    ``vendored``, plus ``extra_modules`` (modules it imports by name at run time). Pass ``code`` to ship
+    something else.
     """
 
     def __init__(
@@ -109,6 +110,7 @@ class PythonFunction(Construct):
         layer: lambda_.ILayerVersion | None = None,
         code: lambda_.Code | None = None,
         vendored: Collection[str] = PROJECT_PACKAGES,
+        extra_modules: Collection[str] = (),
     ) -> None:
         super().__init__(scope, construct_id)
         self.log_group = logs.LogGroup(
@@ -137,7 +139,7 @@ class PythonFunction(Construct):
             runtime=RUNTIME,
             architecture=ARCHITECTURE,
             handler=handler,
-            code=code or function_code(handler, vendored),
+            code=code or function_code(self, handler, vendored, extra_modules=extra_modules),
             layers=[layer],
             environment=environment,
             memory_size=settings.memory_mb,

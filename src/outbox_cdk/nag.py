@@ -7,6 +7,8 @@ from aws_cdk import Acknowledgment, App, Validations
 from cdk_nag import AwsSolutionsChecks
 from constructs import IConstruct
 
+from outbox_cdk.errors import OutboxConstructError
+
 # An acknowledgement must say *why* the finding does not apply; short stock phrases do not.
 MIN_REASON_LENGTH = 40
 
@@ -29,5 +31,5 @@ def acknowledge(construct: IConstruct, rule_id: str, reason: str, *, plugin: str
     fails at synth time instead of in review.
     """
     if len(reason.strip()) < MIN_REASON_LENGTH:
-        raise ValueError(f"acknowledgement of {rule_id} needs a real reason, got {reason!r}")
+        raise OutboxConstructError(f"acknowledgement of {rule_id} needs a real reason, got {reason!r}")
     Validations.of(construct).acknowledge(Acknowledgment(id=f"{plugin}::{rule_id}", reason=reason))

@@ -28,7 +28,8 @@ from outbox import stream_mapping as mapping
 from outbox.errors import ConfigurationError
 from outbox.marking import DEFAULT_PUBLISHED_RETENTION_DAYS
 from outbox_cdk import constants as c
-from outbox_cdk.functions import FunctionSettings, PythonFunction
+from outbox_cdk.errors import OutboxConstructError
+from outbox_cdk.functions import FunctionSettings, PythonFunction, powertools_layer
 from outbox_cdk.queues import FailureQueuesProps, create_on_failure_queue, create_poison_queue
 from outbox_cdk.table import DataTableProps, OutboxTable, check_outbox_table
 from outbox_publisher import config as env
@@ -81,7 +82,7 @@ class StreamMappingProps:
             if settings[name] == mapping.INFINITE:
                 problems.append(f"{names[name]} ({name}) must be bounded here, not -1 (infinite)")
         if problems:
-            raise ValueError("stream mapping: " + "; ".join(problems))
+            raise OutboxConstructError("stream mapping: " + "; ".join(problems))
 
 
 def _default_publisher_function() -> FunctionSettings:
@@ -106,13 +107,14 @@ class PublisherSettings:
     # How long a row stays in the table after it is PUBLISHED (its TTL).
     published_retention_days: int = DEFAULT_PUBLISHED_RETENTION_DAYS
     stream: StreamMappingProps = field(default_factory=StreamMappingProps)
-    function: FunctionSettings = field(default_factory=_default_publisher_function)
+    # Sizing of the function the construct creates. None: 512 MB, 60 s, no reserved concurrency.
+    function: FunctionSettings | None = None
 
     def __post_init__(self) -> None:
         if self.published_retention_days < 1:
-            raise ValueError("published_retention_days must be at least 1")
+            raise OutboxConstructError("published_retention_days must be at least 1")
         if problem := event_source_problem(self.event_source):
-            raise ValueError(problem)
+            raise OutboxConstructError(problem)
 
     @property
     def routes_configured(self) -> bool:
@@ -132,8 +134,9 @@ class OutboxPublisher(Construct):
       created here, with ``table_props``.
     - ``topic``, ``event_bus``: where events go. At least one; either alone works.
     - ``poison_queue``, ``on_failure_queue``: default: created here, with ``queue_props``.
-    - ``function``: a function of yours to run the publisher's handler; the construct adds its
-      environment, permissions and stream mapping to it. Default: created here from ``settings.function``.
+    - ``function``: a function of yours to run the publisher's handler (`outbox_publisher.handler.handler`,
+      checked); the construct adds the Powertools layer, its environment, permissions and stream mapping
+      to it. Default: created here, sized by ``settings.function``.
     """
 
     def __init__(
@@ -155,47 +158,61 @@ class OutboxPublisher(Construct):
         super().__init__(scope, construct_id)
         settings = settings or PublisherSettings()
         if table is not None and table_props is not None:
-            raise ValueError(
+            raise OutboxConstructError(
                 "pass either table (your own) or table_props (for the one created here), not both"
             )
         if topic is None and event_bus is None:
-            raise ValueError("pass a topic, an event_bus or both: the publisher needs somewhere to publish")
+            raise OutboxConstructError(
+                "pass a topic, an event_bus or both: the publisher needs somewhere to publish"
+            )
         self.table: dynamodb.ITable = table or OutboxTable(self, "Table", table_props)
         check_outbox_table(self.table)
         self.topic = topic
         self.event_bus = event_bus
         if poison_queue is not None and on_failure_queue is not None and queue_props is not None:
-            raise ValueError("queue_props applies to queues created here; both queues were passed")
+            raise OutboxConstructError("queue_props applies to queues created here; both queues were passed")
         self.poison_queue: sqs.IQueue = poison_queue or create_poison_queue(self, "PoisonQueue", queue_props)
         self.on_failure_queue: sqs.IQueue = on_failure_queue or create_on_failure_queue(
             self, "OnFailureQueue", queue_props
         )
 
         environment = self._environment(settings)
+        self.function: lambda_.Function = self._function(function, environment, settings, powertools_layer)
+        self._grant()
+        self.event_source_mapping = self._stream_mapping(settings.stream)
+
+    def _function(
+        self,
+        function: lambda_.Function | None,
+        environment: dict[str, str],
+        settings: PublisherSettings,
+        layer: lambda_.ILayerVersion | None,
+    ) -> lambda_.Function:
         if function is None:
-            created = PythonFunction(
+            return PythonFunction(
                 self,
                 "Publisher",
                 handler=c.PUBLISHER_HANDLER,
                 description="Outbox publisher: stream INSERTs to SNS and EventBridge",
                 environment=environment,
-                settings=settings.function,
-                layer=powertools_layer,
+                settings=settings.function or _default_publisher_function(),
+                layer=layer,
+            ).function
+        if settings.function is not None:
+            raise OutboxConstructError(
+                "settings.function sizes the function created here; size your own function yourself"
             )
-            function = created.function
-        else:
-            for name, value in environment.items():
-                function.add_environment(name, value)
-        self.function: lambda_.Function = function
-        self._grant()
-        self.event_source_mapping = self._stream_mapping(settings.stream)
-
-    @property
-    def role(self) -> iam.IRole:
-        role = self.function.role
-        if role is None:
-            raise ValueError("the publisher function has no role")
-        return role
+        handler = cast(lambda_.CfnFunction, function.node.default_child).handler
+        if handler != c.PUBLISHER_HANDLER:
+            raise OutboxConstructError(
+                f"the function given to run the publisher has handler {handler!r}; it must be "
+                f"{c.PUBLISHER_HANDLER!r} (its code: outbox_cdk.assets.function_code, or a build of your own)"
+            )
+        # The handler imports Powertools, which comes from the layer (docs/deploy.md).
+        function.add_layers(layer or powertools_layer(self))
+        for name, value in environment.items():
+            function.add_environment(name, value)
+        return function
 
     def _environment(self, settings: PublisherSettings) -> dict[str, str]:
         environment = {
@@ -220,7 +237,7 @@ class OutboxPublisher(Construct):
                 # The very check the publisher makes at start-up, made before anything is deployed.
                 Router.parse(routes, configured)
             except ConfigurationError as error:
-                raise ValueError(f"publisher routes: {error}") from None
+                raise OutboxConstructError(f"publisher routes: {error}") from None
             environment[env.ENV_OUTBOX_ROUTES] = routes
         return environment
 
@@ -241,6 +258,15 @@ class OutboxPublisher(Construct):
             self.topic.grant_publish(self.function)  # sns:Publish; PublishBatch is authorized as Publish
         if self.event_bus is not None:
             self.event_bus.grant_put_events_to(self.function)
+        # Customer-managed keys: reading the stream and updating rows use the table's key; sending to an
+        # encrypted queue needs its key. The few actions each needs, on that key only (no wildcards).
+        keys = [(self.table.encryption_key, c.TABLE_KEY_ACTIONS)] + [
+            (queue.encryption_master_key, c.QUEUE_KEY_ACTIONS)
+            for queue in (self.poison_queue, self.on_failure_queue)
+        ]
+        for key, key_actions in keys:
+            if key is not None:
+                key.grant(self.function, *key_actions)
 
     def _stream_mapping(self, stream: StreamMappingProps) -> lambda_.EventSourceMapping:
         source_mapping = lambda_.EventSourceMapping(

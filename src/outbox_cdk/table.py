@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
-from aws_cdk import RemovalPolicy
+from aws_cdk import RemovalPolicy, Stack
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_kms as kms
 from constructs import Construct
@@ -18,6 +18,7 @@ from outbox.model import (
     SORT_KEY,
     TTL_ATTRIBUTE,
 )
+from outbox_cdk.errors import OutboxConstructError
 
 # The publisher reads each row from the record's new image; these are the view types that carry one.
 STREAM_VIEW_TYPES_WITH_NEW_IMAGES = frozenset({"NEW_IMAGE", "NEW_AND_OLD_IMAGES"})
@@ -97,32 +98,58 @@ class OutboxTable(dynamodb.Table):
 def check_outbox_table(table: dynamodb.ITable) -> None:
     """Refuse, at synth, a table the publisher could never work with.
 
-    It must have a stream. For a table defined in this app (not imported), its keys must be the row
-    contract's and its stream must carry new images: the publisher reads rows from the new image, and
-    marks them by (aggregate_key, seq). An imported table is taken on trust; the publisher refuses a
-    record without a new image at run time.
+    It must have a stream. For a table defined in this app (`Table` or `TableV2`), its keys must be the row
+    contract's, with their types (`aggregate_key` a string, `seq` a number: marking addresses rows by
+    them), and its stream must carry new images (the publisher reads each row from the record's new
+    image). An imported table is taken on trust; the publisher refuses a record without a new image at
+    run time.
     """
     if table.table_stream_arn is None:
-        raise ValueError(
+        raise OutboxConstructError(
             "the outbox table has no stream: enable a NEW_IMAGE (or NEW_AND_OLD_IMAGES) stream, or import "
             "the table with its stream ARN (Table.from_table_attributes(..., table_stream_arn=...))"
         )
     cfn = table.node.default_child
-    if not isinstance(cfn, dynamodb.CfnTable):
-        return
-    stream = cast(dynamodb.CfnTable.StreamSpecificationProperty | None, cfn.stream_specification)
-    view_type = getattr(stream, "stream_view_type", None)
+    if cfn is None:
+        return  # imported: nothing to inspect
+    if not isinstance(cfn, dynamodb.CfnTable | dynamodb.CfnGlobalTable):
+        raise OutboxConstructError(
+            f"cannot check the outbox table {table.node.path}: it is neither a Table nor a TableV2 of the app"
+        )
+    # The L1's properties as CloudFormation will get them: TableV2 sets some lazily, which its getters
+    # cannot show before synth (`cfnProperties` is CfnResource's protected view of them).
+    properties = Stack.of(cfn).resolve(cfn._cfn_properties)
+    view_type = _field(properties.get("streamSpecification"), "stream_view_type")
     if view_type not in STREAM_VIEW_TYPES_WITH_NEW_IMAGES:
-        raise ValueError(
+        raise OutboxConstructError(
             f"the outbox table's stream is {view_type}: the publisher reads each row from the record's new "
             f"image, so the stream must be one of {', '.join(sorted(STREAM_VIEW_TYPES_WITH_NEW_IMAGES))}"
         )
     keys = {
-        key.key_type: key.attribute_name
-        for key in cast(list[dynamodb.CfnTable.KeySchemaProperty], cfn.key_schema)
+        _field(key, "key_type"): _field(key, "attribute_name") for key in _listed(properties.get("keySchema"))
     }
-    if keys != {"HASH": PARTITION_KEY, "RANGE": SORT_KEY}:
-        raise ValueError(
-            f"the outbox table's keys must be {PARTITION_KEY} (partition) and {SORT_KEY} (sort), as the "
-            f"outbox row contract says; this table has {keys}"
+    types = {
+        _field(definition, "attribute_name"): _field(definition, "attribute_type")
+        for definition in _listed(properties.get("attributeDefinitions"))
+    }
+    found = {role: (name, types.get(name)) for role, name in keys.items()}
+    wanted = {"HASH": (PARTITION_KEY, "S"), "RANGE": (SORT_KEY, "N")}
+    if found != wanted:
+        raise OutboxConstructError(
+            f"the outbox table's keys must be {PARTITION_KEY} (partition, string) and {SORT_KEY} (sort, "
+            f"number), as the outbox row contract says; this table has {found}"
         )
+
+
+def _listed(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, list) else []
+
+
+def _field(value: Any, name: str) -> Any:
+    """A field of a CloudFormation property: a jsii struct, or a plain mapping (snake or camel case)."""
+    if value is None:
+        return None
+    if isinstance(value, dict):
+        camel = name.split("_", maxsplit=1)[0] + "".join(part.title() for part in name.split("_")[1:])
+        return value.get(name, value.get(camel))
+    return getattr(value, name, None)

@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from outbox import outputs as stack_outputs
+from outbox.marking import RowKey
 from outbox_cli.watching import QueueWatcher, from_bus, from_topic
 from outbox_local.queues import receive_all
 from outbox_local.runtime import LocalRuntime, RuntimeOptions
@@ -145,8 +146,7 @@ class Demo:
         self.runtime.client("dynamodb").put_item(
             TableName=table,
             Item={
-                "aggregate_key": {"S": f"Order#{aggregate_id}"},
-                "seq": {"N": "1"},
+                **RowKey(f"Order#{aggregate_id}", 1).item(),
                 "event_id": {"S": event_id},
                 "event_type": {"S": "OrderPlaced"},
                 "schema_version": {"N": "1"},
@@ -277,7 +277,7 @@ class Demo:
                 self.runtime.client("dynamodb")
                 .get_item(
                     TableName=self.runtime.outputs[stack_outputs.OUTBOX_TABLE_NAME],
-                    Key={"aggregate_key": {"S": aggregate_key}, "seq": {"N": str(seq)}},
+                    Key=RowKey(aggregate_key, seq).item(),
                 )
                 .get("Item", {})
             )

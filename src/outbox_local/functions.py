@@ -5,6 +5,12 @@ local resources, plus what the Lambda runtime sets and what points boto3 at the 
 Lambda-like context. Handlers read configuration from `os.environ`, so invocations are serialized by one lock
 and the environment is swapped around each call; every other `AWS_*` variable of the host process is hidden
 meanwhile, so a developer's real profile or credentials can never reach a handler.
+
+Each function runs its own code, as Lambda runs each function's own asset: during its invocation, its code
+root comes first on `sys.path` and `sys.modules` holds its own copies of the packages the functions ship
+(kept between its invocations, as a warm execution environment keeps them); the host's copies and the other
+functions' are put back afterwards. Two functions that ship different subsets of one package each see their
+own.
 """
 
 from __future__ import annotations
@@ -69,9 +75,9 @@ class LambdaContext:
 class FunctionHost:
     """Registry and invoker of the template's functions; one invocation at a time.
 
-    A host is one execution environment per function, as Lambda gives each new deployment: `open()` sets the
-    process's already-imported copies of the functions' packages aside, so handlers import fresh and create
-    their cached clients against THIS runtime's endpoint; `close()` puts the process's modules back.
+    A host is one execution environment per function, as Lambda gives each new deployment: each function's
+    modules are its own, imported fresh from its code root on its first invocation (so its cached clients
+    point at THIS runtime's endpoint) and kept for the next; the process's own modules are untouched.
     """
 
     def __init__(
@@ -85,10 +91,10 @@ class FunctionHost:
         self._clock = clock
         self._functions: dict[str, FunctionSpec] = {}
         self._handlers: dict[str, Handler] = {}
+        self._modules: dict[str, dict[str, ModuleType]] = {}
+        """Logical id -> that function's own imported modules, between its invocations."""
         self._lock = threading.RLock()
-        self._set_aside: dict[str, ModuleType] | None = None
         self._wrote_bytecode = not sys.dont_write_bytecode
-        self._added_paths: list[str] = []
 
     def open(self) -> None:
         with self._lock:
@@ -96,26 +102,21 @@ class FunctionHost:
             # bytecode written there would ship to Lambda.
             self._wrote_bytecode = not sys.dont_write_bytecode
             sys.dont_write_bytecode = True
-            packages = self._packages()
-            self._set_aside = {name: module for name, module in sys.modules.items() if _top(name) in packages}
-            for name in self._set_aside:
-                del sys.modules[name]
 
     def close(self) -> None:
         with self._lock:
-            if self._set_aside is None:
-                return
-            packages = self._packages()
-            for name in [name for name in sys.modules if _top(name) in packages]:
-                del sys.modules[name]
-            sys.modules.update(self._set_aside)
-            self._set_aside = None
             sys.dont_write_bytecode = not self._wrote_bytecode
             self._handlers.clear()
-            for path in self._added_paths:
-                if path in sys.path:
-                    sys.path.remove(path)
-            self._added_paths.clear()
+            self._modules.clear()
+
+    def modules_of(self, name_or_arn: str) -> dict[str, str | None]:
+        """The modules a function imported from the shipped packages, and the files they came from."""
+        spec = self.find(name_or_arn)
+        with self._lock:
+            return {
+                name: getattr(module, "__file__", None)
+                for name, module in self._modules.get(spec.logical_id, {}).items()
+            }
 
     def _packages(self) -> set[str]:
         """Top-level modules of the functions' code: handler modules and what their code roots hold."""
@@ -146,7 +147,7 @@ class FunctionHost:
         """Invoke like Lambda's synchronous Invoke: errors come back in the result, never raised."""
         spec = self.find(name_or_arn)
         with self._lock:
-            with self._environment(spec):
+            with self._environment(spec), self._own_modules(spec):
                 context = LambdaContext(spec, self._clock)
                 started = self._clock()
                 try:
@@ -174,12 +175,26 @@ class FunctionHost:
             return spec.handler_override
         if spec.logical_id not in self._handlers:
             module_name, _, function_name = spec.handler.rpartition(".")
-            if spec.code_root is not None and str(spec.code_root) not in sys.path:
-                sys.path.append(str(spec.code_root))
-                self._added_paths.append(str(spec.code_root))
             module = importlib.import_module(module_name)
             self._handlers[spec.logical_id] = getattr(module, function_name)
         return self._handlers[spec.logical_id]
+
+    @contextmanager
+    def _own_modules(self, spec: FunctionSpec) -> Iterator[None]:
+        """During the invocation, `sys.modules` and the front of `sys.path` are the function's own."""
+        packages = self._packages()
+        host = _take_modules(packages)
+        sys.modules.update(self._modules.get(spec.logical_id, {}))
+        root = str(spec.code_root) if spec.code_root is not None else None
+        if root is not None:
+            sys.path.insert(0, root)
+        try:
+            yield
+        finally:
+            self._modules[spec.logical_id] = _take_modules(packages)
+            if root is not None:
+                sys.path.remove(root)
+            sys.modules.update(host)
 
     @contextmanager
     def _environment(self, spec: FunctionSpec) -> Iterator[None]:
@@ -214,3 +229,11 @@ class FunctionHost:
 
 def _top(module_name: str) -> str:
     return module_name.split(".", 1)[0]
+
+
+def _take_modules(packages: set[str]) -> dict[str, ModuleType]:
+    """Remove and return every loaded module of `packages`."""
+    taken = {name: module for name, module in sys.modules.items() if _top(name) in packages}
+    for name in taken:
+        del sys.modules[name]
+    return taken

@@ -8,7 +8,7 @@ from typing import Any
 
 from outbox.errors import InvalidOutboxRowError
 from outbox.marking import RowKey
-from outbox.model import OutboxEvent
+from outbox.model import PARTITION_KEY, SORT_KEY, OutboxEvent
 from outbox_publisher.poison import PoisonReason, Rejection
 
 
@@ -60,8 +60,8 @@ class Candidate:
 def row_key(item: Mapping[str, Any]) -> RowKey | None:
     """The row's key, if the item holds a well-formed one (a poison row may not)."""
     try:
-        aggregate_key = item["aggregate_key"]["S"]
-        seq = int(str(item["seq"]["N"]))
+        aggregate_key = item[PARTITION_KEY]["S"]
+        seq = int(str(item[SORT_KEY]["N"]))
     except (KeyError, TypeError, ValueError):
         return None
     return RowKey(str(aggregate_key), seq)

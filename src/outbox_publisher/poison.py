@@ -15,6 +15,7 @@ from enum import StrEnum
 from typing import Any
 
 from outbox.clock import format_timestamp
+from outbox.model import PARTITION_KEY, SORT_KEY
 from outbox_publisher.routing import Destination
 
 
@@ -55,7 +56,7 @@ class PoisonMessage:
 
     def without_row(self, why: str) -> PoisonMessage:
         """The same message with only the row's keys: the row itself stays in the table (FAILED, no TTL)."""
-        keys = {name: self.row[name] for name in ("aggregate_key", "seq") if name in self.row}
+        keys = {name: self.row[name] for name in (PARTITION_KEY, SORT_KEY) if name in self.row}
         return replace(self, row=keys, row_omitted=why)
 
     def to_json(self) -> str:

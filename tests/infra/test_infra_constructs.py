@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from outbox_cdk.errors import OutboxConstructError
 from outbox_publisher.config import PublisherConfig
 from outbox_publisher.routing import Destination
 from tests.infra.template_queries import function_by_handler, only, resources
@@ -35,13 +36,13 @@ def _synth(tmp_path: Path, build: Callable[[Stack], None]) -> dict[str, Any]:
     return template
 
 
-def _own_table(stack: Stack, stream: Any = None, *, sort_key: str = "seq") -> Any:
+def _own_table(stack: Stack, stream: Any = None, *, sort_key: str = "seq", name: str = "MyOutbox") -> Any:
     """A table of the user's, defined as they would: the outbox keys, PITR, a stream."""
     from aws_cdk import aws_dynamodb as dynamodb
 
     return dynamodb.Table(
         stack,
-        "MyOutbox",
+        name,
         partition_key=dynamodb.Attribute(name="aggregate_key", type=dynamodb.AttributeType.STRING),
         sort_key=dynamodb.Attribute(name=sort_key, type=dynamodb.AttributeType.NUMBER),
         stream=stream if stream is not None else dynamodb.StreamViewType.NEW_AND_OLD_IMAGES,
@@ -285,3 +286,157 @@ def test_wrong_combinations_are_refused_before_anything_is_built() -> None:
     # An EventBridge source reserved for AWS
     with pytest.raises(ValueError, match=r"not start with 'aws\.'"):
         PublisherSettings(event_source="aws.orders")
+
+
+def _key_actions(template: dict[str, Any], key_id: str) -> set[str]:
+    """Actions the publisher's policies grant on the KMS key `key_id`."""
+    granted: set[str] = set()
+    for policy in resources(template, "AWS::IAM::Policy").values():
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+            if statement["Resource"] == {"Fn::GetAtt": [key_id, "Arn"]}:
+                listed = statement["Action"]
+                granted.update([listed] if isinstance(listed, str) else listed)
+    return granted
+
+
+def test_customer_managed_keys_of_the_table_and_the_queues_are_granted(tmp_path: Path) -> None:
+    # Given a publisher whose own table and both queues use customer-managed keys
+    def build(stack: Stack) -> None:
+        from aws_cdk import aws_kms as kms
+        from aws_cdk import aws_sns as sns
+        from aws_cdk import aws_sqs as sqs
+
+        from outbox_cdk import DataTableProps, OutboxPublisher, acknowledge
+
+        def queue(name: str) -> sqs.Queue:
+            key = kms.Key(stack, f"{name}Key", enable_key_rotation=True)
+            made = sqs.Queue(stack, name, encryption_master_key=key, enforce_ssl=True)
+            acknowledge(made, "AwsSolutions-SQS3", "A dead-letter queue in a test stack: nothing reads it.")
+            return made
+
+        OutboxPublisher(
+            stack,
+            "Publisher",
+            table_props=DataTableProps(encryption_key=kms.Key(stack, "TableKey", enable_key_rotation=True)),
+            topic=sns.Topic(stack, "T", enforce_ssl=True),
+            poison_queue=queue("Poison"),
+            on_failure_queue=queue("OnFailure"),
+        )
+
+    # When it is synthesized
+    template = _synth(tmp_path, build)
+
+    # Then the role may use each key for what it needs, and nothing with a wildcard
+    table_key, poison_key, on_failure_key = (
+        only(template, "AWS::KMS::Key", prefix)[0] for prefix in ("TableKey", "PoisonKey", "OnFailureKey")
+    )
+    table_actions = {"kms:Decrypt", "kms:DescribeKey", "kms:Encrypt", "kms:GenerateDataKey"}
+    assert _key_actions(template, table_key) == table_actions
+    assert _key_actions(template, poison_key) == {"kms:Decrypt", "kms:GenerateDataKey"}
+    assert _key_actions(template, on_failure_key) == {"kms:Decrypt", "kms:GenerateDataKey"}
+
+
+def test_a_table_v2_and_key_types_are_checked_too() -> None:
+    from aws_cdk import App, Stack
+    from aws_cdk import aws_dynamodb as dynamodb
+    from aws_cdk import aws_sns as sns
+
+    from outbox_cdk import OutboxPublisher
+
+    # Given a TableV2 with a KEYS_ONLY stream, Then it is refused like a Table
+    stack = Stack(App(), "V2")
+    v2 = dynamodb.TableV2(
+        stack,
+        "V2",
+        partition_key=dynamodb.Attribute(name="aggregate_key", type=dynamodb.AttributeType.STRING),
+        sort_key=dynamodb.Attribute(name="seq", type=dynamodb.AttributeType.NUMBER),
+        dynamo_stream=dynamodb.StreamViewType.KEYS_ONLY,
+    )
+    with pytest.raises(OutboxConstructError, match="stream is KEYS_ONLY"):
+        OutboxPublisher(stack, "Publisher", table=v2, topic=sns.Topic(stack, "T"))
+
+    # Given a table whose seq is a string, Then it is refused: marking addresses rows by a number
+    strings = Stack(App(), "StringSeq")
+    table = dynamodb.Table(
+        strings,
+        "Strings",
+        partition_key=dynamodb.Attribute(name="aggregate_key", type=dynamodb.AttributeType.STRING),
+        sort_key=dynamodb.Attribute(name="seq", type=dynamodb.AttributeType.STRING),
+        stream=dynamodb.StreamViewType.NEW_IMAGE,
+    )
+    with pytest.raises(OutboxConstructError, match=r"seq \(sort, number\)"):
+        OutboxPublisher(strings, "Publisher", table=table, topic=sns.Topic(strings, "T"))
+
+
+def test_a_users_function_must_run_the_publisher_and_gets_the_powertools_layer(tmp_path: Path) -> None:
+    from aws_cdk import App, Stack
+    from aws_cdk import aws_lambda as lambda_
+    from aws_cdk import aws_sns as sns
+
+    from outbox_cdk import FunctionSettings, OutboxPublisher, PublisherSettings
+
+    # Given a function of the user's with another handler, Then it is refused, naming the right one
+    stack = Stack(App(), "OtherHandler")
+    other = lambda_.Function(
+        stack,
+        "Other",
+        runtime=lambda_.Runtime.PYTHON_3_13,
+        handler="index.handler",
+        code=lambda_.Code.from_inline("def handler(e, c): pass"),
+    )
+    with pytest.raises(OutboxConstructError, match=r"handler 'index\.handler'.*outbox_publisher\.handler"):
+        OutboxPublisher(
+            stack, "Publisher", table=_own_table(stack), topic=sns.Topic(stack, "T"), function=other
+        )
+
+    # Given sizing for a function the construct would not create, Then it is refused
+    sized = Stack(App(), "Sized")
+    own = lambda_.Function(
+        sized,
+        "Own",
+        runtime=lambda_.Runtime.PYTHON_3_13,
+        handler=PUBLISHER,
+        code=lambda_.Code.from_inline("# built elsewhere"),
+    )
+    with pytest.raises(OutboxConstructError, match=r"settings\.function sizes the function created here"):
+        OutboxPublisher(
+            sized,
+            "Publisher",
+            table=_own_table(sized),
+            topic=sns.Topic(sized, "T"),
+            function=own,
+            settings=PublisherSettings(function=FunctionSettings(memory_mb=1024)),
+        )
+
+    # Given the same function without the sizing, Then it runs the publisher with the Powertools layer
+    OutboxPublisher(
+        sized, "Runs", table=_own_table(sized, name="Second"), topic=sns.Topic(sized, "T2"), function=own
+    )
+    from aws_cdk.assertions import Template
+
+    properties = Template.from_stack(sized).to_json()["Resources"]
+    (function,) = [r for r in properties.values() if r["Type"] == "AWS::Lambda::Function"]
+    assert "powertools" in json.dumps(function["Properties"]["Layers"]).lower()
+
+
+def test_the_other_wrong_settings_are_refused() -> None:
+    from aws_cdk import App, Stack
+    from aws_cdk import aws_sns as sns
+    from aws_cdk import aws_sqs as sqs
+
+    from outbox_cdk import FailureQueuesProps, OutboxPublisher, PublisherSettings
+
+    # Retention below a day
+    with pytest.raises(OutboxConstructError, match="published_retention_days must be at least 1"):
+        PublisherSettings(published_retention_days=0)
+    # Queue props for queues that were all passed in
+    stack = Stack(App(), "Queues")
+    with pytest.raises(OutboxConstructError, match="queue_props applies to queues created here"):
+        OutboxPublisher(
+            stack,
+            "Publisher",
+            topic=sns.Topic(stack, "T"),
+            poison_queue=sqs.Queue(stack, "P"),
+            on_failure_queue=sqs.Queue(stack, "F"),
+            queue_props=FailureQueuesProps(),
+        )

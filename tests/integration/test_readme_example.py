@@ -3,30 +3,11 @@ environment, from a directory of their own, with no path set up for it."""
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
-from tests.support.aws import create_tables, endpoint_client, endpoint_environment, moto_server, scan_all
-from tests.support.readme import python_example
-
-
-def library_example() -> str:
-    return python_example("### Use the library from your own Lambda")
-
-
-def run_library_example(python: str, directory: Path, endpoint: str) -> subprocess.CompletedProcess[str]:
-    """The example as `example.py` in `directory`, run by `python` against `endpoint` (no PYTHONPATH)."""
-    script = directory / "example.py"
-    script.write_text(library_example())
-    return subprocess.run(  # noqa: S603 - a given interpreter, the README's own example
-        [python, str(script)],
-        cwd=directory,
-        env=endpoint_environment(endpoint),
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+from tests.support.aws import create_tables, endpoint_client, moto_server, scan_all
+from tests.support.readme import run_library_example
 
 
 def test_readme_library_example_commits_the_business_item_and_its_event(tmp_path: Path) -> None:

@@ -3,6 +3,10 @@
 The project's tracked sources are copied to a directory of their own and built into the wheel `pip install .`
 would build; the wheel is installed, with its declared dependencies, into a new venv that has nothing else.
 That venv then runs the README's library example and the `outbox` command, with no PYTHONPATH.
+
+The install resolves the declared dependencies from the package index, as `make setup` does (pinned by
+constraints.txt, so from pip's cache after `make setup`). The module runs on one test worker only: its
+fixture builds one wheel and one venv.
 """
 
 from __future__ import annotations
@@ -16,8 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.test_readme_example import run_library_example
 from tests.support.aws import create_tables, endpoint_client, moto_server, scan_all
+from tests.support.readme import run_library_example
+
+pytestmark = pytest.mark.xdist_group("packaging")
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 Installed = tuple[Path, Path]

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
+
+from tests.support.aws import endpoint_environment
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 
@@ -15,3 +18,21 @@ def python_example(section: str) -> str:
     match = re.search(r"```python\n(.*?)```", text[1], re.DOTALL)
     assert match, f"the README lost the example of {section!r}"
     return match.group(1)
+
+
+def library_example() -> str:
+    return python_example("### Use the library from your own Lambda")
+
+
+def run_library_example(python: str, directory: Path, endpoint: str) -> subprocess.CompletedProcess[str]:
+    """The example as `example.py` in `directory`, run by `python` against `endpoint` (no PYTHONPATH)."""
+    script = directory / "example.py"
+    script.write_text(library_example())
+    return subprocess.run(  # noqa: S603 - a given interpreter, the README's own example
+        [python, str(script)],
+        cwd=directory,
+        env=endpoint_environment(endpoint),
+        capture_output=True,
+        text=True,
+        check=False,
+    )

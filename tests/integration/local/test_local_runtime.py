@@ -21,8 +21,10 @@ from aws_lambda_powertools.utilities.parser.models import (
 
 from outbox_local.errors import ProvisioningError, UnsupportedResourceError
 from outbox_local.queues import receive_all
-from outbox_local.runtime import LocalRuntime
+from outbox_local.runtime import LocalRuntime, RuntimeOptions
 from tests.support.local_templates import options, template, write_template
+from tests.support.orders import http_event
+from tests.support.synth import Synthesized
 
 
 def call(runtime: LocalRuntime, method: str, path: str, body: Any = None, **headers: str) -> tuple[int, Any]:
@@ -311,3 +313,25 @@ def test_a_runtime_started_again_after_stop_runs_each_mapping_once(tmp_path: Pat
         # Then only this start's mapping runs, and the record is delivered once
         assert len(runtime.mappings) == 1
         assert queue_bodies(runtime, runtime.outputs["DeliveredUrl"]) == ["r-1"]
+
+
+def test_each_function_of_the_synthesized_app_runs_its_own_asset(synthesized: Synthesized) -> None:
+    # Given the sample app as `cdk synth` writes it, each function with its own asset, run locally
+    with LocalRuntime(RuntimeOptions(template_path=synthesized.template_path, background=False)) as runtime:
+        assert runtime.host is not None
+        api = next(spec for spec in runtime.host.functions if spec.handler == "orders_api.handler.handler")
+        publisher = next(
+            spec for spec in runtime.host.functions if spec.handler.startswith("outbox_publisher")
+        )
+
+        # When each is invoked (an unknown order; an empty stream batch)
+        missing = runtime.invoke(api.name, http_event("GET", "/orders/4bd1b02f-0000-4000-8000-000000000000"))
+        empty = runtime.invoke(publisher.name, {"Records": []})
+
+        # Then both answered, and every module of the shipped packages each loaded came from its own asset
+        assert missing.payload["statusCode"] == 404
+        assert empty.payload == {"batchItemFailures": []}
+        for spec in (api, publisher):
+            files = runtime.host.modules_of(spec.name)
+            assert {name.partition(".")[0] for name in files} >= {"outbox"}
+            assert all(str(file).startswith(str(spec.code_root)) for file in files.values()), spec.name

@@ -11,8 +11,8 @@ from outbox_publisher.errors import InvalidStreamEventError
 from outbox_publisher.handler import build_publisher, handle
 from outbox_publisher.routing import Destination
 from tests.support.events import event
+from tests.support.lambda_context import FakeLambdaContext
 from tests.unit.publisher.fakes import (
-    FakeDeadline,
     FakeDestination,
     FakeMarker,
     FakePoisonQueue,
@@ -25,11 +25,6 @@ ENV = {
     "TOPIC_ARN": "arn:aws:sns:us-east-1:123456789012:events",
     "POISON_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/poison",
 }
-
-
-class Context:
-    def get_remaining_time_in_millis(self) -> int:
-        return FakeDeadline().remaining_ms()
 
 
 def record(number: int, item: dict[str, Any] | None, name: str = "INSERT", arn: str = ARN) -> dict[str, Any]:
@@ -73,7 +68,7 @@ def test_only_inserts_of_the_outbox_table_are_published() -> None:
     sns, poison, app = setup()
 
     # When they are handled
-    response = handle({"Records": records}, Context(), app)
+    response = handle({"Records": records}, FakeLambdaContext(), app)
 
     # Then only the outbox INSERT was published, and the others are skipped, not failed
     assert response == {"batchItemFailures": []}
@@ -89,7 +84,7 @@ def test_records_after_a_stop_are_reported_even_if_they_would_be_skipped() -> No
     sns.fail_entry(e1.event_id, transient(), times=1000)
 
     # When they are handled
-    response = handle({"Records": records}, Context(), app)
+    response = handle({"Records": records}, FakeLambdaContext(), app)
 
     # Then all three are reported by sequence number (Lambda checkpoints at the lowest anyway)
     assert response == {
@@ -106,7 +101,7 @@ def test_a_stop_after_skipped_records_reports_from_the_failing_record() -> None:
     sns.fail_entry(e2.event_id, transient(), times=1000)
 
     # When they are handled
-    response = handle({"Records": records}, Context(), app)
+    response = handle({"Records": records}, FakeLambdaContext(), app)
 
     # Then only the failing record is reported
     assert response == {"batchItemFailures": [{"itemIdentifier": "000000000000000000003"}]}
@@ -120,7 +115,7 @@ def test_an_insert_without_new_image_is_poison_keyed_by_its_keys() -> None:
     _, poison, app = setup()
 
     # When it is handled
-    response = handle({"Records": [bare]}, Context(), app)
+    response = handle({"Records": [bare]}, FakeLambdaContext(), app)
 
     # Then it is poison, not a failure
     assert response == {"batchItemFailures": []}
@@ -140,7 +135,7 @@ def test_a_record_without_sequence_number_fails_the_invocation_before_publishing
     # When they are handled
     # Then the invocation fails as a whole, and nothing was published
     with pytest.raises(InvalidStreamEventError, match="SequenceNumber"):
-        handle({"Records": [good, broken]}, Context(), app)
+        handle({"Records": [good, broken]}, FakeLambdaContext(), app)
     assert sns.calls == []
 
 
@@ -151,4 +146,4 @@ def test_an_event_that_is_not_a_stream_batch_is_refused() -> None:
     # When handled
     # Then it is refused
     with pytest.raises(InvalidStreamEventError):
-        handle({"detail": {}}, Context(), app)
+        handle({"detail": {}}, FakeLambdaContext(), app)
