@@ -8,7 +8,7 @@ boto3 honours AWS_ENDPOINT_URL, which is how the local runtime points functions 
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import Any, Final
 
 import boto3
 from botocore.config import Config
@@ -20,7 +20,28 @@ _CLIENT_CONFIG = Config(
     retries={"mode": "standard", "max_attempts": 3},
 )
 
+# Calls a function makes while it publishes (order-gate reads, claims, the poison queue, marking) must each
+# end inside the time the publishing engine keeps free for them (outbox_publisher.retry): one attempt, short
+# waits. A call that fails is not retried here: the engine hands the record back, or the sweeper reconciles.
+INVOCATION_CONNECT_TIMEOUT_S: Final = 1
+INVOCATION_READ_TIMEOUT_S: Final = 2
+INVOCATION_CALL_S: Final = INVOCATION_CONNECT_TIMEOUT_S + INVOCATION_READ_TIMEOUT_S
+"""The longest one such call can take."""
+_INVOCATION_CONFIG = Config(
+    connect_timeout=INVOCATION_CONNECT_TIMEOUT_S,
+    read_timeout=INVOCATION_READ_TIMEOUT_S,
+    retries={"mode": "standard", "total_max_attempts": 1},
+)
+
 
 @functools.cache
 def client(service_name: str) -> Any:
+    """A client with botocore's standard retries (3 attempts) and bounded waits: for your own code."""
     return boto3.session.Session().client(service_name, config=_CLIENT_CONFIG)
+
+
+@functools.cache
+def invocation_client(service_name: str) -> Any:
+    """A client for calls that must fit a publishing invocation's deadline: one attempt, at most
+    `INVOCATION_CALL_S` seconds."""
+    return boto3.session.Session().client(service_name, config=_INVOCATION_CONFIG)

@@ -10,7 +10,13 @@ below hold whoever publishes.
 - FAILED sets `last_error` (truncated, free of payload data: callers pass codes and reasons only) and
   adds `attempts`, and gets NO `expires_at`: a poisoned row must stay inspectable and redrivable
   (`outbox failed`, `outbox redrive`) until an operator deals with it.
-- Both REMOVE `pending_shard`, which takes the row out of the sparse `pending` index the sweeper scans.
+- Both REMOVE `pending_shard`, which takes the row out of the sparse `pending` index the sweeper scans, and
+  the lease and backoff attributes (outbox.leases). A mark made under a lease requires that lease's owner:
+  a path that lost its lease cannot mark the row.
+- A FAILED mark may release the row at once (`released_at`, `release_reason`): its route lets the
+  aggregate's later events continue past a poison event, so the order gate does not hold them.
+- A deadline, when given, is checked before each call: with less than `MARKING_CALL_MS` left, the rest stay
+  PENDING (reported as `DeadlineExceeded`) rather than risk the invocation's timeout.
 
 As few calls as DynamoDB allows: it has no batch *conditional* update (BatchWriteItem only puts and
 deletes, without conditions), so rows are marked with TransactWriteItems, up to 100 Update actions per
@@ -30,17 +36,23 @@ from typing import Any, Protocol
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from outbox.aws import INVOCATION_CALL_S
 from outbox.aws_errors import error_code
 from outbox.clock import format_timestamp
+from outbox.deadline import Deadline, NoDeadline
 from outbox.dynamodb import DynamoDBTransactionExecutor, translate_client_error
 from outbox.errors import OutboxError, TransactionCancelledError
 from outbox.limits import MAX_TRANSACTION_ACTIONS
 from outbox.model import (
-    PARTITION_KEY,
+    LEASE_OWNER,
+    LEASE_UNTIL,
+    NEXT_ATTEMPT_AT,
     PENDING_INDEX_PARTITION_KEY,
-    SORT_KEY,
+    RELEASE_REASON,
+    RELEASED_AT,
     TTL_ATTRIBUTE,
     OutboxStatus,
+    RowKey,
     outbox_table,
     truncate_error,
 )
@@ -53,27 +65,23 @@ DEFAULT_PUBLISHED_RETENTION = timedelta(days=DEFAULT_PUBLISHED_RETENTION_DAYS)
 
 _log = logging.getLogger(__name__)
 
+_LEFT_PENDING = f"REMOVE {PENDING_INDEX_PARTITION_KEY}, {LEASE_OWNER}, {LEASE_UNTIL}, {NEXT_ATTEMPT_AT}"
 _PUBLISHED_UPDATE = (
     f"SET #status = :published, published_at = :published_at, {TTL_ATTRIBUTE} = :expires_at "
-    f"ADD attempts :attempts REMOVE {PENDING_INDEX_PARTITION_KEY}"
+    f"ADD attempts :attempts {_LEFT_PENDING}"
 )
 _FAILED_UPDATE = (
-    "SET #status = :failed, last_error = :last_error "
-    f"ADD attempts :attempts REMOVE {PENDING_INDEX_PARTITION_KEY}"
+    f"SET #status = :failed, last_error = :last_error, failed_at = :at ADD attempts :attempts {_LEFT_PENDING}"
+)
+_FAILED_AND_RELEASED_UPDATE = (
+    f"SET #status = :failed, last_error = :last_error, failed_at = :at, {RELEASED_AT} = :at, "
+    f"{RELEASE_REASON} = :release_reason ADD attempts :attempts {_LEFT_PENDING}"
 )
 _CONDITION = "#status = :pending"
+_LEASED_CONDITION = f"#status = :pending AND {LEASE_OWNER} = :owner"
 _NAMES = {"#status": "status"}
-
-
-@dataclass(frozen=True, slots=True, order=True)
-class RowKey:
-    """The primary key of an outbox row."""
-
-    aggregate_key: str
-    seq: int
-
-    def item(self) -> dict[str, dict[str, str]]:
-        return {PARTITION_KEY: {"S": self.aggregate_key}, SORT_KEY: {"N": str(self.seq)}}
+# One marking call ends within this (outbox.aws.invocation_client), plus a moment to answer Lambda.
+MARKING_CALL_MS = (INVOCATION_CALL_S + 1) * 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +89,8 @@ class PublishedMark:
     key: RowKey
     published_at: datetime
     attempts: int
+    lease_owner: str | None = None
+    """Set when the row was claimed: only that lease's owner may mark it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +99,10 @@ class FailedMark:
     error: str
     """A reason and an error code only: it is stored as `last_error`, so never payload data."""
     attempts: int
+    failed_at: datetime
+    lease_owner: str | None = None
+    release_reason: str | None = None
+    """Set when the aggregate's later events may go on past this one (its route continues past poison)."""
 
 
 Mark = PublishedMark | FailedMark
@@ -107,7 +121,7 @@ class MarkingReport:
 class RowMarker(Protocol):
     """Port: marks rows, never raises for a row it could not mark (it reports it instead)."""
 
-    def mark(self, marks: Sequence[Mark]) -> MarkingReport: ...
+    def mark(self, marks: Sequence[Mark], deadline: Deadline | None = None) -> MarkingReport: ...
 
 
 class DynamoDBRowMarker:
@@ -126,29 +140,40 @@ class DynamoDBRowMarker:
         self._table = outbox_table(table_name)
         self._executor = DynamoDBTransactionExecutor(client)
         self._retention = published_retention
+        self._deadline: Deadline = NoDeadline()
 
-    def mark(self, marks: Sequence[Mark]) -> MarkingReport:
+    def mark(self, marks: Sequence[Mark], deadline: Deadline | None = None) -> MarkingReport:
         report = MarkingReport()
+        self._deadline = deadline or NoDeadline()
         # Two actions on one item would make DynamoDB reject the whole transaction: the last mark wins.
         unique = list({mark.key: mark for mark in marks}.values())
         for start in range(0, len(unique), MAX_TRANSACTION_ACTIONS):
             self._mark_chunk(unique[start : start + MAX_TRANSACTION_ACTIONS], report)
         return report
 
+    def _time_for_a_call(self, marks: Sequence[Mark], report: MarkingReport) -> bool:
+        if self._deadline.remaining_ms() >= MARKING_CALL_MS:
+            return True
+        for mark in marks:
+            report.failed[mark.key] = "DeadlineExceeded"
+        return False
+
     def _mark_chunk(self, chunk: Sequence[Mark], report: MarkingReport) -> None:
         if len(chunk) == 1:
             # One row: UpdateItem costs half the WCU of a one-action transaction.
             self._mark_one(chunk[0], report)
             return
+        if not self._time_for_a_call(chunk, report):
+            return
         transaction = Transaction()
         for mark in chunk:
-            expression, values = self._update(mark)
+            expression, condition, values = self._update(mark)
             transaction.update(
                 self._table,
                 mark.key.item(),
                 expression,
                 label=f"mark {mark.key.aggregate_key} seq {mark.key.seq}",
-                condition=_CONDITION,
+                condition=condition,
                 names=_NAMES,
                 values=values,
             )
@@ -170,14 +195,16 @@ class DynamoDBRowMarker:
         report.marked.extend(mark.key for mark in chunk)
 
     def _mark_one(self, mark: Mark, report: MarkingReport) -> None:
-        expression, values = self._update(mark)
+        if not self._time_for_a_call([mark], report):
+            return
+        expression, condition, values = self._update(mark)
         report.calls += 1
         try:
             self._client.update_item(
                 TableName=self._table.table_name,
                 Key=mark.key.item(),
                 UpdateExpression=expression,
-                ConditionExpression=_CONDITION,
+                ConditionExpression=condition,
                 ExpressionAttributeNames=_NAMES,
                 ExpressionAttributeValues=values,
             )
@@ -192,16 +219,25 @@ class DynamoDBRowMarker:
             return
         report.marked.append(mark.key)
 
-    def _update(self, mark: Mark) -> tuple[str, dict[str, dict[str, str]]]:
+    def _update(self, mark: Mark) -> tuple[str, str, dict[str, dict[str, str]]]:
+        """The mark's update expression, its condition and their values."""
         values: dict[str, dict[str, str]] = {
             ":pending": {"S": OutboxStatus.PENDING.value},
             ":attempts": {"N": str(mark.attempts)},
         }
+        condition = _CONDITION
+        if mark.lease_owner is not None:
+            condition = _LEASED_CONDITION
+            values[":owner"] = {"S": mark.lease_owner}
         if isinstance(mark, PublishedMark):
             values[":published"] = {"S": OutboxStatus.PUBLISHED.value}
             values[":published_at"] = {"S": format_timestamp(mark.published_at)}
             values[":expires_at"] = {"N": str(int((mark.published_at + self._retention).timestamp()))}
-            return _PUBLISHED_UPDATE, values
+            return _PUBLISHED_UPDATE, condition, values
         values[":failed"] = {"S": OutboxStatus.FAILED.value}
         values[":last_error"] = {"S": truncate_error(mark.error)}
-        return _FAILED_UPDATE, values
+        values[":at"] = {"S": format_timestamp(mark.failed_at)}
+        if mark.release_reason is None:
+            return _FAILED_UPDATE, condition, values
+        values[":release_reason"] = {"S": truncate_error(mark.release_reason)}
+        return _FAILED_AND_RELEASED_UPDATE, condition, values

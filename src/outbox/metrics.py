@@ -23,6 +23,16 @@ RECORDS_SKIPPED: Final = "RecordsSkipped"
 MARKING_FAILURES: Final = "MarkingFailures"
 ROWS_ALREADY_MOVED: Final = "RowsAlreadyMoved"
 PUBLISH_LATENCY_MS: Final = "PublishLatencyMs"
+HELD_EVENTS: Final = "HeldEvents"
+"""Events the order gate kept back (left PENDING for later)."""
+CONFIGURATION_ERRORS: Final = "ConfigurationErrors"
+"""Invocations failed because a record showed the wiring is wrong (another table, no new image)."""
 
-# Emitted by the sweeper on every run.
+# Emitted by the sweeper on every run, also when there is nothing to do.
 OLDEST_PENDING_AGE_SECONDS: Final = "OldestPendingAgeSeconds"
+PENDING_EVENTS: Final = "PendingEvents"
+HELD_AGGREGATES: Final = "HeldAggregates"
+"""Aggregates whose next event waits behind a FAILED or missing one: they need an operator."""
+SWEPT_EVENTS: Final = "SweptEvents"
+BACKED_OFF_EVENTS: Final = "BackedOffEvents"
+GAVE_UP_EVENTS: Final = "GaveUpEvents"

@@ -12,7 +12,7 @@ import json
 import re
 import uuid
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from decimal import Decimal, InvalidOperation
 from enum import StrEnum
@@ -37,6 +37,43 @@ PENDING_INDEX_NAME = "pending"
 PENDING_INDEX_PARTITION_KEY = "pending_shard"
 PENDING_INDEX_SORT_KEY = "occurred_at"
 PENDING_SHARDS = 16
+# Set by the publishing paths while they work on a row (outbox.leases, outbox.marking), never by writers.
+LEASE_OWNER = "lease_owner"
+LEASE_UNTIL = "lease_until"
+"""Epoch seconds: until then, no other path may claim the row."""
+NEXT_ATTEMPT_AT = "next_attempt_at"
+"""Epoch seconds: the sweeper backs off a row it could not publish until then."""
+# Set by an operator (outbox.release) to let an aggregate's later events past a FAILED or missing event.
+RELEASED_AT = "released_at"
+RELEASED_BY = "released_by"
+RELEASE_REASON = "release_reason"
+PREDECESSOR_RELEASED_AT = "predecessor_released_at"
+"""On a PENDING row: its missing predecessor was released (skipped), so the gate does not wait for it."""
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class RowKey:
+    """The primary key of an outbox row."""
+
+    aggregate_key: str
+    seq: int
+
+    def item(self) -> dict[str, dict[str, str]]:
+        return {PARTITION_KEY: {"S": self.aggregate_key}, SORT_KEY: {"N": str(self.seq)}}
+
+    @property
+    def predecessor(self) -> RowKey:
+        return RowKey(self.aggregate_key, self.seq - 1)
+
+    @classmethod
+    def of(cls, item: Mapping[str, Any]) -> RowKey | None:
+        """The key of a row, if the item holds a well-formed one (a poison row may not)."""
+        try:
+            aggregate_key = item[PARTITION_KEY]["S"]
+            seq = int(str(item[SORT_KEY]["N"]))
+        except (KeyError, TypeError, ValueError):
+            return None
+        return cls(str(aggregate_key), seq)
 
 
 def outbox_table(table_name: str) -> TableKeys:

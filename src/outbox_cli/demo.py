@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from outbox import outputs as stack_outputs
-from outbox.marking import RowKey
+from outbox.model import RowKey
 from outbox_cli.watching import QueueWatcher, from_bus, from_topic
 from outbox_local.queues import receive_all
 from outbox_local.runtime import LocalRuntime, RuntimeOptions

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from outbox.errors import InvalidOutboxRowError
-from outbox.marking import RowKey
-from outbox.model import PARTITION_KEY, SORT_KEY, OutboxEvent
+from outbox.leases import Lease
+from outbox.model import PREDECESSOR_RELEASED_AT, OutboxEvent, RowKey
+from outbox.predecessors import PredecessorState
 from outbox_publisher.poison import PoisonReason, Rejection
 
 
@@ -25,6 +26,20 @@ class Candidate:
     rejection: Rejection | None = None
     source: Mapping[str, str] = field(default_factory=dict)
     """Where the row came from (stream ARN, sequence number...), for the poison message."""
+    lease: Lease | None = None
+    """Held by the caller (outbox.leases): the row is marked only under it."""
+    predecessor: PredecessorState | None = None
+    """The state of event `seq - 1`, when the caller already read it: the gate does not read it again."""
+    last_chance: bool = False
+    """The sweeper's cutoff: a transient failure now makes the event poison instead of a retry."""
+
+    @property
+    def predecessor_released(self) -> bool:
+        """An operator released this event's missing predecessor (outbox.release)."""
+        return PREDECESSOR_RELEASED_AT in self.row
+
+    def but(self, **changes: Any) -> Candidate:
+        return replace(self, **changes)
 
     @classmethod
     def from_row(
@@ -35,7 +50,7 @@ class Candidate:
         keys: Mapping[str, Any] | None = None,
         source: Mapping[str, str] | None = None,
     ) -> Candidate:
-        key = row_key(keys if keys is not None else row)
+        key = RowKey.of(keys if keys is not None else row)
         try:
             event = OutboxEvent.from_item(row)
         except InvalidOutboxRowError as error:
@@ -54,14 +69,6 @@ class Candidate:
         keys: Mapping[str, Any] | None = None,
         source: Mapping[str, str] | None = None,
     ) -> Candidate:
-        return cls(ref, row, row_key(keys if keys is not None else row), None, rejection, dict(source or {}))
-
-
-def row_key(item: Mapping[str, Any]) -> RowKey | None:
-    """The row's key, if the item holds a well-formed one (a poison row may not)."""
-    try:
-        aggregate_key = item[PARTITION_KEY]["S"]
-        seq = int(str(item[SORT_KEY]["N"]))
-    except (KeyError, TypeError, ValueError):
-        return None
-    return RowKey(str(aggregate_key), seq)
+        return cls(
+            ref, row, RowKey.of(keys if keys is not None else row), None, rejection, dict(source or {})
+        )

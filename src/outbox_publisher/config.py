@@ -9,6 +9,7 @@
 | `POISON_QUEUE_URL` | yes | SQS queue that receives poison events whole |
 | `OUTBOX_ROUTES` | no | routing rules (JSON, `outbox_publisher.routing`); default: every event everywhere |
 | `PUBLISHED_RETENTION_DAYS` | no | TTL of PUBLISHED rows, in days (default 7) |
+| `SWEEP_GRACE_SECONDS` | no | age at which the sweeper takes a PENDING row (default 60, at least 30) |
 
 The CDK construct sets these variables by the names defined here (and, for the two destinations, in
 `outbox_publisher.routing`), so the two cannot drift apart.
@@ -38,10 +39,26 @@ ENV_EVENT_SOURCE = "EVENT_SOURCE"
 ENV_POISON_QUEUE_URL = "POISON_QUEUE_URL"
 ENV_OUTBOX_ROUTES = "OUTBOX_ROUTES"
 ENV_PUBLISHED_RETENTION_DAYS = "PUBLISHED_RETENTION_DAYS"
+ENV_SWEEP_GRACE_SECONDS = "SWEEP_GRACE_SECONDS"
+DEFAULT_SWEEP_GRACE_SECONDS = 60
+# The stream publisher keeps a 20 s horizon for the rows it publishes without a claim
+# (outbox_publisher.stream): a grace below 30 s would leave almost no row young enough to go without one.
+MIN_SWEEP_GRACE_SECONDS = 30
 
 # SNS answers a malformed TopicArn with InvalidParameter, which reads as "this entry is bad": each
 # event would be sent alone, refused, and poisoned. So the ARN's shape is checked here, once.
+_TABLE_ARN = re.compile(r"arn:aws[a-z-]*:dynamodb:[a-z0-9-]+:[0-9]{12}:table/([A-Za-z0-9_.-]{3,255})")
 _TOPIC_ARN = re.compile(r"arn:aws[a-z-]*:sns:[a-z0-9-]+:[0-9]{12}:[A-Za-z0-9_-]{1,256}(\.fifo)?")
+
+
+def table_name_of(name_or_arn: str) -> str:
+    """A table's name, given its name or its ARN (DynamoDB takes both; stream records name the table)."""
+    if not name_or_arn.startswith("arn:"):
+        return name_or_arn
+    found = _TABLE_ARN.fullmatch(name_or_arn)
+    if found is None:
+        raise ConfigurationError(f"{ENV_OUTBOX_TABLE_NAME} is an ARN but not a DynamoDB table's")
+    return found.group(1)
 
 
 def event_source_problem(source: str) -> str | None:
@@ -63,6 +80,7 @@ class PublisherConfig:
     event_bus_name: str | None = None
     event_source: str | None = None
     published_retention: timedelta = DEFAULT_PUBLISHED_RETENTION
+    sweep_grace: timedelta = timedelta(seconds=DEFAULT_SWEEP_GRACE_SECONDS)
 
     @property
     def fifo_topic(self) -> bool:
@@ -74,7 +92,7 @@ class PublisherConfig:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> PublisherConfig:
-        table_name = require(env, ENV_OUTBOX_TABLE_NAME)
+        table_name = table_name_of(require(env, ENV_OUTBOX_TABLE_NAME))
         poison_queue_url = require(env, ENV_POISON_QUEUE_URL)
         topic_arn = optional(env, ENV_TOPIC_ARN)
         event_bus_name = optional(env, ENV_EVENT_BUS_NAME)
@@ -97,6 +115,9 @@ class PublisherConfig:
         retention_days = positive_int(
             env, ENV_PUBLISHED_RETENTION_DAYS, default=DEFAULT_PUBLISHED_RETENTION_DAYS
         )
+        grace = positive_int(env, ENV_SWEEP_GRACE_SECONDS, default=DEFAULT_SWEEP_GRACE_SECONDS)
+        if grace < MIN_SWEEP_GRACE_SECONDS:
+            raise ConfigurationError(f"{ENV_SWEEP_GRACE_SECONDS} must be at least {MIN_SWEEP_GRACE_SECONDS}")
         return cls(
             table_name=table_name,
             poison_queue_url=poison_queue_url,
@@ -105,4 +126,5 @@ class PublisherConfig:
             event_bus_name=event_bus_name,
             event_source=event_source,
             published_retention=timedelta(days=retention_days),
+            sweep_grace=timedelta(seconds=grace),
         )

@@ -5,6 +5,7 @@ jittered backoff, within the attempts the `RetryPolicy` allows and the time the 
 entry refused for good is not retried. A call refused as a whole for its content is split into one call
 per entry, to tell which entry was at fault. No call starts without the policy's safety margin left:
 after another destination's retries, starting one could run past the Lambda timeout and fail the batch.
+Nor does a call start that could end after `publish_until`, when the caller sets one.
 """
 
 from __future__ import annotations
@@ -12,11 +13,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 
+from outbox.clock import Clock, utc_now
+from outbox.deadline import Deadline
 from outbox_publisher.errors import DestinationCallError, FailureKind
 from outbox_publisher.messages import Message
 from outbox_publisher.ports import DestinationPort, EntryResult
-from outbox_publisher.retry import Deadline, Random, RetryPolicy, Sleep
+from outbox_publisher.retry import PUBLISH_CALL_S, Random, RetryPolicy, Sleep
 
 _log = logging.getLogger(__name__)
 
@@ -34,12 +38,32 @@ class Delivery:
 class Deliverer:
     """Sends batches with retries; counts every call it makes (`calls`)."""
 
-    def __init__(self, policy: RetryPolicy, deadline: Deadline, *, sleep: Sleep, random: Random) -> None:
+    def __init__(
+        self,
+        policy: RetryPolicy,
+        deadline: Deadline,
+        *,
+        sleep: Sleep,
+        random: Random,
+        clock: Clock = utc_now,
+        publish_until: datetime | None = None,
+    ) -> None:
         self._policy = policy
         self._deadline = deadline
         self._sleep = sleep
         self._random = random
+        self._clock = clock
+        self._publish_until = publish_until
         self.calls = 0
+
+    def may_call(self, delay_ms: float = 0.0) -> bool:
+        """A publish call started now (after `delay_ms`) ends in time."""
+        if not self._policy.has_time_for(self._deadline, delay_ms):
+            return False
+        if self._publish_until is None:
+            return True
+        latest_start = self._publish_until - timedelta(seconds=PUBLISH_CALL_S)
+        return self._clock() + timedelta(milliseconds=delay_ms) <= latest_start
 
     def deliver(self, port: DestinationPort, messages: Sequence[Message]) -> list[Delivery]:
         """One `Delivery` per message, in order."""
@@ -49,7 +73,7 @@ class Deliverer:
         pending = list(range(len(messages)))
         round_number = 0
         while pending:
-            if not policy.has_time_for(self._deadline):
+            if not self.may_call():
                 for position in pending:
                     done[position] = Delivery(
                         False, attempts[position], "DeadlineExceeded", FailureKind.TRANSIENT
@@ -69,7 +93,7 @@ class Deliverer:
             if not retry:
                 break
             delay_ms = policy.delay_ms(round_number, self._random)
-            if round_number >= policy.max_attempts or not policy.has_time_for(self._deadline, delay_ms):
+            if round_number >= policy.max_attempts or not self.may_call(delay_ms):
                 for position, result in retry:
                     done[position] = Delivery(False, attempts[position], result.code, result.kind)
                 break

@@ -1,7 +1,9 @@
 """The publishing engine: outbox rows in, in order; per-row outcomes out. Knows nothing of streams or boto3.
 
-The stream publisher feeds it a shard's batch; the sweeper will feed it rows it claimed. Both get:
+The stream publisher feeds it a shard's batch; the sweeper feeds it rows it claimed. Both get:
 
+- The order gate (`outbox_publisher.gate`): each aggregate's events in `seq` order, none before its
+  predecessor is out; an event that must wait is HELD (left PENDING) without holding up other aggregates.
 - Routing: each event goes to the destinations its route names; no route is poison.
 - Batching: a call carries up to 10 entries within the service's byte limit, and never two events of
   one aggregate. Calls fail per entry: if one call carried A#1 and A#2 and only A#1 failed, A#2 would
@@ -20,10 +22,14 @@ The stream publisher feeds it a shard's batch; the sweeper will feed it rows it 
 - Poison (can never succeed: unreadable row, no route, too large, refused for a permanent reason): the
   row goes WHOLE to the poison queue with the reason, the error code and the attempt count, its row is
   marked FAILED, and the batch goes on. If the poison queue does not take it, it is a transient
-  failure like any other: retried, never dropped.
+  failure like any other: retried, never dropped. A candidate on its last chance (the sweeper's cutoff)
+  that fails transiently is poison too (`gave_up`).
 - Marking: published rows become PUBLISHED, poison rows FAILED, in as few DynamoDB calls as possible,
-  after publishing. A marking failure never fails an event: the event is out, the row stays PENDING
-  and the sweeper reconciles it; the report counts it.
+  after publishing, under the caller's lease when it holds one. A marking failure never fails an event:
+  the event is out, the row stays PENDING and the sweeper reconciles it; the report counts it.
+- Time: no call starts without the policy's safety margin left in the invocation, and, when the caller
+  gives a `publish_until` (the stream publisher's horizon for rows it did not claim), no publish call
+  starts that could end after it.
 """
 
 from __future__ import annotations
@@ -35,30 +41,24 @@ from datetime import datetime
 from typing import Any
 
 from outbox.clock import Clock, utc_now
-from outbox.errors import ConfigurationError
+from outbox.deadline import Deadline, NoDeadline
+from outbox.errors import ConfigurationError, OutboxError
 from outbox.marking import FailedMark, Mark, MarkingReport, PublishedMark, RowMarker
 from outbox.model import OutboxEvent
+from outbox.predecessors import PredecessorReader, PredecessorState
 from outbox_publisher.candidates import Candidate
 from outbox_publisher.delivery import Deliverer, Delivery
 from outbox_publisher.errors import FailureKind, PoisonQueueUnavailableError
+from outbox_publisher.gate import HoldReason, OrderGate, Unknown, predecessors_to_read, processing_order
 from outbox_publisher.messages import MAX_ENTRIES_PER_CALL, Message
 from outbox_publisher.poison import PoisonMessage, PoisonReason, Rejection
 from outbox_publisher.ports import DestinationPort, PoisonQueue
 from outbox_publisher.report import EventOutcome, PublishReport, Status
-from outbox_publisher.retry import (
-    Deadline,
-    NoDeadline,
-    Random,
-    RetryPolicy,
-    Sleep,
-    system_random,
-    system_sleep,
-)
-from outbox_publisher.routing import DESTINATION_ORDER, Destination, Router
+from outbox_publisher.retry import Random, RetryPolicy, Sleep, system_random, system_sleep
+from outbox_publisher.routing import DESTINATION_ORDER, Destination, PoisonPolicy, Router
 
-# Marking needs a moment; with less than this left, rows stay PENDING for the sweeper rather than
-# risk a timeout that would fail the whole batch.
-MIN_TIME_FOR_MARKING_MS = 1_000
+# A FailedMark's release reason when the event's route lets later events go on past it.
+CONTINUES_PAST_POISON = "its route continues past poison"
 
 _log = logging.getLogger(__name__)
 
@@ -81,6 +81,7 @@ class PublishingEngine:
         router: Router,
         poison_queue: PoisonQueue,
         marker: RowMarker,
+        predecessors: PredecessorReader,
         clock: Clock = utc_now,
         retry: RetryPolicy | None = None,
         sleep: Sleep = system_sleep,
@@ -95,31 +96,64 @@ class PublishingEngine:
         self._router = router
         self._poison_queue = poison_queue
         self._marker = marker
+        self._predecessors = predecessors
         self._clock = clock
         self._retry = retry or RetryPolicy()
         self._sleep = sleep
         self._random = random
 
-    def publish(self, candidates: Sequence[Candidate], deadline: Deadline | None = None) -> PublishReport:
-        return _Run(self, candidates, deadline or NoDeadline()).execute()
+    def publish(
+        self,
+        candidates: Sequence[Candidate],
+        deadline: Deadline | None = None,
+        *,
+        publish_until: datetime | None = None,
+    ) -> PublishReport:
+        """Publish `candidates`; `publish_until`: no publish call may end after it (None: no such bound)."""
+        return _Run(self, candidates, deadline or NoDeadline(), publish_until).execute()
 
 
 class _Run:
     """One call of `PublishingEngine.publish`: its state, and the steps in order."""
 
-    def __init__(self, engine: PublishingEngine, candidates: Sequence[Candidate], deadline: Deadline) -> None:
+    def __init__(
+        self,
+        engine: PublishingEngine,
+        candidates: Sequence[Candidate],
+        deadline: Deadline,
+        publish_until: datetime | None,
+    ) -> None:
         self.engine = engine
         self.candidates = candidates
         self.deadline = deadline
         self.outcomes: dict[int, EventOutcome] = {}
         self.stopped_at: int | None = None
-        self.deliverer = Deliverer(engine._retry, deadline, sleep=engine._sleep, random=engine._random)
+        self.deliverer = Deliverer(
+            engine._retry,
+            deadline,
+            sleep=engine._sleep,
+            random=engine._random,
+            clock=engine._clock,
+            publish_until=publish_until,
+        )
+        self.gate_reads = 0
 
     # -- the steps ---------------------------------------------------------------------------
 
     def execute(self) -> PublishReport:
+        gate = OrderGate(self._read_predecessors())
+        self.gate = gate
         group: list[_Planned] = []
-        for index, candidate in enumerate(self.candidates):
+        for index in processing_order(self.candidates):
+            candidate = self.candidates[index]
+            if candidate.key is not None and any(
+                member.event.aggregate_key == candidate.key.aggregate_key for member in group
+            ):
+                # The gate decides on this event once its predecessor, in the group, is out.
+                self._flush(group)
+                group = []
+            if self.stopped_at is not None:
+                break
             plan = self._plan(index, candidate)
             if isinstance(plan, Rejection):
                 # Earlier events go first; and if the poison queue then fails, nothing after it is sent.
@@ -128,19 +162,61 @@ class _Run:
                 if self.stopped_at is not None:
                     break
                 self._poison(index, candidate, plan, attempts=0, delivered_to=())
-            else:
-                if group and not self._fits(group, plan):
-                    self._flush(group)
-                    group = []
-                group.append(plan)
-            if self.stopped_at is not None:
+                continue
+            try:
+                hold = gate.check(candidate)
+            except Unknown:
+                self._flush(group)
+                group = []
+                if self.stopped_at is None:
+                    self._stop(
+                        index, candidate, "GateReadFailed", "the predecessor's state could not be read"
+                    )
                 break
+            if hold is not None:
+                self._hold(index, candidate, hold)
+                continue
+            if group and not self._fits(group, plan):
+                self._flush(group)
+                group = []
+                if self.stopped_at is not None:
+                    break
+            group.append(plan)
         if self.stopped_at is None:
             self._flush(group)
         for index, candidate in enumerate(self.candidates):
             self.outcomes.setdefault(index, EventOutcome(candidate, Status.NOT_ATTEMPTED))
         outcomes = [self.outcomes[index] for index in range(len(self.candidates))]
-        return PublishReport(outcomes, self.stopped_at, self._mark(outcomes), self.deliverer.calls)
+        return PublishReport(
+            outcomes, self.stopped_at, self._mark(outcomes), self.deliverer.calls, self.gate_reads
+        )
+
+    def _read_predecessors(self) -> dict[Any, PredecessorState] | None:
+        """The states of predecessors outside the run, read at once; None if they could not be read."""
+        keys = predecessors_to_read(self.candidates)
+        if not keys:
+            return {}
+        if not self.engine._retry.has_time_for(self.deadline):
+            return None
+        self.gate_reads += 1
+        try:
+            return self.engine._predecessors.states(keys)
+        except OutboxError as error:
+            _log.warning(
+                "could not read predecessors' states; stopping where one is needed",
+                extra={"error": type(error).__name__, "keys": len(keys)},
+            )
+            return None
+
+    def _hold(self, index: int, candidate: Candidate, reason: HoldReason) -> None:
+        self.gate.held(candidate.key, reason)
+        if reason is not HoldReason.PREDECESSOR_HELD:
+            event = candidate.event
+            _log.info(
+                "event held by the order gate",
+                extra={**(_ids(event) if event is not None else {}), "reason": reason.value},
+            )
+        self.outcomes[index] = EventOutcome(candidate, Status.HELD, code=reason.value)
 
     def _plan(self, index: int, candidate: Candidate) -> _Planned | Rejection:
         if candidate.rejection is not None:
@@ -213,7 +289,10 @@ class _Run:
             failed = [
                 member.index
                 for member, result in zip(members, results, strict=True)
-                if not result.ok and result.kind is not FailureKind.PERMANENT
+                # A last-chance event that fails is poisoned, not retried: nothing after it must wait.
+                if not result.ok
+                and result.kind is not FailureKind.PERMANENT
+                and not member.candidate.last_chance
             ]
             if failed:
                 cut = min(failed) if cut is None else min(cut, *failed)
@@ -236,6 +315,7 @@ class _Run:
                 published_at=published_at,
                 delivered_to=delivered,
             )
+            self.gate.published(member.candidate.key)
             return
         if self.stopped_at is not None:
             self.outcomes[member.index] = EventOutcome(
@@ -256,6 +336,14 @@ class _Run:
             self._poison(member.index, member.candidate, rejection, attempts=attempts, delivered_to=delivered)
             return
         destination, delivery = failures[0]
+        if member.candidate.last_chance:
+            rejection = Rejection(
+                PoisonReason.GAVE_UP,
+                f"{destination.value}:{delivery.code}",
+                f"{delivery.kind} failures on {destination.value} outlasted the sweeper's limit",
+            )
+            self._poison(member.index, member.candidate, rejection, attempts=attempts, delivered_to=delivered)
+            return
         _log.warning(
             "publish failed after retries; stopping here",
             extra={**_ids(member.event), "destination": destination.value, "code": delivery.code},
@@ -317,6 +405,7 @@ class _Run:
             )
             return
         _log.error("poison event sent to the poison queue", extra=log_fields)
+        self.gate.poisoned(candidate.key, continues=self._continues_past(candidate))
         self.outcomes[index] = EventOutcome(
             candidate,
             Status.POISONED,
@@ -341,26 +430,37 @@ class _Run:
             candidate, Status.FAILED, attempts, code=code, detail=detail, delivered_to=delivered_to
         )
 
+    def _continues_past(self, candidate: Candidate) -> bool:
+        event = candidate.event
+        if event is None:
+            return False  # unreadable: no route to ask
+        policy = self.engine._router.poison_policy_for(event.aggregate_type, event.event_type)
+        return policy is PoisonPolicy.CONTINUE
+
     def _mark(self, outcomes: Sequence[EventOutcome]) -> MarkingReport:
         marks: list[Mark] = []
         unmarkable = 0
+        now = self.engine._clock()
         for outcome in outcomes:
-            key = outcome.candidate.key
+            candidate = outcome.candidate
+            key = candidate.key
+            owner = candidate.lease.owner if candidate.lease is not None else None
             if outcome.status is Status.PUBLISHED and outcome.published_at is not None and key is not None:
-                marks.append(PublishedMark(key, outcome.published_at, outcome.attempts))
+                marks.append(PublishedMark(key, outcome.published_at, outcome.attempts, lease_owner=owner))
             elif outcome.status is Status.POISONED and key is not None:
-                marks.append(FailedMark(key, outcome.detail or str(outcome.code), outcome.attempts))
+                release = CONTINUES_PAST_POISON if self._continues_past(candidate) else None
+                error = outcome.detail or str(outcome.code)
+                marks.append(
+                    FailedMark(key, error, outcome.attempts, now, lease_owner=owner, release_reason=release)
+                )
             elif outcome.status in (Status.PUBLISHED, Status.POISONED):
                 unmarkable += 1
         if unmarkable:
             _log.warning("rows without a usable key cannot be marked", extra={"rows": unmarkable})
         if not marks:
             return MarkingReport()
-        if self.deadline.remaining_ms() < MIN_TIME_FOR_MARKING_MS:
-            _log.warning("too little time left to mark rows; the sweeper will", extra={"rows": len(marks)})
-            return MarkingReport(failed={mark.key: "DeadlineExceeded" for mark in marks})
         try:
-            report = self.engine._marker.mark(marks)
+            report = self.engine._marker.mark(marks, self.deadline)
         except Exception as error:
             # The events are out: failing now would hand them back and publish them again. The rows stay
             # PENDING and the sweeper reconciles them.

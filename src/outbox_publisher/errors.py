@@ -42,3 +42,8 @@ class PoisonQueueUnavailableError(PublisherError):
 
 class InvalidStreamEventError(PublisherError):
     """The Lambda event is not a DynamoDB stream batch this publisher can answer for."""
+
+
+class StreamConfigurationError(PublisherError):
+    """A stream record shows the publisher is wired wrong (another table's stream, no new image): the
+    invocation fails, loudly, until the configuration is fixed. Never skipped, never poison."""

@@ -19,24 +19,20 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 
 from outbox import metrics as metric_names
-from outbox.aws import client
+from outbox.aws import invocation_client
 from outbox.clock import Clock, utc_now
-from outbox.marking import DynamoDBRowMarker, RowMarker
-from outbox_publisher.adapters import (
-    EventBridgeDestination,
-    SnsDestination,
-    SqsPoisonQueue,
-    publishing_client,
-)
+from outbox.deadline import LambdaDeadline
+from outbox.leases import DynamoDBRowClaimer, RowClaimer
+from outbox.marking import RowMarker
+from outbox.predecessors import PredecessorReader
 from outbox_publisher.config import PublisherConfig
-from outbox_publisher.engine import PublishingEngine
-from outbox_publisher.errors import InvalidStreamEventError
-from outbox_publisher.messages import Message
-from outbox_publisher.ports import DestinationPort, EntryResult, PoisonQueue
+from outbox_publisher.errors import InvalidStreamEventError, StreamConfigurationError
+from outbox_publisher.ports import DestinationPort, PoisonQueue
 from outbox_publisher.report import Status
-from outbox_publisher.retry import LambdaDeadline, Random, RetryPolicy, Sleep, system_random, system_sleep
+from outbox_publisher.retry import Random, RetryPolicy, Sleep, system_random, system_sleep
 from outbox_publisher.routing import Destination
 from outbox_publisher.stream import StopAtFirstFailureProcessor, StreamBatchResult, StreamPublisher
+from outbox_publisher.wiring import build_engine
 
 SERVICE = metric_names.PUBLISHER_SERVICE
 MAX_LOGGED_IDS = 100
@@ -46,25 +42,6 @@ tracer = Tracer(service=SERVICE)
 metrics = Metrics(service=SERVICE)
 # The engine and the marker log through the standard library; give them the same JSON output.
 copy_config_to_registered_loggers(source_logger=logger, include={"outbox", "outbox_publisher"})
-
-
-class TracedDestination:
-    """A destination whose every publish call is an X-Ray subsegment."""
-
-    def __init__(self, inner: DestinationPort) -> None:
-        self._inner = inner
-        self.destination = inner.destination
-        self.max_entry_bytes = inner.max_entry_bytes
-        self.max_batch_bytes = inner.max_batch_bytes
-
-    def size_of(self, message: Message) -> int:
-        return self._inner.size_of(message)
-
-    @tracer.capture_method(capture_response=False)
-    def publish(self, messages: Sequence[Message]) -> list[EntryResult]:
-        tracer.put_annotation("destination", self.destination.value)
-        tracer.put_metadata("event_ids", [message.event.event_id for message in messages])
-        return self._inner.publish(messages)
 
 
 @dataclass(frozen=True)
@@ -79,35 +56,34 @@ def build_publisher(
     destinations: Mapping[Destination, DestinationPort] | None = None,
     poison_queue: PoisonQueue | None = None,
     marker: RowMarker | None = None,
+    predecessors: PredecessorReader | None = None,
+    claimer: RowClaimer | None = None,
     clock: Clock = utc_now,
     sleep: Sleep = system_sleep,
     random: Random = system_random,
     retry: RetryPolicy | None = None,
 ) -> Publisher:
     """Wires the publisher; tests pass their own ports, clock and sleep."""
-    if destinations is None:
-        ports: dict[Destination, DestinationPort] = {}
-        if config.topic_arn is not None:
-            ports[Destination.SNS] = SnsDestination(publishing_client("sns"), config.topic_arn)
-        if config.event_bus_name is not None and config.event_source is not None:
-            ports[Destination.EVENTBRIDGE] = EventBridgeDestination(
-                publishing_client("events"), config.event_bus_name, config.event_source
-            )
-        destinations = ports
-    engine = PublishingEngine(
-        destinations={name: TracedDestination(port) for name, port in destinations.items()},
-        router=config.router,
-        poison_queue=poison_queue or SqsPoisonQueue(client("sqs"), config.poison_queue_url),
-        marker=marker
-        or DynamoDBRowMarker(
-            client("dynamodb"), config.table_name, published_retention=config.published_retention
-        ),
+    engine = build_engine(
+        config,
+        destinations=destinations,
+        poison_queue=poison_queue,
+        marker=marker,
+        predecessors=predecessors,
         clock=clock,
-        retry=retry,
         sleep=sleep,
         random=random,
+        retry=retry,
     )
-    return Publisher(config, StreamPublisher(engine, config.table_name))
+    stream = StreamPublisher(
+        engine,
+        config.table_name,
+        claimer or DynamoDBRowClaimer(invocation_client("dynamodb"), config.table_name),
+        sweep_grace=config.sweep_grace,
+        clock=clock,
+        retry=retry,
+    )
+    return Publisher(config, stream)
 
 
 _publisher: Publisher | None = None
@@ -141,8 +117,14 @@ def handle(event: Mapping[str, Any], context: Any, app: Publisher) -> dict[str, 
         return result.first_failure
 
     processor = StopAtFirstFailureProcessor()
-    with processor(records=records, handler=publish_batch):
-        processor.process()
+    try:
+        with processor(records=records, handler=publish_batch):
+            processor.process()
+    except StreamConfigurationError as error:
+        # Fail the invocation: the mapping retries, PublisherErrors fires, nothing is skipped or poisoned.
+        metrics.add_metric(name=metric_names.CONFIGURATION_ERRORS, unit=MetricUnit.Count, value=1)
+        logger.error("the publisher is misconfigured; failing the invocation", extra={"reason": str(error)})
+        raise
     response = processor.response()
     if outcome:
         _observe(outcome[0], len(response["batchItemFailures"]))
@@ -166,6 +148,7 @@ def _observe(result: StreamBatchResult, handed_back: int) -> None:
     metrics.add_metric(
         name=metric_names.ROWS_ALREADY_MOVED, unit=MetricUnit.Count, value=len(report.marking.already_moved)
     )
+    metrics.add_metric(name=metric_names.HELD_EVENTS, unit=MetricUnit.Count, value=sum(result.held.values()))
     for outcome in published:
         latency = outcome.latency_ms
         if latency is not None:
@@ -183,6 +166,9 @@ def _observe(result: StreamBatchResult, handed_back: int) -> None:
         "published": len(published),
         "poisoned": report.count(Status.POISONED),
         "skipped": result.skipped,
+        "held": result.held,
+        "claims": result.claims,
+        "gate_reads": report.gate_reads,
         "handed_back": handed_back,
         "calls": report.calls,
         "rows_marked": len(report.marking.marked),

@@ -25,6 +25,8 @@ class PoisonReason(StrEnum):
     TOO_LARGE = "too_large"
     REJECTED = "rejected"
     """A destination refused the entry for a permanent reason."""
+    GAVE_UP = "gave_up"
+    """Transient failures outlasted the sweeper's limit (attempts or age): kept FAILED for an operator."""
 
 
 @dataclass(frozen=True, slots=True)

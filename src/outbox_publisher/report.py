@@ -15,6 +15,8 @@ from outbox_publisher.routing import Destination
 class Status(StrEnum):
     PUBLISHED = "published"
     POISONED = "poisoned"
+    HELD = "held"
+    """The order gate kept it back (its code says why): left PENDING, done for this run."""
     FAILED = "failed"
     """Transient failure that outlasted the retries: where the engine stopped."""
     NOT_ATTEMPTED = "not_attempted"
@@ -32,6 +34,11 @@ class EventOutcome:
     delivered_to: tuple[Destination, ...] = ()
 
     @property
+    def done(self) -> bool:
+        """Nothing is left to do for it in this run: published, poisoned, or held (left PENDING)."""
+        return self.status in (Status.PUBLISHED, Status.POISONED, Status.HELD)
+
+    @property
     def latency_ms(self) -> float | None:
         """occurred_at to published, for PublishLatencyMs."""
         if self.published_at is None or self.candidate.event is None:
@@ -45,13 +52,24 @@ class PublishReport:
     outcomes: list[EventOutcome]
     """One per candidate, in input order."""
     stopped_at: int | None
-    """Index of the first candidate that was not done; it and every later one must be retried."""
+    """Index of the candidate the run stopped at (a transient failure); None if it did not stop."""
     marking: MarkingReport
     calls: int = 0
+    """Publish calls (SNS, EventBridge)."""
+    gate_reads: int = 0
+    """Reads of predecessors' states the order gate made."""
+
+    @property
+    def first_not_done(self) -> int | None:
+        """Index of the first candidate, in input order, that is not done (failed, or not attempted)."""
+        return next((index for index, outcome in enumerate(self.outcomes) if not outcome.done), None)
 
     @property
     def retry(self) -> list[EventOutcome]:
-        return [] if self.stopped_at is None else self.outcomes[self.stopped_at :]
+        """What a stream hands back: the first candidate not done and every later one (some may be out:
+        they are published again, the at-least-once duplicate)."""
+        first = self.first_not_done
+        return [] if first is None else self.outcomes[first:]
 
     def count(self, status: Status) -> int:
         return sum(1 for outcome in self.outcomes if outcome.status is status)

@@ -11,47 +11,30 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+
+from outbox.aws import INVOCATION_CALL_S
+from outbox.deadline import Deadline
+from outbox.marking import MARKING_CALL_MS
 
 # Enough to ride out a throttling burst, few enough to leave the rest of the batch its time.
 DEFAULT_MAX_ATTEMPTS = 5
 DEFAULT_BASE_DELAY_MS = 100
 DEFAULT_MAX_DELAY_MS = 2_000
-# Kept free at the end of an invocation: no publish call starts inside it. It outlasts the longest
-# publish call (PUBLISH_CONNECT_TIMEOUT_S + PUBLISH_READ_TIMEOUT_S), so a call started just before it
-# still ends in time for the poison queue, marking rows and answering Lambda: a timeout would fail
-# the whole batch and leave published rows unmarked.
+# One publish call (SNS, EventBridge: one attempt, outbox_publisher.adapters) ends within this.
 PUBLISH_CONNECT_TIMEOUT_S = 2
 PUBLISH_READ_TIMEOUT_S = 5
-DEFAULT_SAFETY_MARGIN_MS = 10_000
+PUBLISH_CALL_S = PUBLISH_CONNECT_TIMEOUT_S + PUBLISH_READ_TIMEOUT_S
+# Time kept free at the end of an invocation: no call of the run (publish, poison queue, order-gate read)
+# starts inside it. It outlasts the longest such call, then one marking call and the answer to Lambda
+# (outbox.marking.MARKING_CALL_MS), so whatever was started in time ends in time: a timeout would fail the
+# whole batch, publish it all again and leave published rows unmarked. A test ties it to the clients'
+# real timeouts.
+DEFAULT_SAFETY_MARGIN_MS = (max(PUBLISH_CALL_S, INVOCATION_CALL_S) * 1000) + MARKING_CALL_MS
 
 Sleep = Callable[[float], None]
 """Sleeps for the given number of seconds."""
 Random = Callable[[], float]
 """A uniform float in [0, 1)."""
-
-
-class Deadline(Protocol):
-    def remaining_ms(self) -> int: ...
-
-
-@dataclass(frozen=True, slots=True)
-class LambdaDeadline:
-    """The invocation's remaining time, from the Lambda context."""
-
-    context: object
-
-    def remaining_ms(self) -> int:
-        remaining: Callable[[], int] = self.context.get_remaining_time_in_millis  # type: ignore[attr-defined]
-        return int(remaining())
-
-
-@dataclass(frozen=True, slots=True)
-class NoDeadline:
-    """For callers with no time limit (a CLI redrive, tests)."""
-
-    def remaining_ms(self) -> int:
-        return 2**31
 
 
 @dataclass(frozen=True, slots=True)

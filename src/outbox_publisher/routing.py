@@ -13,6 +13,10 @@ to events no route matches; left out, it is every configured destination; `[]` m
 poison ("no route"). A destination is `sns` or `eventbridge` and must be configured (TOPIC_ARN or
 EVENT_BUS_NAME set): anything else, and malformed JSON, is a ConfigurationError at start-up.
 
+A route may also say what a poison event of it means for the aggregate's later events: `"on_poison":
+"hold"` (the default: they wait until an operator redrives or skips it) or `"continue"` (they flow; the
+gap stays, and consumers that wait for every `seq` must not be in this route's audience).
+
 The CDK construct builds the same JSON from typed `Route`s with `routes_json`, and checks it with
 `Router.parse` at synth, so a route the publisher would refuse at start-up is refused before deployment.
 """
@@ -41,11 +45,19 @@ class Destination(StrEnum):
 DESTINATION_ORDER = (Destination.SNS, Destination.EVENTBRIDGE)
 
 
+class PoisonPolicy(StrEnum):
+    HOLD = "hold"
+    """A poison event holds its aggregate's later events until it is redriven or skipped."""
+    CONTINUE = "continue"
+    """Later events go on past a poison event; the gap in `seq` stays."""
+
+
 @dataclass(frozen=True, slots=True)
 class Route:
     destinations: tuple[Destination, ...]
     aggregate_type: str | None = None
     event_type: str | None = None
+    on_poison: PoisonPolicy = PoisonPolicy.HOLD
 
     def matches(self, aggregate_type: str, event_type: str) -> bool:
         return (self.aggregate_type is None or self.aggregate_type == aggregate_type) and (
@@ -65,6 +77,12 @@ class Router:
             if route.matches(aggregate_type, event_type):
                 return route.destinations
         return self.default
+
+    def poison_policy_for(self, aggregate_type: str, event_type: str) -> PoisonPolicy:
+        for route in self.routes:
+            if route.matches(aggregate_type, event_type):
+                return route.on_poison
+        return PoisonPolicy.HOLD
 
     @classmethod
     def everything_to(cls, configured: Sequence[Destination]) -> Router:
@@ -98,7 +116,7 @@ def _parse_route(raw: Any, index: int, configured: Sequence[Destination]) -> Rou
     where = f"OUTBOX_ROUTES.routes[{index}]"
     if not isinstance(raw, dict):
         raise ConfigurationError(f"{where} must be an object")
-    unknown_keys = set(raw) - {"aggregate_type", "event_type", "destinations"}
+    unknown_keys = set(raw) - {"aggregate_type", "event_type", "destinations", "on_poison"}
     if unknown_keys:
         raise ConfigurationError(f"{where} has unknown keys: {', '.join(sorted(unknown_keys))}")
     matchers: dict[str, str | None] = {}
@@ -110,7 +128,17 @@ def _parse_route(raw: Any, index: int, configured: Sequence[Destination]) -> Rou
     if "destinations" not in raw:
         raise ConfigurationError(f"{where} needs 'destinations'")
     destinations = _parse_destinations(raw["destinations"], f"{where}.destinations", configured)
-    return Route(destinations, aggregate_type=matchers["aggregate_type"], event_type=matchers["event_type"])
+    try:
+        on_poison = PoisonPolicy(raw.get("on_poison", PoisonPolicy.HOLD.value))
+    except ValueError:
+        choices = " or ".join(repr(policy.value) for policy in PoisonPolicy)
+        raise ConfigurationError(f"{where}.on_poison must be {choices}") from None
+    return Route(
+        destinations,
+        aggregate_type=matchers["aggregate_type"],
+        event_type=matchers["event_type"],
+        on_poison=on_poison,
+    )
 
 
 def _parse_destinations(raw: Any, where: str, configured: Sequence[Destination]) -> tuple[Destination, ...]:
@@ -150,6 +178,7 @@ def routes_json(routes: Sequence[Route], default: Sequence[Destination] | None =
                 **({"aggregate_type": route.aggregate_type} if route.aggregate_type is not None else {}),
                 **({"event_type": route.event_type} if route.event_type is not None else {}),
                 "destinations": [destination.value for destination in route.destinations],
+                **({"on_poison": route.on_poison.value} if route.on_poison is not PoisonPolicy.HOLD else {}),
             }
             for route in routes
         ]

@@ -1,34 +1,55 @@
 """The DynamoDB-stream layer: Lambda's stream records in, the engine in the middle, batchItemFailures out.
 
-Only INSERTs of outbox rows are publishable. MODIFY (our own marking), REMOVE (TTL expiry, clean-up) and
-records of any other table are skipped and counted, never an error.
+Only INSERTs of PENDING outbox rows are publishable. MODIFY (our own marking), REMOVE (TTL expiry, clean-up)
+and INSERTs of rows already PUBLISHED or FAILED (a backfill, a copy) are skipped and counted. A record that
+shows the publisher is wired wrong (from another table's stream, or without a new image) fails the whole
+invocation (`StreamConfigurationError`): it is neither skipped nor poison, so the mapping retries and the
+alarms fire until the configuration is fixed.
+
+A row the stream delivers late (at least `SWEEP_GRACE_SECONDS - PUBLISH_HORIZON - CLOCK_SKEW` old) may be
+in the sweeper's hands: it is claimed first (outbox.leases), which also reads its current state: one already
+PUBLISHED or FAILED is skipped, one another path holds is held. A fresh row is published without a claim,
+and no publish call of the run may end later than `PUBLISH_HORIZON` after it started: by then the row is
+still younger than the grace, so the sweeper has not looked at it (docs/publisher.md, "Order gate and
+sweeper").
 
 Powertools' BatchProcessor hands records to a handler one at a time and carries on past a failure. On an
 ordered stream that is wrong twice over: records after a failure would be published ahead of it, and since
 Lambda checkpoints at the LOWEST reported sequence number and re-sends everything after it
 (docs/publisher.md, "Retries"), they would be published again. `StopAtFirstFailureProcessor` keeps
-Powertools' response shape and reporting but processes the batch as one unit: the engine stops at the
-first record it cannot publish, and that record and EVERY later one are reported, by SequenceNumber.
+Powertools' response shape and reporting but processes the batch as one unit, and reports the first record
+that is not done (failed, or not attempted after the engine stopped) and EVERY later one, by SequenceNumber.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
 
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 
+from outbox.clock import Clock, parse_timestamp, utc_now
+from outbox.deadline import Deadline
+from outbox.errors import OutboxError
+from outbox.leases import STREAM_PUBLISHER, Claim, Lease, RowClaimer
+from outbox.marking import MarkingReport
+from outbox.model import OutboxStatus
 from outbox.stream_mapping import INSERT_EVENT_NAME
 from outbox_publisher.candidates import Candidate
 from outbox_publisher.engine import PublishingEngine
-from outbox_publisher.errors import InvalidStreamEventError
-from outbox_publisher.poison import PoisonReason, Rejection
-from outbox_publisher.report import PublishReport
-from outbox_publisher.retry import Deadline
+from outbox_publisher.errors import InvalidStreamEventError, StreamConfigurationError
+from outbox_publisher.gate import HoldReason
+from outbox_publisher.report import PublishReport, Status
+from outbox_publisher.retry import RetryPolicy
 
 INSERT = INSERT_EVENT_NAME
+PUBLISH_HORIZON = timedelta(seconds=20)
+"""The longest a run publishes rows it did not claim, from its start."""
+CLOCK_SKEW = timedelta(seconds=2)
+"""Allowed disagreement between the clocks of the publisher and the sweeper (both Lambda, NTP-synced)."""
 
 
 class RecordNotPublishedError(Exception):
@@ -44,18 +65,24 @@ class Skipped:
 class StreamBatchResult:
     report: PublishReport
     skipped: dict[str, int]
-    """Skipped records by reason: `modify`, `remove`, `other_table`..."""
+    """Skipped records by reason: `modify`, `remove`, `not_pending`, `already_moved`..."""
     first_failure: int | None
     """Index, in the Lambda batch, of the first record handed back; every later one is handed back too."""
     records: int = 0
+    held: dict[str, int] = field(default_factory=dict)
+    """Events held, by reason (the engine's order gate, and late rows another path holds)."""
+    claims: int = 0
 
 
 def classify(record: DynamoDBRecord, table_name: str) -> Candidate | Skipped:
-    """A publishable candidate, or why the record is skipped."""
+    """A publishable candidate, or why the record is skipped. Raises StreamConfigurationError."""
     raw: dict[str, Any] = record.raw_event
     source_arn = raw.get("eventSourceARN")
     if isinstance(source_arn, str) and f":table/{table_name}/stream/" not in source_arn:
-        return Skipped("other_table")
+        raise StreamConfigurationError(
+            f"a record comes from {source_arn}, not from table {table_name}'s stream: the mapping and "
+            "OUTBOX_TABLE_NAME disagree"
+        )
     event_name = raw.get("eventName")
     if event_name != INSERT:
         return Skipped(str(event_name).lower() if event_name else "unknown")
@@ -66,13 +93,17 @@ def classify(record: DynamoDBRecord, table_name: str) -> Candidate | Skipped:
         "sequence_number": sequence_number,
         "event_name": INSERT,
     }
-    keys = stream.get("Keys")
     image = stream.get("NewImage")
     if not isinstance(image, dict):
-        # A stream without NEW_IMAGE cannot carry the event; the row itself is intact in the table.
-        rejection = Rejection(PoisonReason.INVALID_ROW, "NoNewImage", "the stream record carries no NewImage")
-        return Candidate.rejected(sequence_number, keys or {}, rejection, keys=keys, source=source)
-    return Candidate.from_row(sequence_number, image, keys=keys, source=source)
+        view = stream.get("StreamViewType", "unknown")
+        raise StreamConfigurationError(
+            f"a record carries no new image (stream view type {view}): the publisher needs a NEW_IMAGE or "
+            "NEW_AND_OLD_IMAGES stream"
+        )
+    status = image.get("status", {}).get("S") if isinstance(image.get("status"), dict) else None
+    if status is not None and status != OutboxStatus.PENDING:
+        return Skipped("not_pending")
+    return Candidate.from_row(sequence_number, image, keys=stream.get("Keys"), source=source)
 
 
 def sequence_number_of(raw: dict[str, Any]) -> str:
@@ -84,28 +115,95 @@ def sequence_number_of(raw: dict[str, Any]) -> str:
 
 
 class StreamPublisher:
-    """Publishes one Lambda batch of one shard with the engine, and says where it stopped."""
+    """Publishes one Lambda batch of one shard with the engine, and says where to resume."""
 
-    def __init__(self, engine: PublishingEngine, table_name: str) -> None:
+    def __init__(
+        self,
+        engine: PublishingEngine,
+        table_name: str,
+        claimer: RowClaimer,
+        *,
+        sweep_grace: timedelta,
+        clock: Clock = utc_now,
+        retry: RetryPolicy | None = None,
+    ) -> None:
         self._engine = engine
         self._table_name = table_name
+        self._claimer = claimer
+        self._claim_from_age = sweep_grace - PUBLISH_HORIZON - CLOCK_SKEW
+        self._clock = clock
+        self._retry = retry or RetryPolicy()
 
     def publish(self, records: Sequence[DynamoDBRecord], deadline: Deadline) -> StreamBatchResult:
         for record in records:
             sequence_number_of(record.raw_event)  # before anything is published, not halfway
+        verdicts = [classify(record, self._table_name) for record in records]  # raises before publishing
+        started = self._clock()
+        lease = Lease(STREAM_PUBLISHER, started + timedelta(milliseconds=deadline.remaining_ms()))
+        result = StreamBatchResult(PublishReport([], None, _EMPTY), {}, None, len(records))
         candidates: list[Candidate] = []
         positions: list[int] = []
-        skipped: dict[str, int] = {}
-        for position, record in enumerate(records):
-            verdict = classify(record, self._table_name)
+        stop: int | None = None
+        for position, verdict in enumerate(verdicts):
             if isinstance(verdict, Skipped):
-                skipped[verdict.reason] = skipped.get(verdict.reason, 0) + 1
+                _count(result.skipped, verdict.reason)
                 continue
-            candidates.append(verdict)
-            positions.append(position)
-        report = self._engine.publish(candidates, deadline)
-        first_failure = None if report.stopped_at is None else positions[report.stopped_at]
-        return StreamBatchResult(report, skipped, first_failure, len(records))
+            candidate: Candidate | None = verdict
+            if self._late(verdict, started):
+                if not self._retry.has_time_for(deadline):
+                    stop = position
+                    break
+                try:
+                    candidate = self._claim(verdict, lease, started, result)
+                except OutboxError:
+                    stop = position  # a claim DynamoDB did not answer: resume from this record
+                    break
+            if candidate is not None:
+                candidates.append(candidate)
+                positions.append(position)
+        unclaimed = any(candidate.lease is None for candidate in candidates)
+        result.report = self._engine.publish(
+            candidates, deadline, publish_until=started + PUBLISH_HORIZON if unclaimed else None
+        )
+        for outcome in result.report.outcomes:
+            if outcome.status is Status.HELD:
+                _count(result.held, str(outcome.code))
+        not_done = [
+            positions[index] for index, outcome in enumerate(result.report.outcomes) if not outcome.done
+        ]
+        resume = [*not_done, *([stop] if stop is not None else [])]
+        result.first_failure = min(resume) if resume else None
+        return result
+
+    def _late(self, candidate: Candidate, now: datetime) -> bool:
+        event = candidate.event
+        if event is None or candidate.key is None:
+            return False  # an unreadable row is only ever poisoned: no one else publishes it
+        return now - parse_timestamp(event.occurred_at) >= self._claim_from_age
+
+    def _claim(
+        self, candidate: Candidate, lease: Lease, now: datetime, result: StreamBatchResult
+    ) -> Candidate | None:
+        """The candidate as claimed (its row as stored now), or None when it is not this path's to publish."""
+        assert candidate.key is not None  # noqa: S101 - _late checked it
+        result.claims += 1
+        claim = self._claimer.claim(candidate.key, lease, now)
+        if claim.claim is Claim.CLAIMED and claim.row is not None:
+            return Candidate.from_row(candidate.ref, claim.row, source=candidate.source).but(lease=lease)
+        if claim.claim is Claim.LEASED:
+            _count(result.held, HoldReason.LEASED.value)
+        elif claim.claim is Claim.BACKING_OFF:
+            _count(result.held, HoldReason.BACKING_OFF.value)
+        else:
+            _count(result.skipped, "already_moved")  # published, failed or deleted meanwhile
+        return None
+
+
+_EMPTY = MarkingReport()
+
+
+def _count(counts: dict[str, int], key: str) -> None:
+    counts[key] = counts.get(key, 0) + 1
 
 
 BatchHandler = Callable[[Sequence[DynamoDBRecord]], int | None]

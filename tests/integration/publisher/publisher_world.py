@@ -15,8 +15,10 @@ import boto3
 from botocore.exceptions import ClientError
 
 from outbox.dynamodb import DynamoDBTransactionExecutor
+from outbox.leases import DynamoDBRowClaimer
 from outbox.marking import DynamoDBRowMarker
 from outbox.model import OutboxEvent
+from outbox.predecessors import DynamoDBPredecessorReader
 from outbox.transaction import Transaction
 from outbox.writer import OutboxWriter
 from outbox_local.queues import receive_all
@@ -75,11 +77,14 @@ class World:
             destinations[Destination.EVENTBRIDGE] = EventBridgeDestination(
                 events_client or self.events, config.event_bus_name, SOURCE
             )
+        dynamodb = dynamodb_client or self.dynamodb
         return build_publisher(
             config,
             destinations=destinations,
             poison_queue=SqsPoisonQueue(sqs_client or self.sqs, config.poison_queue_url),
-            marker=DynamoDBRowMarker(dynamodb_client or self.dynamodb, config.table_name),
+            marker=DynamoDBRowMarker(dynamodb, config.table_name),
+            predecessors=DynamoDBPredecessorReader(dynamodb, config.table_name, clock=self.clock),
+            claimer=DynamoDBRowClaimer(dynamodb, config.table_name),
             clock=self.clock,
             sleep=self.sleep,
             random=lambda: 0.5,

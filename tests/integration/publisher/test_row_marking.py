@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from outbox.marking import DynamoDBRowMarker, FailedMark, PublishedMark, RowKey
-from outbox.model import OutboxStatus
+from outbox.marking import DynamoDBRowMarker, FailedMark, PublishedMark
+from outbox.model import OutboxStatus, RowKey
 from tests.support.aws import Tables
 from tests.support.clock import START
 from tests.support.events import event
@@ -33,7 +33,7 @@ def test_published_and_failed_marks_set_their_fields(dynamodb: Any, tables: Tabl
 
     # When one is marked PUBLISHED and the other FAILED
     report = marker.mark(
-        [PublishedMark(published, START, 2), FailedMark(failed, "no_route: NoRoute: " + "e" * 600, 0)]
+        [PublishedMark(published, START, 2), FailedMark(failed, "no_route: NoRoute: " + "e" * 600, 0, START)]
     )
 
     # Then one transaction did both
@@ -56,7 +56,7 @@ def test_rows_are_never_moved_backwards(dynamodb: Any, tables: Tables) -> None:
     # Given three rows, the middle one already FAILED by someone else
     keys = seed(dynamodb, tables.outbox, 3)
     marker = DynamoDBRowMarker(dynamodb, tables.outbox)
-    marker.mark([FailedMark(keys[1], "rejected", 1)])
+    marker.mark([FailedMark(keys[1], "rejected", 1, START)])
 
     # When all three are marked PUBLISHED
     report = marker.mark([PublishedMark(key, START, 1) for key in keys])

@@ -4,9 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
 
+from outbox.deadline import Deadline
+from outbox.leases import Claim, ClaimResult, Lease
 from outbox.marking import Mark, MarkingReport
-from outbox.model import OutboxEvent
+from outbox.model import OutboxEvent, RowKey
+from outbox.predecessors import PredecessorState
 from outbox_publisher.candidates import Candidate
 from outbox_publisher.engine import PublishingEngine
 from outbox_publisher.errors import DestinationCallError, FailureKind, PoisonQueueUnavailableError
@@ -93,12 +98,29 @@ class FakePoisonQueue:
         self.messages.append(message)
 
 
+class FakePredecessors:
+    """Predecessors' states as a test sets them; anything not set is PUBLISHED (the usual case)."""
+
+    def __init__(self) -> None:
+        self.known: dict[RowKey, PredecessorState] = {}
+        self.reads: list[list[RowKey]] = []
+        self.error: Exception | None = None
+
+    def states(self, keys: Sequence[RowKey]) -> dict[RowKey, PredecessorState]:
+        self.reads.append(list(keys))
+        if self.error is not None:
+            raise self.error
+        return {key: self.known.get(key, PredecessorState.PUBLISHED) for key in keys}
+
+
 class FakeMarker:
     def __init__(self) -> None:
         self.marks: list[Mark] = []
         self.error: Exception | None = None
+        self.deadlines: list[Deadline | None] = []
 
-    def mark(self, marks: Sequence[Mark]) -> MarkingReport:
+    def mark(self, marks: Sequence[Mark], deadline: Deadline | None = None) -> MarkingReport:
+        self.deadlines.append(deadline)
         if self.error is not None:
             raise self.error
         self.marks.extend(marks)
@@ -129,6 +151,7 @@ class Harness:
     clock: FakeClock
     sleep: RecordingSleep
     engine: PublishingEngine
+    predecessors: FakePredecessors
 
 
 def harness(
@@ -144,14 +167,41 @@ def harness(
     marker = FakeMarker()
     clock = FakeClock()
     sleep = RecordingSleep(clock)
+    predecessors = FakePredecessors()
     engine = PublishingEngine(
         destinations={name: ports[name] for name in destinations},
         router=router or Router.everything_to(destinations),
         poison_queue=poison,
         marker=marker,
+        predecessors=predecessors,
         clock=clock,
         retry=retry or RetryPolicy(),
         sleep=sleep,
         random=lambda: 0.5,
     )
-    return Harness(sns, eventbridge, poison, marker, clock, sleep, engine)
+    return Harness(sns, eventbridge, poison, marker, clock, sleep, engine, predecessors)
+
+
+class FakeClaimer:
+    """Claims as a test scripts them: by default every row is claimed, as stored in `rows`."""
+
+    def __init__(self) -> None:
+        self.rows: dict[RowKey, dict[str, Any]] = {}
+        self.answers: dict[RowKey, Claim] = {}
+        self.claimed: list[RowKey] = []
+        self.backed_off: list[tuple[RowKey, int, datetime, str]] = []
+        self.error: Exception | None = None
+
+    def claim(self, key: RowKey, lease: Lease, now: datetime) -> ClaimResult:
+        if self.error is not None:
+            raise self.error
+        answer = self.answers.get(key, Claim.CLAIMED)
+        if answer is Claim.CLAIMED:
+            self.claimed.append(key)
+        return ClaimResult(answer, self.rows.get(key))
+
+    def back_off(
+        self, key: RowKey, lease: Lease, *, attempts: int, next_attempt_at: datetime, error: str
+    ) -> bool:
+        self.backed_off.append((key, attempts, next_attempt_at, error))
+        return True

@@ -4,13 +4,14 @@ Retries, stops, deadlines and failing calls: test_publishing_engine_failures.py.
 
 from __future__ import annotations
 
-from outbox.marking import FailedMark, PublishedMark, RowKey
+from outbox.marking import FailedMark, PublishedMark
+from outbox.model import RowKey
 from outbox_publisher.candidates import Candidate
 from outbox_publisher.errors import FailureKind
 from outbox_publisher.poison import PoisonReason
 from outbox_publisher.ports import EntryResult
 from outbox_publisher.report import Status
-from outbox_publisher.routing import Destination, Route, Router
+from outbox_publisher.routing import Destination, PoisonPolicy, Route, Router
 from tests.support.clock import START
 from tests.support.events import event
 from tests.unit.publisher.fakes import SNS_ONLY, candidates, harness, ids
@@ -91,29 +92,49 @@ def test_an_entry_over_256_kb_is_poison_and_the_batch_goes_on() -> None:
     assert [o.status for o in report.outcomes] == [Status.PUBLISHED, Status.POISONED, Status.PUBLISHED]
     assert report.stopped_at is None
     failed = [mark for mark in h.marker.marks if isinstance(mark, FailedMark)]
-    assert failed == [FailedMark(RowKey(huge.aggregate_key, 1), failed[0].error, 0)]
+    assert failed == [FailedMark(RowKey(huge.aggregate_key, 1), failed[0].error, 0, h.clock())]
     assert failed[0].error.startswith("too_large: EntryTooLarge: sns entry is ")
     assert "x" * 20 not in failed[0].error
 
 
-def test_an_entry_refused_for_good_is_poison_and_the_batch_goes_on() -> None:
-    # Given A#1 refused by EventBridge as MalformedDetail, then A#2
-    a1, a2 = event("A", 1), event("A", 2)
+def test_an_entry_refused_for_good_is_poison_and_holds_its_aggregate_while_the_batch_goes_on() -> None:
+    # Given A#1 refused by EventBridge as MalformedDetail, then A#2, and B#1
+    a1, a2, b1 = event("A", 1), event("A", 2), event("B", 1)
     h = harness()
     h.eventbridge.fail_entry(a1.event_id, EntryResult.failure("MalformedDetail", FailureKind.PERMANENT))
 
     # When they are published
-    report = h.engine.publish(candidates(a1, a2))
+    report = h.engine.publish(candidates(a1, a2, b1))
 
-    # Then A#1 is poison (SNS did take it: the poison message says so) and A#2 is published after it
+    # Then A#1 is poison (SNS did take it: the poison message says so)
     [poison] = h.poison.messages
     assert poison.reason is PoisonReason.REJECTED
     assert poison.error_code == "eventbridge:MalformedDetail"
     assert poison.delivered_to == (Destination.SNS,)
     assert poison.attempts == 1
     assert poison.event_id == a1.event_id
-    assert report.outcomes[1].status is Status.PUBLISHED
+    # and A#2 is held behind it (never published ahead of it), while B goes on and nothing stops
+    assert report.outcomes[1].status is Status.HELD
+    assert report.outcomes[1].code == "predecessor_failed"
+    assert a2.event_id not in h.sns.accepted + h.eventbridge.accepted
+    assert report.outcomes[2].status is Status.PUBLISHED
     assert report.stopped_at is None
+
+
+def test_a_route_that_continues_past_poison_lets_later_events_go_and_releases_the_row() -> None:
+    # Given A's route continues past poison, and A#1 refused for good
+    a1, a2 = event("A", 1), event("A", 2)
+    router = Router((Route(SNS_ONLY, aggregate_type="Order", on_poison=PoisonPolicy.CONTINUE),), SNS_ONLY)
+    h = harness(router=router, destinations=SNS_ONLY)
+    h.sns.fail_entry(a1.event_id, EntryResult.failure("InvalidParameter", FailureKind.PERMANENT))
+
+    # When they are published
+    report = h.engine.publish(candidates(a1, a2))
+
+    # Then A#1 is poison, marked FAILED and released at once, and A#2 is published after it
+    assert [o.status for o in report.outcomes] == [Status.POISONED, Status.PUBLISHED]
+    [failed] = [mark for mark in h.marker.marks if isinstance(mark, FailedMark)]
+    assert failed.release_reason == "its route continues past poison"
 
 
 def test_unreadable_rows_are_poison_with_the_field_named() -> None:

@@ -7,15 +7,18 @@ from typing import Any
 import pytest
 
 from outbox_publisher.config import PublisherConfig
-from outbox_publisher.errors import InvalidStreamEventError
+from outbox_publisher.errors import InvalidStreamEventError, StreamConfigurationError
 from outbox_publisher.handler import build_publisher, handle
 from outbox_publisher.routing import Destination
+from tests.support.clock import FakeClock
 from tests.support.events import event
 from tests.support.lambda_context import FakeLambdaContext
 from tests.unit.publisher.fakes import (
+    FakeClaimer,
     FakeDestination,
     FakeMarker,
     FakePoisonQueue,
+    FakePredecessors,
     transient,
 )
 
@@ -49,30 +52,56 @@ def setup() -> tuple[FakeDestination, FakePoisonQueue, Any]:
         destinations={Destination.SNS: sns},
         poison_queue=poison,
         marker=FakeMarker(),
+        predecessors=FakePredecessors(),
+        claimer=FakeClaimer(),
+        clock=FakeClock(),
         sleep=lambda _: None,
         random=lambda: 0.0,
     )
     return sns, poison, app
 
 
-def test_only_inserts_of_the_outbox_table_are_published() -> None:
-    # Given an INSERT, a MODIFY, a REMOVE and an INSERT of another table
-    e1, e2, e3, e4 = (event(f"o-{n}", 1) for n in range(4))
-    other = ARN.replace("table/outbox/", "table/orders/")
+def test_only_inserts_of_pending_rows_are_published() -> None:
+    # Given an INSERT, a MODIFY, a REMOVE, and INSERTs of rows already PUBLISHED and FAILED (a backfill)
+    e1, e2, e3, e4, e5 = (event(f"o-{n}", 1) for n in range(5))
     records = [
         record(1, e1.to_item()),
         record(2, e2.to_item(), "MODIFY"),
         record(3, e3.to_item(), "REMOVE"),
-        record(4, e4.to_item(), arn=other),
+        record(4, e4.to_item() | {"status": {"S": "PUBLISHED"}}),
+        record(5, e5.to_item() | {"status": {"S": "FAILED"}}),
     ]
     sns, poison, app = setup()
 
     # When they are handled
     response = handle({"Records": records}, FakeLambdaContext(), app)
 
-    # Then only the outbox INSERT was published, and the others are skipped, not failed
+    # Then only the pending INSERT was published; the others are skipped, not failed nor poisoned
     assert response == {"batchItemFailures": []}
     assert sns.accepted == [e1.event_id]
+    assert poison.messages == []
+
+
+@pytest.mark.parametrize("wrong", ["other_table", "no_new_image"])
+def test_a_record_that_shows_a_wiring_fault_fails_the_invocation_and_publishes_nothing(wrong: str) -> None:
+    # Given a good INSERT, then one from another table's stream, or one without its new image
+    good, second = event("a", 1), event("b", 1)
+    bad = (
+        record(2, second.to_item(), arn=ARN.replace("table/outbox/", "table/orders/"))
+        if wrong == "other_table"
+        else record(2, second.to_item())
+    )
+    if wrong == "no_new_image":
+        del bad["dynamodb"]["NewImage"]
+        bad["dynamodb"]["StreamViewType"] = "KEYS_ONLY"
+    sns, poison, app = setup()
+
+    # When they are handled, Then the invocation fails with the reason (the mapping retries, alarms fire)
+    with pytest.raises(StreamConfigurationError, match=r"table/orders/|KEYS_ONLY"):
+        handle({"Records": [record(1, good.to_item()), bad]}, FakeLambdaContext(), app)
+
+    # and nothing was published, skipped or poisoned for it
+    assert sns.accepted == []
     assert poison.messages == []
 
 
@@ -105,21 +134,6 @@ def test_a_stop_after_skipped_records_reports_from_the_failing_record() -> None:
 
     # Then only the failing record is reported
     assert response == {"batchItemFailures": [{"itemIdentifier": "000000000000000000003"}]}
-
-
-def test_an_insert_without_new_image_is_poison_keyed_by_its_keys() -> None:
-    # Given an INSERT from a stream that carries keys only
-    item = event("a", 1).to_item()
-    bare = record(1, item)
-    del bare["dynamodb"]["NewImage"]
-    _, poison, app = setup()
-
-    # When it is handled
-    response = handle({"Records": [bare]}, FakeLambdaContext(), app)
-
-    # Then it is poison, not a failure
-    assert response == {"batchItemFailures": []}
-    assert [(m.error_code, m.aggregate_key, m.seq) for m in poison.messages] == [("NoNewImage", "Order#a", 1)]
 
 
 @pytest.mark.parametrize("sequence_number", [None, ""])

@@ -1,0 +1,166 @@
+"""Leases: how the stream publisher and the sweeper keep from publishing one row at the same time.
+
+A path claims a PENDING row before it publishes it: a conditional update that records who holds the row
+(`lease_owner`) and until when (`lease_until`). The claim succeeds only if the row is still PENDING, no one
+else holds an unexpired lease on it, and it is not backing off (`next_attempt_at`). It returns the row as
+stored now, so the claimer publishes the row's current content, not a stale image of it. Marking the row
+(outbox.marking) then requires the same owner and drops the lease.
+
+The stream publisher claims only rows that reach it late (close to the sweeper's grace); a fresh row is
+published without a claim, inside a horizon that ends before the sweeper may look at it
+(docs/publisher.md, "Order gate and sweeper"). The sweeper claims every row it publishes. A lease outlives
+its holder's invocation by nothing: when the invocation is over, the lease has expired.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Protocol
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from outbox.aws_errors import error_code
+from outbox.dynamodb import translate_client_error
+from outbox.errors import AwsUnavailableError
+from outbox.model import LEASE_OWNER, LEASE_UNTIL, NEXT_ATTEMPT_AT, OutboxStatus, RowKey, truncate_error
+
+STREAM_PUBLISHER = "stream-publisher"
+"""The lease owner of the stream path: its retries of a shard (new invocations) may claim what it holds."""
+
+_CLAIM_CONDITION = (
+    "#status = :pending"
+    f" AND (attribute_not_exists({LEASE_UNTIL}) OR {LEASE_UNTIL} < :now OR {LEASE_OWNER} = :owner)"
+    f" AND (attribute_not_exists({NEXT_ATTEMPT_AT}) OR {NEXT_ATTEMPT_AT} <= :now)"
+)
+_HELD_CONDITION = f"#status = :pending AND {LEASE_OWNER} = :owner"
+_NAMES = {"#status": "status"}
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    owner: str
+    until: datetime
+
+    @property
+    def until_epoch(self) -> int:
+        return math.ceil(self.until.timestamp())
+
+
+class Claim(StrEnum):
+    CLAIMED = "claimed"
+    NOT_PENDING = "not_pending"
+    """Someone else already published or failed it."""
+    LEASED = "leased"
+    """Another path holds it now."""
+    BACKING_OFF = "backing_off"
+    """The sweeper is waiting before its next attempt."""
+    MISSING = "missing"
+    """The row is gone."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimResult:
+    claim: Claim
+    row: Mapping[str, Any] | None = None
+    """The row as stored now (after the claim, when claimed; as it was, otherwise)."""
+
+
+class RowClaimer(Protocol):
+    """Port: claims rows and backs them off. Raises an OutboxError if DynamoDB did not answer."""
+
+    def claim(self, key: RowKey, lease: Lease, now: datetime) -> ClaimResult: ...
+
+    def back_off(
+        self, key: RowKey, lease: Lease, *, attempts: int, next_attempt_at: datetime, error: str
+    ) -> bool:
+        """Record a failed attempt and when to try again, and drop the lease; False if the lease was lost."""
+        ...
+
+
+class DynamoDBRowClaimer:
+    def __init__(self, client: Any, table_name: str) -> None:
+        self._client = client
+        self._table = table_name
+        self.calls = 0
+
+    def claim(self, key: RowKey, lease: Lease, now: datetime) -> ClaimResult:
+        try:
+            response = self._update(
+                key,
+                f"SET {LEASE_OWNER} = :owner, {LEASE_UNTIL} = :until",
+                _CLAIM_CONDITION,
+                {
+                    ":pending": {"S": OutboxStatus.PENDING.value},
+                    ":owner": {"S": lease.owner},
+                    ":until": {"N": str(lease.until_epoch)},
+                    ":now": {"N": str(int(now.timestamp()))},
+                },
+                ReturnValues="ALL_NEW",
+            )
+        except _ConditionFailedError as failed:
+            return ClaimResult(_why(failed.item, lease, now), failed.item)
+        return ClaimResult(Claim.CLAIMED, response.get("Attributes"))
+
+    def back_off(
+        self, key: RowKey, lease: Lease, *, attempts: int, next_attempt_at: datetime, error: str
+    ) -> bool:
+        try:
+            self._update(
+                key,
+                f"SET {NEXT_ATTEMPT_AT} = :next, last_error = :error ADD attempts :attempts "
+                f"REMOVE {LEASE_OWNER}, {LEASE_UNTIL}",
+                _HELD_CONDITION,
+                {
+                    ":pending": {"S": OutboxStatus.PENDING.value},
+                    ":owner": {"S": lease.owner},
+                    ":next": {"N": str(math.ceil(next_attempt_at.timestamp()))},
+                    ":error": {"S": truncate_error(error)},
+                    ":attempts": {"N": str(attempts)},
+                },
+            )
+        except _ConditionFailedError:
+            return False
+        return True
+
+    def _update(
+        self, key: RowKey, expression: str, condition: str, values: dict[str, Any], **extra: Any
+    ) -> Any:
+        self.calls += 1
+        try:
+            return self._client.update_item(
+                TableName=self._table,
+                Key=key.item(),
+                UpdateExpression=expression,
+                ConditionExpression=condition,
+                ExpressionAttributeNames=_NAMES,
+                ExpressionAttributeValues=values,
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                **extra,
+            )
+        except ClientError as error:
+            if error_code(error) == "ConditionalCheckFailedException":
+                raise _ConditionFailedError(error.response.get("Item")) from None
+            raise translate_client_error(error, "UpdateItem") from error
+        except BotoCoreError as error:
+            raise AwsUnavailableError(f"UpdateItem did not answer: {type(error).__name__}") from error
+
+
+class _ConditionFailedError(Exception):
+    def __init__(self, item: Mapping[str, Any] | None) -> None:
+        super().__init__("condition failed")
+        self.item = item
+
+
+def _why(row: Mapping[str, Any] | None, lease: Lease, now: datetime) -> Claim:
+    if not row:
+        return Claim.MISSING
+    if row.get("status", {}).get("S") != OutboxStatus.PENDING:
+        return Claim.NOT_PENDING
+    next_attempt = row.get(NEXT_ATTEMPT_AT, {}).get("N")
+    if next_attempt is not None and float(next_attempt) > now.timestamp():
+        return Claim.BACKING_OFF
+    return Claim.LEASED

@@ -1,0 +1,93 @@
+"""Wiring the publishing engine to AWS, from the configuration: shared by the publisher and the sweeper.
+
+Every port can be replaced (tests pass in-memory fakes, a clock and a sleep that does not wait). The AWS
+adapters it builds use clients whose every call fits the engine's deadline rules: publishing clients (one
+attempt, outbox_publisher.adapters) for SNS and EventBridge, invocation clients (one attempt, outbox.aws)
+for the order gate's reads, the poison queue and marking.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from aws_lambda_powertools import Tracer
+
+from outbox.aws import invocation_client
+from outbox.clock import Clock, utc_now
+from outbox.marking import DynamoDBRowMarker, RowMarker
+from outbox.predecessors import DynamoDBPredecessorReader, PredecessorReader
+from outbox_publisher.adapters import (
+    EventBridgeDestination,
+    SnsDestination,
+    SqsPoisonQueue,
+    publishing_client,
+)
+from outbox_publisher.config import PublisherConfig
+from outbox_publisher.engine import PublishingEngine
+from outbox_publisher.messages import Message
+from outbox_publisher.ports import DestinationPort, EntryResult, PoisonQueue
+from outbox_publisher.retry import Random, RetryPolicy, Sleep, system_random, system_sleep
+from outbox_publisher.routing import Destination
+
+tracer = Tracer()
+
+
+class TracedDestination:
+    """A destination whose every publish call is an X-Ray subsegment."""
+
+    def __init__(self, inner: DestinationPort) -> None:
+        self._inner = inner
+        self.destination = inner.destination
+        self.max_entry_bytes = inner.max_entry_bytes
+        self.max_batch_bytes = inner.max_batch_bytes
+
+    def size_of(self, message: Message) -> int:
+        return self._inner.size_of(message)
+
+    @tracer.capture_method(capture_response=False)
+    def publish(self, messages: Sequence[Message]) -> list[EntryResult]:
+        tracer.put_annotation("destination", self.destination.value)
+        tracer.put_metadata("event_ids", [message.event.event_id for message in messages])
+        return self._inner.publish(messages)
+
+
+def aws_destinations(config: PublisherConfig) -> dict[Destination, DestinationPort]:
+    ports: dict[Destination, DestinationPort] = {}
+    if config.topic_arn is not None:
+        ports[Destination.SNS] = SnsDestination(publishing_client("sns"), config.topic_arn)
+    if config.event_bus_name is not None and config.event_source is not None:
+        ports[Destination.EVENTBRIDGE] = EventBridgeDestination(
+            publishing_client("events"), config.event_bus_name, config.event_source
+        )
+    return ports
+
+
+def build_engine(
+    config: PublisherConfig,
+    *,
+    destinations: Mapping[Destination, DestinationPort] | None = None,
+    poison_queue: PoisonQueue | None = None,
+    marker: RowMarker | None = None,
+    predecessors: PredecessorReader | None = None,
+    clock: Clock = utc_now,
+    sleep: Sleep = system_sleep,
+    random: Random = system_random,
+    retry: RetryPolicy | None = None,
+) -> PublishingEngine:
+    """The engine for `config`, on AWS for every port not given."""
+    ports = destinations if destinations is not None else aws_destinations(config)
+    return PublishingEngine(
+        destinations={name: TracedDestination(port) for name, port in ports.items()},
+        router=config.router,
+        poison_queue=poison_queue or SqsPoisonQueue(invocation_client("sqs"), config.poison_queue_url),
+        marker=marker
+        or DynamoDBRowMarker(
+            invocation_client("dynamodb"), config.table_name, published_retention=config.published_retention
+        ),
+        predecessors=predecessors
+        or DynamoDBPredecessorReader(invocation_client("dynamodb"), config.table_name, clock=clock),
+        clock=clock,
+        retry=retry,
+        sleep=sleep,
+        random=random,
+    )
