@@ -36,41 +36,29 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from outbox.clock import Clock, utc_now
 from outbox.deadline import Deadline, NoDeadline
 from outbox.errors import ConfigurationError, OutboxError
-from outbox.marking import FailedMark, Mark, MarkingReport, PublishedMark, RowMarker
+from outbox.marking import MarkingReport, RowMarker
 from outbox.model import OutboxEvent
 from outbox.predecessors import PredecessorReader, PredecessorState
+from outbox_publisher import planning
 from outbox_publisher.candidates import Candidate
 from outbox_publisher.delivery import Deliverer, Delivery
 from outbox_publisher.errors import FailureKind, PoisonQueueUnavailableError
 from outbox_publisher.gate import HoldReason, OrderGate, Unknown, predecessors_to_read, processing_order
-from outbox_publisher.messages import MAX_ENTRIES_PER_CALL, Message
+from outbox_publisher.marks import continues_past_poison, mark_rows, marks_for
+from outbox_publisher.planning import Planned
 from outbox_publisher.poison import PoisonMessage, PoisonReason, Rejection
 from outbox_publisher.ports import DestinationPort, PoisonQueue
 from outbox_publisher.report import EventOutcome, PublishReport, Status
 from outbox_publisher.retry import Random, RetryPolicy, Sleep, system_random, system_sleep
-from outbox_publisher.routing import DESTINATION_ORDER, Destination, PoisonPolicy, Router
-
-# A FailedMark's release reason when the event's route lets later events go on past it.
-CONTINUES_PAST_POISON = "its route continues past poison"
+from outbox_publisher.routing import DESTINATION_ORDER, Destination, Router
 
 _log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class _Planned:
-    index: int
-    candidate: Candidate
-    event: OutboxEvent
-    message: Message
-    destinations: tuple[Destination, ...]
-    sizes: Mapping[Destination, int]
 
 
 class PublishingEngine:
@@ -143,7 +131,7 @@ class _Run:
     def execute(self) -> PublishReport:
         gate = OrderGate(self._read_predecessors())
         self.gate = gate
-        group: list[_Planned] = []
+        group: list[Planned] = []
         for index in processing_order(self.candidates):
             candidate = self.candidates[index]
             if candidate.key is not None and any(
@@ -154,7 +142,7 @@ class _Run:
                 group = []
             if self.stopped_at is not None:
                 break
-            plan = self._plan(index, candidate)
+            plan = planning.plan(index, candidate, self.engine._router, self.engine._destinations)
             if isinstance(plan, Rejection):
                 # Earlier events go first; and if the poison queue then fails, nothing after it is sent.
                 self._flush(group)
@@ -176,7 +164,7 @@ class _Run:
             if hold is not None:
                 self._hold(index, candidate, hold)
                 continue
-            if group and not self._fits(group, plan):
+            if group and not planning.fits(group, plan, self.engine._destinations):
                 self._flush(group)
                 group = []
                 if self.stopped_at is not None:
@@ -218,46 +206,7 @@ class _Run:
             )
         self.outcomes[index] = EventOutcome(candidate, Status.HELD, code=reason.value)
 
-    def _plan(self, index: int, candidate: Candidate) -> _Planned | Rejection:
-        if candidate.rejection is not None:
-            return candidate.rejection
-        event = candidate.event
-        if event is None:
-            return Rejection(PoisonReason.INVALID_ROW, "InvalidOutboxRow", "the row could not be read")
-        destinations = self.engine._router.destinations_for(event.aggregate_type, event.event_type)
-        if not destinations:
-            return Rejection(
-                PoisonReason.NO_ROUTE,
-                "NoRoute",
-                f"no route for aggregate_type {event.aggregate_type} and event_type {event.event_type}",
-            )
-        message = Message.of(event)
-        sizes: dict[Destination, int] = {}
-        for destination in destinations:
-            port = self.engine._destinations[destination]
-            size = port.size_of(message)
-            if size > port.max_entry_bytes:
-                return Rejection(
-                    PoisonReason.TOO_LARGE,
-                    "EntryTooLarge",
-                    f"{destination.value} entry is {size} bytes, over the {port.max_entry_bytes}-byte limit",
-                )
-            sizes[destination] = size
-        return _Planned(index, candidate, event, message, destinations, sizes)
-
-    def _fits(self, group: Sequence[_Planned], plan: _Planned) -> bool:
-        if len(group) >= MAX_ENTRIES_PER_CALL:
-            return False
-        if any(member.event.aggregate_key == plan.event.aggregate_key for member in group):
-            # Never two events of one aggregate in a call: see the module docstring.
-            return False
-        return all(
-            sum(member.sizes.get(destination, 0) for member in group) + size
-            <= self.engine._destinations[destination].max_batch_bytes
-            for destination, size in plan.sizes.items()
-        )
-
-    def _flush(self, group: Sequence[_Planned]) -> None:
+    def _flush(self, group: Sequence[Planned]) -> None:
         if not group or self.stopped_at is not None:
             return
         if not self.engine._retry.has_time_for(self.deadline):
@@ -301,7 +250,7 @@ class _Run:
             self._settle(member, deliveries[member.index], published_at)
 
     def _settle(
-        self, member: _Planned, deliveries: Mapping[Destination, Delivery], published_at: datetime
+        self, member: Planned, deliveries: Mapping[Destination, Delivery], published_at: datetime
     ) -> None:
         attempts = max((delivery.attempts for delivery in deliveries.values()), default=0)
         delivered = tuple(destination for destination, delivery in deliveries.items() if delivery.ok)
@@ -431,50 +380,11 @@ class _Run:
         )
 
     def _continues_past(self, candidate: Candidate) -> bool:
-        event = candidate.event
-        if event is None:
-            return False  # unreadable: no route to ask
-        policy = self.engine._router.poison_policy_for(event.aggregate_type, event.event_type)
-        return policy is PoisonPolicy.CONTINUE
+        return continues_past_poison(candidate, self.engine._router)
 
     def _mark(self, outcomes: Sequence[EventOutcome]) -> MarkingReport:
-        marks: list[Mark] = []
-        unmarkable = 0
-        now = self.engine._clock()
-        for outcome in outcomes:
-            candidate = outcome.candidate
-            key = candidate.key
-            owner = candidate.lease.owner if candidate.lease is not None else None
-            if outcome.status is Status.PUBLISHED and outcome.published_at is not None and key is not None:
-                marks.append(PublishedMark(key, outcome.published_at, outcome.attempts, lease_owner=owner))
-            elif outcome.status is Status.POISONED and key is not None:
-                release = CONTINUES_PAST_POISON if self._continues_past(candidate) else None
-                error = outcome.detail or str(outcome.code)
-                marks.append(
-                    FailedMark(key, error, outcome.attempts, now, lease_owner=owner, release_reason=release)
-                )
-            elif outcome.status in (Status.PUBLISHED, Status.POISONED):
-                unmarkable += 1
-        if unmarkable:
-            _log.warning("rows without a usable key cannot be marked", extra={"rows": unmarkable})
-        if not marks:
-            return MarkingReport()
-        try:
-            report = self.engine._marker.mark(marks, self.deadline)
-        except Exception as error:
-            # The events are out: failing now would hand them back and publish them again. The rows stay
-            # PENDING and the sweeper reconciles them.
-            _log.exception("marking rows failed", extra={"rows": len(marks)})
-            return MarkingReport(failed={mark.key: type(error).__name__ for mark in marks})
-        if report.failed:
-            _log.warning(
-                "rows left PENDING after publishing; the sweeper will reconcile them",
-                extra={
-                    "rows": [f"{key.aggregate_key}/{key.seq}" for key in report.failed],
-                    "errors": sorted(set(report.failed.values())),
-                },
-            )
-        return report
+        marks = marks_for(outcomes, self.engine._router, self.engine._clock())
+        return mark_rows(self.engine._marker, marks, self.deadline)
 
 
 def _ids(event: OutboxEvent) -> dict[str, Any]:

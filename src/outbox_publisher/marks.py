@@ -1,0 +1,73 @@
+"""What a run's outcomes mean for their rows: PUBLISHED or FAILED marks, made after publishing.
+
+Marks carry the caller's lease owner when the caller claimed the row, and a FAILED mark is released at
+once when the event's route continues past poison. Marking never fails an event: the event is out (or
+parked on the poison queue); a row left PENDING is reconciled by the sweeper.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from datetime import datetime
+
+from outbox.deadline import Deadline
+from outbox.marking import FailedMark, Mark, MarkingReport, PublishedMark, RowMarker
+from outbox_publisher.candidates import Candidate
+from outbox_publisher.report import EventOutcome, Status
+from outbox_publisher.routing import PoisonPolicy, Router
+
+# A FailedMark's release reason when the event's route lets later events go on past it.
+CONTINUES_PAST_POISON = "its route continues past poison"
+
+_log = logging.getLogger(__name__)
+
+
+def continues_past_poison(candidate: Candidate, router: Router) -> bool:
+    event = candidate.event
+    if event is None:
+        return False  # unreadable: no route to ask
+    return router.poison_policy_for(event.aggregate_type, event.event_type) is PoisonPolicy.CONTINUE
+
+
+def marks_for(outcomes: Sequence[EventOutcome], router: Router, now: datetime) -> list[Mark]:
+    marks: list[Mark] = []
+    unmarkable = 0
+    for outcome in outcomes:
+        candidate = outcome.candidate
+        key = candidate.key
+        owner = candidate.lease.owner if candidate.lease is not None else None
+        if outcome.status is Status.PUBLISHED and outcome.published_at is not None and key is not None:
+            marks.append(PublishedMark(key, outcome.published_at, outcome.attempts, lease_owner=owner))
+        elif outcome.status is Status.POISONED and key is not None:
+            release = CONTINUES_PAST_POISON if continues_past_poison(candidate, router) else None
+            error = outcome.detail or str(outcome.code)
+            marks.append(
+                FailedMark(key, error, outcome.attempts, now, lease_owner=owner, release_reason=release)
+            )
+        elif outcome.status in (Status.PUBLISHED, Status.POISONED):
+            unmarkable += 1
+    if unmarkable:
+        _log.warning("rows without a usable key cannot be marked", extra={"rows": unmarkable})
+    return marks
+
+
+def mark_rows(marker: RowMarker, marks: Sequence[Mark], deadline: Deadline) -> MarkingReport:
+    if not marks:
+        return MarkingReport()
+    try:
+        report = marker.mark(marks, deadline)
+    except Exception as error:
+        # The events are out: failing now would hand them back and publish them again. The rows stay
+        # PENDING and the sweeper reconciles them.
+        _log.exception("marking rows failed", extra={"rows": len(marks)})
+        return MarkingReport(failed={mark.key: type(error).__name__ for mark in marks})
+    if report.failed:
+        _log.warning(
+            "rows left PENDING after publishing; the sweeper will reconcile them",
+            extra={
+                "rows": [f"{key.aggregate_key}/{key.seq}" for key in report.failed],
+                "errors": sorted(set(report.failed.values())),
+            },
+        )
+    return report

@@ -1,0 +1,68 @@
+"""Planning a publish: where an event goes (its route), what it weighs on each destination, and which
+events may share one batch call. Pure: no I/O."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from outbox.model import OutboxEvent
+from outbox_publisher.candidates import Candidate
+from outbox_publisher.messages import MAX_ENTRIES_PER_CALL, Message
+from outbox_publisher.poison import PoisonReason, Rejection
+from outbox_publisher.ports import DestinationPort
+from outbox_publisher.routing import Destination, Router
+
+
+@dataclass(frozen=True, slots=True)
+class Planned:
+    index: int
+    candidate: Candidate
+    event: OutboxEvent
+    message: Message
+    destinations: tuple[Destination, ...]
+    sizes: Mapping[Destination, int]
+
+
+def plan(
+    index: int, candidate: Candidate, router: Router, ports: Mapping[Destination, DestinationPort]
+) -> Planned | Rejection:
+    """What publishing the candidate takes, or why it never can (poison)."""
+    if candidate.rejection is not None:
+        return candidate.rejection
+    event = candidate.event
+    if event is None:
+        return Rejection(PoisonReason.INVALID_ROW, "InvalidOutboxRow", "the row could not be read")
+    destinations = router.destinations_for(event.aggregate_type, event.event_type)
+    if not destinations:
+        return Rejection(
+            PoisonReason.NO_ROUTE,
+            "NoRoute",
+            f"no route for aggregate_type {event.aggregate_type} and event_type {event.event_type}",
+        )
+    message = Message.of(event)
+    sizes: dict[Destination, int] = {}
+    for destination in destinations:
+        port = ports[destination]
+        size = port.size_of(message)
+        if size > port.max_entry_bytes:
+            return Rejection(
+                PoisonReason.TOO_LARGE,
+                "EntryTooLarge",
+                f"{destination.value} entry is {size} bytes, over the {port.max_entry_bytes}-byte limit",
+            )
+        sizes[destination] = size
+    return Planned(index, candidate, event, message, destinations, sizes)
+
+
+def fits(group: Sequence[Planned], planned: Planned, ports: Mapping[Destination, DestinationPort]) -> bool:
+    """Whether `planned` may join the call that `group` will make."""
+    if len(group) >= MAX_ENTRIES_PER_CALL:
+        return False
+    if any(member.event.aggregate_key == planned.event.aggregate_key for member in group):
+        # Never two events of one aggregate in a call: see the engine's docstring.
+        return False
+    return all(
+        sum(member.sizes.get(destination, 0) for member in group) + size <= ports[destination].max_batch_bytes
+        for destination, size in planned.sizes.items()
+    )
