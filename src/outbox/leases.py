@@ -26,7 +26,15 @@ from botocore.exceptions import BotoCoreError, ClientError
 from outbox.aws_errors import error_code
 from outbox.dynamodb import translate_client_error
 from outbox.errors import AwsUnavailableError
-from outbox.model import LEASE_OWNER, LEASE_UNTIL, NEXT_ATTEMPT_AT, OutboxStatus, RowKey, truncate_error
+from outbox.model import (
+    LEASE_OWNER,
+    LEASE_UNTIL,
+    NEXT_ATTEMPT_AT,
+    SWEEP_FAILURES,
+    OutboxStatus,
+    RowKey,
+    truncate_error,
+)
 
 STREAM_PUBLISHER = "stream-publisher"
 """The lease owner of the stream path: its retries of a shard (new invocations) may claim what it holds."""
@@ -77,7 +85,8 @@ class RowClaimer(Protocol):
     def back_off(
         self, key: RowKey, lease: Lease, *, attempts: int, next_attempt_at: datetime, error: str
     ) -> bool:
-        """Record a failed attempt and when to try again, and drop the lease; False if the lease was lost."""
+        """Record a failed sweep (`attempts` tries) and when to try again, and drop the lease; False if the
+        lease was lost."""
         ...
 
 
@@ -111,8 +120,8 @@ class DynamoDBRowClaimer:
         try:
             self._update(
                 key,
-                f"SET {NEXT_ATTEMPT_AT} = :next, last_error = :error ADD attempts :attempts "
-                f"REMOVE {LEASE_OWNER}, {LEASE_UNTIL}",
+                f"SET {NEXT_ATTEMPT_AT} = :next, last_error = :error "
+                f"ADD attempts :attempts, {SWEEP_FAILURES} :one REMOVE {LEASE_OWNER}, {LEASE_UNTIL}",
                 _HELD_CONDITION,
                 {
                     ":pending": {"S": OutboxStatus.PENDING.value},
@@ -120,6 +129,7 @@ class DynamoDBRowClaimer:
                     ":next": {"N": str(math.ceil(next_attempt_at.timestamp()))},
                     ":error": {"S": truncate_error(error)},
                     ":attempts": {"N": str(attempts)},
+                    ":one": {"N": "1"},
                 },
             )
         except _ConditionFailedError:

@@ -43,12 +43,19 @@ LEASE_UNTIL = "lease_until"
 """Epoch seconds: until then, no other path may claim the row."""
 NEXT_ATTEMPT_AT = "next_attempt_at"
 """Epoch seconds: the sweeper backs off a row it could not publish until then."""
+SWEEP_FAILURES = "sweep_failures"
+"""Sweeps that failed to publish the row: the exponent of its backoff."""
+# Set by an operator (outbox.release) to publish a FAILED row again; its cutoffs count from then.
+REDRIVEN_AT = "redriven_at"
 # Set by an operator (outbox.release) to let an aggregate's later events past a FAILED or missing event.
 RELEASED_AT = "released_at"
 RELEASED_BY = "released_by"
 RELEASE_REASON = "release_reason"
 PREDECESSOR_RELEASED_AT = "predecessor_released_at"
 """On a PENDING row: its missing predecessor was released (skipped), so the gate does not wait for it."""
+# What the pending index carries besides its keys: enough for the sweeper to skip rows that are backing off
+# and to know a released gap, without reading the rows.
+PENDING_INDEX_ATTRIBUTES = (NEXT_ATTEMPT_AT, PREDECESSOR_RELEASED_AT)
 
 
 @dataclass(frozen=True, slots=True, order=True)

@@ -12,6 +12,7 @@ from constructs import Construct
 
 from outbox.model import (
     PARTITION_KEY,
+    PENDING_INDEX_ATTRIBUTES,
     PENDING_INDEX_NAME,
     PENDING_INDEX_PARTITION_KEY,
     PENDING_INDEX_SORT_KEY,
@@ -60,8 +61,9 @@ class OutboxTable(dynamodb.Table):
 
     - keys `aggregate_key` (partition) and `seq` (sort): all events of one aggregate share a partition;
     - a NEW_IMAGE stream, all the publisher needs (it reads each row from the record's new image);
-    - the sparse `pending` index (`pending_shard`, `occurred_at`; keys only): the library sets
-      `pending_shard` only while a row is PENDING, so the index holds exactly what a sweeper must see;
+    - the sparse `pending` index (`pending_shard`, `occurred_at`, with `next_attempt_at` and
+      `predecessor_released_at`): the library sets `pending_shard` only while a row is PENDING, so the
+      index holds exactly what the sweeper must see;
     - TTL on `expires_at` (set only when a row leaves PENDING), point-in-time recovery, on-demand
       billing, encryption at rest, and by default retention and deletion protection.
     """
@@ -83,15 +85,17 @@ class OutboxTable(dynamodb.Table):
             stream=dynamodb.StreamViewType.NEW_IMAGE,
             **data_table_options(props or DataTableProps()),
         )
-        # KEYS_ONLY: a sweeper needs the row's key (to claim it) and occurred_at (to measure age);
-        # it reads the full row through the claim anyway, so projecting more only costs writes.
+        # The sweeper needs the row's key (to claim it), occurred_at (its age) and the two attributes that
+        # say whether it may take the row now (backing off, released gap); it reads the full row through
+        # the claim anyway, so projecting more would only cost writes.
         self.add_global_secondary_index(
             index_name=PENDING_INDEX_NAME,
             partition_key=dynamodb.Attribute(
                 name=PENDING_INDEX_PARTITION_KEY, type=dynamodb.AttributeType.NUMBER
             ),
             sort_key=dynamodb.Attribute(name=PENDING_INDEX_SORT_KEY, type=dynamodb.AttributeType.STRING),
-            projection_type=dynamodb.ProjectionType.KEYS_ONLY,
+            projection_type=dynamodb.ProjectionType.INCLUDE,
+            non_key_attributes=list(PENDING_INDEX_ATTRIBUTES),
         )
 
 

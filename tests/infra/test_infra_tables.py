@@ -41,7 +41,9 @@ def test_outbox_table_has_new_image_stream_ttl_pitr_encryption_and_on_demand(
     assert props["BillingMode"] == "PAY_PER_REQUEST"
 
 
-def test_outbox_table_has_the_sparse_pending_index_with_keys_only(template: dict[str, Any]) -> None:
+def test_outbox_table_has_the_sparse_pending_index_with_what_the_sweeper_reads(
+    template: dict[str, Any],
+) -> None:
     # Given the Outbox table
     _, table = only(template, "AWS::DynamoDB::Table", "TablesOutboxTable")
     props = table["Properties"]
@@ -49,7 +51,8 @@ def test_outbox_table_has_the_sparse_pending_index_with_keys_only(template: dict
     # When its secondary indexes are read
     indexes = props["GlobalSecondaryIndexes"]
 
-    # Then there is exactly the `pending` index on pending_shard (N) / occurred_at (S), keys only
+    # Then there is exactly the `pending` index on pending_shard (N) / occurred_at (S), carrying only the two
+    # attributes the sweeper decides on (backing off, released gap) besides the keys
     assert indexes == [
         {
             "IndexName": "pending",
@@ -57,7 +60,10 @@ def test_outbox_table_has_the_sparse_pending_index_with_keys_only(template: dict
                 {"AttributeName": "pending_shard", "KeyType": "HASH"},
                 {"AttributeName": "occurred_at", "KeyType": "RANGE"},
             ],
-            "Projection": {"ProjectionType": "KEYS_ONLY"},
+            "Projection": {
+                "ProjectionType": "INCLUDE",
+                "NonKeyAttributes": ["next_attempt_at", "predecessor_released_at"],
+            },
         }
     ]
     types = {d["AttributeName"]: d["AttributeType"] for d in props["AttributeDefinitions"]}

@@ -51,7 +51,10 @@ def create_tables(dynamodb: Any, *, orders: str = "orders", outbox: str = "outbo
                     {"AttributeName": "pending_shard", "KeyType": "HASH"},
                     {"AttributeName": "occurred_at", "KeyType": "RANGE"},
                 ],
-                "Projection": {"ProjectionType": "KEYS_ONLY"},
+                "Projection": {
+                    "ProjectionType": "INCLUDE",
+                    "NonKeyAttributes": ["next_attempt_at", "predecessor_released_at"],
+                },
             }
         ],
         StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_IMAGE"},

@@ -14,6 +14,7 @@ from typing import Any
 import boto3
 from botocore.exceptions import ClientError
 
+from outbox.deadline import LambdaDeadline
 from outbox.dynamodb import DynamoDBTransactionExecutor
 from outbox.leases import DynamoDBRowClaimer
 from outbox.marking import DynamoDBRowMarker
@@ -26,6 +27,10 @@ from outbox_publisher.adapters import EventBridgeDestination, SnsDestination, Sq
 from outbox_publisher.config import PublisherConfig
 from outbox_publisher.handler import Publisher, build_publisher, handle
 from outbox_publisher.routing import Destination
+from outbox_sweeper.config import SweeperConfig
+from outbox_sweeper.handler import build_sweeper
+from outbox_sweeper.pending import DynamoDBPendingIndex
+from outbox_sweeper.sweep import Sweeper, SweepReport
 from tests.support.aws import REGION, Tables
 from tests.support.clock import FakeClock, RecordingSleep
 from tests.support.lambda_context import FakeLambdaContext
@@ -70,6 +75,39 @@ class World:
     ) -> Publisher:
         """The real adapters on moto clients (or on the given wrappers), fake clock and sleep."""
         config = PublisherConfig.from_env(self.env(**env))
+        return build_publisher(
+            config, **self._ports(config, sns_client, events_client, sqs_client, dynamodb_client)
+        )
+
+    def sweeper(
+        self,
+        *,
+        sns_client: Any = None,
+        events_client: Any = None,
+        sqs_client: Any = None,
+        dynamodb_client: Any = None,
+        **env: str,
+    ) -> Sweeper:
+        """The sweeper as deployed, on the same real adapters, fake clock and sleep."""
+        config = SweeperConfig.from_env(self.env(**env))
+        dynamodb = dynamodb_client or self.dynamodb
+        return build_sweeper(
+            config,
+            index=DynamoDBPendingIndex(dynamodb, config.publisher.table_name),
+            **self._ports(config.publisher, sns_client, events_client, sqs_client, dynamodb_client),
+        )
+
+    def sweep(self, sweeper: Sweeper, *, remaining_ms: int = 60_000) -> SweepReport:
+        return sweeper.run(LambdaDeadline(FakeLambdaContext(remaining_ms)))
+
+    def _ports(
+        self,
+        config: PublisherConfig,
+        sns_client: Any,
+        events_client: Any,
+        sqs_client: Any,
+        dynamodb_client: Any,
+    ) -> dict[str, Any]:
         destinations: dict[Destination, Any] = {}
         if config.topic_arn:
             destinations[Destination.SNS] = SnsDestination(sns_client or self.sns, config.topic_arn)
@@ -78,17 +116,16 @@ class World:
                 events_client or self.events, config.event_bus_name, SOURCE
             )
         dynamodb = dynamodb_client or self.dynamodb
-        return build_publisher(
-            config,
-            destinations=destinations,
-            poison_queue=SqsPoisonQueue(sqs_client or self.sqs, config.poison_queue_url),
-            marker=DynamoDBRowMarker(dynamodb, config.table_name),
-            predecessors=DynamoDBPredecessorReader(dynamodb, config.table_name, clock=self.clock),
-            claimer=DynamoDBRowClaimer(dynamodb, config.table_name),
-            clock=self.clock,
-            sleep=self.sleep,
-            random=lambda: 0.5,
-        )
+        return {
+            "destinations": destinations,
+            "poison_queue": SqsPoisonQueue(sqs_client or self.sqs, config.poison_queue_url),
+            "marker": DynamoDBRowMarker(dynamodb, config.table_name),
+            "predecessors": DynamoDBPredecessorReader(dynamodb, config.table_name, clock=self.clock),
+            "claimer": DynamoDBRowClaimer(dynamodb, config.table_name),
+            "clock": self.clock,
+            "sleep": self.sleep,
+            "random": lambda: 0.5,
+        }
 
     def write(self, *events: OutboxEvent) -> None:
         """Rows written the way the library writes them: one transaction per aggregate's events."""

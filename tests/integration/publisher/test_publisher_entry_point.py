@@ -9,6 +9,7 @@ import pytest
 
 from outbox.errors import ConfigurationError
 from outbox_publisher import handler as entry_point
+from outbox_publisher.errors import StreamConfigurationError
 from tests.integration.publisher.publisher_world import World, build_world
 from tests.support.aws import Tables
 from tests.support.events import event
@@ -91,3 +92,48 @@ def test_a_bad_configuration_fails_every_invocation(world: World, monkeypatch: p
     # Then it fails loudly instead of publishing anywhere
     with pytest.raises(ConfigurationError, match="kinesis"):
         entry_point.handler({"Records": []}, FakeLambdaContext())
+
+
+def test_a_record_from_another_tables_stream_fails_the_invocation_with_an_error_metric(
+    world: World,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Given a publisher configured for a table other than the one whose stream feeds it
+    for name, value in world.env(OUTBOX_TABLE_NAME="other-outbox").items():
+        monkeypatch.setenv(name, value)
+    e = event("A", 1)
+    world.write(e)
+
+    # When Lambda invokes the handler
+    # Then the invocation fails (the mapping retries; nothing is skipped, acknowledged or poisoned)
+    with pytest.raises(StreamConfigurationError, match="not from table other-outbox's stream"):
+        entry_point.handler(world.stream_event(), FakeLambdaContext())
+    assert world.topic_envelopes() == []
+    assert world.poison() == []
+    assert world.row(e)["status"] == {"S": "PENDING"}
+    # and it says why, in a log line and a metric the alarms see
+    assert emitted_metrics(capsys.readouterr().out)["ConfigurationErrors"] == [1.0]
+    assert any(
+        r.getMessage() == "the publisher is misconfigured; failing the invocation" for r in caplog.records
+    )
+
+
+def test_the_table_named_by_its_arn_publishes_its_stream(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given OUTBOX_TABLE_NAME set to the table's ARN
+    arn = f"arn:aws:dynamodb:us-east-1:123456789012:table/{world.tables.outbox}"
+    for name, value in world.env(OUTBOX_TABLE_NAME=arn).items():
+        monkeypatch.setenv(name, value)
+    e = event("A", 1)
+    world.write(e)
+
+    # When Lambda invokes the handler
+    response = entry_point.handler(world.stream_event(), FakeLambdaContext())
+
+    # Then the event is published and its row marked
+    assert response == {"batchItemFailures": []}
+    assert [envelope["event_id"] for envelope in world.topic_envelopes()] == [e.event_id]
+    assert world.row(e)["status"] == {"S": "PUBLISHED"}

@@ -32,6 +32,24 @@ def test_a_full_environment_parses_with_defaults() -> None:
     assert config.router.destinations_for("Order", "OrderPlaced") == BOTH
     assert config.published_retention == timedelta(days=7)
     assert not config.fifo_topic
+    assert config.sweep_grace == timedelta(seconds=60)
+
+
+@pytest.mark.parametrize(
+    "table",
+    [
+        "outbox",
+        "arn:aws:dynamodb:us-east-1:123456789012:table/outbox",
+        "arn:aws-cn:dynamodb:cn-north-1:123456789012:table/outbox",
+    ],
+)
+def test_the_table_is_named_by_its_name_or_its_arn(table: str) -> None:
+    # Given the table by name or by ARN (DynamoDB accepts both)
+    # When the environment is parsed
+    config = PublisherConfig.from_env(BASE | {"OUTBOX_TABLE_NAME": table})
+
+    # Then the publisher knows the table's name (stream records name it)
+    assert config.table_name == "outbox"
 
 
 def test_a_fifo_topic_is_detected_by_its_arn() -> None:
@@ -67,6 +85,10 @@ def test_sns_alone_needs_no_event_source() -> None:
         ({"TOPIC_ARN": TOPIC + " # prod"}, "TOPIC_ARN must be a topic ARN"),
         ({"TOPIC_ARN": "arn:aws:sqs:us-east-1:123456789012:outbox-events"}, "TOPIC_ARN must be a topic ARN"),
         ({"TOPIC_ARN": "arn:aws:sns:us-east-1:1234:outbox-events"}, "TOPIC_ARN must be a topic ARN"),
+        ({"OUTBOX_TABLE_NAME": "arn:aws:sqs:us-east-1:123456789012:outbox"}, "not a DynamoDB table's"),
+        ({"OUTBOX_TABLE_NAME": "arn:aws:dynamodb:us-east-1:123456789012:table/outbox/stream/x"}, "table's"),
+        ({"SWEEP_GRACE_SECONDS": "29"}, "SWEEP_GRACE_SECONDS must be at least 30"),
+        ({"SWEEP_GRACE_SECONDS": "soon"}, "SWEEP_GRACE_SECONDS"),
         ({"PUBLISHED_RETENTION_DAYS": "0"}, "PUBLISHED_RETENTION_DAYS"),
         ({"PUBLISHED_RETENTION_DAYS": "week"}, "PUBLISHED_RETENTION_DAYS"),
         ({"OUTBOX_ROUTES": "{not json"}, "not valid JSON"),

@@ -1,0 +1,140 @@
+"""Releasing an aggregate the order gate holds: an operator redrives or skips the event it waits behind.
+
+A FAILED event holds its aggregate's later events (outbox_publisher.gate), and so does a missing one (a gap
+in `seq`). Three ways out, each recorded on the row with who did it, when and why:
+
+- `redrive`: the FAILED row becomes PENDING again (same `event_id`, payload as stored now: fix it first if
+  it was the payload's fault), its attempts and the sweeper's cutoffs started afresh. The sweeper publishes
+  it, through the gate, then the events behind it.
+- `skip`: the FAILED row stays FAILED but is released: the gate lets its successors go. The event itself
+  is never published.
+- `skip_missing_predecessor`: on the PENDING row that waits behind a gap, record that its missing
+  predecessor is released: the gate lets it go.
+
+Each is one conditional update: it changes nothing unless the row is in the state it expects, and says so
+with a typed error.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from outbox.aws_errors import error_code
+from outbox.clock import format_timestamp
+from outbox.dynamodb import translate_client_error
+from outbox.errors import AwsUnavailableError, OutboxError
+from outbox.model import (
+    LEASE_OWNER,
+    LEASE_UNTIL,
+    NEXT_ATTEMPT_AT,
+    PENDING_INDEX_PARTITION_KEY,
+    PREDECESSOR_RELEASED_AT,
+    REDRIVEN_AT,
+    RELEASE_REASON,
+    RELEASED_AT,
+    RELEASED_BY,
+    SWEEP_FAILURES,
+    TTL_ATTRIBUTE,
+    OutboxStatus,
+    RowKey,
+    pending_shard,
+    truncate_error,
+)
+
+_NAMES = {"#status": "status"}
+
+
+class ReleaseError(OutboxError):
+    """The row is not in the state the operation needs; nothing was changed."""
+
+
+def redrive(client: Any, table: str, key: RowKey, *, reason: str, actor: str, now: datetime) -> None:
+    """FAILED -> PENDING, back in the pending index; the sweeper publishes it (same `event_id`)."""
+    _update(
+        client,
+        table,
+        key,
+        expression=f"SET #status = :pending, {PENDING_INDEX_PARTITION_KEY} = :shard, attempts = :zero, "
+        f"{REDRIVEN_AT} = :at, redriven_by = :actor, redrive_reason = :reason "
+        f"REMOVE {TTL_ATTRIBUTE}, {NEXT_ATTEMPT_AT}, {SWEEP_FAILURES}, {LEASE_OWNER}, {LEASE_UNTIL}, "
+        f"{RELEASED_AT}, {RELEASED_BY}, {RELEASE_REASON}",
+        condition="#status = :failed",
+        values={
+            ":pending": {"S": OutboxStatus.PENDING.value},
+            ":failed": {"S": OutboxStatus.FAILED.value},
+            ":shard": {"N": str(pending_shard(key.aggregate_key))},
+            ":zero": {"N": "0"},
+            **_who(reason, actor, now),
+        },
+        expected="FAILED",
+    )
+
+
+def skip(client: Any, table: str, key: RowKey, *, reason: str, actor: str, now: datetime) -> None:
+    """Release a FAILED row without publishing it: its aggregate's later events may go."""
+    _update(
+        client,
+        table,
+        key,
+        expression=f"SET {RELEASED_AT} = :at, {RELEASED_BY} = :actor, {RELEASE_REASON} = :reason",
+        condition=f"#status = :failed AND attribute_not_exists({RELEASED_AT})",
+        values={":failed": {"S": OutboxStatus.FAILED.value}, **_who(reason, actor, now)},
+        expected="FAILED and not yet released",
+    )
+
+
+def skip_missing_predecessor(
+    client: Any, table: str, key: RowKey, *, reason: str, actor: str, now: datetime
+) -> None:
+    """On the PENDING row `key`: its predecessor (`seq - 1`), never written, is released."""
+    _update(
+        client,
+        table,
+        key,
+        expression=f"SET {PREDECESSOR_RELEASED_AT} = :at, {RELEASED_BY} = :actor, {RELEASE_REASON} = :reason",
+        condition="#status = :pending",
+        values={":pending": {"S": OutboxStatus.PENDING.value}, **_who(reason, actor, now)},
+        expected="PENDING",
+    )
+
+
+def _who(reason: str, actor: str, now: datetime) -> dict[str, dict[str, str]]:
+    if not reason.strip():
+        raise ReleaseError("a reason is required")
+    return {
+        ":at": {"S": format_timestamp(now)},
+        ":actor": {"S": truncate_error(actor)},
+        ":reason": {"S": truncate_error(reason)},
+    }
+
+
+def _update(
+    client: Any,
+    table: str,
+    key: RowKey,
+    *,
+    expression: str,
+    condition: str,
+    values: dict[str, Any],
+    expected: str,
+) -> None:
+    try:
+        client.update_item(
+            TableName=table,
+            Key=key.item(),
+            UpdateExpression=expression,
+            ConditionExpression=condition,
+            ExpressionAttributeNames=_NAMES,
+            ExpressionAttributeValues=values,
+        )
+    except ClientError as error:
+        if error_code(error) == "ConditionalCheckFailedException":
+            raise ReleaseError(
+                f"{key.aggregate_key} seq {key.seq} is not {expected}: nothing changed"
+            ) from None
+        raise translate_client_error(error, "UpdateItem") from error
+    except BotoCoreError as error:
+        raise AwsUnavailableError(f"UpdateItem did not answer: {type(error).__name__}") from error

@@ -1,0 +1,84 @@
+"""The sweeper's configuration: the publisher's (same table, destinations, routes, poison queue), plus
+how it sweeps. Parsed from the environment once, at start-up, and validated there.
+
+All of the publisher's variables (outbox_publisher.config), and:
+
+- `SWEEP_MAX_ROWS` (500): most rows one run claims.
+- `SWEEP_BACKOFF_BASE_SECONDS` (30): wait after the first sweep that failed to publish a row; doubled after
+  each further failed sweep, with equal jitter.
+- `SWEEP_BACKOFF_MAX_SECONDS` (900): the longest such wait.
+- `SWEEP_MAX_ATTEMPTS` (100): publish attempts (the row's `attempts`; a sweep makes up to 5) after which a
+  row that still fails becomes FAILED (`gave_up`).
+- `SWEEP_FAIL_AFTER_SECONDS` (86400): age (since `occurred_at`, or since its redrive) after which a row that
+  still fails becomes FAILED (`gave_up`).
+
+Both cutoffs only turn a row that fails once more into a FAILED one: no row is failed without a try.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+
+from outbox.config import positive_int
+from outbox.errors import ConfigurationError
+from outbox_publisher.config import PublisherConfig
+
+ENV_SWEEP_MAX_ROWS = "SWEEP_MAX_ROWS"
+ENV_SWEEP_BACKOFF_BASE_SECONDS = "SWEEP_BACKOFF_BASE_SECONDS"
+ENV_SWEEP_BACKOFF_MAX_SECONDS = "SWEEP_BACKOFF_MAX_SECONDS"
+ENV_SWEEP_MAX_ATTEMPTS = "SWEEP_MAX_ATTEMPTS"
+ENV_SWEEP_FAIL_AFTER_SECONDS = "SWEEP_FAIL_AFTER_SECONDS"
+
+DEFAULT_MAX_ROWS = 500
+DEFAULT_BACKOFF_BASE_SECONDS = 30
+DEFAULT_BACKOFF_MAX_SECONDS = 900
+DEFAULT_MAX_ATTEMPTS = 100
+DEFAULT_FAIL_AFTER_SECONDS = 86_400
+
+
+@dataclass(frozen=True, slots=True)
+class SweepSettings:
+    max_rows: int = DEFAULT_MAX_ROWS
+    backoff_base: timedelta = timedelta(seconds=DEFAULT_BACKOFF_BASE_SECONDS)
+    backoff_max: timedelta = timedelta(seconds=DEFAULT_BACKOFF_MAX_SECONDS)
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    fail_after: timedelta = timedelta(seconds=DEFAULT_FAIL_AFTER_SECONDS)
+
+    def __post_init__(self) -> None:
+        if self.backoff_max < self.backoff_base:
+            raise ConfigurationError(
+                f"{ENV_SWEEP_BACKOFF_MAX_SECONDS} must be at least {ENV_SWEEP_BACKOFF_BASE_SECONDS}"
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class SweeperConfig:
+    publisher: PublisherConfig
+    sweep: SweepSettings
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> SweeperConfig:
+        return cls(
+            publisher=PublisherConfig.from_env(env),
+            sweep=SweepSettings(
+                max_rows=positive_int(env, ENV_SWEEP_MAX_ROWS, default=DEFAULT_MAX_ROWS),
+                backoff_base=timedelta(
+                    seconds=positive_int(
+                        env, ENV_SWEEP_BACKOFF_BASE_SECONDS, default=DEFAULT_BACKOFF_BASE_SECONDS
+                    )
+                ),
+                backoff_max=timedelta(
+                    seconds=positive_int(
+                        env, ENV_SWEEP_BACKOFF_MAX_SECONDS, default=DEFAULT_BACKOFF_MAX_SECONDS
+                    )
+                ),
+                max_attempts=positive_int(env, ENV_SWEEP_MAX_ATTEMPTS, default=DEFAULT_MAX_ATTEMPTS),
+                fail_after=timedelta(
+                    seconds=positive_int(
+                        env, ENV_SWEEP_FAIL_AFTER_SECONDS, default=DEFAULT_FAIL_AFTER_SECONDS
+                    )
+                ),
+            ),
+        )

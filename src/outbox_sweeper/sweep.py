@@ -1,0 +1,216 @@
+"""One sweep: publish the PENDING rows that are due, in order per aggregate, through the publishing engine.
+
+1. Read the pending index: rows older than the grace, not backing off, oldest first (bounded per run).
+2. Per aggregate, from its lowest due `seq`: read that row's predecessor (one batched, consistent read for
+   all aggregates). If it is not out (PENDING, FAILED, missing), nothing of the aggregate is claimed: the
+   rows stay as they are, and an aggregate held behind a FAILED or missing event is counted, for its alarm.
+3. Claim the aggregate's due rows in `seq` order (outbox.leases); stop at the first that is not this
+   sweep's to take (another path holds it, or it backs off): later ones must not go before it.
+4. Publish the claimed rows with the engine (its order gate, routing, poison, marking under the lease).
+5. The row the engine stopped at (a transient failure) backs off: `attempts` grows by the run's tries,
+   `sweep_failures` by one, and `next_attempt_at` is set: base * 2^(sweep_failures - 1), capped, with equal
+   jitter. A run that may take a row to its attempt cutoff, or a row past its age cutoff, is its last
+   chance: if it fails again it becomes FAILED (poison, `gave_up`) and goes whole to the poison queue.
+
+A second sweep over the same rows adds nothing: a published row left the index, and one another path holds
+is not claimed.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from outbox.clock import Clock, parse_timestamp, utc_now
+from outbox.deadline import Deadline
+from outbox.errors import OutboxError
+from outbox.leases import Claim, Lease, RowClaimer
+from outbox.marking import MarkingReport
+from outbox.model import REDRIVEN_AT, SWEEP_FAILURES, RowKey
+from outbox.predecessors import PredecessorReader, PredecessorState
+from outbox_publisher.candidates import Candidate
+from outbox_publisher.engine import PublishingEngine
+from outbox_publisher.gate import HoldReason
+from outbox_publisher.poison import PoisonReason
+from outbox_publisher.report import EventOutcome, PublishReport, Status
+from outbox_publisher.retry import Random, RetryPolicy, system_random
+from outbox_sweeper.config import SweepSettings
+from outbox_sweeper.pending import PendingIndex, PendingRow, PendingScan
+
+SWEEPER = "sweeper"
+"""The sweeper's lease owner. Sweeps never overlap (one at a time), so a sweep may take over its
+predecessor's leases."""
+
+_log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class SweepReport:
+    pending: int = 0
+    pending_complete: bool = True
+    oldest_pending_age_s: float = 0.0
+    due: int = 0
+    held_aggregates: int = 0
+    """Aggregates whose next event waits behind a FAILED or missing one."""
+    claimed: int = 0
+    swept: int = 0
+    """Events this sweep published."""
+    backed_off: int = 0
+    gave_up: int = 0
+    poisoned: int = 0
+    publish: PublishReport = field(default_factory=lambda: PublishReport([], None, MarkingReport()))
+
+
+class Sweeper:
+    def __init__(
+        self,
+        *,
+        engine: PublishingEngine,
+        index: PendingIndex,
+        predecessors: PredecessorReader,
+        claimer: RowClaimer,
+        grace: timedelta,
+        settings: SweepSettings,
+        clock: Clock = utc_now,
+        random: Random = system_random,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        self._engine = engine
+        self._index = index
+        self._predecessors = predecessors
+        self._claimer = claimer
+        self._grace = grace
+        self._settings = settings
+        self._clock = clock
+        self._random = random
+        self._retry = retry or RetryPolicy()
+
+    def run(self, deadline: Deadline) -> SweepReport:
+        now = self._clock()
+        report = SweepReport()
+        scan = self._index.scan(
+            due_before=now - self._grace, now=now, limit=self._settings.max_rows, deadline=deadline
+        )
+        report.pending, report.pending_complete, report.due = scan.count, scan.complete, len(scan.due)
+        if scan.oldest is not None:
+            report.oldest_pending_age_s = max(0.0, (now - scan.oldest).total_seconds())
+        lease = Lease(SWEEPER, now + timedelta(milliseconds=deadline.remaining_ms()))
+        candidates = self._claim(scan, lease, now, deadline, report)
+        if candidates:
+            report.publish = self._engine.publish(candidates, deadline)
+            self._settle(report, lease)
+        return report
+
+    def _claim(
+        self, scan: PendingScan, lease: Lease, now: datetime, deadline: Deadline, report: SweepReport
+    ) -> list[Candidate]:
+        by_aggregate: dict[str, list[PendingRow]] = {}
+        for row in scan.due:  # oldest first: so are the aggregates
+            by_aggregate.setdefault(row.key.aggregate_key, []).append(row)
+        firsts = {
+            aggregate: min(rows, key=lambda row: row.key.seq) for aggregate, rows in by_aggregate.items()
+        }
+        states = self._predecessor_states(list(firsts.values()))
+        if states is None:
+            return []
+        candidates: list[Candidate] = []
+        for aggregate, rows in by_aggregate.items():
+            first = firsts[aggregate]
+            state = PredecessorState.PUBLISHED if first.key.seq == 1 else states[first.key.predecessor]
+            if not state.resolved and not first.predecessor_released:
+                if state in (PredecessorState.FAILED, PredecessorState.MISSING):
+                    report.held_aggregates += 1
+                continue
+            for position, row in enumerate(sorted(rows, key=_seq)):
+                if not self._retry.has_time_for(deadline):
+                    return candidates
+                claim = self._claimer.claim(row.key, lease, now)
+                if claim.claim is Claim.CLAIMED and claim.row is not None:
+                    report.claimed += 1
+                    candidate = Candidate.from_row(_ref(row.key), claim.row, source={"sweeper": SWEEPER})
+                    candidates.append(
+                        candidate.but(
+                            lease=lease,
+                            predecessor=state if position == 0 else None,
+                            last_chance=self._last_chance(claim.row, now),
+                        )
+                    )
+                elif claim.claim in (Claim.LEASED, Claim.BACKING_OFF):
+                    break  # later events of the aggregate must not go before this one
+        return candidates
+
+    def _predecessor_states(self, firsts: Sequence[PendingRow]) -> dict[RowKey, PredecessorState] | None:
+        keys = [row.key.predecessor for row in firsts if row.key.seq > 1]
+        if not keys:
+            return {}
+        try:
+            return self._predecessors.states(keys)
+        except OutboxError as error:
+            _log.warning(
+                "could not read predecessors; nothing is swept this time", extra={"error": str(error)}
+            )
+            return None
+
+    def _last_chance(self, row: Mapping[str, Any], now: datetime) -> bool:
+        """This run may take the row to its attempt cutoff, or it is past its age cutoff (both counted from
+        its redrive, if an operator redrove it)."""
+        if _number(row, "attempts") + self._retry.max_attempts >= self._settings.max_attempts:
+            return True
+        try:
+            since = parse_timestamp(str(row.get(REDRIVEN_AT, row["occurred_at"])["S"]))
+        except (KeyError, TypeError, ValueError):
+            return False  # unreadable: the engine poisons it anyway
+        return now - since >= self._settings.fail_after
+
+    def _settle(self, report: SweepReport, lease: Lease) -> None:
+        held: set[str] = set()
+        failed_at = self._clock()  # the backoff counts from the failure, not from the start of the run
+        for outcome in report.publish.outcomes:
+            key = outcome.candidate.key
+            if outcome.status is Status.PUBLISHED:
+                report.swept += 1
+            elif outcome.status is Status.POISONED:
+                report.poisoned += 1
+                if outcome.detail is not None and outcome.detail.startswith(PoisonReason.GAVE_UP.value):
+                    report.gave_up += 1
+            elif (
+                outcome.status is Status.HELD
+                and key is not None
+                and HoldReason(str(outcome.code)).needs_operator
+            ):
+                held.add(key.aggregate_key)
+            elif outcome.status is Status.FAILED and key is not None:
+                self._back_off(key, outcome, failed_at, lease)
+                report.backed_off += 1
+        report.held_aggregates += len(held)
+
+    def _back_off(self, key: RowKey, outcome: EventOutcome, now: datetime, lease: Lease) -> None:
+        tried = max(1, outcome.attempts)
+        code = outcome.code or "Failed"
+        failures = _number(outcome.candidate.row, SWEEP_FAILURES) + 1
+        ceiling = min(self._settings.backoff_max, self._settings.backoff_base * (2 ** (failures - 1)))
+        # Equal jitter: at least half the ceiling, so a failing row is never retried right away.
+        delay = ceiling * (0.5 + self._random() / 2)
+        try:
+            self._claimer.back_off(key, lease, attempts=tried, next_attempt_at=now + delay, error=code)
+        except OutboxError as error:
+            # The lease expires on its own; the row is tried again by a later sweep.
+            _log.warning("could not record the backoff", extra={"row": _ref(key), "error": str(error)})
+
+
+def _ref(key: RowKey) -> str:
+    return f"{key.aggregate_key}/{key.seq}"
+
+
+def _seq(row: PendingRow) -> int:
+    return row.key.seq
+
+
+def _number(row: Mapping[str, Any], name: str) -> int:
+    try:
+        return int(float(row.get(name, {}).get("N", "0")))
+    except (TypeError, ValueError, AttributeError):
+        return 0

@@ -1,0 +1,240 @@
+"""Leases and operator releases on moto: each is one conditional update that changes nothing unless the row
+is in the state it expects, and says which state it found."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from botocore.exceptions import EndpointConnectionError
+
+from outbox.errors import AwsUnavailableError, ThrottledError
+from outbox.leases import STREAM_PUBLISHER, Claim, DynamoDBRowClaimer, Lease
+from outbox.model import OutboxEvent, OutboxStatus, RowKey
+from outbox.release import ReleaseError, redrive, skip, skip_missing_predecessor
+from tests.integration.publisher.publisher_world import client_error
+from tests.support.aws import Tables
+from tests.support.clock import START
+from tests.support.events import event
+
+
+def put(dynamodb: Any, tables: Tables, e: OutboxEvent, **extra: Any) -> RowKey:
+    dynamodb.put_item(TableName=tables.outbox, Item=e.to_item() | extra)
+    return RowKey(e.aggregate_key, e.seq)
+
+
+def get(dynamodb: Any, tables: Tables, key: RowKey) -> dict[str, Any]:
+    item: dict[str, Any] = dynamodb.get_item(TableName=tables.outbox, Key=key.item(), ConsistentRead=True)[
+        "Item"
+    ]
+    return item
+
+
+SWEEPER_LEASE = Lease("sweeper", START + timedelta(seconds=60))
+
+
+def test_a_claim_takes_a_free_pending_row_and_returns_it_as_stored(dynamodb: Any, tables: Tables) -> None:
+    # Given a pending row
+    key = put(dynamodb, tables, event("A", 1))
+    claimer = DynamoDBRowClaimer(dynamodb, tables.outbox)
+
+    # When the sweeper claims it
+    result = claimer.claim(key, SWEEPER_LEASE, START)
+
+    # Then it holds it, and got the row with the lease on it
+    assert result.claim is Claim.CLAIMED
+    assert result.row is not None
+    assert result.row["lease_owner"] == {"S": "sweeper"}
+    assert get(dynamodb, tables, key)["lease_until"] == {"N": str(int(START.timestamp()) + 60)}
+
+
+def test_a_claim_says_why_it_could_not_take_a_row(dynamodb: Any, tables: Tables) -> None:
+    # Given a published row, a row the stream publisher holds, a row backing off, and no row at all
+    claimer = DynamoDBRowClaimer(dynamodb, tables.outbox)
+    published = put(dynamodb, tables, event("A", 1).with_status(OutboxStatus.PUBLISHED))
+    leased = put(dynamodb, tables, event("B", 1))
+    claimer.claim(leased, Lease(STREAM_PUBLISHER, START + timedelta(seconds=30)), START)
+    backing_off = put(dynamodb, tables, event("C", 1), next_attempt_at={"N": str(int(START.timestamp()) + 5)})
+    missing = RowKey("Order#D", 1)
+
+    # When the sweeper tries to claim each
+    answers = [
+        claimer.claim(key, SWEEPER_LEASE, START).claim for key in (published, leased, backing_off, missing)
+    ]
+
+    # Then each refusal names its reason, and no row changed
+    assert answers == [Claim.NOT_PENDING, Claim.LEASED, Claim.BACKING_OFF, Claim.MISSING]
+    assert get(dynamodb, tables, leased)["lease_owner"] == {"S": STREAM_PUBLISHER}
+    assert "lease_owner" not in get(dynamodb, tables, backing_off)
+
+
+def test_an_expired_lease_or_the_owners_own_lease_can_be_claimed_again(dynamodb: Any, tables: Tables) -> None:
+    # Given a row the stream publisher claimed until START + 30 s
+    claimer = DynamoDBRowClaimer(dynamodb, tables.outbox)
+    key = put(dynamodb, tables, event("A", 1))
+    claimer.claim(key, Lease(STREAM_PUBLISHER, START + timedelta(seconds=30)), START)
+
+    # When its next invocation claims it again at once (until + 40 s), and the sweeper after that ran out
+    again = claimer.claim(key, Lease(STREAM_PUBLISHER, START + timedelta(seconds=40)), START)
+    later = START + timedelta(seconds=41)
+    taken = claimer.claim(key, Lease("sweeper", later + timedelta(seconds=60)), later)
+
+    # Then both succeed
+    assert (again.claim, taken.claim) == (Claim.CLAIMED, Claim.CLAIMED)
+    assert get(dynamodb, tables, key)["lease_owner"] == {"S": "sweeper"}
+
+
+def test_a_backoff_needs_the_lease_and_drops_it(dynamodb: Any, tables: Tables) -> None:
+    # Given a row the sweeper holds, and another the stream publisher holds
+    claimer = DynamoDBRowClaimer(dynamodb, tables.outbox)
+    mine = put(dynamodb, tables, event("A", 1))
+    theirs = put(dynamodb, tables, event("B", 1))
+    claimer.claim(mine, SWEEPER_LEASE, START)
+    claimer.claim(theirs, Lease(STREAM_PUBLISHER, START + timedelta(seconds=30)), START)
+    later = START + timedelta(seconds=45)
+
+    # When the sweeper backs both off
+    kept = claimer.back_off(mine, SWEEPER_LEASE, attempts=3, next_attempt_at=later, error="sns:InternalError")
+    lost = claimer.back_off(
+        theirs, SWEEPER_LEASE, attempts=3, next_attempt_at=later, error="sns:InternalError"
+    )
+
+    # Then only its own row changed: attempts added, the failed sweep counted, the lease dropped
+    assert (kept, lost) == (True, False)
+    row = get(dynamodb, tables, mine)
+    assert (row["attempts"], row["sweep_failures"], row["next_attempt_at"]) == (
+        {"N": "3"},
+        {"N": "1"},
+        {"N": str(int(later.timestamp()))},
+    )
+    assert "lease_owner" not in row
+    assert "next_attempt_at" not in get(dynamodb, tables, theirs)
+
+
+class FailingClient:
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    def update_item(self, **_: Any) -> None:
+        raise self.error
+
+
+def test_claims_and_releases_translate_aws_failures_into_typed_errors() -> None:
+    # Given DynamoDB throttling, then unreachable
+    throttled = FailingClient(client_error("ProvisionedThroughputExceededException", "UpdateItem"))
+    unreachable = FailingClient(EndpointConnectionError(endpoint_url="https://dynamodb"))
+    key = RowKey("Order#A", 1)
+
+    # When a claim and a redrive are tried
+    # Then each raises the library's typed error, never botocore's
+    with pytest.raises(ThrottledError):
+        DynamoDBRowClaimer(throttled, "outbox").claim(key, SWEEPER_LEASE, START)
+    with pytest.raises(AwsUnavailableError):
+        DynamoDBRowClaimer(unreachable, "outbox").claim(key, SWEEPER_LEASE, START)
+    with pytest.raises(ThrottledError):
+        redrive(throttled, "outbox", key, reason="r", actor="ops", now=START)
+    with pytest.raises(AwsUnavailableError):
+        skip(unreachable, "outbox", key, reason="r", actor="ops", now=START)
+
+
+def failed(e: OutboxEvent) -> OutboxEvent:
+    return e.with_status(OutboxStatus.FAILED, last_error="rejected: sns:InvalidParameter", attempts=4)
+
+
+def test_a_redrive_makes_a_failed_row_pending_again_with_who_and_why(dynamodb: Any, tables: Tables) -> None:
+    # Given a FAILED row that had backed off and been released before
+    key = put(
+        dynamodb,
+        tables,
+        failed(event("A", 1)),
+        sweep_failures={"N": "3"},
+        next_attempt_at={"N": "1"},
+        released_at={"S": "2026-11-29T11:00:00.000Z"},
+    )
+
+    # When an operator redrives it
+    redrive(dynamodb, tables.outbox, key, reason="topic policy fixed", actor="alice", now=START)
+
+    # Then it is PENDING, back in the pending index, its attempts and backoff started afresh
+    row = get(dynamodb, tables, key)
+    assert row["status"] == {"S": "PENDING"}
+    assert "pending_shard" in row
+    assert row["attempts"] == {"N": "0"}
+    for gone in ("sweep_failures", "next_attempt_at", "released_at", "expires_at"):
+        assert gone not in row
+    assert (row["redriven_at"], row["redriven_by"], row["redrive_reason"]) == (
+        {"S": "2026-11-29T12:00:00.000Z"},
+        {"S": "alice"},
+        {"S": "topic policy fixed"},
+    )
+    # and it keeps its event id and payload
+    assert row["event_id"] == {"S": event_id_of(dynamodb, tables, key)}
+
+
+def event_id_of(dynamodb: Any, tables: Tables, key: RowKey) -> str:
+    return str(get(dynamodb, tables, key)["event_id"]["S"])
+
+
+@pytest.mark.parametrize("status", [OutboxStatus.PENDING, OutboxStatus.PUBLISHED])
+def test_only_a_failed_row_can_be_redriven_or_skipped(
+    dynamodb: Any, tables: Tables, status: OutboxStatus
+) -> None:
+    # Given a row that is not FAILED
+    key = put(dynamodb, tables, event("A", 1).with_status(status))
+    before = get(dynamodb, tables, key)
+
+    # When an operator tries to redrive or skip it
+    # Then each is refused with the state it needed, and nothing changed
+    with pytest.raises(ReleaseError, match="Order#A seq 1 is not FAILED"):
+        redrive(dynamodb, tables.outbox, key, reason="r", actor="ops", now=START)
+    with pytest.raises(ReleaseError, match="not FAILED and not yet released"):
+        skip(dynamodb, tables.outbox, key, reason="r", actor="ops", now=START)
+    assert get(dynamodb, tables, key) == before
+
+
+def test_a_skip_releases_a_failed_row_once(dynamodb: Any, tables: Tables) -> None:
+    # Given a FAILED row
+    key = put(dynamodb, tables, failed(event("A", 1)))
+
+    # When an operator skips it, twice
+    skip(dynamodb, tables.outbox, key, reason="superseded", actor="bob", now=START)
+    with pytest.raises(ReleaseError, match="not yet released"):
+        skip(dynamodb, tables.outbox, key, reason="again", actor="eve", now=START)
+
+    # Then it stays FAILED, released by the first
+    row = get(dynamodb, tables, key)
+    assert row["status"] == {"S": "FAILED"}
+    assert (row["released_by"], row["release_reason"]) == ({"S": "bob"}, {"S": "superseded"})
+
+
+def test_a_missing_predecessor_is_released_on_the_pending_row_behind_it(
+    dynamodb: Any, tables: Tables
+) -> None:
+    # Given a PENDING A#3 behind a gap, and a PUBLISHED B#2
+    gap = put(dynamodb, tables, event("A", 3))
+    done = put(dynamodb, tables, event("B", 2).with_status(OutboxStatus.PUBLISHED))
+
+    # When an operator releases A#3's missing predecessor, and tries the same on B#2
+    skip_missing_predecessor(dynamodb, tables.outbox, gap, reason="A#2 never existed", actor="ops", now=START)
+    with pytest.raises(ReleaseError, match="not PENDING"):
+        skip_missing_predecessor(dynamodb, tables.outbox, done, reason="r", actor="ops", now=START)
+
+    # Then A#3 records it; B#2 is unchanged
+    assert get(dynamodb, tables, gap)["predecessor_released_at"] == {"S": "2026-11-29T12:00:00.000Z"}
+    assert "predecessor_released_at" not in get(dynamodb, tables, done)
+
+
+@pytest.mark.parametrize("reason", ["", "   "])
+def test_a_release_without_a_reason_is_refused_before_anything_is_written(
+    dynamodb: Any, tables: Tables, reason: str
+) -> None:
+    # Given a FAILED row
+    key = put(dynamodb, tables, failed(event("A", 1)))
+    before = get(dynamodb, tables, key)
+
+    # When an operator gives no reason
+    # Then it is refused and nothing changed
+    with pytest.raises(ReleaseError, match="a reason is required"):
+        redrive(dynamodb, tables.outbox, key, reason=reason, actor="ops", now=START)
+    assert get(dynamodb, tables, key) == before

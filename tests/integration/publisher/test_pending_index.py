@@ -1,0 +1,128 @@
+"""The sweeper's read of the sparse pending index, on moto: every shard, oldest first, what is due, and a
+count that says when it is only a lower bound."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from outbox.errors import ThrottledError
+from outbox.model import PENDING_SHARDS, OutboxStatus, RowKey, pending_shard
+from outbox_sweeper.pending import DynamoDBPendingIndex
+from tests.integration.publisher.publisher_world import client_error
+from tests.support.aws import Tables
+from tests.support.clock import START
+from tests.support.events import event
+from tests.unit.publisher.fakes import FakeDeadline
+
+DUE_BEFORE = START - timedelta(seconds=1)  # every test event occurred at START - 2 s
+
+
+def put(dynamodb: Any, tables: Tables, aggregate: str, seq: int, **extra: Any) -> RowKey:
+    e = event(aggregate, seq)
+    dynamodb.put_item(TableName=tables.outbox, Item=e.to_item() | extra)
+    return RowKey(e.aggregate_key, seq)
+
+
+def test_pending_rows_of_every_shard_are_found_and_only_pending_ones(dynamodb: Any, tables: Tables) -> None:
+    # Given 40 pending rows spread over the shards, and a published one
+    keys = {put(dynamodb, tables, f"o-{n}", 1) for n in range(40)}
+    published = event("done", 1).with_status(OutboxStatus.PUBLISHED)
+    dynamodb.put_item(TableName=tables.outbox, Item=published.to_item())
+    assert len({pending_shard(key.aggregate_key) for key in keys}) > 1
+
+    # When the sweeper reads the index
+    scan = DynamoDBPendingIndex(dynamodb, tables.outbox).scan(
+        due_before=DUE_BEFORE, now=START, limit=500, deadline=FakeDeadline()
+    )
+
+    # Then it found all 40 pending rows, querying each shard once
+    assert {row.key for row in scan.due} == keys
+    assert (scan.count, scan.complete, scan.calls) == (40, True, PENDING_SHARDS)
+    assert scan.oldest == START - timedelta(seconds=2)
+
+
+def test_rows_backing_off_or_too_young_are_counted_but_not_due(dynamodb: Any, tables: Tables) -> None:
+    # Given a due row, one backing off for 10 s more, one whose backoff is over, and a gap released
+    due = put(dynamodb, tables, "A", 1)
+    put(dynamodb, tables, "B", 1, next_attempt_at={"N": str(int(START.timestamp()) + 10)})
+    over = put(dynamodb, tables, "C", 1, next_attempt_at={"N": str(int(START.timestamp()))})
+    released = put(dynamodb, tables, "D", 3, predecessor_released_at={"S": "2026-11-29T12:00:00.000Z"})
+
+    # When the sweeper reads the index, and then reads it as if every row were younger than the grace
+    index = DynamoDBPendingIndex(dynamodb, tables.outbox)
+    scan = index.scan(due_before=DUE_BEFORE, now=START, limit=500, deadline=FakeDeadline())
+    young = index.scan(due_before=START - timedelta(minutes=1), now=START, limit=500, deadline=FakeDeadline())
+
+    # Then all four are counted; the one backing off is not due; the released gap is said so
+    assert scan.count == 4
+    assert {row.key: row.predecessor_released for row in scan.due} == {
+        due: False,
+        over: False,
+        released: True,
+    }
+    assert (young.count, young.due) == (4, [])
+
+
+def test_due_rows_come_oldest_first_up_to_the_limit(dynamodb: Any, tables: Tables) -> None:
+    # Given ten rows that occurred one second apart, newest first
+    for n in range(10):
+        e = event(f"o-{n}", 1)
+        item = e.to_item() | {"occurred_at": {"S": f"2026-11-29T11:00:{59 - n:02d}.000Z"}}
+        dynamodb.put_item(TableName=tables.outbox, Item=item)
+
+    # When the sweeper reads at most three
+    scan = DynamoDBPendingIndex(dynamodb, tables.outbox).scan(
+        due_before=DUE_BEFORE, now=START, limit=3, deadline=FakeDeadline()
+    )
+
+    # Then it got the three oldest, and counted all ten
+    assert [row.key.aggregate_key for row in scan.due] == ["Order#o-9", "Order#o-8", "Order#o-7"]
+    assert scan.count == 10
+
+
+def test_a_scan_short_of_time_stops_and_says_its_count_is_a_lower_bound(
+    dynamodb: Any, tables: Tables
+) -> None:
+    # Given pending rows, and an invocation with 20 s left (less than the scan keeps for the rest of the run)
+    put(dynamodb, tables, "A", 1)
+
+    # When the sweeper reads the index
+    scan = DynamoDBPendingIndex(dynamodb, tables.outbox).scan(
+        due_before=DUE_BEFORE, now=START, limit=500, deadline=FakeDeadline(20_000)
+    )
+
+    # Then it read nothing and says the count is incomplete
+    assert (scan.calls, scan.count, scan.complete) == (0, 0, False)
+
+
+def test_a_row_someone_else_wrote_without_a_readable_timestamp_is_not_due(
+    dynamodb: Any, tables: Tables
+) -> None:
+    # Given a pending row whose occurred_at is not a timestamp (another writer broke the contract)
+    put(dynamodb, tables, "A", 1, occurred_at={"S": "yesterday"})
+
+    # When the sweeper reads the index
+    scan = DynamoDBPendingIndex(dynamodb, tables.outbox).scan(
+        due_before=DUE_BEFORE, now=START, limit=500, deadline=FakeDeadline()
+    )
+
+    # Then it is neither due nor counted: the stream publisher poisons it (its own path)
+    assert (scan.count, scan.due) == (0, [])
+
+
+class ThrottledQueries:
+    def query(self, **_: Any) -> None:
+        raise client_error("ThrottlingException", "Query")
+
+
+def test_a_throttled_read_is_a_typed_error() -> None:
+    # Given DynamoDB throttling queries
+    index = DynamoDBPendingIndex(ThrottledQueries(), "outbox")
+
+    # When the sweeper reads the index
+    # Then it gets the library's typed error
+    with pytest.raises(ThrottledError):
+        index.scan(due_before=DUE_BEFORE, now=START, limit=500, deadline=FakeDeadline())

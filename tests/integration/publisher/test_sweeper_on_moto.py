@@ -1,0 +1,341 @@
+"""The sweeper end to end on moto, with the stream publisher beside it: what the stream strands, the sweeper
+delivers, in `seq` order per aggregate, and a second sweep adds nothing.
+
+Each test checks the promise: per aggregate, publications in `seq` order and none before its predecessor;
+every event ends PUBLISHED or FAILED with a reason (or waits, visibly, for an operator); nothing published
+that was not committed.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from outbox.leases import STREAM_PUBLISHER, DynamoDBRowClaimer, Lease
+from outbox.model import OutboxEvent, RowKey
+from outbox.release import redrive, skip, skip_missing_predecessor
+from tests.integration.publisher.publisher_world import (
+    DynamoDBClientFailingWrites,
+    SnsClientFailingEvents,
+    World,
+    build_world,
+)
+from tests.support.aws import Tables
+from tests.support.events import event
+
+GRACE = timedelta(seconds=60)
+
+
+@pytest.fixture
+def world(tables: Tables, dynamodb: Any) -> World:
+    return build_world(tables, dynamodb)
+
+
+def published_ids(world: World) -> list[str]:
+    return [envelope["event_id"] for envelope in world.topic_envelopes()]
+
+
+def assert_in_seq_order(published: list[str], *aggregates: list[OutboxEvent]) -> None:
+    """Per aggregate: first publications in `seq` order (duplicates allowed, never ahead of a predecessor)."""
+    for events in aggregates:
+        order = {e.event_id: e.seq for e in events}
+        firsts = list(dict.fromkeys(event_id for event_id in published if event_id in order))
+        assert [order[event_id] for event_id in firsts] == sorted(order[event_id] for event_id in firsts)
+
+
+def statuses(world: World, *events: OutboxEvent) -> list[str]:
+    return [world.row(e)["status"]["S"] for e in events]
+
+
+def key(e: OutboxEvent) -> RowKey:
+    return RowKey(e.aggregate_key, e.seq)
+
+
+def test_the_sweeper_alone_publishes_every_pending_event_in_order_exactly_once(world: World) -> None:
+    # Given five committed events of two orders the stream never delivered, older than the grace
+    a = [event("A", seq) for seq in (1, 2, 3)]
+    b = [event("B", seq) for seq in (1, 2)]
+    world.write(a[0], b[0], a[1], b[1], a[2])
+    world.clock.advance(GRACE)
+    sweeper = world.sweeper()
+
+    # When the sweeper runs twice
+    first = world.sweep(sweeper)
+    second = world.sweep(sweeper)
+
+    # Then the first run published all five, each once, in seq order per order, and marked them PUBLISHED
+    published = published_ids(world)
+    assert Counter(published) == Counter(e.event_id for e in a + b)
+    assert_in_seq_order(published, a, b)
+    assert statuses(world, *a, *b) == ["PUBLISHED"] * 5
+    assert (first.pending, first.due, first.claimed, first.swept) == (5, 5, 5, 5)
+    assert first.oldest_pending_age_s == pytest.approx(62.0)
+    # and the second found nothing left to do
+    assert (second.pending, second.claimed, second.swept) == (0, 0, 0)
+    assert published_ids(world) == []
+
+
+def test_a_row_younger_than_the_grace_is_left_to_the_stream(world: World) -> None:
+    # Given an event committed 2 s ago
+    fresh = event("A", 1)
+    world.write(fresh)
+
+    # When the sweeper runs
+    report = world.sweep(world.sweeper())
+
+    # Then it counted the row but did not touch it
+    assert (report.pending, report.due, report.claimed) == (1, 0, 0)
+    assert published_ids(world) == []
+    assert "lease_owner" not in world.row(fresh)
+
+
+def test_a_first_event_the_mapping_discarded_holds_the_second_until_the_sweeper_delivers_both_in_order(
+    world: World,
+) -> None:
+    # Given A#1, whose stream record the mapping gave up on (SNS refused it until the retries ran out)
+    a1, a2 = event("A", 1), event("A", 2)
+    world.write(a1)
+    failing = SnsClientFailingEvents(world.sns, {a1.event_id}, code="KMSThrottling")
+    response = world.invoke(world.publisher(sns_client=failing), world.stream_event())
+    assert len(response["batchItemFailures"]) == 1  # handed back; the mapping then discards it
+    # and A#2, whose record arrives in the next batch
+    world.write(a2)
+
+    # When the stream publisher gets A#2
+    response = world.invoke(world.publisher(), world.stream_event(skip=1))
+
+    # Then A#2 is held, not published ahead of A#1, and not handed back either
+    assert response == {"batchItemFailures": []}
+    assert published_ids(world) == []
+    assert statuses(world, a1, a2) == ["PENDING", "PENDING"]
+
+    # When the sweeper runs after the grace
+    world.clock.advance(GRACE)
+    report = world.sweep(world.sweeper())
+
+    # Then it delivered A#1, then A#2
+    assert published_ids(world) == [a1.event_id, a2.event_id]
+    assert statuses(world, a1, a2) == ["PUBLISHED", "PUBLISHED"]
+    assert report.swept == 2
+
+
+def test_a_pair_the_stream_delivers_reversed_across_batches_is_published_in_seq_order(world: World) -> None:
+    # Given A#1 and A#2 committed, and their records delivered reversed, in two batches
+    a1, a2 = event("A", 1), event("A", 2)
+    world.write(a1, a2)
+    records = world.stream_event()["Records"]
+    publisher = world.publisher()
+
+    # When the stream publisher gets A#2 first, then A#1
+    world.invoke(publisher, {"Records": [records[1]]})
+    world.invoke(publisher, {"Records": [records[0]]})
+
+    # Then only A#1 is out; A#2 waits, PENDING
+    assert published_ids(world) == [a1.event_id]
+    assert statuses(world, a1, a2) == ["PUBLISHED", "PENDING"]
+
+    # When the sweeper runs after the grace
+    world.clock.advance(GRACE)
+    world.sweep(world.sweeper())
+
+    # Then A#2 follows A#1
+    assert published_ids(world) == [a2.event_id]
+    assert statuses(world, a2) == ["PUBLISHED"]
+
+
+def test_events_published_but_not_marked_are_reconciled_by_the_sweeper_as_counted_duplicates(
+    world: World,
+) -> None:
+    # Given A#1 and A#2 published by the stream while every DynamoDB write failed (marking could not happen)
+    a1, a2 = event("A", 1), event("A", 2)
+    world.write(a1, a2)
+    response = world.invoke(
+        world.publisher(dynamodb_client=DynamoDBClientFailingWrites(world.dynamodb)), world.stream_event()
+    )
+    assert response == {"batchItemFailures": []}  # the events are out: nothing is handed back
+    assert statuses(world, a1, a2) == ["PENDING", "PENDING"]
+
+    # When the sweeper runs after the grace
+    world.clock.advance(GRACE)
+    report = world.sweep(world.sweeper())
+
+    # Then both were published again (the at-least-once duplicate, same event ids), in order, and marked
+    assert published_ids(world) == [a1.event_id, a2.event_id] * 2
+    assert statuses(world, a1, a2) == ["PUBLISHED", "PUBLISHED"]
+    assert report.swept == 2
+
+
+def test_a_poison_event_holds_its_aggregate_until_it_is_fixed_and_redriven(world: World) -> None:
+    # Given A#1 refused for good by SNS, A#2 behind it, and B#1
+    a1, a2, b1 = event("A", 1), event("A", 2), event("B", 1)
+    world.write(a1, a2, b1)
+    refusing = SnsClientFailingEvents(world.sns, {a1.event_id}, code="InvalidParameter", sender_fault=True)
+    world.invoke(world.publisher(sns_client=refusing), world.stream_event())
+
+    # Then A#1 is FAILED with its reason and in the poison queue, A#2 waits, B#1 is out
+    assert statuses(world, a1, a2, b1) == ["FAILED", "PENDING", "PUBLISHED"]
+    assert world.row(a1)["last_error"]["S"].startswith("rejected: sns:InvalidParameter")
+    assert [p["event_id"] for p in world.poison()] == [a1.event_id]
+    assert published_ids(world) == [b1.event_id]
+
+    # When the sweeper runs after the grace
+    world.clock.advance(GRACE)
+    held = world.sweep(world.sweeper())
+
+    # Then it leaves A#2 alone and counts A as held (its alarm's metric)
+    assert (held.held_aggregates, held.claimed) == (1, 0)
+    assert published_ids(world) == []
+
+    # When an operator redrives A#1 (the cause fixed) and the sweeper runs
+    redrive(
+        world.dynamodb,
+        world.tables.outbox,
+        key(a1),
+        reason="topic policy fixed",
+        actor="ops",
+        now=world.clock(),
+    )
+    report = world.sweep(world.sweeper())
+
+    # Then A#1 and then A#2 are published, with A#1's original event id
+    assert published_ids(world) == [a1.event_id, a2.event_id]
+    assert statuses(world, a1, a2) == ["PUBLISHED", "PUBLISHED"]
+    assert world.row(a1)["redriven_by"] == {"S": "ops"}
+    assert (report.held_aggregates, report.swept) == (0, 2)
+
+
+def test_a_skipped_poison_event_lets_its_successors_go_and_is_never_published(world: World) -> None:
+    # Given A#1 FAILED for good and A#2 waiting behind it
+    a1, a2 = event("A", 1), event("A", 2)
+    world.write(a1, a2)
+    refusing = SnsClientFailingEvents(world.sns, {a1.event_id}, code="InvalidParameter", sender_fault=True)
+    world.invoke(world.publisher(sns_client=refusing), world.stream_event())
+    world.poison()
+
+    # When an operator skips A#1 and the sweeper runs after the grace
+    world.clock.advance(GRACE)
+    skip(
+        world.dynamodb,
+        world.tables.outbox,
+        key(a1),
+        reason="superseded by A#2",
+        actor="ops",
+        now=world.clock(),
+    )
+    report = world.sweep(world.sweeper())
+
+    # Then A#2 is published; A#1 stays FAILED, released, with who and why
+    assert published_ids(world) == [a2.event_id]
+    assert statuses(world, a1, a2) == ["FAILED", "PUBLISHED"]
+    row = world.row(a1)
+    assert (row["released_by"], row["release_reason"]) == ({"S": "ops"}, {"S": "superseded by A#2"})
+    assert report.held_aggregates == 0
+
+
+def test_a_gap_in_seq_holds_the_aggregate_until_the_missing_event_is_skipped(world: World) -> None:
+    # Given A#1 published, and A#3 committed without any A#2 (a writer's bug)
+    a1, a3 = event("A", 1), event("A", 3)
+    world.write(a1)
+    world.invoke(world.publisher(), world.stream_event())
+    world.write(a3)
+    world.invoke(world.publisher(), world.stream_event(skip=1))
+    assert published_ids(world) == [a1.event_id]
+
+    # When the sweeper runs after the grace
+    world.clock.advance(GRACE)
+    held = world.sweep(world.sweeper())
+
+    # Then A#3 waits, counted as held
+    assert (held.held_aggregates, held.swept) == (1, 0)
+
+    # When an operator releases the gap and the sweeper runs
+    skip_missing_predecessor(
+        world.dynamodb,
+        world.tables.outbox,
+        key(a3),
+        reason="A#2 never existed",
+        actor="ops",
+        now=world.clock(),
+    )
+    report = world.sweep(world.sweeper())
+
+    # Then A#3 is published
+    assert published_ids(world) == [a3.event_id]
+    assert report.swept == 1
+
+
+def test_a_row_the_stream_publisher_holds_is_not_swept_until_its_lease_expires(world: World) -> None:
+    # Given A#1 and A#2 older than the grace, A#1 claimed by the stream publisher for 30 s more
+    a1, a2 = event("A", 1), event("A", 2)
+    world.write(a1, a2)
+    world.clock.advance(GRACE)
+    claimer = DynamoDBRowClaimer(world.dynamodb, world.tables.outbox)
+    lease = Lease(STREAM_PUBLISHER, world.clock() + timedelta(seconds=30))
+    assert claimer.claim(key(a1), lease, world.clock()).claim == "claimed"
+
+    # When the sweeper runs
+    sweeper = world.sweeper()
+    blocked = world.sweep(sweeper)
+
+    # Then it claims neither A#1 nor A#2 (A#2 must not go before A#1)
+    assert (blocked.claimed, blocked.swept) == (0, 0)
+    assert published_ids(world) == []
+
+    # When the lease has expired and the sweeper runs again
+    world.clock.advance(seconds=31)
+    report = world.sweep(sweeper)
+
+    # Then both are published in order
+    assert published_ids(world) == [a1.event_id, a2.event_id]
+    assert report.swept == 2
+
+
+def test_a_late_row_the_sweeper_holds_is_left_alone_by_the_stream_publisher(world: World) -> None:
+    # Given A#1 committed long ago, its stream record arriving only now, while the sweeper holds it
+    a1 = event("A", 1)
+    world.write(a1)
+    world.clock.advance(GRACE)
+    claimer = DynamoDBRowClaimer(world.dynamodb, world.tables.outbox)
+    claimer.claim(key(a1), Lease("sweeper", world.clock() + timedelta(seconds=60)), world.clock())
+
+    # When the stream publisher gets the record
+    response = world.invoke(world.publisher(), world.stream_event())
+
+    # Then it publishes nothing and hands nothing back: the sweeper publishes it
+    assert response == {"batchItemFailures": []}
+    assert published_ids(world) == []
+    assert statuses(world, a1) == ["PENDING"]
+
+
+def test_a_late_row_already_published_by_the_sweeper_is_skipped_by_the_stream_publisher(world: World) -> None:
+    # Given A#1, swept after the grace, whose stream record arrives only now
+    a1 = event("A", 1)
+    world.write(a1)
+    world.clock.advance(GRACE)
+    world.sweep(world.sweeper())
+    assert published_ids(world) == [a1.event_id]
+
+    # When the stream publisher gets the record
+    response = world.invoke(world.publisher(), world.stream_event())
+
+    # Then it claims the row, sees it PUBLISHED, and publishes nothing again
+    assert response == {"batchItemFailures": []}
+    assert published_ids(world) == []
+
+
+def test_the_table_may_be_named_by_its_arn(world: World) -> None:
+    # Given the sweeper configured with the table's ARN (as a construct passes a table from another stack)
+    a1 = event("A", 1)
+    world.write(a1)
+    world.clock.advance(GRACE)
+    arn = f"arn:aws:dynamodb:us-east-1:123456789012:table/{world.tables.outbox}"
+
+    # When it runs
+    report = world.sweep(world.sweeper(OUTBOX_TABLE_NAME=arn))
+
+    # Then it found and published the row
+    assert report.swept == 1
+    assert statuses(world, a1) == ["PUBLISHED"]
