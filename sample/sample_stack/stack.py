@@ -18,7 +18,9 @@ from outbox_cdk.functions import powertools_layer
 from outbox_cdk.monitoring import AlarmThresholds, OutboxMonitoring
 from outbox_cdk.publisher import OutboxPublisher, PublisherSettings, StreamMappingProps
 from outbox_cdk.queues import FailureQueues, FailureQueuesProps
+from outbox_cdk.sweeper import OutboxSweeper, SweeperSettings
 from outbox_cdk.table import DataTableProps
+from outbox_publisher.config import DEFAULT_SWEEP_GRACE_SECONDS
 from outbox_publisher.routing import Destination, Route
 from sample_stack.constants import STACK_ID
 from sample_stack.consumers import SampleConsumers
@@ -39,6 +41,9 @@ class OutboxStackProps:
     publisher_routes: Sequence[Route] = ()
     publisher_default_destinations: Sequence[Destination] | None = None
     published_retention_days: int = DEFAULT_PUBLISHED_RETENTION_DAYS
+    # Age at which the sweeper takes a PENDING row the stream has not published.
+    sweep_grace_seconds: int = DEFAULT_SWEEP_GRACE_SECONDS
+    sweeper: SweeperSettings = field(default_factory=SweeperSettings)
     # An existing topic (e.g. your on-call topic) for every alarm action; None creates one.
     alarm_topic_arn: str | None = None
     alarm_thresholds: AlarmThresholds = field(default_factory=AlarmThresholds)
@@ -47,7 +52,7 @@ class OutboxStackProps:
 
 
 class OutboxStack(Stack):
-    """Tables, Orders API, publisher, destinations, failure queues, monitoring (and sample consumers)."""
+    """Tables, Orders API, publisher, sweeper, destinations, failure queues, monitoring, sample consumers."""
 
     def __init__(
         self,
@@ -85,9 +90,13 @@ class OutboxStack(Stack):
                 routes=props.publisher_routes,
                 default_destinations=props.publisher_default_destinations,
                 published_retention_days=props.published_retention_days,
+                sweep_grace_seconds=props.sweep_grace_seconds,
                 stream=props.stream,
             ),
             powertools_layer=layer,
+        )
+        self.sweeper = OutboxSweeper(
+            self, "Sweeper", publisher=self.publisher, settings=props.sweeper, powertools_layer=layer
         )
         alarm_topic = (
             sns.Topic.from_topic_arn(self, "ExistingAlarmTopic", props.alarm_topic_arn)
@@ -98,6 +107,7 @@ class OutboxStack(Stack):
             self,
             "Monitoring",
             publisher_function=self.publisher.function,
+            sweeper_function=self.sweeper.function,
             poison_queue=self.queues.poison_queue,
             on_failure_queue=self.queues.on_failure_queue,
             alarm_topic=alarm_topic,
@@ -163,6 +173,10 @@ class OutboxStack(Stack):
                 outputs.PUBLISHER_FUNCTION_NAME: (
                     self.publisher.function.function_name,
                     "Outbox publisher function",
+                ),
+                outputs.SWEEPER_FUNCTION_NAME: (
+                    self.sweeper.function.function_name,
+                    "Outbox sweeper function (scheduled)",
                 ),
                 outputs.DASHBOARD_NAME: (self.monitoring.dashboard.dashboard_name, "CloudWatch dashboard"),
             }

@@ -17,6 +17,7 @@ POISON_QUEUE_URL: Final = "PoisonQueueUrl"
 ON_FAILURE_QUEUE_URL: Final = "OnFailureQueueUrl"
 ALARM_TOPIC_ARN: Final = "AlarmTopicArn"
 PUBLISHER_FUNCTION_NAME: Final = "PublisherFunctionName"
+SWEEPER_FUNCTION_NAME: Final = "SweeperFunctionName"
 DASHBOARD_NAME: Final = "DashboardName"
 
 # The sample app's own.

@@ -6,8 +6,10 @@ Compose them into your own app::
 
     table = OutboxTable(self, "Outbox")                  # or your own table with a NEW_IMAGE stream
     publisher = OutboxPublisher(self, "Publisher", table=table, topic=my_topic)   # SNS, EventBridge or both
+    sweeper = OutboxSweeper(self, "Sweeper", publisher=publisher)    # what the stream strands, in order
     OutboxMonitoring(self, "Monitoring", publisher_function=publisher.function,
-                     poison_queue=publisher.poison_queue, on_failure_queue=publisher.on_failure_queue)
+                     poison_queue=publisher.poison_queue, on_failure_queue=publisher.on_failure_queue,
+                     sweeper_function=sweeper.function)
 
 Every construct takes safe defaults a caller can override; the README's "Use the constructs in your own
 app" section has a complete example.
@@ -20,8 +22,10 @@ from outbox_cdk.monitoring import AlarmThresholds, AlarmTopic, OutboxMonitoring
 from outbox_cdk.nag import acknowledge, add_nag_checks
 from outbox_cdk.publisher import OutboxPublisher, PublisherSettings, StreamMappingProps
 from outbox_cdk.queues import FailureQueues, FailureQueuesProps
-from outbox_cdk.table import DataTableProps, OutboxTable
+from outbox_cdk.sweeper import OutboxSweeper, SweeperSettings
+from outbox_cdk.table import DataTableProps, OutboxTable, add_pending_index
 from outbox_publisher.routing import Destination, Route
+from outbox_sweeper.config import SweepSettings
 
 __all__ = [
     "AlarmThresholds",
@@ -36,13 +40,17 @@ __all__ = [
     "OutboxDestinations",
     "OutboxMonitoring",
     "OutboxPublisher",
+    "OutboxSweeper",
     "OutboxTable",
     "PowertoolsLayer",
     "PublisherSettings",
     "PythonFunction",
     "Route",
     "StreamMappingProps",
+    "SweepSettings",
+    "SweeperSettings",
     "acknowledge",
     "add_nag_checks",
+    "add_pending_index",
     "powertools_layer",
 ]

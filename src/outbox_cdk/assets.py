@@ -39,7 +39,7 @@ RUNTIME_PACKAGES = frozenset({"boto3", "botocore"})
 """In the Lambda Python runtime (docs/deploy.md, "What each function ships")."""
 LAYER_PACKAGES = frozenset({"aws_lambda_powertools"})
 """In the Powertools layer every function gets."""
-PROJECT_PACKAGES = ("outbox", "outbox_publisher")
+PROJECT_PACKAGES = ("outbox", "outbox_publisher", "outbox_sweeper")
 """This distribution's Lambda code."""
 # The synth may run on an older Python than the functions (python3.13): these left the standard library
 # in 3.13 (PEP 594 and lib2to3), so an import of one would fail in Lambda.

@@ -11,6 +11,7 @@ from typing import Final
 
 # --- Lambda packaging ------------------------------------------------------------------------
 PUBLISHER_HANDLER: Final = "outbox_publisher.handler.handler"
+SWEEPER_HANDLER: Final = "outbox_sweeper.handler.handler"
 
 # Powertools comes from its public layer, resolved at deploy time from the SSM public parameter
 # AWS publishes per Powertools release (`/aws/service/powertools/python/{arch}/{python}/{version}`).
@@ -36,6 +37,12 @@ FUNCTION_TIMEOUT_SECONDS: Final = 10
 PUBLISHER_MEMORY_MB: Final = 512
 # A batch of 100 records is at most 10 SNS + 10 EventBridge batch calls plus the status updates.
 PUBLISHER_TIMEOUT_SECONDS: Final = 60
+SWEEPER_MEMORY_MB: Final = 512
+# A run reads the pending index, then claims, publishes and marks up to SWEEP_MAX_ROWS rows.
+SWEEPER_TIMEOUT_SECONDS: Final = 120
+# The index scan keeps 30 s for the rest of the run (outbox_sweeper.pending), the engine 11 s at the end.
+SWEEPER_MIN_TIMEOUT_SECONDS: Final = 60
+SWEEP_SCHEDULE_MINUTES: Final = 1
 
 # --- Destinations and queues -------------------------------------------------------------------
 DEFAULT_EVENT_SOURCE: Final = "outbox.orders"
@@ -53,11 +60,22 @@ PUBLISHER_ERRORS_THRESHOLD: Final = 1
 PUBLISHER_ERRORS_EVALUATION_PERIODS: Final = 5
 PUBLISHER_ERRORS_DATAPOINTS_TO_ALARM: Final = 3
 OLDEST_PENDING_AGE_THRESHOLD_SECONDS: Final = 900
+OLDEST_PENDING_AGE_EVALUATION_PERIODS: Final = 5
+# Any aggregate held behind a FAILED or missing event needs an operator.
+HELD_AGGREGATES_THRESHOLD: Final = 1
+SWEEPER_ERRORS_THRESHOLD: Final = 1
+SWEEPER_ERRORS_EVALUATION_PERIODS: Final = 5
+SWEEPER_ERRORS_DATAPOINTS_TO_ALARM: Final = 3
 DASHBOARD_NAME_SUFFIX: Final = "outbox"
 
 # --- IAM: exactly what each function calls (tests assert these lists) ----------------------------
 # Add an action here only together with the code that calls it.
-PUBLISHER_OUTBOX_TABLE_ACTIONS: Final = ("dynamodb:UpdateItem",)
+# The order gate reads predecessors (BatchGetItem, and a Query when one is missing); claims and marks are
+# conditional updates (TransactWriteItems is authorized as the UpdateItem actions it holds).
+PUBLISHER_OUTBOX_TABLE_ACTIONS: Final = ("dynamodb:BatchGetItem", "dynamodb:Query", "dynamodb:UpdateItem")
+# The sweeper does all the publisher does to rows, and reads the pending index (Query, on the index ARN).
+SWEEPER_OUTBOX_TABLE_ACTIONS: Final = PUBLISHER_OUTBOX_TABLE_ACTIONS
+SWEEPER_PENDING_INDEX_ACTIONS: Final = ("dynamodb:Query",)
 # What the Lambda stream poller calls with the function's role (DynamoDB developer guide,
 # "IAM policy to allow a Lambda function to access DynamoDB stream records"): scoped to the stream.
 STREAM_READ_ACTIONS: Final = (

@@ -31,6 +31,12 @@ class AlarmThresholds:
     publisher_errors_evaluation_periods: int = c.PUBLISHER_ERRORS_EVALUATION_PERIODS
     publisher_errors_datapoints_to_alarm: int = c.PUBLISHER_ERRORS_DATAPOINTS_TO_ALARM
     oldest_pending_age_seconds: int = c.OLDEST_PENDING_AGE_THRESHOLD_SECONDS
+    # Also fires when the sweeper reports nothing for this many minutes: it runs every minute.
+    oldest_pending_age_evaluation_periods: int = c.OLDEST_PENDING_AGE_EVALUATION_PERIODS
+    held_aggregates: int = c.HELD_AGGREGATES_THRESHOLD
+    sweeper_errors: int = c.SWEEPER_ERRORS_THRESHOLD
+    sweeper_errors_evaluation_periods: int = c.SWEEPER_ERRORS_EVALUATION_PERIODS
+    sweeper_errors_datapoints_to_alarm: int = c.SWEEPER_ERRORS_DATAPOINTS_TO_ALARM
 
 
 def service_metric(
@@ -77,7 +83,8 @@ class AlarmTopic(Construct):
 
 
 class OutboxMonitoring(Construct):
-    """Five alarms (every action to ``alarm_topic``) and a dashboard of the publishing pipeline."""
+    """Seven alarms (every action to ``alarm_topic``) and a dashboard of the publishing pipeline: the
+    publisher, the sweeper, and the two queues where undelivered events wait."""
 
     def __init__(
         self,
@@ -85,6 +92,7 @@ class OutboxMonitoring(Construct):
         construct_id: str,
         *,
         publisher_function: lambda_.IFunction,
+        sweeper_function: lambda_.IFunction,
         poison_queue: sqs.IQueue,
         on_failure_queue: sqs.IQueue,
         alarm_topic: sns.ITopic | None = None,
@@ -104,7 +112,10 @@ class OutboxMonitoring(Construct):
         on_failure_depth = on_failure_queue.metric_approximate_number_of_messages_visible(
             statistic="Maximum", period=period
         )
-        pending_age = service_metric(metrics.OLDEST_PENDING_AGE_SECONDS, metrics.SWEEPER_SERVICE, "Maximum")
+        sweeper = metrics.SWEEPER_SERVICE
+        pending_age = service_metric(metrics.OLDEST_PENDING_AGE_SECONDS, sweeper, "Maximum")
+        held_aggregates = service_metric(metrics.HELD_AGGREGATES, sweeper, "Maximum")
+        sweeper_errors = sweeper_function.metric_errors(statistic="Sum", period=period)
 
         self.iterator_age_alarm = self._alarm(
             "IteratorAgeAlarm",
@@ -137,13 +148,33 @@ class OutboxMonitoring(Construct):
             evaluation_periods=thresholds.publisher_errors_evaluation_periods,
             datapoints_to_alarm=thresholds.publisher_errors_datapoints_to_alarm,
         )
-        # Published by the sweeper; until one runs there is no data, which is not a breach.
+        # The sweeper reports on every run, also when idle: no data means it is not running, and then
+        # nothing delivers what the stream strands. That is a breach.
         self.oldest_pending_age_alarm = self._alarm(
             "OldestPendingAgeAlarm",
             f"{stack_name}-OldestPendingAge",
-            "An outbox row has been PENDING too long. Runbook: README.md#oldestpendingage",
+            "An outbox row has been PENDING too long, or the sweeper is not reporting. "
+            "Runbook: README.md#oldestpendingage",
             pending_age,
             threshold=thresholds.oldest_pending_age_seconds,
+            evaluation_periods=thresholds.oldest_pending_age_evaluation_periods,
+            missing=cloudwatch.TreatMissingData.BREACHING,
+        )
+        self.held_aggregates_alarm = self._alarm(
+            "HeldAggregatesAlarm",
+            f"{stack_name}-HeldAggregates",
+            "An aggregate's events wait behind a FAILED or missing event. Runbook: README.md#heldaggregates",
+            held_aggregates,
+            threshold=thresholds.held_aggregates,
+        )
+        self.sweeper_errors_alarm = self._alarm(
+            "SweeperErrorsAlarm",
+            f"{stack_name}-SweeperErrors",
+            "Sweeper runs fail (configuration, crash, timeout). Runbook: README.md#sweepererrors",
+            sweeper_errors,
+            threshold=thresholds.sweeper_errors,
+            evaluation_periods=thresholds.sweeper_errors_evaluation_periods,
+            datapoints_to_alarm=thresholds.sweeper_errors_datapoints_to_alarm,
         )
 
         self.dashboard = cloudwatch.Dashboard(
@@ -186,17 +217,35 @@ class OutboxMonitoring(Construct):
                     )
                 ],
             ),
-            cloudwatch.AlarmStatusWidget(
-                title="Alarms",
-                alarms=[
-                    self.iterator_age_alarm,
-                    self.poison_queue_alarm,
-                    self.on_failure_queue_alarm,
-                    self.publisher_errors_alarm,
-                    self.oldest_pending_age_alarm,
+            cloudwatch.GraphWidget(
+                title="Sweeper: pending, swept, held",
+                left=[
+                    service_metric(metrics.PENDING_EVENTS, sweeper, "Maximum"),
+                    service_metric(metrics.SWEPT_EVENTS, sweeper, "Sum"),
+                    service_metric(metrics.BACKED_OFF_EVENTS, sweeper, "Sum"),
+                    service_metric(metrics.GAVE_UP_EVENTS, sweeper, "Sum"),
+                ],
+                right=[
+                    held_aggregates,
+                    service_metric(metrics.HELD_EVENTS, metrics.PUBLISHER_SERVICE, "Sum"),
                 ],
             ),
         )
+        self.dashboard.add_widgets(
+            cloudwatch.AlarmStatusWidget(title="Alarms", alarms=self.alarms, width=24),
+        )
+
+    @property
+    def alarms(self) -> list[cloudwatch.Alarm]:
+        return [
+            self.iterator_age_alarm,
+            self.poison_queue_alarm,
+            self.on_failure_queue_alarm,
+            self.publisher_errors_alarm,
+            self.oldest_pending_age_alarm,
+            self.held_aggregates_alarm,
+            self.sweeper_errors_alarm,
+        ]
 
     def _alarm(
         self,
@@ -208,6 +257,8 @@ class OutboxMonitoring(Construct):
         threshold: float,
         evaluation_periods: int = 1,
         datapoints_to_alarm: int | None = None,
+        # No data means no traffic, which is healthy for every alarm but the sweeper's age.
+        missing: cloudwatch.TreatMissingData = cloudwatch.TreatMissingData.NOT_BREACHING,
     ) -> cloudwatch.Alarm:
         alarm = cloudwatch.Alarm(
             self,
@@ -219,8 +270,7 @@ class OutboxMonitoring(Construct):
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
             evaluation_periods=evaluation_periods,
             datapoints_to_alarm=datapoints_to_alarm,
-            # No data means no traffic (or no sweeper yet), which is healthy for every alarm here.
-            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            treat_missing_data=missing,
         )
         action = cw_actions.SnsAction(self.alarm_topic)
         alarm.add_alarm_action(action)

@@ -106,6 +106,8 @@ class PublisherSettings:
     default_destinations: Sequence[Destination] | None = None
     # How long a row stays in the table after it is PUBLISHED (its TTL).
     published_retention_days: int = DEFAULT_PUBLISHED_RETENTION_DAYS
+    # Age at which the sweeper takes a PENDING row (the stream publisher claims rows close to it).
+    sweep_grace_seconds: int = env.DEFAULT_SWEEP_GRACE_SECONDS
     stream: StreamMappingProps = field(default_factory=StreamMappingProps)
     # Sizing of the function the construct creates. None: 512 MB, 60 s, no reserved concurrency.
     function: FunctionSettings | None = None
@@ -113,6 +115,8 @@ class PublisherSettings:
     def __post_init__(self) -> None:
         if self.published_retention_days < 1:
             raise OutboxConstructError("published_retention_days must be at least 1")
+        if self.sweep_grace_seconds < env.MIN_SWEEP_GRACE_SECONDS:
+            raise OutboxConstructError(f"sweep_grace_seconds must be at least {env.MIN_SWEEP_GRACE_SECONDS}")
         if problem := event_source_problem(self.event_source):
             raise OutboxConstructError(problem)
 
@@ -124,9 +128,10 @@ class PublisherSettings:
 class OutboxPublisher(Construct):
     """Publisher Lambda plus its stream mapping, with exactly the permissions it uses.
 
-    The role may: read this table's stream, ``UpdateItem`` on the table (mark rows published or
-    failed), ``sns:Publish`` on the topic, ``events:PutEvents`` on the bus and ``sqs:SendMessage``
-    on the poison queue and, for Lambda's on-failure destination, on the on-failure queue.
+    The role may: read this table's stream; ``BatchGetItem``, ``Query`` and ``UpdateItem`` on the table
+    (the order gate's reads of predecessors, claims of late rows, marking rows); ``sns:Publish`` on the
+    topic, ``events:PutEvents`` on the bus and ``sqs:SendMessage`` on the poison queue and, for Lambda's
+    on-failure destination, on the on-failure queue.
 
     Resources, each optional:
 
@@ -176,7 +181,10 @@ class OutboxPublisher(Construct):
             self, "OnFailureQueue", queue_props
         )
 
+        self.settings = settings
         environment = self._environment(settings)
+        self.environment: dict[str, str] = dict(environment)
+        """What the publisher is configured with; the sweeper (outbox_cdk.sweeper) publishes with the same."""
         self.function: lambda_.Function = self._function(function, environment, settings, powertools_layer)
         self._grant()
         self.event_source_mapping = self._stream_mapping(settings.stream)
@@ -219,6 +227,7 @@ class OutboxPublisher(Construct):
             env.ENV_OUTBOX_TABLE_NAME: self.table.table_name,
             env.ENV_POISON_QUEUE_URL: self.poison_queue.queue_url,
             env.ENV_PUBLISHED_RETENTION_DAYS: str(settings.published_retention_days),
+            env.ENV_SWEEP_GRACE_SECONDS: str(settings.sweep_grace_seconds),
             c.ENV_POWERTOOLS_SERVICE_NAME: metrics.PUBLISHER_SERVICE,
             c.ENV_POWERTOOLS_METRICS_NAMESPACE: metrics.NAMESPACE,
             c.ENV_POWERTOOLS_LOG_LEVEL: c.LOG_LEVEL,

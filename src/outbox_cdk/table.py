@@ -85,17 +85,61 @@ class OutboxTable(dynamodb.Table):
             stream=dynamodb.StreamViewType.NEW_IMAGE,
             **data_table_options(props or DataTableProps()),
         )
-        # The sweeper needs the row's key (to claim it), occurred_at (its age) and the two attributes that
-        # say whether it may take the row now (backing off, released gap); it reads the full row through
-        # the claim anyway, so projecting more would only cost writes.
-        self.add_global_secondary_index(
-            index_name=PENDING_INDEX_NAME,
-            partition_key=dynamodb.Attribute(
-                name=PENDING_INDEX_PARTITION_KEY, type=dynamodb.AttributeType.NUMBER
-            ),
-            sort_key=dynamodb.Attribute(name=PENDING_INDEX_SORT_KEY, type=dynamodb.AttributeType.STRING),
-            projection_type=dynamodb.ProjectionType.INCLUDE,
-            non_key_attributes=list(PENDING_INDEX_ATTRIBUTES),
+        add_pending_index(self)
+
+
+def add_pending_index(table: dynamodb.Table) -> None:
+    """Add the sparse `pending` index the sweeper reads to a table of yours (`OutboxTable` has it).
+
+    Keyed on `pending_shard` (set by the library only while a row is PENDING) and `occurred_at`, it carries
+    the two attributes the sweeper decides on without reading the row: `next_attempt_at` (backing off) and
+    `predecessor_released_at` (a released gap). The sweeper reads the full row through its claim anyway,
+    so projecting more would only cost writes.
+    """
+    table.add_global_secondary_index(
+        index_name=PENDING_INDEX_NAME,
+        partition_key=dynamodb.Attribute(
+            name=PENDING_INDEX_PARTITION_KEY, type=dynamodb.AttributeType.NUMBER
+        ),
+        sort_key=dynamodb.Attribute(name=PENDING_INDEX_SORT_KEY, type=dynamodb.AttributeType.STRING),
+        projection_type=dynamodb.ProjectionType.INCLUDE,
+        non_key_attributes=list(PENDING_INDEX_ATTRIBUTES),
+    )
+
+
+def check_pending_index(table: dynamodb.ITable) -> None:
+    """Refuse, at synth, a table of this app without the `pending` index the sweeper reads (as
+    `add_pending_index` makes it). An imported table is taken on trust: a missing index fails every sweep
+    (SweeperErrors) and reports nothing (OldestPendingAge fires)."""
+    properties = _properties(table)
+    if properties is None:
+        return
+    indexes = {
+        _field(index, "index_name"): index for index in _listed(properties.get("globalSecondaryIndexes"))
+    }
+    index = indexes.get(PENDING_INDEX_NAME)
+    fix = "add it with outbox_cdk.add_pending_index(table), or use OutboxTable"
+    if index is None:
+        raise OutboxConstructError(
+            f"the outbox table has no `{PENDING_INDEX_NAME}` index, which the sweeper reads: {fix}"
+        )
+    types = {
+        _field(definition, "attribute_name"): _field(definition, "attribute_type")
+        for definition in _listed(properties.get("attributeDefinitions"))
+    }
+    keys = {
+        _field(key, "key_type"): (_field(key, "attribute_name"), types.get(_field(key, "attribute_name")))
+        for key in _listed(_field(index, "key_schema"))
+    }
+    projection = _field(index, "projection") or {}
+    projected = set(_listed(_field(projection, "non_key_attributes")))
+    carries = _field(projection, "projection_type") == "ALL" or projected >= set(PENDING_INDEX_ATTRIBUTES)
+    wanted = {"HASH": (PENDING_INDEX_PARTITION_KEY, "N"), "RANGE": (PENDING_INDEX_SORT_KEY, "S")}
+    if keys != wanted or not carries:
+        raise OutboxConstructError(
+            f"the outbox table's `{PENDING_INDEX_NAME}` index must be keyed on {PENDING_INDEX_PARTITION_KEY} "
+            f"(number) and {PENDING_INDEX_SORT_KEY} (string) and carry "
+            f"{', '.join(PENDING_INDEX_ATTRIBUTES)}: {fix}"
         )
 
 
@@ -113,16 +157,9 @@ def check_outbox_table(table: dynamodb.ITable) -> None:
             "the outbox table has no stream: enable a NEW_IMAGE (or NEW_AND_OLD_IMAGES) stream, or import "
             "the table with its stream ARN (Table.from_table_attributes(..., table_stream_arn=...))"
         )
-    cfn = table.node.default_child
-    if cfn is None:
+    properties = _properties(table)
+    if properties is None:
         return  # imported: nothing to inspect
-    if not isinstance(cfn, dynamodb.CfnTable | dynamodb.CfnGlobalTable):
-        raise OutboxConstructError(
-            f"cannot check the outbox table {table.node.path}: it is neither a Table nor a TableV2 of the app"
-        )
-    # The L1's properties as CloudFormation will get them: TableV2 sets some lazily, which its getters
-    # cannot show before synth (`cfnProperties` is CfnResource's protected view of them).
-    properties = Stack.of(cfn).resolve(cfn._cfn_properties)
     view_type = _field(properties.get("streamSpecification"), "stream_view_type")
     if view_type not in STREAM_VIEW_TYPES_WITH_NEW_IMAGES:
         raise OutboxConstructError(
@@ -143,6 +180,21 @@ def check_outbox_table(table: dynamodb.ITable) -> None:
             f"the outbox table's keys must be {PARTITION_KEY} (partition, string) and {SORT_KEY} (sort, "
             f"number), as the outbox row contract says; this table has {found}"
         )
+
+
+def _properties(table: dynamodb.ITable) -> dict[str, Any] | None:
+    """The table's CloudFormation properties, or None for an imported table (nothing to inspect)."""
+    cfn = table.node.default_child
+    if cfn is None:
+        return None
+    if not isinstance(cfn, dynamodb.CfnTable | dynamodb.CfnGlobalTable):
+        raise OutboxConstructError(
+            f"cannot check the outbox table {table.node.path}: it is neither a Table nor a TableV2 of the app"
+        )
+    # The L1's properties as CloudFormation will get them: TableV2 sets some lazily, which its getters
+    # cannot show before synth (`cfnProperties` is CfnResource's protected view of them).
+    properties: dict[str, Any] = Stack.of(cfn).resolve(cfn._cfn_properties)
+    return properties
 
 
 def _listed(value: Any) -> list[Any]:

@@ -29,6 +29,12 @@ from outbox_local.stream_mapping import StepKind, StepReport
 
 DELIVERY_TIMEOUT_S = 60.0
 OUTAGE_TIMEOUT_S = 60.0
+STEPS = 5
+# The demo's sweeper: the shortest grace the publisher allows, and schedules 12x faster (a sweep every 5 s),
+# so a stranded event is swept within a minute instead of the deployed defaults' 60 s + up to a minute.
+DEMO_SWEEP_GRACE_S = 30
+DEMO_SCHEDULE_SPEEDUP = 12.0
+SWEEP_TIMEOUT_S = DEMO_SWEEP_GRACE_S + 60.0
 
 
 @dataclass
@@ -72,6 +78,9 @@ class Demo:
         self.acknowledged: list[str] = []
         self.poison_seen: list[str] = []
         self.failed_steps: list[StepReport] = []
+        self.outage_injections = 0
+        self.on_failure_expected = 0
+        """Messages the on-failure queue must hold at the end: the discards the demo provoked."""
         for mapping in runtime.mappings:
             mapping.listeners.append(self._observe)
 
@@ -122,7 +131,7 @@ class Demo:
     # --- the scenario ---------------------------------------------------------------------------------
 
     def happy_path(self) -> None:
-        self.n.step(1, 4, "Orders over HTTP: place three, confirm two, cancel one")
+        self.n.step(1, STEPS, "Orders over HTTP: place three, confirm two, cancel one")
         orders = [self.place(f"customer-{i}", f"SKU-{i}", f"{10 * i}.50") for i in (1, 2, 3)]
         self.transition(orders[0], "confirm")
         self.transition(orders[1], "confirm")
@@ -139,7 +148,7 @@ class Demo:
             self.n.say(f"  order {delivery.aggregate_id[:8]}  seq {delivery.seq}  {delivery.event_type}")
 
     def poison(self) -> None:
-        self.n.step(2, 4, "A poison row: an outbox row whose payload is not JSON")
+        self.n.step(2, STEPS, "A poison row: an outbox row whose payload is not JSON")
         table = self.runtime.outputs[stack_outputs.OUTBOX_TABLE_NAME]
         aggregate_id = f"poison-{uuid.uuid4()}"
         event_id = str(uuid.uuid4())
@@ -182,7 +191,7 @@ class Demo:
         return False
 
     def outage(self) -> None:
-        self.n.step(3, 4, "A transient outage: SNS PublishBatch answers HTTP 500 InternalError")
+        self.n.step(3, STEPS, "A transient outage: SNS PublishBatch answers HTTP 500 InternalError")
         rule = self.runtime.faults.arm("sns", "PublishBatch", error_code="InternalError", http_status=500)
         failed_before = len(self.failed_steps)
         self.n.say("fault armed at the wire: the real publisher gets a real AWS error response")
@@ -202,8 +211,49 @@ class Demo:
         self.n.check(f"order {order_id[:8]}'s event was delivered after recovery", recovered)
         self.outage_injections = rule.injected
 
+    def stranded(self) -> None:
+        self.n.step(
+            4, STEPS, "A stranded event: the stream mapping gives up on it; the sweeper delivers it, in order"
+        )
+        on_failure_url = self.runtime.outputs[stack_outputs.ON_FAILURE_QUEUE_URL]
+        rule = self.runtime.faults.arm(
+            "sns", "PublishBatch", error_code="AuthorizationError", http_status=403
+        )
+        self.n.say(
+            "fault armed: SNS PublishBatch answers 403 AuthorizationError at once (a bad topic policy)"
+        )
+        order_id = self.place("customer-stranded", "SKU-7", "7.00")
+        placed = self.acknowledged[-1]
+        discarded = self._wait(lambda: self._queue_depth(on_failure_url) >= 1, OUTAGE_TIMEOUT_S)
+        self.n.say(
+            f"the publisher was refused {rule.injected} time(s); the mapping ran out of retries and "
+            "discarded the record to its on-failure queue (metadata only): the row is still PENDING"
+        )
+        self.n.check("the mapping discarded the first event's record", discarded)
+        self.runtime.faults.disarm(rule)
+        self.n.say("fault disarmed; the order is confirmed: its second event follows the discarded one")
+        self.transition(order_id, "confirm")
+        confirmed = self.acknowledged[-1]
+        self.runtime.wait_until_idle(DELIVERY_TIMEOUT_S)
+        self.topic_queue.collect()
+        self.bus_queue.collect()
+        ahead = confirmed in self.topic_queue.event_ids() | self.bus_queue.event_ids()
+        self.n.check("the second event is held, not published ahead of the first", not ahead)
+        self.n.say(
+            f"the sweeper takes rows PENDING for {DEMO_SWEEP_GRACE_S} s (SWEEP_GRACE_SECONDS; 60 deployed), "
+            "waiting for it…"
+        )
+        started = time.monotonic()
+        swept = self.topic_queue.wait_for([placed, confirmed], SWEEP_TIMEOUT_S)
+        swept = self.bus_queue.wait_for([placed, confirmed], SWEEP_TIMEOUT_S) and swept
+        self.n.say(f"swept after {time.monotonic() - started:.0f} s")
+        order = [d.event_id for d in self.topic_queue.deliveries if d.event_id in (placed, confirmed)]
+        self.n.check("the sweeper delivered both events to both queues", swept)
+        self.n.check("first the discarded event, then the held one", order[:2] == [placed, confirmed])
+        self.on_failure_expected = 1
+
     def verify(self) -> None:
-        self.n.step(4, 4, "Invariants and summary")
+        self.n.step(5, STEPS, "Invariants and summary")
         self.runtime.wait_until_idle(DELIVERY_TIMEOUT_S)
         for watcher in (self.topic_queue, self.bus_queue):
             watcher.collect()
@@ -226,7 +276,10 @@ class Demo:
             statuses.get("PUBLISHED", 0) == len(rows) - 1 and statuses.get("FAILED", 0) == 1,
         )
         on_failure = self._queue_depth(self.runtime.outputs[stack_outputs.ON_FAILURE_QUEUE_URL])
-        self.n.check("nothing was given up to the on-failure destination", on_failure == 0)
+        self.n.check(
+            f"the on-failure destination holds only the discard of step 4 ({on_failure} message(s))",
+            on_failure == self.on_failure_expected,
+        )
         latencies = [
             d.sent_ms - _epoch_ms(d.occurred_at)
             for d in self.topic_queue.deliveries + self.bus_queue.deliveries
@@ -248,7 +301,7 @@ class Demo:
             ),
             (
                 "injected faults / failed publisher invocations",
-                f"{getattr(self, 'outage_injections', 0)} / {sum(s.failed_invocations for s in stats)}",
+                f"{self.outage_injections} / {sum(s.failed_invocations for s in stats)}",
             ),
             ("publisher invocations", str(sum(s.invocations for s in stats))),
             ("on-failure destination messages", str(on_failure)),
@@ -325,8 +378,17 @@ def _percentiles(latencies: list[int]) -> str:
 def run_demo(options: RuntimeOptions, out: TextIO) -> int:
     narrator = Narrator(out)
     out.write("outbox demo: the Transactional Outbox on the local runtime (moto, no AWS account)\n")
-    quiet = {"POWERTOOLS_LOG_LEVEL": "CRITICAL", "POWERTOOLS_METRICS_DISABLED": "true"}
-    runtime = LocalRuntime(RuntimeOptions(**{**options.__dict__, "function_environment": quiet}))
+    demo_environment = {
+        "POWERTOOLS_LOG_LEVEL": "CRITICAL",
+        "POWERTOOLS_METRICS_DISABLED": "true",
+        "SWEEP_GRACE_SECONDS": str(DEMO_SWEEP_GRACE_S),
+    }
+    speedup = max(options.schedule_speedup, DEMO_SCHEDULE_SPEEDUP)
+    runtime = LocalRuntime(
+        RuntimeOptions(
+            **{**options.__dict__, "function_environment": demo_environment, "schedule_speedup": speedup}
+        )
+    )
     started = time.monotonic()
     # Function output (Powertools JSON logs, EMF metrics) goes to a buffer: the narration stays readable,
     # and the buffer is shown if a check fails.
@@ -342,6 +404,7 @@ def run_demo(options: RuntimeOptions, out: TextIO) -> int:
         demo.happy_path()
         demo.poison()
         demo.outage()
+        demo.stranded()
         demo.verify()
     failed = [check for check in narrator.checks if not check.passed]
     elapsed = time.monotonic() - started

@@ -2,7 +2,7 @@
 
 | variable | required | meaning |
 |---|---|---|
-| `OUTBOX_TABLE_NAME` | yes | the outbox table, by name or ARN; a record of any other table fails the invocation |
+| `OUTBOX_TABLE_NAME` | yes | the outbox table, by name or ARN; another table's record fails the invocation |
 | `TOPIC_ARN` | one of the two | SNS topic; a `.fifo` ARN makes it a FIFO topic (group and dedup ids) |
 | `EVENT_BUS_NAME` | one of the two | EventBridge bus name (or ARN) |
 | `EVENT_SOURCE` | with a bus | EventBridge `Source` of every event |

@@ -47,10 +47,23 @@ class SweepSettings:
     fail_after: timedelta = timedelta(seconds=DEFAULT_FAIL_AFTER_SECONDS)
 
     def __post_init__(self) -> None:
+        for name, value in self.environment().items():
+            if int(value) <= 0:
+                raise ConfigurationError(f"{name} must be positive, got {value}")
         if self.backoff_max < self.backoff_base:
             raise ConfigurationError(
                 f"{ENV_SWEEP_BACKOFF_MAX_SECONDS} must be at least {ENV_SWEEP_BACKOFF_BASE_SECONDS}"
             )
+
+    def environment(self) -> dict[str, str]:
+        """These settings as the variables `from_env` reads (the CDK construct sets them)."""
+        return {
+            ENV_SWEEP_MAX_ROWS: str(self.max_rows),
+            ENV_SWEEP_BACKOFF_BASE_SECONDS: _seconds(self.backoff_base),
+            ENV_SWEEP_BACKOFF_MAX_SECONDS: _seconds(self.backoff_max),
+            ENV_SWEEP_MAX_ATTEMPTS: str(self.max_attempts),
+            ENV_SWEEP_FAIL_AFTER_SECONDS: _seconds(self.fail_after),
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,3 +95,10 @@ class SweeperConfig:
                 ),
             ),
         )
+
+
+def _seconds(delta: timedelta) -> str:
+    seconds = delta.total_seconds()
+    if seconds != int(seconds):
+        raise ConfigurationError(f"sweep durations are whole seconds, got {seconds}")
+    return str(int(seconds))

@@ -19,7 +19,8 @@ is not claimed.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+import uuid
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -41,8 +42,9 @@ from outbox_sweeper.config import SweepSettings
 from outbox_sweeper.pending import PendingIndex, PendingRow, PendingScan
 
 SWEEPER = "sweeper"
-"""The sweeper's lease owner. Sweeps never overlap (one at a time), so a sweep may take over its
-predecessor's leases."""
+"""Prefix of the sweeper's lease owners. Each run owns its leases (`sweeper:<run id>`): two runs that
+overlap (a slow run and the next scheduled one) never take each other's rows, and a run's leases end with
+its invocation, so a crashed run holds nothing for long."""
 
 _log = logging.getLogger(__name__)
 
@@ -77,7 +79,9 @@ class Sweeper:
         clock: Clock = utc_now,
         random: Random = system_random,
         retry: RetryPolicy | None = None,
+        run_id: Callable[[], str] = lambda: uuid.uuid4().hex,
     ) -> None:
+        self._run_id = run_id
         self._engine = engine
         self._index = index
         self._predecessors = predecessors
@@ -97,7 +101,7 @@ class Sweeper:
         report.pending, report.pending_complete, report.due = scan.count, scan.complete, len(scan.due)
         if scan.oldest is not None:
             report.oldest_pending_age_s = max(0.0, (now - scan.oldest).total_seconds())
-        lease = Lease(SWEEPER, now + timedelta(milliseconds=deadline.remaining_ms()))
+        lease = Lease(f"{SWEEPER}:{self._run_id()}", now + timedelta(milliseconds=deadline.remaining_ms()))
         candidates = self._claim(scan, lease, now, deadline, report)
         if candidates:
             report.publish = self._engine.publish(candidates, deadline)
@@ -127,10 +131,15 @@ class Sweeper:
             for position, row in enumerate(sorted(rows, key=_seq)):
                 if not self._retry.has_time_for(deadline):
                     return candidates
-                claim = self._claimer.claim(row.key, lease, now)
+                try:
+                    claim = self._claimer.claim(row.key, lease, now)
+                except OutboxError as error:
+                    # DynamoDB did not answer: publish what is claimed; the rest waits for the next run.
+                    _log.warning("could not claim a row; claiming stops here", extra={"error": str(error)})
+                    return candidates
                 if claim.claim is Claim.CLAIMED and claim.row is not None:
                     report.claimed += 1
-                    candidate = Candidate.from_row(_ref(row.key), claim.row, source={"sweeper": SWEEPER})
+                    candidate = Candidate.from_row(_ref(row.key), claim.row, source={"swept_by": lease.owner})
                     candidates.append(
                         candidate.but(
                             lease=lease,

@@ -65,7 +65,8 @@ def actions_by_resource(statements: list[dict[str, Any]]) -> dict[str, set[str]]
 
 
 def describe(value: Any) -> str:
-    """``{"Fn::GetAtt": ["X", "Arn"]}`` -> ``GetAtt:X.Arn``; ``{"Ref": "X"}`` -> ``Ref:X``; strings as is."""
+    """``{"Fn::GetAtt": ["X", "Arn"]}`` -> ``GetAtt:X.Arn``; ``{"Ref": "X"}`` -> ``Ref:X``; a join of those ->
+    ``Join:`` and the parts joined; strings as is."""
     if isinstance(value, str):
         return value
     if isinstance(value, dict) and "Fn::GetAtt" in value:
@@ -73,4 +74,7 @@ def describe(value: Any) -> str:
         return f"GetAtt:{logical_id}.{attribute}"
     if isinstance(value, dict) and "Ref" in value:
         return f"Ref:{value['Ref']}"
+    if isinstance(value, dict) and "Fn::Join" in value:
+        separator, parts = value["Fn::Join"]
+        return "Join:" + str(separator).join(describe(part) for part in parts)
     return repr(value)

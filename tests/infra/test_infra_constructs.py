@@ -69,18 +69,23 @@ def _publisher_actions(template: dict[str, Any]) -> set[str]:
 
 
 def test_a_users_own_table_and_only_a_topic_synthesize_nag_clean(tmp_path: Path) -> None:
-    # Given a user's stack: their own outbox table (NEW_AND_OLD_IMAGES) and their own topic, no bus
+    # Given a user's stack: their own outbox table (NEW_AND_OLD_IMAGES, the pending index added), their own
+    # topic, no bus; the sweeper and monitoring
     def build(stack: Stack) -> None:
         from aws_cdk import aws_sns as sns
 
-        from outbox_cdk import OutboxMonitoring, OutboxPublisher
+        from outbox_cdk import OutboxMonitoring, OutboxPublisher, OutboxSweeper, add_pending_index
 
         topic = sns.Topic(stack, "Events", enforce_ssl=True)
-        publisher = OutboxPublisher(stack, "Publisher", table=_own_table(stack), topic=topic)
+        table = _own_table(stack)
+        add_pending_index(table)
+        publisher = OutboxPublisher(stack, "Publisher", table=table, topic=topic)
+        sweeper = OutboxSweeper(stack, "Sweeper", publisher=publisher)
         OutboxMonitoring(
             stack,
             "Monitoring",
             publisher_function=publisher.function,
+            sweeper_function=sweeper.function,
             poison_queue=publisher.poison_queue,
             on_failure_queue=publisher.on_failure_queue,
         )

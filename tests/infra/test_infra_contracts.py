@@ -18,6 +18,7 @@ from orders_api.config import OrdersApiConfig
 from outbox import metrics
 from outbox.model import PARTITION_KEY, PENDING_INDEX_NAME, SORT_KEY, TTL_ATTRIBUTE
 from outbox_publisher.config import PublisherConfig
+from outbox_sweeper.config import SweeperConfig, SweepSettings
 from tests.infra.template_queries import function_by_handler, only
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -75,6 +76,25 @@ def test_the_publishers_environment_is_what_its_configuration_reads(template: di
     # and Powertools is told the service name and namespace the alarms watch
     assert environment["POWERTOOLS_SERVICE_NAME"] == metrics.PUBLISHER_SERVICE
     assert environment["POWERTOOLS_METRICS_NAMESPACE"] == metrics.NAMESPACE
+
+
+def test_the_sweepers_environment_is_what_its_configuration_reads_and_the_publishers_own(
+    template: dict[str, Any],
+) -> None:
+    # Given the sweeper's and the publisher's environments in the template
+    sweeper = _environment(template, "outbox_sweeper.handler.handler")
+    publisher = _environment(template, "outbox_publisher.handler.handler")
+
+    # When the sweeper's own parser reads it
+    config = SweeperConfig.from_env(sweeper)
+
+    # Then it publishes exactly as the publisher does (same variables, same values) and sweeps by defaults
+    assert {name: sweeper[name] for name in publisher if name != "POWERTOOLS_SERVICE_NAME"} == {
+        name: value for name, value in publisher.items() if name != "POWERTOOLS_SERVICE_NAME"
+    }
+    assert config.publisher == PublisherConfig.from_env(publisher)
+    assert config.sweep == SweepSettings()
+    assert sweeper["POWERTOOLS_SERVICE_NAME"] == metrics.SWEEPER_SERVICE
 
 
 def test_the_orders_apis_environment_is_what_its_configuration_reads(template: dict[str, Any]) -> None:

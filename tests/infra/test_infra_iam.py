@@ -14,7 +14,13 @@ from tests.infra.template_queries import (
 
 XRAY = {"xray:PutTraceSegments", "xray:PutTelemetryRecords"}
 LOGS = {"logs:CreateLogStream", "logs:PutLogEvents"}
-HANDLERS = ("orders_api.handler.handler", "outbox_publisher.handler.handler")
+# The order gate's reads (BatchGetItem, Query for a missing predecessor), claims and marks (UpdateItem).
+ROW_ACTIONS = {"dynamodb:BatchGetItem", "dynamodb:Query", "dynamodb:UpdateItem"}
+HANDLERS = (
+    "orders_api.handler.handler",
+    "outbox_publisher.handler.handler",
+    "outbox_sweeper.handler.handler",
+)
 
 
 def _granted(template: dict[str, Any], handler: str) -> dict[str, set[str]]:
@@ -56,8 +62,8 @@ def test_publisher_role_has_exactly_its_actions(template: dict[str, Any]) -> Non
     # When every statement reaching it is grouped by resource
     granted = _granted(template, "outbox_publisher.handler.handler")
 
-    # Then: read the stream (scoped to it, ListStreams included), UpdateItem rows, publish to its
-    # topic, put events on its bus, send to the poison and on-failure queues - and nothing else
+    # Then: read the stream (scoped to it, ListStreams included), read predecessors and update rows, publish
+    # to its topic, put events on its bus, send to the poison and on-failure queues - and nothing else
     assert granted == {
         f"GetAtt:{outbox}.StreamArn": {
             "dynamodb:DescribeStream",
@@ -65,12 +71,35 @@ def test_publisher_role_has_exactly_its_actions(template: dict[str, Any]) -> Non
             "dynamodb:GetShardIterator",
             "dynamodb:ListStreams",
         },
-        f"GetAtt:{outbox}.Arn": {"dynamodb:UpdateItem"},
+        f"GetAtt:{outbox}.Arn": ROW_ACTIONS,
         f"Ref:{topic}": {"sns:Publish"},
         f"GetAtt:{bus}.Arn": {"events:PutEvents"},
         f"GetAtt:{poison}.Arn": {"sqs:SendMessage"},
         f"GetAtt:{on_failure}.Arn": {"sqs:SendMessage"},
         _log_group_of(template, "outbox_publisher.handler.handler"): LOGS,
+        "*": XRAY,
+    }
+
+
+def test_sweeper_role_has_exactly_its_actions(template: dict[str, Any]) -> None:
+    # Given the sweeper function's role and the resources it touches
+    outbox, _ = only(template, "AWS::DynamoDB::Table", "TablesOutboxTable")
+    poison, _ = only(template, "AWS::SQS::Queue", "FailureQueuesPoisonQueue")
+    topic, _ = only(template, "AWS::SNS::Topic", "DestinationsTopic")
+    bus, _ = only(template, "AWS::Events::EventBus", "DestinationsEventBus")
+
+    # When every statement reaching it is grouped by resource
+    granted = _granted(template, "outbox_sweeper.handler.handler")
+
+    # Then: query the pending index, read predecessors and update rows, publish, send to the poison queue;
+    # no stream, no on-failure queue - and nothing else
+    assert granted == {
+        f"Join:GetAtt:{outbox}.Arn/index/pending": {"dynamodb:Query"},
+        f"GetAtt:{outbox}.Arn": ROW_ACTIONS,
+        f"Ref:{topic}": {"sns:Publish"},
+        f"GetAtt:{bus}.Arn": {"events:PutEvents"},
+        f"GetAtt:{poison}.Arn": {"sqs:SendMessage"},
+        _log_group_of(template, "outbox_sweeper.handler.handler"): LOGS,
         "*": XRAY,
     }
 

@@ -8,6 +8,7 @@ import pytest
 from tests.infra.template_queries import function_by_handler, only, resources
 
 PUBLISHER_HANDLER = "outbox_publisher.handler.handler"
+SWEEPER_HANDLER = "outbox_sweeper.handler.handler"
 
 
 def _alarm(template: dict[str, Any], prefix: str) -> dict[str, Any]:
@@ -73,15 +74,44 @@ def test_oldest_pending_age_alarm_watches_the_sweeper_metric(template: dict[str,
     alarm = _alarm(template, "MonitoringOldestPendingAgeAlarm")
 
     # When its metric is read
-    # Then it is Outbox/OldestPendingAgeSeconds (service=outbox-sweeper), no data not breaching
+    # Then it is Outbox/OldestPendingAgeSeconds (service=outbox-sweeper), 15 minutes for 5 minutes; no data
+    # is a breach: the sweeper reports on every run, so silence means it is not running
     assert (alarm["Namespace"], alarm["MetricName"], alarm["Statistic"]) == (
         "Outbox",
         "OldestPendingAgeSeconds",
         "Maximum",
     )
     assert alarm["Dimensions"] == [{"Name": "service", "Value": "outbox-sweeper"}]
-    assert alarm["Threshold"] == 900
-    assert alarm["TreatMissingData"] == "notBreaching"
+    assert (alarm["Threshold"], alarm["EvaluationPeriods"]) == (900, 5)
+    assert alarm["TreatMissingData"] == "breaching"
+
+
+def test_held_aggregates_alarm_fires_on_the_first_held_aggregate(template: dict[str, Any]) -> None:
+    # Given the held-aggregates alarm
+    alarm = _alarm(template, "MonitoringHeldAggregatesAlarm")
+
+    # When its metric is read
+    # Then it is the sweeper's HeldAggregates, at one, in one minute
+    assert (alarm["Namespace"], alarm["MetricName"], alarm["Statistic"]) == (
+        "Outbox",
+        "HeldAggregates",
+        "Maximum",
+    )
+    assert alarm["Dimensions"] == [{"Name": "service", "Value": "outbox-sweeper"}]
+    assert (alarm["Threshold"], alarm["EvaluationPeriods"]) == (1, 1)
+    assert alarm["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
+
+
+def test_sweeper_errors_alarm_needs_sustained_errors(template: dict[str, Any]) -> None:
+    # Given the sweeper-errors alarm
+    sweeper_id, _ = function_by_handler(template, SWEEPER_HANDLER)
+    alarm = _alarm(template, "MonitoringSweeperErrorsAlarm")
+
+    # When its metric is read
+    # Then it is the sweeper's Errors sum, in 3 of 5 minutes
+    assert (alarm["Namespace"], alarm["MetricName"], alarm["Statistic"]) == ("AWS/Lambda", "Errors", "Sum")
+    assert alarm["Dimensions"] == [{"Name": "FunctionName", "Value": {"Ref": sweeper_id}}]
+    assert (alarm["EvaluationPeriods"], alarm["DatapointsToAlarm"], alarm["Threshold"]) == (5, 3, 1)
 
 
 def test_every_alarm_notifies_the_alarm_topic_on_alarm_and_ok(template: dict[str, Any]) -> None:
@@ -90,8 +120,8 @@ def test_every_alarm_notifies_the_alarm_topic_on_alarm_and_ok(template: dict[str
     alarms = resources(template, "AWS::CloudWatch::Alarm").values()
 
     # When their actions are read
-    # Then there are five, each sending both ALARM and OK to that topic, each named for the runbook
-    assert len(alarms) == 5
+    # Then there are seven, each sending both ALARM and OK to that topic, each named for the runbook
+    assert len(alarms) == 7
     for alarm in alarms:
         assert alarm["Properties"]["AlarmActions"] == [{"Ref": topic_id}]
         assert alarm["Properties"]["OKActions"] == [{"Ref": topic_id}]
@@ -106,7 +136,7 @@ def test_dashboard_shows_the_pipeline(template: dict[str, Any]) -> None:
     # When its body is rendered to text (it is a Fn::Join of literals and references)
     body = json.dumps(dashboard["Properties"]["DashboardBody"])
 
-    # Then it graphs iterator age, publish rate, failures, both queue depths and pending age
+    # Then it graphs iterator age, publish rate, failures, both queue depths, pending age and the sweeper
     for metric in (
         "IteratorAge",
         "EventsPublished",
@@ -115,6 +145,11 @@ def test_dashboard_shows_the_pipeline(template: dict[str, Any]) -> None:
         "Errors",
         "ApproximateNumberOfMessagesVisible",
         "OldestPendingAgeSeconds",
+        "PendingEvents",
+        "SweptEvents",
+        "HeldAggregates",
+        "HeldEvents",
+        "GaveUpEvents",
     ):
         assert metric in body, metric
     assert dashboard["Properties"]["DashboardName"] == "OutboxStack-outbox"

@@ -18,6 +18,7 @@ DOCUMENTED_OUTPUTS = {
     "AlarmTopicArn",
     "OrdersApiFunctionName",
     "PublisherFunctionName",
+    "SweeperFunctionName",
     "DashboardName",
     "SampleTopicConsumerQueueUrl",
     "SampleBusConsumerQueueUrl",
@@ -100,7 +101,7 @@ def test_bus_consumer_rule_matches_the_source_and_names_the_bus_by_getatt(templa
     # Given the sample rule
     bus, _ = only(template, "AWS::Events::EventBus")
     queue, _ = only(template, "AWS::SQS::Queue", "SampleConsumersBusConsumerQueue")
-    _, rule = only(template, "AWS::Events::Rule")
+    _, rule = only(template, "AWS::Events::Rule", "SampleConsumers")
 
     # When it is read
     props = rule["Properties"]

@@ -71,6 +71,7 @@ def test_publisher_function_runtime_packaging_and_environment(template: dict[str
         "EVENT_SOURCE",
         "POISON_QUEUE_URL",
         "PUBLISHED_RETENTION_DAYS",
+        "SWEEP_GRACE_SECONDS",
         "POWERTOOLS_SERVICE_NAME",
         "POWERTOOLS_METRICS_NAMESPACE",
         "POWERTOOLS_LOG_LEVEL",
@@ -79,6 +80,7 @@ def test_publisher_function_runtime_packaging_and_environment(template: dict[str
     assert env["POWERTOOLS_METRICS_NAMESPACE"] == "Outbox"
     assert env["PUBLISHED_RETENTION_DAYS"] == "7"
     assert env["EVENT_SOURCE"] == "outbox.orders"
+    assert env["SWEEP_GRACE_SECONDS"] == "60"
     # No reservation: the mapping already bounds concurrency to shards x parallelization factor
     assert "ReservedConcurrentExecutions" not in props
 
@@ -106,7 +108,7 @@ def test_every_function_uses_the_pinned_powertools_layer_or_the_override(templat
             {"Ref": "PowertoolsLayerArn"},
         ]
     }
-    assert layers == [[expected], [expected]]
+    assert layers == [[expected]] * 3
 
 
 @pytest.mark.parametrize(

@@ -154,10 +154,10 @@ def test_api_function_reserves_concurrency_to_protect_the_tables(template: dict[
 
 
 def test_every_log_group_has_a_retention(template: dict[str, Any]) -> None:
-    # Given every log group (two functions, API access logs)
+    # Given every log group (three functions, API access logs)
     groups = resources(template, "AWS::Logs::LogGroup").values()
 
     # When their retention is read
     # Then none keeps logs forever
-    assert len(groups) == 3
+    assert len(groups) == 4
     assert all(g["Properties"]["RetentionInDays"] == 30 for g in groups)

@@ -87,8 +87,15 @@ def test_the_wheel_holds_the_library_and_tools_but_not_the_sample_or_tests(
         names = archive.namelist()
     tops = {name.split("/", 1)[0] for name in names if "/" in name and ".dist-info" not in name}
 
-    # Then they are the library, the publisher, the constructs, the CLI and the local runtime, typed
-    assert tops == {"outbox", "outbox_publisher", "outbox_cdk", "outbox_cli", "outbox_local"}
+    # Then they are the library, publisher, sweeper, constructs, CLI and local runtime, typed
+    assert tops == {
+        "outbox",
+        "outbox_publisher",
+        "outbox_sweeper",
+        "outbox_cdk",
+        "outbox_cli",
+        "outbox_local",
+    }
     assert "outbox/py.typed" in names
 
 

@@ -157,7 +157,21 @@ def _validate_stream_mapping(resource: Resource, p: Mapping[str, Any]) -> None:
         raise UnsupportedResourceError(f"{where}: {'; '.join(problems)}")
 
 
+def event_invoke_config(ctx: ProvisioningContext, resource: Resource, p: dict[str, Any]) -> ResolvedResource:
+    """Asynchronous invocation settings. The runtime fires schedules once and never retries a failed
+    invocation, which is what `MaximumRetryAttempts: 0` asks for; anything else would run differently here,
+    so it is refused."""
+    check(resource, p, {"FunctionName", "Qualifier", "MaximumRetryAttempts"}, {"MaximumEventAgeInSeconds"})
+    if int(p.get("MaximumRetryAttempts", 2)) != 0:
+        raise UnsupportedResourceError(
+            f"{resource.logical_id}: the local runtime does not retry asynchronous invocations; only "
+            "MaximumRetryAttempts 0 runs as on AWS"
+        )
+    return ResolvedResource(ref=f"{p['FunctionName']}:{p.get('Qualifier', '$LATEST')}")
+
+
 HANDLERS: dict[str, Handler] = {
     "AWS::Lambda::Function": function,
     "AWS::Lambda::EventSourceMapping": event_source_mapping,
+    "AWS::Lambda::EventInvokeConfig": event_invoke_config,
 }

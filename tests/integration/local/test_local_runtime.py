@@ -282,8 +282,18 @@ def test_shutdown_stops_every_thread_and_frees_every_port(tmp_path: Path) -> Non
             ProvisioningError,
             r"T \(AWS::DynamoDB::Table\)",
         ),
+        (
+            {
+                "Async": {
+                    "Type": "AWS::Lambda::EventInvokeConfig",
+                    "Properties": {"FunctionName": {"Ref": "StreamFn"}, "Qualifier": "$LATEST"},
+                }
+            },
+            UnsupportedResourceError,
+            "only MaximumRetryAttempts 0",
+        ),
     ],
-    ids=["unknown-type", "unknown-property", "non-python-runtime", "service-refuses"],
+    ids=["unknown-type", "unknown-property", "non-python-runtime", "service-refuses", "async-retries"],
 )
 def test_what_the_runtime_cannot_run_stops_start_up_loudly(
     tmp_path: Path, change: dict[str, Any], error: type[Exception], message: str

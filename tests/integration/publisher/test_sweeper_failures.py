@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from outbox.clock import format_timestamp, utc_now
 from outbox.aws import invocation_client
+from outbox.clock import format_timestamp, utc_now
 from outbox.errors import ConfigurationError
 from outbox.model import OutboxEvent, OutboxStatus, RowKey
 from outbox.release import redrive

@@ -1,0 +1,131 @@
+"""The outbox sweeper: a scheduled Lambda that publishes what the stream did not (outbox_sweeper).
+
+`OutboxSweeper` is built from an `OutboxPublisher`: it publishes with the very same configuration (table,
+topic, bus, routes, event source, retention, grace, poison queue), so an event is announced the same way
+whichever path publishes it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from aws_cdk import Duration
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from constructs import Construct
+
+from outbox import metrics
+from outbox.errors import ConfigurationError
+from outbox.model import PENDING_INDEX_NAME
+from outbox_cdk import constants as c
+from outbox_cdk.errors import OutboxConstructError
+from outbox_cdk.functions import FunctionSettings, PythonFunction
+from outbox_cdk.publisher import OutboxPublisher
+from outbox_cdk.table import check_pending_index
+from outbox_sweeper.config import SweepSettings
+
+
+def _default_sweeper_function() -> FunctionSettings:
+    # No reserved concurrency needed: runs that overlap never take each other's rows (each owns its leases),
+    # and reserving would fail in accounts at the minimum unreserved concurrency.
+    return FunctionSettings(
+        memory_mb=c.SWEEPER_MEMORY_MB, timeout=Duration.seconds(c.SWEEPER_TIMEOUT_SECONDS)
+    )
+
+
+@dataclass(frozen=True)
+class SweeperSettings:
+    """How often and how the sweeper sweeps; every field has a safe default."""
+
+    # EventBridge's rate: whole minutes, at least one.
+    schedule: Duration = field(default_factory=lambda: Duration.minutes(c.SWEEP_SCHEDULE_MINUTES))
+    # Rows per run, backoff and the cutoffs after which a row that keeps failing becomes FAILED.
+    sweep: SweepSettings = field(default_factory=SweepSettings)
+    # Sizing of the function. None: 512 MB, 120 s.
+    function: FunctionSettings | None = None
+
+    def __post_init__(self) -> None:
+        minutes = self.schedule.to_seconds() / 60
+        if minutes < 1 or minutes != int(minutes):
+            raise OutboxConstructError("the sweep schedule must be a whole number of minutes, at least 1")
+        timeout = (self.function or _default_sweeper_function()).timeout.to_seconds()
+        if timeout < c.SWEEPER_MIN_TIMEOUT_SECONDS:
+            raise OutboxConstructError(
+                f"the sweeper's timeout must be at least {c.SWEEPER_MIN_TIMEOUT_SECONDS} s: a run keeps 30 s "
+                "after reading the index and the publishing engine's margin at the end"
+            )
+
+
+class OutboxSweeper(Construct):
+    """The sweeper Lambda, its schedule, and exactly the permissions it uses.
+
+    The role may: ``Query`` the pending index; ``BatchGetItem``, ``Query`` and ``UpdateItem`` on the
+    table (predecessors' states, claims, backoff, marking); ``sns:Publish`` on the topic,
+    ``events:PutEvents`` on the bus, ``sqs:SendMessage`` on the poison queue; and the few key actions on
+    customer-managed keys of the table and the poison queue.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        publisher: OutboxPublisher,
+        settings: SweeperSettings | None = None,
+        powertools_layer: lambda_.ILayerVersion | None = None,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        settings = settings or SweeperSettings()
+        check_pending_index(publisher.table)
+        self.publisher = publisher
+        try:
+            sweep_environment = settings.sweep.environment()
+        except ConfigurationError as error:
+            raise OutboxConstructError(f"sweeper: {error}") from None
+        environment = {
+            **publisher.environment,
+            **sweep_environment,
+            c.ENV_POWERTOOLS_SERVICE_NAME: metrics.SWEEPER_SERVICE,
+        }
+        self.function: lambda_.Function = PythonFunction(
+            self,
+            "Sweeper",
+            handler=c.SWEEPER_HANDLER,
+            description="Outbox sweeper: publishes rows left PENDING, in order per aggregate",
+            environment=environment,
+            settings=settings.function or _default_sweeper_function(),
+            layer=powertools_layer,
+        ).function
+        # A failed run is not retried by Lambda: the next scheduled run does it (and a retry would overlap).
+        self.function.configure_async_invoke(retry_attempts=0)
+        self._grant()
+        self.schedule = events.Rule(
+            self,
+            "Schedule",
+            description="Runs the outbox sweeper",
+            schedule=events.Schedule.rate(settings.schedule),
+            targets=[targets.LambdaFunction(self.function, retry_attempts=0)],
+        )
+
+    def _grant(self) -> None:
+        publisher = self.publisher
+        table = publisher.table
+        statements = [
+            (c.SWEEPER_PENDING_INDEX_ACTIONS, f"{table.table_arn}/index/{PENDING_INDEX_NAME}"),
+            (c.SWEEPER_OUTBOX_TABLE_ACTIONS, table.table_arn),
+            (c.QUEUE_SEND_ACTIONS, publisher.poison_queue.queue_arn),
+        ]
+        for actions, resource in statements:
+            self.function.add_to_role_policy(iam.PolicyStatement(actions=list(actions), resources=[resource]))
+        if publisher.topic is not None:
+            publisher.topic.grant_publish(self.function)
+        if publisher.event_bus is not None:
+            publisher.event_bus.grant_put_events_to(self.function)
+        for key, key_actions in (
+            (table.encryption_key, c.TABLE_KEY_ACTIONS),
+            (publisher.poison_queue.encryption_master_key, c.QUEUE_KEY_ACTIONS),
+        ):
+            if key is not None:
+                key.grant(self.function, *key_actions)
