@@ -5,7 +5,9 @@ in `seq`). Three ways out, each recorded on the row with who did it, when and wh
 
 - `redrive`: the FAILED row becomes PENDING again (same `event_id`, payload as stored now: fix it first if
   it was the payload's fault), its attempts and the sweeper's cutoffs started afresh. The sweeper publishes
-  it, through the gate, then the events behind it.
+  it, through the gate, then the events behind it. A row already released (skipped, or poisoned on a route
+  that continues past poison) may have successors out already: redriving it would publish it after them,
+  so that takes `out_of_order=True`.
 - `skip`: the FAILED row stays FAILED but is released: the gate lets its successors go. The event itself
   is never published.
 - `skip_missing_predecessor`: on the PENDING row that waits behind a gap, record that its missing
@@ -23,7 +25,7 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from outbox.aws_errors import error_code
-from outbox.clock import format_timestamp
+from outbox.clock import format_timestamp, utc_now
 from outbox.dynamodb import translate_client_error
 from outbox.errors import AwsUnavailableError, OutboxError
 from outbox.model import (
@@ -51,8 +53,18 @@ class ReleaseError(OutboxError):
     """The row is not in the state the operation needs; nothing was changed."""
 
 
-def redrive(client: Any, table: str, key: RowKey, *, reason: str, actor: str, now: datetime) -> None:
+def redrive(
+    client: Any,
+    table: str,
+    key: RowKey,
+    *,
+    reason: str,
+    actor: str,
+    now: datetime | None = None,
+    out_of_order: bool = False,
+) -> None:
     """FAILED -> PENDING, back in the pending index; the sweeper publishes it (same `event_id`)."""
+    in_order = "" if out_of_order else f" AND attribute_not_exists({RELEASED_AT})"
     _update(
         client,
         table,
@@ -61,7 +73,7 @@ def redrive(client: Any, table: str, key: RowKey, *, reason: str, actor: str, no
         f"{REDRIVEN_AT} = :at, redriven_by = :actor, redrive_reason = :reason "
         f"REMOVE {TTL_ATTRIBUTE}, {NEXT_ATTEMPT_AT}, {SWEEP_FAILURES}, {LEASE_OWNER}, {LEASE_UNTIL}, "
         f"{RELEASED_AT}, {RELEASED_BY}, {RELEASE_REASON}",
-        condition="#status = :failed",
+        condition=f"#status = :failed{in_order}",
         values={
             ":pending": {"S": OutboxStatus.PENDING.value},
             ":failed": {"S": OutboxStatus.FAILED.value},
@@ -69,11 +81,15 @@ def redrive(client: Any, table: str, key: RowKey, *, reason: str, actor: str, no
             ":zero": {"N": "0"},
             **_who(reason, actor, now),
         },
-        expected="FAILED",
+        expected="FAILED"
+        if out_of_order
+        else "FAILED and unreleased (pass out_of_order=True to redrive a released row)",
     )
 
 
-def skip(client: Any, table: str, key: RowKey, *, reason: str, actor: str, now: datetime) -> None:
+def skip(
+    client: Any, table: str, key: RowKey, *, reason: str, actor: str, now: datetime | None = None
+) -> None:
     """Release a FAILED row without publishing it: its aggregate's later events may go."""
     _update(
         client,
@@ -87,7 +103,7 @@ def skip(client: Any, table: str, key: RowKey, *, reason: str, actor: str, now: 
 
 
 def skip_missing_predecessor(
-    client: Any, table: str, key: RowKey, *, reason: str, actor: str, now: datetime
+    client: Any, table: str, key: RowKey, *, reason: str, actor: str, now: datetime | None = None
 ) -> None:
     """On the PENDING row `key`: its predecessor (`seq - 1`), never written, is released."""
     _update(
@@ -101,11 +117,13 @@ def skip_missing_predecessor(
     )
 
 
-def _who(reason: str, actor: str, now: datetime) -> dict[str, dict[str, str]]:
+def _who(reason: str, actor: str, now: datetime | None) -> dict[str, dict[str, str]]:
     if not reason.strip():
         raise ReleaseError("a reason is required")
+    if not actor.strip():
+        raise ReleaseError("an actor (who releases it) is required")
     return {
-        ":at": {"S": format_timestamp(now)},
+        ":at": {"S": format_timestamp(now or utc_now())},
         ":actor": {"S": truncate_error(actor)},
         ":reason": {"S": truncate_error(reason)},
     }

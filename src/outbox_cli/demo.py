@@ -78,7 +78,8 @@ class Demo:
         self.acknowledged: list[str] = []
         self.poison_seen: list[str] = []
         self.failed_steps: list[StepReport] = []
-        self.outage_injections = 0
+        self.injected_faults = 0
+        """Requests the demo's faults failed, all steps together."""
         self.on_failure_expected = 0
         """Messages the on-failure queue must hold at the end: the discards the demo provoked."""
         for mapping in runtime.mappings:
@@ -209,7 +210,7 @@ class Demo:
         recovered = self.topic_queue.wait_for([event_id], DELIVERY_TIMEOUT_S)
         recovered = self.bus_queue.wait_for([event_id], DELIVERY_TIMEOUT_S) and recovered
         self.n.check(f"order {order_id[:8]}'s event was delivered after recovery", recovered)
-        self.outage_injections = rule.injected
+        self.injected_faults += rule.injected
 
     def stranded(self) -> None:
         self.n.step(
@@ -231,6 +232,7 @@ class Demo:
         )
         self.n.check("the mapping discarded the first event's record", discarded)
         self.runtime.faults.disarm(rule)
+        self.injected_faults += rule.injected
         self.n.say("fault disarmed; the order is confirmed: its second event follows the discarded one")
         self.transition(order_id, "confirm")
         confirmed = self.acknowledged[-1]
@@ -301,7 +303,7 @@ class Demo:
             ),
             (
                 "injected faults / failed publisher invocations",
-                f"{self.outage_injections} / {sum(s.failed_invocations for s in stats)}",
+                f"{self.injected_faults} / {sum(s.failed_invocations for s in stats)}",
             ),
             ("publisher invocations", str(sum(s.invocations for s in stats))),
             ("on-failure destination messages", str(on_failure)),

@@ -127,6 +127,7 @@ class Sweeper:
             if not state.resolved and not first.predecessor_released:
                 if state in (PredecessorState.FAILED, PredecessorState.MISSING):
                     report.held_aggregates += 1
+                    _held(first.key, state.value)
                 continue
             for position, row in enumerate(sorted(rows, key=_seq)):
                 if not self._retry.has_time_for(deadline):
@@ -189,8 +190,10 @@ class Sweeper:
                 outcome.status is Status.HELD
                 and key is not None
                 and HoldReason(str(outcome.code)).needs_operator
+                and key.aggregate_key not in held
             ):
                 held.add(key.aggregate_key)
+                _held(key, str(outcome.code))
             elif outcome.status is Status.FAILED and key is not None:
                 self._back_off(key, outcome, failed_at, lease)
                 report.backed_off += 1
@@ -208,6 +211,14 @@ class Sweeper:
         except OutboxError as error:
             # The lease expires on its own; the row is tried again by a later sweep.
             _log.warning("could not record the backoff", extra={"row": _ref(key), "error": str(error)})
+
+
+def _held(key: RowKey, why: str) -> None:
+    """One line per held aggregate and run: what the operator must redrive or skip (outbox.release)."""
+    _log.warning(
+        "aggregate held: an operator must redrive or skip its predecessor",
+        extra={"aggregate_key": key.aggregate_key, "waiting_seq": key.seq, "predecessor": why},
+    )
 
 
 def _ref(key: RowKey) -> str:

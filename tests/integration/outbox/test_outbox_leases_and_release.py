@@ -143,15 +143,8 @@ def failed(e: OutboxEvent) -> OutboxEvent:
 
 
 def test_a_redrive_makes_a_failed_row_pending_again_with_who_and_why(dynamodb: Any, tables: Tables) -> None:
-    # Given a FAILED row that had backed off and been released before
-    key = put(
-        dynamodb,
-        tables,
-        failed(event("A", 1)),
-        sweep_failures={"N": "3"},
-        next_attempt_at={"N": "1"},
-        released_at={"S": "2026-11-29T11:00:00.000Z"},
-    )
+    # Given a FAILED row that had backed off before
+    key = put(dynamodb, tables, failed(event("A", 1)), sweep_failures={"N": "3"}, next_attempt_at={"N": "1"})
 
     # When an operator redrives it
     redrive(dynamodb, tables.outbox, key, reason="topic policy fixed", actor="alice", now=START)
@@ -186,7 +179,7 @@ def test_only_a_failed_row_can_be_redriven_or_skipped(
 
     # When an operator tries to redrive or skip it
     # Then each is refused with the state it needed, and nothing changed
-    with pytest.raises(ReleaseError, match="Order#A seq 1 is not FAILED"):
+    with pytest.raises(ReleaseError, match="Order#A seq 1 is not FAILED and unreleased"):
         redrive(dynamodb, tables.outbox, key, reason="r", actor="ops", now=START)
     with pytest.raises(ReleaseError, match="not FAILED and not yet released"):
         skip(dynamodb, tables.outbox, key, reason="r", actor="ops", now=START)
@@ -238,3 +231,35 @@ def test_a_release_without_a_reason_is_refused_before_anything_is_written(
     with pytest.raises(ReleaseError, match="a reason is required"):
         redrive(dynamodb, tables.outbox, key, reason=reason, actor="ops", now=START)
     assert get(dynamodb, tables, key) == before
+
+
+def test_a_released_row_is_redriven_only_when_publishing_it_out_of_order_is_asked_for(
+    dynamodb: Any, tables: Tables
+) -> None:
+    # Given A#1 skipped (its successors may already be out)
+    key = put(dynamodb, tables, failed(event("A", 1)))
+    skip(dynamodb, tables.outbox, key, reason="superseded", actor="bob", now=START)
+
+    # When an operator redrives it plainly
+    # Then it is refused (it would be published after its successors), and nothing changed
+    with pytest.raises(ReleaseError, match="out_of_order=True"):
+        redrive(dynamodb, tables.outbox, key, reason="needed after all", actor="bob", now=START)
+    assert get(dynamodb, tables, key)["status"] == {"S": "FAILED"}
+
+    # When the operator asks for it out of order
+    redrive(dynamodb, tables.outbox, key, reason="needed after all", actor="bob", out_of_order=True)
+
+    # Then it is PENDING again, no longer released
+    row = get(dynamodb, tables, key)
+    assert row["status"] == {"S": "PENDING"}
+    assert "released_at" not in row
+
+
+def test_a_release_without_an_actor_is_refused(dynamodb: Any, tables: Tables) -> None:
+    # Given a FAILED row
+    key = put(dynamodb, tables, failed(event("A", 1)))
+
+    # When an operator does not say who they are
+    # Then it is refused
+    with pytest.raises(ReleaseError, match="actor"):
+        skip(dynamodb, tables.outbox, key, reason="superseded", actor=" ")

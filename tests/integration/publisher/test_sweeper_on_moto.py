@@ -168,7 +168,9 @@ def test_events_published_but_not_marked_are_reconciled_by_the_sweeper_as_counte
     assert report.swept == 2
 
 
-def test_a_poison_event_holds_its_aggregate_until_it_is_fixed_and_redriven(world: World) -> None:
+def test_a_poison_event_holds_its_aggregate_until_it_is_fixed_and_redriven(
+    world: World, caplog: pytest.LogCaptureFixture
+) -> None:
     # Given A#1 refused for good by SNS, A#2 behind it, and B#1
     a1, a2, b1 = event("A", 1), event("A", 2), event("B", 1)
     world.write(a1, a2, b1)
@@ -185,9 +187,12 @@ def test_a_poison_event_holds_its_aggregate_until_it_is_fixed_and_redriven(world
     world.clock.advance(GRACE)
     held = world.sweep(world.sweeper())
 
-    # Then it leaves A#2 alone and counts A as held (its alarm's metric)
+    # Then it leaves A#2 alone and counts A as held (its alarm's metric), naming it in its log
     assert (held.held_aggregates, held.claimed) == (1, 0)
     assert published_ids(world) == []
+    [line] = [r for r in caplog.records if r.getMessage().startswith("aggregate held")]
+    assert (line.__dict__["aggregate_key"], line.__dict__["waiting_seq"]) == ("Order#A", 2)
+    assert line.__dict__["predecessor"] == "failed"
 
     # When an operator redrives A#1 (the cause fixed) and the sweeper runs
     redrive(

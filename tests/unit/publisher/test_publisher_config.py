@@ -102,6 +102,10 @@ def test_sns_alone_needs_no_event_source() -> None:
         ({"OUTBOX_ROUTES": '{"routes": [{"destinations": ["kinesis"]}]}'}, "unknown destination 'kinesis'"),
         ({"OUTBOX_ROUTES": '{"default": ["sqs"]}'}, "unknown destination 'sqs'"),
         ({"OUTBOX_ROUTES": '{"default": "sns"}'}, "list of destination names"),
+        (
+            {"OUTBOX_ROUTES": '{"routes": [{"destinations": ["sns"], "on_poison": "skip"}]}'},
+            r"on_poison must be 'hold' or 'continue'",
+        ),
     ],
 )
 def test_bad_configuration_fails_at_start_up(change: dict[str, str], message: str) -> None:
