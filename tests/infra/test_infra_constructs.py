@@ -16,6 +16,7 @@ from outbox_cdk.errors import OutboxConstructError
 from outbox_publisher.config import PublisherConfig
 from outbox_publisher.routing import Destination
 from tests.infra.template_queries import function_by_handler, only, resources
+from tests.infra.user_tables import own_table
 
 if TYPE_CHECKING:
     from aws_cdk import Stack
@@ -34,23 +35,6 @@ def _synth(tmp_path: Path, build: Callable[[Stack], None]) -> dict[str, Any]:
     add_nag_checks(app)
     template: dict[str, Any] = app.synth().get_stack_by_name("UserStack").template
     return template
-
-
-def _own_table(stack: Stack, stream: Any = None, *, sort_key: str = "seq", name: str = "MyOutbox") -> Any:
-    """A table of the user's, defined as they would: the outbox keys, PITR, a stream."""
-    from aws_cdk import aws_dynamodb as dynamodb
-
-    return dynamodb.Table(
-        stack,
-        name,
-        partition_key=dynamodb.Attribute(name="aggregate_key", type=dynamodb.AttributeType.STRING),
-        sort_key=dynamodb.Attribute(name=sort_key, type=dynamodb.AttributeType.NUMBER),
-        stream=stream if stream is not None else dynamodb.StreamViewType.NEW_AND_OLD_IMAGES,
-        billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
-        point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
-            point_in_time_recovery_enabled=True
-        ),
-    )
 
 
 def _environment(template: dict[str, Any]) -> dict[str, Any]:
@@ -77,7 +61,7 @@ def test_a_users_own_table_and_only_a_topic_synthesize_nag_clean(tmp_path: Path)
         from outbox_cdk import OutboxMonitoring, OutboxPublisher, OutboxSweeper, add_pending_index
 
         topic = sns.Topic(stack, "Events", enforce_ssl=True)
-        table = _own_table(stack)
+        table = own_table(stack)
         add_pending_index(table)
         publisher = OutboxPublisher(stack, "Publisher", table=table, topic=topic)
         sweeper = OutboxSweeper(stack, "Sweeper", publisher=publisher)
@@ -183,7 +167,7 @@ def test_the_construct_can_run_a_function_of_the_users(tmp_path: Path) -> None:
         OutboxPublisher(
             stack,
             "Publisher",
-            table=_own_table(stack),
+            table=own_table(stack),
             topic=sns.Topic(stack, "T", enforce_ssl=True),
             function=own.function,
         )
@@ -210,7 +194,7 @@ def test_a_stream_without_new_images_is_refused_at_synth(tmp_path: Path, view_ty
 
         from outbox_cdk import OutboxPublisher
 
-        table = _own_table(stack, dynamodb.StreamViewType[view_type])
+        table = own_table(stack, dynamodb.StreamViewType[view_type])
         OutboxPublisher(stack, "Publisher", table=table, topic=sns.Topic(stack, "T"))
 
     # When the app is built, Then the construct refuses it, saying why and what to use
@@ -240,7 +224,7 @@ def test_a_table_without_a_stream_or_with_other_keys_is_refused(tmp_path: Path) 
     other = Stack(App(), "OtherKeys")
     with pytest.raises(ValueError, match="keys must be aggregate_key"):
         OutboxPublisher(
-            other, "Publisher", table=_own_table(other, sort_key="sk"), topic=sns.Topic(other, "T")
+            other, "Publisher", table=own_table(other, sort_key="sk"), topic=sns.Topic(other, "T")
         )
 
 
@@ -279,7 +263,7 @@ def test_wrong_combinations_are_refused_before_anything_is_built() -> None:
         OutboxPublisher(stack, "NoDestination")
     # A table and the props of one to create
     with pytest.raises(ValueError, match="either table"):
-        OutboxPublisher(stack, "Both", table=_own_table(stack), table_props=DataTableProps(), topic=topic)
+        OutboxPublisher(stack, "Both", table=own_table(stack), table_props=DataTableProps(), topic=topic)
     # A route to a destination that was not given: the publisher would refuse it at start-up
     with pytest.raises(ValueError, match=r"publisher routes: .*'eventbridge' is not configured"):
         OutboxPublisher(
@@ -391,7 +375,7 @@ def test_a_users_function_must_run_the_publisher_and_gets_the_powertools_layer(t
     )
     with pytest.raises(OutboxConstructError, match=r"handler 'index\.handler'.*outbox_publisher\.handler"):
         OutboxPublisher(
-            stack, "Publisher", table=_own_table(stack), topic=sns.Topic(stack, "T"), function=other
+            stack, "Publisher", table=own_table(stack), topic=sns.Topic(stack, "T"), function=other
         )
 
     # Given sizing for a function the construct would not create, Then it is refused
@@ -407,7 +391,7 @@ def test_a_users_function_must_run_the_publisher_and_gets_the_powertools_layer(t
         OutboxPublisher(
             sized,
             "Publisher",
-            table=_own_table(sized),
+            table=own_table(sized),
             topic=sns.Topic(sized, "T"),
             function=own,
             settings=PublisherSettings(function=FunctionSettings(memory_mb=1024)),
@@ -415,7 +399,7 @@ def test_a_users_function_must_run_the_publisher_and_gets_the_powertools_layer(t
 
     # Given the same function without the sizing, Then it runs the publisher with the Powertools layer
     OutboxPublisher(
-        sized, "Runs", table=_own_table(sized, name="Second"), topic=sns.Topic(sized, "T2"), function=own
+        sized, "Runs", table=own_table(sized, name="Second"), topic=sns.Topic(sized, "T2"), function=own
     )
     from aws_cdk.assertions import Template
 

@@ -21,6 +21,7 @@ from outbox_cdk import (
     SweepSettings,
 )
 from tests.infra.template_queries import function_by_handler, only
+from tests.infra.user_tables import own_table
 
 SWEEPER_HANDLER = "outbox_sweeper.handler.handler"
 
@@ -70,18 +71,10 @@ def test_the_sweeper_has_the_publishers_environment_and_its_own_settings(templat
 
 
 def _publisher(stack: Stack, *, with_index: bool = True) -> OutboxPublisher:
+    topic = sns.Topic(stack, "Events", enforce_ssl=True)
     if with_index:
-        return OutboxPublisher(stack, "Publisher", topic=sns.Topic(stack, "Events", enforce_ssl=True))
-    table = dynamodb.Table(
-        stack,
-        "NoIndex",
-        partition_key=dynamodb.Attribute(name="aggregate_key", type=dynamodb.AttributeType.STRING),
-        sort_key=dynamodb.Attribute(name="seq", type=dynamodb.AttributeType.NUMBER),
-        stream=dynamodb.StreamViewType.NEW_IMAGE,
-    )
-    return OutboxPublisher(
-        stack, "Publisher", table=table, topic=sns.Topic(stack, "Events", enforce_ssl=True)
-    )
+        return OutboxPublisher(stack, "Publisher", topic=topic)
+    return OutboxPublisher(stack, "Publisher", table=own_table(stack), topic=topic)
 
 
 def test_a_table_without_the_pending_index_is_refused() -> None:
@@ -97,22 +90,14 @@ def test_a_table_without_the_pending_index_is_refused() -> None:
 def test_a_table_whose_pending_index_lacks_an_attribute_the_sweeper_reads_is_refused() -> None:
     # Given a table with a keys-only `pending` index (an older layout)
     stack = Stack(App(), "Probe")
-    table = dynamodb.Table(
-        stack,
-        "KeysOnly",
-        partition_key=dynamodb.Attribute(name="aggregate_key", type=dynamodb.AttributeType.STRING),
-        sort_key=dynamodb.Attribute(name="seq", type=dynamodb.AttributeType.NUMBER),
-        stream=dynamodb.StreamViewType.NEW_IMAGE,
-    )
+    table = own_table(stack)
     table.add_global_secondary_index(
         index_name="pending",
         partition_key=dynamodb.Attribute(name="pending_shard", type=dynamodb.AttributeType.NUMBER),
         sort_key=dynamodb.Attribute(name="occurred_at", type=dynamodb.AttributeType.STRING),
         projection_type=dynamodb.ProjectionType.KEYS_ONLY,
     )
-    publisher = OutboxPublisher(
-        stack, "Publisher", table=table, topic=sns.Topic(stack, "Events", enforce_ssl=True)
-    )
+    publisher = OutboxPublisher(stack, "Publisher", table=table, topic=sns.Topic(stack, "Events"))
 
     # When a sweeper is added
     # Then it is refused, naming what the index must carry

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
@@ -14,6 +13,7 @@ from tests.integration.publisher.publisher_world import World, build_world
 from tests.support.aws import Tables
 from tests.support.events import event
 from tests.support.lambda_context import FakeLambdaContext
+from tests.support.metrics import emitted_metrics
 
 
 @pytest.fixture
@@ -23,18 +23,6 @@ def world(tables: Tables, dynamodb: Any, monkeypatch: pytest.MonkeyPatch) -> Wor
     # Tests that call `handle` directly add metrics that only the decorated handler flushes.
     entry_point.metrics.clear_metrics()
     return world
-
-
-def emitted_metrics(output: str) -> dict[str, list[float]]:
-    metrics: dict[str, list[float]] = {}
-    for line in output.splitlines():
-        if not line.startswith("{") or "_aws" not in line:
-            continue
-        document = json.loads(line)
-        for definition in document["_aws"]["CloudWatchMetrics"][0]["Metrics"]:
-            value = document[definition["Name"]]
-            metrics.setdefault(definition["Name"], []).extend(value if isinstance(value, list) else [value])
-    return metrics
 
 
 def test_the_handler_publishes_and_emits_its_metrics(

@@ -22,11 +22,6 @@ from tests.support.clock import START
 from tests.support.events import event
 
 
-@pytest.fixture
-def world(tables: Tables, dynamodb: Any) -> World:
-    return build_world(tables, dynamodb)
-
-
 def sequence_numbers(lambda_event: dict[str, Any]) -> list[str]:
     return [record["dynamodb"]["SequenceNumber"] for record in lambda_event["Records"]]
 

@@ -18,20 +18,13 @@ from outbox_sweeper import handler as entry_point
 from tests.integration.publisher.publisher_world import (
     SnsClientFailingEvents,
     World,
-    build_world,
     client_error,
 )
-from tests.integration.publisher.test_publisher_entry_point import emitted_metrics
-from tests.support.aws import Tables
 from tests.support.events import event
 from tests.support.lambda_context import FakeLambdaContext
+from tests.support.metrics import emitted_metrics
 
 GRACE = timedelta(seconds=60)
-
-
-@pytest.fixture
-def world(tables: Tables, dynamodb: Any) -> World:
-    return build_world(tables, dynamodb)
 
 
 def row(world: World, e: OutboxEvent) -> dict[str, Any]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections import Counter
 from datetime import timedelta
-from typing import Any
 
 import pytest
 
@@ -21,17 +20,10 @@ from tests.integration.publisher.publisher_world import (
     DynamoDBClientFailingWrites,
     SnsClientFailingEvents,
     World,
-    build_world,
 )
-from tests.support.aws import Tables
 from tests.support.events import event
 
 GRACE = timedelta(seconds=60)
-
-
-@pytest.fixture
-def world(tables: Tables, dynamodb: Any) -> World:
-    return build_world(tables, dynamodb)
 
 
 def published_ids(world: World) -> list[str]:
