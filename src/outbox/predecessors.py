@@ -4,12 +4,15 @@ The gate publishes event `seq` of an aggregate only once event `seq - 1` is reso
 an operator, or gone with its TTL after being published. A predecessor that is PENDING or FAILED holds the
 aggregate; one that was never written (a gap in `seq`) holds it too, visibly.
 
-A missing row is told apart from an expired one by its lower neighbours: rows are published in `seq` order,
-so their TTLs (published_at + retention) expire in `seq` order too. If the highest row below the missing one
-is still there and not yet past its own expiry, the missing one cannot have expired: it was never written.
-If no lower row is left at all, or the highest one is past its expiry (TTL deletion is lazy and unordered),
-the missing row is taken as expired. So a writer whose FIRST event of an aggregate has `seq` > 1 is not
-detected here (there is nothing below to compare with); every later gap is.
+A missing row is told apart from an expired one by its highest lower neighbour: the gate publishes in `seq`
+order, so the missing row, had it been written and published, was published after that neighbour was
+resolved, and expires no earlier than `published_retention` after that. The neighbour says when: a PUBLISHED
+one by its own expiry (`expires_at`), a released FAILED one (skipped, or poisoned on a route that continues)
+by `released_at` + retention. Before then, the missing row cannot have expired: it was never written. After
+(TTL deletion is lazy and unordered), or with no lower row left at all, it is taken as expired. A neighbour
+still PENDING or FAILED and unreleased has no successor out, so the missing row was never written. A writer
+whose FIRST event of an aggregate has `seq` > 1 is not detected here (there is nothing below to compare
+with); every later gap is. Rows deleted by hand defeat this: never delete an aggregate's rows but by TTL.
 
 Reads are strongly consistent, in batches of 100 keys (one BatchGetItem call); only a missing predecessor
 costs one more read (a Query for its highest lower neighbour).
@@ -18,15 +21,16 @@ costs one more read (a Query for its highest lower neighbour).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any, Protocol
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from outbox.clock import Clock, utc_now
+from outbox.clock import Clock, parse_timestamp, utc_now
 from outbox.dynamodb import translate_client_error
 from outbox.errors import AwsUnavailableError, ThrottledError
+from outbox.marking import DEFAULT_PUBLISHED_RETENTION
 from outbox.model import (
     PARTITION_KEY,
     RELEASED_AT,
@@ -80,10 +84,18 @@ class PredecessorReader(Protocol):
 
 
 class DynamoDBPredecessorReader:
-    def __init__(self, client: Any, table_name: str, *, clock: Clock = utc_now) -> None:
+    def __init__(
+        self,
+        client: Any,
+        table_name: str,
+        *,
+        clock: Clock = utc_now,
+        published_retention: timedelta = DEFAULT_PUBLISHED_RETENTION,
+    ) -> None:
         self._client = client
         self._table = table_name
         self._clock = clock
+        self._retention = published_retention
         self.calls = 0
 
     def states(self, keys: Sequence[RowKey]) -> dict[RowKey, PredecessorState]:
@@ -135,15 +147,22 @@ class DynamoDBPredecessorReader:
         lower = response.get("Items", [])
         if not lower:
             return PredecessorState.EXPIRED
-        neighbour = lower[0]
-        expires_at = neighbour.get(TTL_ATTRIBUTE, {}).get("N")
-        published = state_of(neighbour) is PredecessorState.PUBLISHED
-        if published and expires_at is not None and float(expires_at) <= self._now().timestamp():
+        earliest_expiry = self._earliest_successor_expiry(lower[0])
+        if earliest_expiry is not None and earliest_expiry <= self._clock():
             return PredecessorState.EXPIRED
         return PredecessorState.MISSING
 
-    def _now(self) -> datetime:
-        return self._clock()
+    def _earliest_successor_expiry(self, neighbour: Mapping[str, Any]) -> datetime | None:
+        """The earliest a successor of `neighbour` can have expired; None if none can have been published."""
+        state = state_of(neighbour)
+        try:
+            if state is PredecessorState.PUBLISHED:
+                return datetime.fromtimestamp(float(neighbour[TTL_ATTRIBUTE]["N"]), UTC)
+            if state is PredecessorState.RELEASED:
+                return parse_timestamp(str(neighbour[RELEASED_AT]["S"])) + self._retention
+        except (KeyError, TypeError, ValueError):
+            return None  # not written by this library's rules: hold, visibly, rather than guess
+        return None
 
     def _call(self, operation: str, method: Any, **arguments: Any) -> Any:
         self.calls += 1

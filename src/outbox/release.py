@@ -11,10 +11,10 @@ in `seq`). Three ways out, each recorded on the row with who did it, when and wh
 - `skip`: the FAILED row stays FAILED but is released: the gate lets its successors go. The event itself
   is never published.
 - `skip_missing_predecessor`: on the PENDING row that waits behind a gap, record that its missing
-  predecessor is released: the gate lets it go.
+  predecessor is released: the gate lets it go. Refused if the predecessor exists after all.
 
-Each is one conditional update: it changes nothing unless the row is in the state it expects, and says so
-with a typed error.
+Each is one conditional write: it changes nothing unless the rows are in the state it expects, and says so
+with a typed error (`ReleaseError`).
 """
 
 from __future__ import annotations
@@ -26,12 +26,13 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from outbox.aws_errors import error_code
 from outbox.clock import format_timestamp, utc_now
-from outbox.dynamodb import translate_client_error
-from outbox.errors import AwsUnavailableError, OutboxError
+from outbox.dynamodb import DynamoDBTransactionExecutor, translate_client_error
+from outbox.errors import AwsUnavailableError, ConditionFailedError, OutboxError
 from outbox.model import (
     LEASE_OWNER,
     LEASE_UNTIL,
     NEXT_ATTEMPT_AT,
+    PARTITION_KEY,
     PENDING_INDEX_PARTITION_KEY,
     PREDECESSOR_RELEASED_AT,
     REDRIVEN_AT,
@@ -42,9 +43,11 @@ from outbox.model import (
     TTL_ATTRIBUTE,
     OutboxStatus,
     RowKey,
+    outbox_table,
     pending_shard,
     truncate_error,
 )
+from outbox.transaction import Transaction
 
 _NAMES = {"#status": "status"}
 
@@ -105,16 +108,33 @@ def skip(
 def skip_missing_predecessor(
     client: Any, table: str, key: RowKey, *, reason: str, actor: str, now: datetime | None = None
 ) -> None:
-    """On the PENDING row `key`: its predecessor (`seq - 1`), never written, is released."""
-    _update(
-        client,
-        table,
-        key,
-        expression=f"SET {PREDECESSOR_RELEASED_AT} = :at, {RELEASED_BY} = :actor, {RELEASE_REASON} = :reason",
-        condition="#status = :pending",
-        values={":pending": {"S": OutboxStatus.PENDING.value}, **_who(reason, actor, now)},
-        expected="PENDING",
+    """On the PENDING row `key`: its predecessor (`seq - 1`), never written, is released. Refused if the
+    predecessor exists after all (then redrive or skip it): one transaction checks both."""
+    if key.seq <= 1:
+        raise ReleaseError(f"{key.aggregate_key} seq {key.seq} has no predecessor to release")
+    keys = outbox_table(table)
+    transaction = Transaction()
+    transaction.condition_check(
+        keys, key.predecessor.item(), f"attribute_not_exists({PARTITION_KEY})", label="predecessor"
     )
+    transaction.update(
+        keys,
+        key.item(),
+        f"SET {PREDECESSOR_RELEASED_AT} = :at, {RELEASED_BY} = :actor, {RELEASE_REASON} = :reason",
+        label="row",
+        condition="#status = :pending",
+        names=_NAMES,
+        values={":pending": {"S": OutboxStatus.PENDING.value}, **_who(reason, actor, now)},
+    )
+    try:
+        DynamoDBTransactionExecutor(client).execute(transaction)
+    except ConditionFailedError as failed:
+        if failed.action == "predecessor":
+            raise ReleaseError(
+                f"{key.aggregate_key} seq {key.seq - 1} exists, it is not missing: redrive or skip it "
+                "instead; nothing changed"
+            ) from None
+        raise ReleaseError(f"{key.aggregate_key} seq {key.seq} is not PENDING: nothing changed") from None
 
 
 def _who(reason: str, actor: str, now: datetime | None) -> dict[str, dict[str, str]]:

@@ -19,11 +19,12 @@ The stream publisher feeds it a shard's batch; the sweeper feeds it rows it clai
   published again on redelivery. That duplicate is the at-least-once promise (README, "Delivery
   guarantees"): consumers deduplicate by `event_id`. Order per aggregate holds, because a call never
   holds two of one aggregate.
-- Poison (can never succeed: unreadable row, no route, too large, refused for a permanent reason): the
-  row goes WHOLE to the poison queue with the reason, the error code and the attempt count, its row is
-  marked FAILED, and the batch goes on. If the poison queue does not take it, it is a transient
-  failure like any other: retried, never dropped. A candidate on its last chance (the sweeper's cutoff)
-  that fails transiently is poison too (`gave_up`).
+- Poison (can never succeed: unreadable row, no route, too large, refused for a permanent reason): once
+  the gate lets it (its predecessor is out, as for any event), the row goes WHOLE to the poison queue
+  with the reason, the error code and the attempt count, its row is marked FAILED, and the batch goes on.
+  If the poison queue does not take it, it is a transient failure like any other: retried, never
+  dropped. A candidate on its last chance (the sweeper's cutoff) that fails transiently is poison too
+  (`gave_up`).
 - Marking: published rows become PUBLISHED, poison rows FAILED, in as few DynamoDB calls as possible,
   after publishing, under the caller's lease when it holds one. A marking failure never fails an event:
   the event is out, the row stays PENDING and the sweeper reconciles it; the report counts it.
@@ -129,47 +130,12 @@ class _Run:
     # -- the steps ---------------------------------------------------------------------------
 
     def execute(self) -> PublishReport:
-        gate = OrderGate(self._read_predecessors())
-        self.gate = gate
+        self.gate = OrderGate(self._read_predecessors())
         group: list[Planned] = []
         for index in processing_order(self.candidates):
-            candidate = self.candidates[index]
-            if candidate.key is not None and any(
-                member.event.aggregate_key == candidate.key.aggregate_key for member in group
-            ):
-                # The gate decides on this event once its predecessor, in the group, is out.
-                self._flush(group)
-                group = []
+            group = self._take(index, self.candidates[index], group)
             if self.stopped_at is not None:
                 break
-            plan = planning.plan(index, candidate, self.engine._router, self.engine._destinations)
-            if isinstance(plan, Rejection):
-                # Earlier events go first; and if the poison queue then fails, nothing after it is sent.
-                self._flush(group)
-                group = []
-                if self.stopped_at is not None:
-                    break
-                self._poison(index, candidate, plan, attempts=0, delivered_to=())
-                continue
-            try:
-                hold = gate.check(candidate)
-            except Unknown:
-                self._flush(group)
-                group = []
-                if self.stopped_at is None:
-                    self._stop(
-                        index, candidate, "GateReadFailed", "the predecessor's state could not be read"
-                    )
-                break
-            if hold is not None:
-                self._hold(index, candidate, hold)
-                continue
-            if group and not planning.fits(group, plan, self.engine._destinations):
-                self._flush(group)
-                group = []
-                if self.stopped_at is not None:
-                    break
-            group.append(plan)
         if self.stopped_at is None:
             self._flush(group)
         for index, candidate in enumerate(self.candidates):
@@ -178,6 +144,46 @@ class _Run:
         return PublishReport(
             outcomes, self.stopped_at, self._mark(outcomes), self.deliverer.calls, self.gate_reads
         )
+
+    def _take(self, index: int, candidate: Candidate, group: list[Planned]) -> list[Planned]:
+        """Adds the candidate to the group of the next calls, or settles it; the group to go on with."""
+        if candidate.key is not None and any(
+            member.event.aggregate_key == candidate.key.aggregate_key for member in group
+        ):
+            # The gate decides on this event once its predecessor, in the group, is out.
+            group = self._flushed(group)
+            if self.stopped_at is not None:
+                return group
+        plan = planning.plan(index, candidate, self.engine._router, self.engine._destinations)
+        if isinstance(plan, Rejection):
+            # Earlier events go first; and if the poison queue then fails, nothing after it is sent.
+            group = self._flushed(group)
+            if self.stopped_at is not None:
+                return group
+        try:
+            # Poison too waits for its predecessor: on a route that continues past poison, poisoning it lets
+            # its successors go, which must not happen while an earlier event is unpublished.
+            hold = self.gate.check(candidate)
+        except Unknown:
+            group = self._flushed(group)
+            if self.stopped_at is None:
+                self._stop(index, candidate, "GateReadFailed", "the predecessor's state could not be read")
+            return group
+        if hold is not None:
+            self._hold(index, candidate, hold)
+        elif isinstance(plan, Rejection):
+            self._poison(index, candidate, plan, attempts=0, delivered_to=())
+        else:
+            if group and not planning.fits(group, plan, self.engine._destinations):
+                group = self._flushed(group)
+                if self.stopped_at is not None:
+                    return group
+            group.append(plan)
+        return group
+
+    def _flushed(self, group: Sequence[Planned]) -> list[Planned]:
+        self._flush(group)
+        return []
 
     def _read_predecessors(self) -> dict[Any, PredecessorState] | None:
         """The states of predecessors outside the run, read at once; None if they could not be read."""
@@ -241,7 +247,7 @@ class _Run:
                 # A last-chance event that fails is poisoned, not retried: nothing after it must wait.
                 if not result.ok
                 and result.kind is not FailureKind.PERMANENT
-                and not member.candidate.last_chance
+                and not _gives_up(member, result)
             ]
             if failed:
                 cut = min(failed) if cut is None else min(cut, *failed)
@@ -285,7 +291,7 @@ class _Run:
             self._poison(member.index, member.candidate, rejection, attempts=attempts, delivered_to=delivered)
             return
         destination, delivery = failures[0]
-        if member.candidate.last_chance:
+        if _gives_up(member, delivery):
             rejection = Rejection(
                 PoisonReason.GAVE_UP,
                 f"{destination.value}:{delivery.code}",
@@ -302,7 +308,8 @@ class _Run:
             member.candidate,
             f"{destination.value}:{delivery.code}",
             f"{delivery.kind} failure on {destination.value}",
-            attempts=attempts,
+            # The attempts at what failed: 0 when the run had no time to try it (nothing failed).
+            attempts=delivery.attempts,
             delivered_to=delivered,
         )
 
@@ -385,6 +392,12 @@ class _Run:
     def _mark(self, outcomes: Sequence[EventOutcome]) -> MarkingReport:
         marks = marks_for(outcomes, self.engine._router, self.engine._clock())
         return mark_rows(self.engine._marker, marks, self.deadline)
+
+
+def _gives_up(member: Planned, delivery: Delivery) -> bool:
+    """A last-chance event that was tried and failed becomes poison (`gave_up`). One the run had no time to
+    try at all is not failed for it: it stays PENDING for the next run."""
+    return member.candidate.last_chance and delivery.attempts > 0
 
 
 def _ids(event: OutboxEvent) -> dict[str, Any]:

@@ -85,7 +85,12 @@ def build_engine(
             invocation_client("dynamodb"), config.table_name, published_retention=config.published_retention
         ),
         predecessors=predecessors
-        or DynamoDBPredecessorReader(invocation_client("dynamodb"), config.table_name, clock=clock),
+        or DynamoDBPredecessorReader(
+            invocation_client("dynamodb"),
+            config.table_name,
+            clock=clock,
+            published_retention=config.published_retention,
+        ),
         clock=clock,
         retry=retry,
         sleep=sleep,

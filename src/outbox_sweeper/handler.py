@@ -56,7 +56,12 @@ def build_sweeper(
 ) -> Sweeper:
     """Wires the sweeper; tests pass their own ports, clock and sleep."""
     table = config.publisher.table_name
-    reader = predecessors or DynamoDBPredecessorReader(invocation_client("dynamodb"), table, clock=clock)
+    reader = predecessors or DynamoDBPredecessorReader(
+        invocation_client("dynamodb"),
+        table,
+        clock=clock,
+        published_retention=config.publisher.published_retention,
+    )
     engine = build_engine(
         config.publisher,
         destinations=destinations,

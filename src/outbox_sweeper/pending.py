@@ -2,19 +2,24 @@
 
 A row is in the index exactly while it is PENDING (the library sets `pending_shard` on write and removes it
 when the row leaves PENDING), spread over `PENDING_SHARDS` index partitions and sorted by `occurred_at`
-within each. One scan queries every shard, oldest first (eventually consistent: the claim that follows is
-conditional, so a stale entry costs nothing but that claim). A row is due when it is older than the grace
-and not backing off.
+within each. One scan queries every shard, starting at the one the caller names (a sweeper rotates it, so
+a scan cut short by time does not always leave the same shards out), eventually consistent: the claim that
+follows is conditional, so a stale entry costs nothing but that claim. A row is due when it is not backing
+off and is older than the grace, or has an `occurred_at` that cannot be read or lies more than a grace in
+the future (a writer's bad clock: waiting for it would strand the row; the engine poisons an unreadable
+one).
 
 The scan reads index entries (keys and two small attributes), never the table. It counts every pending row
 it reads; with a very large backlog it stops at the time it was given and says the count is a lower bound.
+It keeps the due rows it returns bounded: per aggregate the `limit` lowest `seq`s (a run claims no more),
+and at most `DUE_ROWS_KEPT` in all (a few MB); it still counts the rest.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -35,20 +40,25 @@ from outbox.model import (
 
 # Stop reading the index with less than this left: the run still has to claim, publish and mark.
 _SCAN_RESERVE_MS = 30_000
+DUE_ROWS_KEPT = 20_000
+"""Due rows one scan keeps, across aggregates (about 350 bytes each in memory)."""
 
 
 @dataclass(frozen=True, slots=True)
 class PendingRow:
     key: RowKey
-    occurred_at: datetime
+    occurred_at: datetime | None
+    """None: the row's `occurred_at` is not a timestamp."""
     next_attempt_at: datetime | None = None
     predecessor_released: bool = False
 
 
 @dataclass(slots=True)
 class PendingScan:
-    due: list[PendingRow] = field(default_factory=list)
-    """Older than the grace and not backing off, oldest first, at most the limit asked for."""
+    due: dict[str, list[PendingRow]] = field(default_factory=dict)
+    """Due rows kept, by aggregate: aggregates oldest first, each one's rows in `seq` order."""
+    due_count: int = 0
+    """Due rows read, kept or not."""
     count: int = 0
     """PENDING rows read (all of them unless `complete` is False)."""
     oldest: datetime | None = None
@@ -59,7 +69,9 @@ class PendingScan:
 class PendingIndex(Protocol):
     """Port: reads the pending index. Raises an OutboxError if DynamoDB did not answer."""
 
-    def scan(self, *, due_before: datetime, now: datetime, limit: int, deadline: Deadline) -> PendingScan: ...
+    def scan(
+        self, *, due_before: datetime, now: datetime, limit: int, deadline: Deadline, first_shard: int = 0
+    ) -> PendingScan: ...
 
 
 class DynamoDBPendingIndex:
@@ -67,22 +79,33 @@ class DynamoDBPendingIndex:
         self._client = client
         self._table = table_name
 
-    def scan(self, *, due_before: datetime, now: datetime, limit: int, deadline: Deadline) -> PendingScan:
+    def scan(
+        self, *, due_before: datetime, now: datetime, limit: int, deadline: Deadline, first_shard: int = 0
+    ) -> PendingScan:
         scan = PendingScan()
-        due: list[PendingRow] = []
-        for shard in range(PENDING_SHARDS):
+        kept = _DueRows(limit)
+        future_after = now + (now - due_before)
+        for offset in range(PENDING_SHARDS):
+            shard = (first_shard + offset) % PENDING_SHARDS
             for item in self._entries(shard, scan, deadline):
                 row = _row(item)
                 if row is None:
-                    continue  # not written by the contract's rules: the claim would refuse it anyway
+                    continue  # no readable key: nothing can claim it (the stream publisher poisons it)
                 scan.count += 1
-                if scan.oldest is None or row.occurred_at < scan.oldest:
-                    scan.oldest = row.occurred_at
+                occurred = row.occurred_at
+                if (
+                    occurred is not None
+                    and occurred <= now
+                    and (scan.oldest is None or occurred < scan.oldest)
+                ):
+                    scan.oldest = occurred
                 backing_off = row.next_attempt_at is not None and row.next_attempt_at > now
-                if row.occurred_at <= due_before and not backing_off:
-                    due.append(row)
-        due.sort(key=lambda row: (row.occurred_at, row.key))
-        scan.due = due[:limit]
+                if not backing_off and (
+                    occurred is None or occurred <= due_before or occurred > future_after
+                ):
+                    scan.due_count += 1
+                    kept.add(row)
+        scan.due = kept.by_aggregate()
         return scan
 
     def _entries(self, shard: int, scan: PendingScan, deadline: Deadline) -> Iterator[Mapping[str, Any]]:
@@ -110,18 +133,61 @@ class DynamoDBPendingIndex:
             arguments["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
 
+class _DueRows:
+    """Due rows, bounded: per aggregate the `per_aggregate` lowest `seq`s, `DUE_ROWS_KEPT` in all."""
+
+    def __init__(self, per_aggregate: int) -> None:
+        self._per_aggregate = per_aggregate
+        self._rows: dict[str, list[PendingRow]] = {}
+        self._kept = 0
+
+    def add(self, row: PendingRow) -> None:
+        rows = self._rows.get(row.key.aggregate_key)
+        if self._kept >= DUE_ROWS_KEPT:
+            # Full: no new aggregate; a kept one may still trade its highest `seq` for a lower one, so each
+            # kept aggregate always has its lowest due row (the one a run must claim first).
+            if rows is not None:
+                highest = max(rows, key=_seq)
+                if row.key.seq < highest.key.seq:
+                    rows[rows.index(highest)] = row
+            return
+        if rows is None:
+            rows = self._rows[row.key.aggregate_key] = []
+        rows.append(row)
+        self._kept += 1
+        if len(rows) >= 2 * self._per_aggregate:
+            rows.sort(key=_seq)
+            self._kept -= len(rows) - self._per_aggregate
+            del rows[self._per_aggregate :]
+
+    def by_aggregate(self) -> dict[str, list[PendingRow]]:
+        ordered = {
+            aggregate: sorted(rows, key=_seq)[: self._per_aggregate] for aggregate, rows in self._rows.items()
+        }
+        return dict(sorted(ordered.items(), key=lambda entry: _age_key(entry[1])))
+
+
+def _seq(row: PendingRow) -> int:
+    return row.key.seq
+
+
+def _age_key(rows: list[PendingRow]) -> datetime:
+    """An aggregate's place: its oldest row's (an unreadable timestamp counts as the oldest of all)."""
+    return min(row.occurred_at or datetime.min.replace(tzinfo=UTC) for row in rows)
+
+
 def _row(item: Mapping[str, Any]) -> PendingRow | None:
     key = RowKey.of(item)
-    try:
-        occurred_at = parse_timestamp(str(item[PENDING_INDEX_SORT_KEY]["S"]))
-    except (KeyError, TypeError, ValueError):
-        return None
     if key is None:
         return None
+    try:
+        occurred_at: datetime | None = parse_timestamp(str(item[PENDING_INDEX_SORT_KEY]["S"]))
+    except (KeyError, TypeError, ValueError):
+        occurred_at = None
     next_attempt = item.get(NEXT_ATTEMPT_AT, {}).get("N")
     return PendingRow(
         key,
         occurred_at,
-        datetime.fromtimestamp(float(next_attempt), occurred_at.tzinfo) if next_attempt is not None else None,
+        datetime.fromtimestamp(float(next_attempt), UTC) if next_attempt is not None else None,
         PREDECESSOR_RELEASED_AT in item,
     )

@@ -30,8 +30,8 @@ from outbox.deadline import Deadline
 from outbox.errors import OutboxError
 from outbox.leases import Claim, Lease, RowClaimer
 from outbox.marking import MarkingReport
-from outbox.model import REDRIVEN_AT, SWEEP_FAILURES, RowKey
-from outbox.predecessors import PredecessorReader, PredecessorState
+from outbox.model import PENDING_SHARDS, REDRIVEN_AT, SWEEP_FAILURES, RowKey
+from outbox.predecessors import MAX_KEYS_PER_CALL, PredecessorReader, PredecessorState
 from outbox_publisher.candidates import Candidate
 from outbox_publisher.engine import PublishingEngine
 from outbox_publisher.gate import HoldReason
@@ -66,6 +66,17 @@ class SweepReport:
     publish: PublishReport = field(default_factory=lambda: PublishReport([], None, MarkingReport()))
 
 
+@dataclass(slots=True)
+class _Claiming:
+    """One run's claiming: its lease and clock reading, its deadline, what it claimed."""
+
+    lease: Lease
+    now: datetime
+    deadline: Deadline
+    report: SweepReport
+    candidates: list[Candidate] = field(default_factory=list)
+
+
 class Sweeper:
     def __init__(
         self,
@@ -96,9 +107,14 @@ class Sweeper:
         now = self._clock()
         report = SweepReport()
         scan = self._index.scan(
-            due_before=now - self._grace, now=now, limit=self._settings.max_rows, deadline=deadline
+            due_before=now - self._grace,
+            now=now,
+            limit=self._settings.max_rows,
+            deadline=deadline,
+            # A different shard first each minute: a scan cut short by time leaves different ones out.
+            first_shard=int(now.timestamp() // 60) % PENDING_SHARDS,
         )
-        report.pending, report.pending_complete, report.due = scan.count, scan.complete, len(scan.due)
+        report.pending, report.pending_complete, report.due = scan.count, scan.complete, scan.due_count
         if scan.oldest is not None:
             report.oldest_pending_age_s = max(0.0, (now - scan.oldest).total_seconds())
         lease = Lease(f"{SWEEPER}:{self._run_id()}", now + timedelta(milliseconds=deadline.remaining_ms()))
@@ -111,46 +127,53 @@ class Sweeper:
     def _claim(
         self, scan: PendingScan, lease: Lease, now: datetime, deadline: Deadline, report: SweepReport
     ) -> list[Candidate]:
-        by_aggregate: dict[str, list[PendingRow]] = {}
-        for row in scan.due:  # oldest first: so are the aggregates
-            by_aggregate.setdefault(row.key.aggregate_key, []).append(row)
-        firsts = {
-            aggregate: min(rows, key=lambda row: row.key.seq) for aggregate, rows in by_aggregate.items()
-        }
-        states = self._predecessor_states(list(firsts.values()))
-        if states is None:
-            return []
-        candidates: list[Candidate] = []
-        for aggregate, rows in by_aggregate.items():
-            first = firsts[aggregate]
-            state = PredecessorState.PUBLISHED if first.key.seq == 1 else states[first.key.predecessor]
-            if not state.resolved and not first.predecessor_released:
-                if state in (PredecessorState.FAILED, PredecessorState.MISSING):
-                    report.held_aggregates += 1
-                    _held(first.key, state.value)
-                continue
-            for position, row in enumerate(sorted(rows, key=_seq)):
-                if not self._retry.has_time_for(deadline):
-                    return candidates
-                try:
-                    claim = self._claimer.claim(row.key, lease, now)
-                except OutboxError as error:
-                    # DynamoDB did not answer: publish what is claimed; the rest waits for the next run.
-                    _log.warning("could not claim a row; claiming stops here", extra={"error": str(error)})
-                    return candidates
-                if claim.claim is Claim.CLAIMED and claim.row is not None:
-                    report.claimed += 1
-                    candidate = Candidate.from_row(_ref(row.key), claim.row, source={"swept_by": lease.owner})
-                    candidates.append(
-                        candidate.but(
-                            lease=lease,
-                            predecessor=state if position == 0 else None,
-                            last_chance=self._last_chance(claim.row, now),
-                        )
+        """Claims, aggregate by aggregate (oldest first), up to `max_rows` rows. An aggregate whose first due
+        row waits for its predecessor is passed over, so held aggregates never crowd out the others.
+        Predecessors are read a batch of aggregates at a time, only as far as the claims go."""
+        run = _Claiming(lease, now, deadline, report)
+        aggregates = list(scan.due.values())
+        for start in range(0, len(aggregates), MAX_KEYS_PER_CALL):
+            chunk = aggregates[start : start + MAX_KEYS_PER_CALL]
+            states = self._predecessor_states([rows[0] for rows in chunk])
+            if states is None:
+                break
+            if not all(self._claim_aggregate(rows, states, run) for rows in chunk):
+                break
+        return run.candidates
+
+    def _claim_aggregate(
+        self, rows: Sequence[PendingRow], states: Mapping[RowKey, PredecessorState], run: _Claiming
+    ) -> bool:
+        """Claims the aggregate's due rows in `seq` order; False when the run must claim no more."""
+        first = rows[0]
+        state = PredecessorState.PUBLISHED if first.key.seq == 1 else states[first.key.predecessor]
+        if not state.resolved and not first.predecessor_released:
+            if state in (PredecessorState.FAILED, PredecessorState.MISSING):
+                run.report.held_aggregates += 1
+                _held(first.key, state.value)
+            return True
+        for position, row in enumerate(rows):
+            if run.report.claimed >= self._settings.max_rows or not self._retry.has_time_for(run.deadline):
+                return False
+            try:
+                claim = self._claimer.claim(row.key, run.lease, run.now)
+            except OutboxError as error:
+                # DynamoDB did not answer: publish what is claimed; the rest waits for the next run.
+                _log.warning("could not claim a row; claiming stops here", extra={"error": str(error)})
+                return False
+            if claim.claim is Claim.CLAIMED and claim.row is not None:
+                run.report.claimed += 1
+                candidate = Candidate.from_row(_ref(row.key), claim.row, source={"swept_by": run.lease.owner})
+                run.candidates.append(
+                    candidate.but(
+                        lease=run.lease,
+                        predecessor=state if position == 0 else None,
+                        last_chance=self._last_chance(claim.row, run.now),
                     )
-                elif claim.claim in (Claim.LEASED, Claim.BACKING_OFF):
-                    break  # later events of the aggregate must not go before this one
-        return candidates
+                )
+            elif claim.claim in (Claim.LEASED, Claim.BACKING_OFF):
+                break  # later events of the aggregate must not go before this one
+        return True
 
     def _predecessor_states(self, firsts: Sequence[PendingRow]) -> dict[RowKey, PredecessorState] | None:
         keys = [row.key.predecessor for row in firsts if row.key.seq > 1]
@@ -160,7 +183,7 @@ class Sweeper:
             return self._predecessors.states(keys)
         except OutboxError as error:
             _log.warning(
-                "could not read predecessors; nothing is swept this time", extra={"error": str(error)}
+                "could not read predecessors; nothing more is swept this time", extra={"error": str(error)}
             )
             return None
 
@@ -194,7 +217,9 @@ class Sweeper:
             ):
                 held.add(key.aggregate_key)
                 _held(key, str(outcome.code))
-            elif outcome.status is Status.FAILED and key is not None:
+            elif outcome.status is Status.FAILED and key is not None and outcome.attempts > 0:
+                # Only a row the run tried and failed backs off; one it had no time (or no gate read) for
+                # is simply left, its lease ending with the invocation.
                 self._back_off(key, outcome, failed_at, lease)
                 report.backed_off += 1
         report.held_aggregates += len(held)
@@ -223,10 +248,6 @@ def _held(key: RowKey, why: str) -> None:
 
 def _ref(key: RowKey) -> str:
     return f"{key.aggregate_key}/{key.seq}"
-
-
-def _seq(row: PendingRow) -> int:
-    return row.key.seq
 
 
 def _number(row: Mapping[str, Any], name: str) -> int:

@@ -263,3 +263,25 @@ def test_a_release_without_an_actor_is_refused(dynamodb: Any, tables: Tables) ->
     # Then it is refused
     with pytest.raises(ReleaseError, match="actor"):
         skip(dynamodb, tables.outbox, key, reason="superseded", actor=" ")
+
+
+def test_a_predecessor_that_exists_is_not_released_as_missing(dynamodb: Any, tables: Tables) -> None:
+    # Given A#2 PENDING (backing off, say) and A#3 waiting behind it
+    put(dynamodb, tables, event("A", 2))
+    waiting = put(dynamodb, tables, event("A", 3))
+    before = get(dynamodb, tables, waiting)
+
+    # When an operator releases A#3's predecessor as missing
+    # Then it is refused (A#3 would overtake A#2), and nothing changed
+    with pytest.raises(ReleaseError, match="seq 2 exists, it is not missing"):
+        skip_missing_predecessor(dynamodb, tables.outbox, waiting, reason="gap", actor="ops", now=START)
+    assert get(dynamodb, tables, waiting) == before
+
+
+def test_a_first_event_has_no_predecessor_to_release(dynamodb: Any, tables: Tables) -> None:
+    # Given A#1 PENDING
+    first = put(dynamodb, tables, event("A", 1))
+
+    # When an operator releases its predecessor, Then it is refused
+    with pytest.raises(ReleaseError, match="no predecessor"):
+        skip_missing_predecessor(dynamodb, tables.outbox, first, reason="gap", actor="ops", now=START)

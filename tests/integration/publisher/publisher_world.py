@@ -120,7 +120,9 @@ class World:
             "destinations": destinations,
             "poison_queue": SqsPoisonQueue(sqs_client or self.sqs, config.poison_queue_url),
             "marker": DynamoDBRowMarker(dynamodb, config.table_name),
-            "predecessors": DynamoDBPredecessorReader(dynamodb, config.table_name, clock=self.clock),
+            "predecessors": DynamoDBPredecessorReader(
+                dynamodb, config.table_name, clock=self.clock, published_retention=config.published_retention
+            ),
             "claimer": DynamoDBRowClaimer(dynamodb, config.table_name),
             "clock": self.clock,
             "sleep": self.sleep,

@@ -10,7 +10,7 @@ import pytest
 
 from outbox.errors import ThrottledError
 from outbox.model import PENDING_SHARDS, OutboxStatus, RowKey, pending_shard
-from outbox_sweeper.pending import DynamoDBPendingIndex
+from outbox_sweeper.pending import DynamoDBPendingIndex, PendingRow, PendingScan
 from tests.integration.publisher.publisher_world import client_error
 from tests.support.aws import Tables
 from tests.support.clock import START
@@ -18,6 +18,10 @@ from tests.support.events import event
 from tests.unit.publisher.fakes import FakeDeadline
 
 DUE_BEFORE = START - timedelta(seconds=1)  # every test event occurred at START - 2 s
+
+
+def due_rows(scan: PendingScan) -> list[PendingRow]:
+    return [row for rows in scan.due.values() for row in rows]
 
 
 def put(dynamodb: Any, tables: Tables, aggregate: str, seq: int, **extra: Any) -> RowKey:
@@ -39,7 +43,7 @@ def test_pending_rows_of_every_shard_are_found_and_only_pending_ones(dynamodb: A
     )
 
     # Then it found all 40 pending rows, querying each shard once
-    assert {row.key for row in scan.due} == keys
+    assert {row.key for row in due_rows(scan)} == keys
     assert (scan.count, scan.complete, scan.calls) == (40, True, PENDING_SHARDS)
     assert scan.oldest == START - timedelta(seconds=2)
 
@@ -58,29 +62,29 @@ def test_rows_backing_off_or_too_young_are_counted_but_not_due(dynamodb: Any, ta
 
     # Then all four are counted; the one backing off is not due; the released gap is said so
     assert scan.count == 4
-    assert {row.key: row.predecessor_released for row in scan.due} == {
+    assert {row.key: row.predecessor_released for row in due_rows(scan)} == {
         due: False,
         over: False,
         released: True,
     }
-    assert (young.count, young.due) == (4, [])
+    assert (young.count, young.due) == (4, {})
 
 
-def test_due_rows_come_oldest_first_up_to_the_limit(dynamodb: Any, tables: Tables) -> None:
+def test_aggregates_come_oldest_first(dynamodb: Any, tables: Tables) -> None:
     # Given ten rows that occurred one second apart, newest first
     for n in range(10):
         e = event(f"o-{n}", 1)
         item = e.to_item() | {"occurred_at": {"S": f"2026-11-29T11:00:{59 - n:02d}.000Z"}}
         dynamodb.put_item(TableName=tables.outbox, Item=item)
 
-    # When the sweeper reads at most three
+    # When the sweeper reads the index
     scan = DynamoDBPendingIndex(dynamodb, tables.outbox).scan(
         due_before=DUE_BEFORE, now=START, limit=3, deadline=FakeDeadline()
     )
 
-    # Then it got the three oldest, and counted all ten
-    assert [row.key.aggregate_key for row in scan.due] == ["Order#o-9", "Order#o-8", "Order#o-7"]
-    assert scan.count == 10
+    # Then the aggregates come oldest first, and all ten were counted
+    assert list(scan.due)[:3] == ["Order#o-9", "Order#o-8", "Order#o-7"]
+    assert (scan.count, scan.due_count) == (10, 10)
 
 
 def test_a_scan_short_of_time_stops_and_says_its_count_is_a_lower_bound(
@@ -98,19 +102,68 @@ def test_a_scan_short_of_time_stops_and_says_its_count_is_a_lower_bound(
     assert (scan.calls, scan.count, scan.complete) == (0, 0, False)
 
 
-def test_a_row_someone_else_wrote_without_a_readable_timestamp_is_not_due(
+def test_a_row_whose_timestamp_is_unreadable_or_far_in_the_future_is_due_at_once(
     dynamodb: Any, tables: Tables
 ) -> None:
-    # Given a pending row whose occurred_at is not a timestamp (another writer broke the contract)
-    put(dynamodb, tables, "A", 1, occurred_at={"S": "yesterday"})
+    # Given pending rows another writer dated "yesterday" (not a timestamp) and a year ahead (a bad clock)
+    unreadable = put(dynamodb, tables, "A", 1, occurred_at={"S": "yesterday"})
+    future = put(dynamodb, tables, "B", 1, occurred_at={"S": "2027-11-29T12:00:00.000Z"})
+    soon = put(dynamodb, tables, "C", 1, occurred_at={"S": "2026-11-29T12:00:00.500Z"})
 
     # When the sweeper reads the index
     scan = DynamoDBPendingIndex(dynamodb, tables.outbox).scan(
         due_before=DUE_BEFORE, now=START, limit=500, deadline=FakeDeadline()
     )
 
-    # Then it is neither due nor counted: the stream publisher poisons it (its own path)
-    assert (scan.count, scan.due) == (0, [])
+    # Then both are due now, not never (the engine poisons the unreadable one); a row dated within the
+    # clock skew's reach waits like any fresh row; the unreadable one comes first
+    assert [row.key for row in due_rows(scan)] == [unreadable, future]
+    assert soon not in [row.key for row in due_rows(scan)]
+    assert scan.count == 3
+    assert scan.oldest is None  # neither readable date is in the past
+
+
+def test_each_aggregate_keeps_its_lowest_seqs_up_to_the_limit(dynamodb: Any, tables: Tables) -> None:
+    # Given six pending rows of A, written highest seq first, and a limit of three rows per run
+    for seq in (6, 5, 4, 3, 2, 1):
+        put(dynamodb, tables, "A", seq)
+
+    # When the sweeper reads the index
+    scan = DynamoDBPendingIndex(dynamodb, tables.outbox).scan(
+        due_before=DUE_BEFORE, now=START, limit=3, deadline=FakeDeadline()
+    )
+
+    # Then it kept A#1 to A#3 (what a run must claim first) and counted all six
+    assert [row.key.seq for row in scan.due["Order#A"]] == [1, 2, 3]
+    assert scan.due_count == 6
+
+
+def test_the_scan_starts_at_the_shard_it_is_given(dynamodb: Any, tables: Tables) -> None:
+    # Given pending rows, and a scan with time for just one shard's query... starting at shard 5
+    keys = [put(dynamodb, tables, f"o-{n}", 1) for n in range(40)]
+    in_shard_5 = {key for key in keys if pending_shard(key.aggregate_key) == 5}
+    deadline = ShrinkingDeadline()
+
+    # When the sweeper reads the index from shard 5
+    scan = DynamoDBPendingIndex(dynamodb, tables.outbox).scan(
+        due_before=DUE_BEFORE, now=START, limit=500, deadline=deadline, first_shard=5
+    )
+
+    # Then shard 5 is the one it read
+    assert scan.calls == 1
+    assert {row.key for row in due_rows(scan)} == in_shard_5
+    assert not scan.complete
+
+
+class ShrinkingDeadline:
+    """Time for one query: then the scan's reserve is reached."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    def remaining_ms(self) -> int:
+        self.asked += 1
+        return 60_000 if self.asked == 1 else 1_000
 
 
 class ThrottledQueries:

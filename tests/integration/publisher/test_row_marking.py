@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+from outbox.leases import DynamoDBRowClaimer, Lease
 from outbox.marking import DynamoDBRowMarker, FailedMark, PublishedMark
 from outbox.model import OutboxStatus, RowKey
 from tests.support.aws import Tables
@@ -108,3 +109,24 @@ def test_a_refused_update_is_reported_not_raised(dynamodb: Any, tables: Tables) 
     # Then the rows are reported as not marked, with the error's type
     assert list(single.failed) == [RowKey("Order#a", 1)]
     assert len(double.failed) == 2
+
+
+def test_a_claimed_row_is_marked_only_by_the_holder_of_its_lease(dynamodb: Any, tables: Tables) -> None:
+    # Given two rows a sweep run holds
+    keys = seed(dynamodb, tables.outbox, 2)
+    claimer = DynamoDBRowClaimer(dynamodb, tables.outbox)
+    for key in keys:
+        claimer.claim(key, Lease("sweeper:run-1", START + timedelta(seconds=60)), START)
+    marker = DynamoDBRowMarker(dynamodb, tables.outbox)
+
+    # When another run (which lost the lease) marks the first, and the holder marks the second
+    theirs = marker.mark([PublishedMark(keys[0], START, 1, lease_owner="sweeper:run-0")])
+    mine = marker.mark([PublishedMark(keys[1], START, 1, lease_owner="sweeper:run-1")])
+
+    # Then only the holder's mark took: the other row is still PENDING, counted as moved on
+    assert theirs.already_moved == [keys[0]]
+    assert get(dynamodb, tables.outbox, keys[0])["status"] == {"S": "PENDING"}
+    assert mine.marked == [keys[1]]
+    row = get(dynamodb, tables.outbox, keys[1])
+    assert row["status"] == {"S": "PUBLISHED"}
+    assert "lease_owner" not in row

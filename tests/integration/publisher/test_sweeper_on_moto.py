@@ -14,36 +14,14 @@ from datetime import timedelta
 import pytest
 
 from outbox.leases import STREAM_PUBLISHER, DynamoDBRowClaimer, Lease
-from outbox.model import OutboxEvent, RowKey
 from outbox.release import redrive, skip, skip_missing_predecessor
 from tests.integration.publisher.publisher_world import (
     DynamoDBClientFailingWrites,
     SnsClientFailingEvents,
     World,
 )
+from tests.integration.publisher.sweeping import GRACE, assert_in_seq_order, key, published_ids, statuses
 from tests.support.events import event
-
-GRACE = timedelta(seconds=60)
-
-
-def published_ids(world: World) -> list[str]:
-    return [envelope["event_id"] for envelope in world.topic_envelopes()]
-
-
-def assert_in_seq_order(published: list[str], *aggregates: list[OutboxEvent]) -> None:
-    """Per aggregate: first publications in `seq` order (duplicates allowed, never ahead of a predecessor)."""
-    for events in aggregates:
-        order = {e.event_id: e.seq for e in events}
-        firsts = list(dict.fromkeys(event_id for event_id in published if event_id in order))
-        assert [order[event_id] for event_id in firsts] == sorted(order[event_id] for event_id in firsts)
-
-
-def statuses(world: World, *events: OutboxEvent) -> list[str]:
-    return [world.row(e)["status"]["S"] for e in events]
-
-
-def key(e: OutboxEvent) -> RowKey:
-    return RowKey(e.aggregate_key, e.seq)
 
 
 def test_the_sweeper_alone_publishes_every_pending_event_in_order_exactly_once(world: World) -> None:
