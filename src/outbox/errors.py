@@ -100,6 +100,10 @@ class AwsUnavailableError(RetryableError):
     """AWS answered with a server error or did not answer in time."""
 
 
+class OutOfTimeError(RetryableError):
+    """Too little time is left in the invocation to start the call: it was not made."""
+
+
 class AwsCallError(OutboxError):
     """An AWS error this library has no more specific type for. `code` is AWS's error code."""
 

@@ -89,6 +89,11 @@ class RowClaimer(Protocol):
         lease was lost."""
         ...
 
+    def release(self, key: RowKey, lease: Lease) -> bool:
+        """Drop the lease of a row the holder did not get to (anyone may claim it at once); False if the
+        lease was lost already."""
+        ...
+
 
 class DynamoDBRowClaimer:
     def __init__(self, client: Any, table_name: str) -> None:
@@ -131,6 +136,18 @@ class DynamoDBRowClaimer:
                     ":attempts": {"N": str(attempts)},
                     ":one": {"N": "1"},
                 },
+            )
+        except _ConditionFailedError:
+            return False
+        return True
+
+    def release(self, key: RowKey, lease: Lease) -> bool:
+        try:
+            self._update(
+                key,
+                f"REMOVE {LEASE_OWNER}, {LEASE_UNTIL}",
+                _HELD_CONDITION,
+                {":pending": {"S": OutboxStatus.PENDING.value}, ":owner": {"S": lease.owner}},
             )
         except _ConditionFailedError:
             return False

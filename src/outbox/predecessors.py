@@ -20,7 +20,7 @@ costs one more read (a Query for its highest lower neighbour).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any, Protocol
@@ -29,7 +29,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from outbox.clock import Clock, parse_timestamp, utc_now
 from outbox.dynamodb import translate_client_error
-from outbox.errors import AwsUnavailableError, ThrottledError
+from outbox.errors import AwsUnavailableError, OutOfTimeError, ThrottledError
 from outbox.marking import DEFAULT_PUBLISHED_RETENTION
 from outbox.model import (
     PARTITION_KEY,
@@ -80,7 +80,11 @@ def state_of(row: Mapping[str, Any]) -> PredecessorState:
 class PredecessorReader(Protocol):
     """Port: the state of each of these rows, read now. Raises an OutboxError if DynamoDB did not answer."""
 
-    def states(self, keys: Sequence[RowKey]) -> dict[RowKey, PredecessorState]: ...
+    def states(
+        self, keys: Sequence[RowKey], *, may_call: Callable[[], bool] = lambda: True
+    ) -> dict[RowKey, PredecessorState]:
+        """`may_call`: asked before each DynamoDB call; False stops the read (OutOfTimeError)."""
+        ...
 
 
 class DynamoDBPredecessorReader:
@@ -96,9 +100,13 @@ class DynamoDBPredecessorReader:
         self._table = table_name
         self._clock = clock
         self._retention = published_retention
+        self._may_call: Callable[[], bool] = lambda: True
         self.calls = 0
 
-    def states(self, keys: Sequence[RowKey]) -> dict[RowKey, PredecessorState]:
+    def states(
+        self, keys: Sequence[RowKey], *, may_call: Callable[[], bool] = lambda: True
+    ) -> dict[RowKey, PredecessorState]:
+        self._may_call = may_call
         unique = sorted(set(keys))
         found: dict[RowKey, PredecessorState] = {}
         for start in range(0, len(unique), MAX_KEYS_PER_CALL):
@@ -165,6 +173,8 @@ class DynamoDBPredecessorReader:
         return None
 
     def _call(self, operation: str, method: Any, **arguments: Any) -> Any:
+        if not self._may_call():
+            raise OutOfTimeError(f"too little time left for {operation}")
         self.calls += 1
         try:
             return method(**arguments)

@@ -167,7 +167,13 @@ class _Run:
         except Unknown:
             group = self._flushed(group)
             if self.stopped_at is None:
-                self._stop(index, candidate, "GateReadFailed", "the predecessor's state could not be read")
+                self._stop(
+                    index,
+                    candidate,
+                    "GateReadFailed",
+                    "the predecessor's state could not be read",
+                    tried=False,
+                )
             return group
         if hold is not None:
             self._hold(index, candidate, hold)
@@ -194,7 +200,9 @@ class _Run:
             return None
         self.gate_reads += 1
         try:
-            return self.engine._predecessors.states(keys)
+            return self.engine._predecessors.states(
+                keys, may_call=lambda: self.engine._retry.has_time_for(self.deadline)
+            )
         except OutboxError as error:
             _log.warning(
                 "could not read predecessors' states; stopping where one is needed",
@@ -219,7 +227,11 @@ class _Run:
             first = group[0]
             _log.warning("too little time left to publish; handing the rest back", extra=_ids(first.event))
             self._stop(
-                first.index, first.candidate, "DeadlineExceeded", "too little time left in the invocation"
+                first.index,
+                first.candidate,
+                "DeadlineExceeded",
+                "too little time left in the invocation",
+                tried=False,
             )
             return
         deliveries: dict[int, dict[Destination, Delivery]] = {member.index: {} for member in group}
@@ -308,9 +320,10 @@ class _Run:
             member.candidate,
             f"{destination.value}:{delivery.code}",
             f"{delivery.kind} failure on {destination.value}",
-            # The attempts at what failed: 0 when the run had no time to try it (nothing failed).
-            attempts=delivery.attempts,
+            attempts=attempts,
             delivered_to=delivered,
+            # No attempt at that destination: the run had no time to try it, nothing failed.
+            tried=delivery.attempts > 0,
         )
 
     def _poison(
@@ -380,10 +393,17 @@ class _Run:
         *,
         attempts: int = 0,
         delivered_to: tuple[Destination, ...] = (),
+        tried: bool = True,
     ) -> None:
         self.stopped_at = index
         self.outcomes[index] = EventOutcome(
-            candidate, Status.FAILED, attempts, code=code, detail=detail, delivered_to=delivered_to
+            candidate,
+            Status.FAILED,
+            attempts,
+            code=code,
+            detail=detail,
+            delivered_to=delivered_to,
+            tried=tried,
         )
 
     def _continues_past(self, candidate: Candidate) -> bool:

@@ -32,6 +32,9 @@ class EventOutcome:
     detail: str | None = None
     published_at: datetime | None = None
     delivered_to: tuple[Destination, ...] = ()
+    tried: bool = True
+    """FAILED only: False when the run stopped before trying the event (no time left, the gate could not
+    read): nothing failed, so the sweeper does not count it against the row."""
 
     @property
     def done(self) -> bool:

@@ -11,8 +11,8 @@ one).
 
 The scan reads index entries (keys and two small attributes), never the table. It counts every pending row
 it reads; with a very large backlog it stops at the time it was given and says the count is a lower bound.
-It keeps the due rows it returns bounded: per aggregate the `limit` lowest `seq`s (a run claims no more),
-and at most `DUE_ROWS_KEPT` in all (a few MB); it still counts the rest.
+It keeps the due rows it returns bounded (a few MB, `_DueRows`): each aggregate's lowest due row, and more
+of its lowest ones up to `limit` (a run claims no more) from a shared budget; it still counts the rest.
 """
 
 from __future__ import annotations
@@ -40,8 +40,10 @@ from outbox.model import (
 
 # Stop reading the index with less than this left: the run still has to claim, publish and mark.
 _SCAN_RESERVE_MS = 30_000
-DUE_ROWS_KEPT = 20_000
-"""Due rows one scan keeps, across aggregates (about 350 bytes each in memory)."""
+DUE_AGGREGATES_KEPT = 20_000
+"""Aggregates one scan keeps a due row of (each row about 350 bytes in memory)."""
+DUE_EXTRA_ROWS_KEPT = 20_000
+"""Due rows beyond each aggregate's first that one scan keeps, across aggregates."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,36 +136,32 @@ class DynamoDBPendingIndex:
 
 
 class _DueRows:
-    """Due rows, bounded: per aggregate the `per_aggregate` lowest `seq`s, `DUE_ROWS_KEPT` in all."""
+    """Due rows, bounded. Every aggregate (up to `DUE_AGGREGATES_KEPT`) keeps its lowest due row: the one a
+    run must claim first, so an aggregate held behind a FAILED event never keeps another from its first
+    claim. Rows beyond the first, up to `per_aggregate` in all per aggregate, share `DUE_EXTRA_ROWS_KEPT`;
+    once that is spent, a lower `seq` still replaces an aggregate's highest."""
 
     def __init__(self, per_aggregate: int) -> None:
         self._per_aggregate = per_aggregate
         self._rows: dict[str, list[PendingRow]] = {}
-        self._kept = 0
+        self._extra = 0
 
     def add(self, row: PendingRow) -> None:
         rows = self._rows.get(row.key.aggregate_key)
-        if self._kept >= DUE_ROWS_KEPT:
-            # Full: no new aggregate; a kept one may still trade its highest `seq` for a lower one, so each
-            # kept aggregate always has its lowest due row (the one a run must claim first).
-            if rows is not None:
-                highest = max(rows, key=_seq)
-                if row.key.seq < highest.key.seq:
-                    rows[rows.index(highest)] = row
-            return
         if rows is None:
-            rows = self._rows[row.key.aggregate_key] = []
-        rows.append(row)
-        self._kept += 1
-        if len(rows) >= 2 * self._per_aggregate:
-            rows.sort(key=_seq)
-            self._kept -= len(rows) - self._per_aggregate
-            del rows[self._per_aggregate :]
+            if len(self._rows) < DUE_AGGREGATES_KEPT:
+                self._rows[row.key.aggregate_key] = [row]
+            return
+        if len(rows) < self._per_aggregate and self._extra < DUE_EXTRA_ROWS_KEPT:
+            rows.append(row)
+            self._extra += 1
+            return
+        highest = max(range(len(rows)), key=lambda position: rows[position].key.seq)
+        if row.key.seq < rows[highest].key.seq:
+            rows[highest] = row
 
     def by_aggregate(self) -> dict[str, list[PendingRow]]:
-        ordered = {
-            aggregate: sorted(rows, key=_seq)[: self._per_aggregate] for aggregate, rows in self._rows.items()
-        }
+        ordered = {aggregate: sorted(rows, key=_seq) for aggregate, rows in self._rows.items()}
         return dict(sorted(ordered.items(), key=lambda entry: _age_key(entry[1])))
 
 

@@ -46,6 +46,9 @@ SWEEPER = "sweeper"
 overlap (a slow run and the next scheduled one) never take each other's rows, and a run's leases end with
 its invocation, so a crashed run holds nothing for long."""
 
+UNSWEPT_PREDECESSOR = "pending_unswept"
+"""Why an aggregate is held, in its log line, when its predecessor is PENDING where no sweep takes it."""
+
 _log = logging.getLogger(__name__)
 
 
@@ -111,8 +114,8 @@ class Sweeper:
             now=now,
             limit=self._settings.max_rows,
             deadline=deadline,
-            # A different shard first each minute: a scan cut short by time leaves different ones out.
-            first_shard=int(now.timestamp() // 60) % PENDING_SHARDS,
+            # A random shard first: a scan cut short by time leaves different ones out each run.
+            first_shard=int(self._random() * PENDING_SHARDS) % PENDING_SHARDS,
         )
         report.pending, report.pending_complete, report.due = scan.count, scan.complete, scan.due_count
         if scan.oldest is not None:
@@ -134,7 +137,7 @@ class Sweeper:
         aggregates = list(scan.due.values())
         for start in range(0, len(aggregates), MAX_KEYS_PER_CALL):
             chunk = aggregates[start : start + MAX_KEYS_PER_CALL]
-            states = self._predecessor_states([rows[0] for rows in chunk])
+            states = self._predecessor_states([rows[0] for rows in chunk], run.deadline)
             if states is None:
                 break
             if not all(self._claim_aggregate(rows, states, run) for rows in chunk):
@@ -151,6 +154,9 @@ class Sweeper:
             if state in (PredecessorState.FAILED, PredecessorState.MISSING):
                 run.report.held_aggregates += 1
                 _held(first.key, state.value)
+            elif self._waits_for_good(first, run.now):
+                run.report.held_aggregates += 1
+                _held(first.key, UNSWEPT_PREDECESSOR)
             return True
         for position, row in enumerate(rows):
             if run.report.claimed >= self._settings.max_rows or not self._retry.has_time_for(run.deadline):
@@ -175,12 +181,22 @@ class Sweeper:
                 break  # later events of the aggregate must not go before this one
         return True
 
-    def _predecessor_states(self, firsts: Sequence[PendingRow]) -> dict[RowKey, PredecessorState] | None:
+    def _waits_for_good(self, row: PendingRow, now: datetime) -> bool:
+        """A PENDING predecessor that a swept row would have published or failed by now (its cutoff and one
+        more backoff have passed since this row occurred): the sweeper does not see it (no `pending_shard`,
+        a far-future date), so this row would wait forever, unseen, without an operator."""
+        if row.occurred_at is None:
+            return False
+        return now - row.occurred_at > self._settings.fail_after + self._settings.backoff_max
+
+    def _predecessor_states(
+        self, firsts: Sequence[PendingRow], deadline: Deadline
+    ) -> dict[RowKey, PredecessorState] | None:
         keys = [row.key.predecessor for row in firsts if row.key.seq > 1]
         if not keys:
             return {}
         try:
-            return self._predecessors.states(keys)
+            return self._predecessors.states(keys, may_call=lambda: self._retry.has_time_for(deadline))
         except OutboxError as error:
             _log.warning(
                 "could not read predecessors; nothing more is swept this time", extra={"error": str(error)}
@@ -216,13 +232,22 @@ class Sweeper:
                 and key.aggregate_key not in held
             ):
                 held.add(key.aggregate_key)
-                _held(key, str(outcome.code))
-            elif outcome.status is Status.FAILED and key is not None and outcome.attempts > 0:
-                # Only a row the run tried and failed backs off; one it had no time (or no gate read) for
-                # is simply left, its lease ending with the invocation.
+                _held(key, str(outcome.code).removeprefix("predecessor_"))
+            elif outcome.status is Status.FAILED and key is not None and outcome.tried:
+                # Only a row the run tried and failed backs off (a publish, or the poison queue, failed).
                 self._back_off(key, outcome, failed_at, lease)
                 report.backed_off += 1
+            elif outcome.status in (Status.FAILED, Status.NOT_ATTEMPTED) and key is not None:
+                # Claimed, not got to (no time, no gate read, after the stop): free for the next run at once.
+                self._release(key, lease)
         report.held_aggregates += len(held)
+
+    def _release(self, key: RowKey, lease: Lease) -> None:
+        try:
+            self._claimer.release(key, lease)
+        except OutboxError as error:
+            # The lease expires with this invocation anyway.
+            _log.warning("could not release a lease", extra={"row": _ref(key), "error": str(error)})
 
     def _back_off(self, key: RowKey, outcome: EventOutcome, now: datetime, lease: Lease) -> None:
         tried = max(1, outcome.attempts)

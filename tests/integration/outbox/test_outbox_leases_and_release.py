@@ -285,3 +285,21 @@ def test_a_first_event_has_no_predecessor_to_release(dynamodb: Any, tables: Tabl
     # When an operator releases its predecessor, Then it is refused
     with pytest.raises(ReleaseError, match="no predecessor"):
         skip_missing_predecessor(dynamodb, tables.outbox, first, reason="gap", actor="ops", now=START)
+
+
+def test_only_the_holder_releases_a_lease(dynamodb: Any, tables: Tables) -> None:
+    # Given a row the sweeper holds
+    claimer = DynamoDBRowClaimer(dynamodb, tables.outbox)
+    key = put(dynamodb, tables, event("A", 1))
+    claimer.claim(key, SWEEPER_LEASE, START)
+
+    # When another path releases it, then the holder
+    other = claimer.release(key, Lease(STREAM_PUBLISHER, START + timedelta(seconds=30)))
+    holder = claimer.release(key, SWEEPER_LEASE)
+
+    # Then only the holder's release took: the row is free to claim at once
+    assert (other, holder) == (False, True)
+    assert "lease_owner" not in get(dynamodb, tables, key)
+    assert (
+        claimer.claim(key, Lease(STREAM_PUBLISHER, START + timedelta(seconds=30)), START).claim == "claimed"
+    )

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from outbox.errors import ThrottledError
+from outbox.errors import OutOfTimeError, ThrottledError
 from outbox.model import OutboxEvent, OutboxStatus, RowKey
 from outbox.predecessors import DynamoDBPredecessorReader, PredecessorState
 from tests.support.aws import Tables
@@ -150,3 +150,37 @@ def test_unprocessed_keys_are_asked_again_and_a_lasting_refusal_is_a_typed_error
     assert twice.calls == 3
     with pytest.raises(ThrottledError, match="unprocessed"):
         DynamoDBPredecessorReader(LeavingKeysUnprocessed(dynamodb, rounds=3), tables.outbox).states([key])
+
+
+def test_a_gap_behind_a_recently_skipped_event_is_still_a_gap(dynamodb: Any, tables: Tables) -> None:
+    # Given A#1 FAILED and skipped an hour ago (it never expires), and no A#2
+    put(
+        dynamodb,
+        tables,
+        event("A", 1).with_status(OutboxStatus.FAILED),
+        released_at={"S": "2026-11-29T11:00:00.000Z"},
+    )
+
+    # When the gate reads A#2 now, and 8 days later (past the 7-day retention after the skip)
+    now = DynamoDBPredecessorReader(dynamodb, tables.outbox, clock=FakeClock()).states([RowKey("Order#A", 2)])
+    later = DynamoDBPredecessorReader(
+        dynamodb, tables.outbox, clock=FakeClock(START + timedelta(days=8))
+    ).states([RowKey("Order#A", 2)])
+
+    # Then A#2 is missing now (had it been published after the skip, it could not have expired yet), and
+    # taken as expired later (it could have been published and deleted by its TTL)
+    assert now == {RowKey("Order#A", 2): PredecessorState.MISSING}
+    assert later == {RowKey("Order#A", 2): PredecessorState.EXPIRED}
+
+
+def test_a_read_stops_before_a_call_there_is_no_time_for(dynamodb: Any, tables: Tables) -> None:
+    # Given a read whose caller has no time left for a call
+    client = CountingClient(dynamodb)
+
+    # When the gate reads a predecessor
+    # Then it raises OutOfTimeError without calling DynamoDB
+    with pytest.raises(OutOfTimeError):
+        DynamoDBPredecessorReader(client, tables.outbox).states(
+            [RowKey("Order#A", 1)], may_call=lambda: False
+        )
+    assert client.calls == {}

@@ -10,6 +10,7 @@ import pytest
 
 from outbox.errors import ThrottledError
 from outbox.model import PENDING_SHARDS, OutboxStatus, RowKey, pending_shard
+from outbox_sweeper import pending
 from outbox_sweeper.pending import DynamoDBPendingIndex, PendingRow, PendingScan
 from tests.integration.publisher.publisher_world import client_error
 from tests.support.aws import Tables
@@ -179,3 +180,42 @@ def test_a_throttled_read_is_a_typed_error() -> None:
     # Then it gets the library's typed error
     with pytest.raises(ThrottledError):
         index.scan(due_before=DUE_BEFORE, now=START, limit=500, deadline=FakeDeadline())
+
+
+def test_every_aggregate_keeps_its_first_due_row_when_the_others_have_spent_the_budget(
+    dynamodb: Any, tables: Tables, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a budget of 4 rows beyond each aggregate's first, and A with 6 due rows, then B with 2
+    monkeypatch.setattr(pending, "DUE_EXTRA_ROWS_KEPT", 4)
+    for seq in (1, 2, 3, 4, 5, 6):
+        put(dynamodb, tables, "A", seq)
+    put(dynamodb, tables, "B", 1, occurred_at={"S": "2026-11-29T11:59:59.000Z"})
+    put(dynamodb, tables, "B", 2, occurred_at={"S": "2026-11-29T11:59:59.000Z"})
+
+    # When the sweeper reads the index
+    scan = DynamoDBPendingIndex(dynamodb, tables.outbox).scan(
+        due_before=START, now=START, limit=500, deadline=FakeDeadline()
+    )
+
+    # Then A kept its five lowest (the budget ran out), and B still has its first row, the one a run must
+    # claim first; everything was counted
+    assert [row.key.seq for row in scan.due["Order#A"]] == [1, 2, 3, 4, 5]
+    assert [row.key.seq for row in scan.due["Order#B"]] == [1]
+    assert scan.due_count == 8
+
+
+def test_no_more_aggregates_than_the_cap_are_kept(
+    dynamodb: Any, tables: Tables, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a cap of 3 aggregates and 5 pending aggregates
+    monkeypatch.setattr(pending, "DUE_AGGREGATES_KEPT", 3)
+    for n in range(5):
+        put(dynamodb, tables, f"o-{n}", 1)
+
+    # When the sweeper reads the index
+    scan = DynamoDBPendingIndex(dynamodb, tables.outbox).scan(
+        due_before=DUE_BEFORE, now=START, limit=500, deadline=FakeDeadline()
+    )
+
+    # Then it kept 3 and counted 5
+    assert (len(scan.due), scan.due_count, scan.count) == (3, 5, 5)

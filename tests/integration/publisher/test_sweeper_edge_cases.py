@@ -3,10 +3,16 @@ behind a skipped event, held aggregates at the head of the index, a last chance 
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
+import pytest
+
 from outbox.release import skip
-from tests.integration.publisher.publisher_world import SnsClientFailingEvents, World
+from outbox_sweeper.config import SweeperConfig
+from outbox_sweeper.handler import build_sweeper
+from outbox_sweeper.pending import DynamoDBPendingIndex
+from tests.integration.publisher.publisher_world import SnsClientFailingEvents, SqsClientUnavailable, World
 from tests.integration.publisher.sweeping import GRACE, assert_in_seq_order, key, published_ids, statuses
 from tests.support.events import event
 
@@ -118,12 +124,18 @@ def test_a_row_past_the_age_cutoff_is_not_failed_for_a_run_without_time_to_try_i
     report = sweeper.run(deadline)
 
     # Then A#1 is neither failed nor backed off (nothing failed): it is still PENDING for the next run,
-    # which publishes it again to both (SNS gets a duplicate)
     assert (report.gave_up, report.backed_off, report.poisoned) == (0, 0, 0)
     row = world.row(a1)
     assert row["status"] == {"S": "PENDING"}
     assert "sweep_failures" not in row
     assert world.poison() == []
+
+    # which publishes it to both (SNS gets a duplicate) and marks it
+    world.clock.advance(minutes=2)
+    world.sweep(world.sweeper())
+    assert published_ids(world) == [a1.event_id, a1.event_id]
+    assert [envelope["event_id"] for envelope in world.bus_envelopes()] == [a1.event_id]
+    assert statuses(world, a1) == ["PUBLISHED"]
 
 
 SNS_ONLY = {"EVENT_BUS_NAME": "", "EVENT_SOURCE": ""}
@@ -170,3 +182,98 @@ def test_rows_the_stream_claimed_are_not_bound_by_the_horizon(world: World) -> N
     # Then both went out, in order: their leases keep the sweeper off them
     assert response == {"batchItemFailures": []}
     assert published_ids(world) == [a1.event_id, a2.event_id]
+
+
+def test_a_poison_row_the_poison_queue_cannot_take_backs_off_and_does_not_block_the_rest(
+    world: World,
+) -> None:
+    # Given A#1 unreadable (poison before any publish) and the poison queue unavailable, and B#1 stranded
+    a1, b1 = event("A", 1), event("B", 1)
+    world.put_raw(a1.to_item() | {"payload": {"S": "not json"}})
+    world.put_raw(b1.to_item() | {"occurred_at": {"S": "2026-11-29T11:59:59.000Z"}})  # 1 s younger
+    world.clock.advance(GRACE)
+    sweeper = world.sweeper(sqs_client=SqsClientUnavailable())
+
+    # When the sweeper runs
+    first = world.sweep(sweeper)
+
+    # Then it stopped at A#1 (B#1 is not published ahead of the stop), and A#1 backs off: the poison
+    # queue was tried and failed; it is not lost
+    assert (first.backed_off, first.swept) == (1, 0)
+    assert "next_attempt_at" in world.row(a1)
+    assert statuses(world, a1) == ["PENDING"]
+
+    # When the sweeper runs again while A#1 backs off
+    world.clock.advance(seconds=1)
+    second = world.sweep(sweeper)
+
+    # Then B#1, younger, gets through (the first run released it: it had claimed it, not got to it)
+    assert second.swept == 1
+    assert published_ids(world) == [b1.event_id]
+
+
+def test_an_aggregate_behind_a_pending_row_no_sweep_sees_is_counted_held(
+    world: World, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Given A#1 PENDING but written without `pending_shard` (outside the index), and A#2 behind it
+    a1, a2 = event("A", 1), event("A", 2)
+    world.put_raw({name: value for name, value in a1.to_item().items() if name != "pending_shard"})
+    world.write(a2)
+
+    # When the sweeper runs a day later, and a day and a half later
+    world.clock.advance(hours=24)
+    day = world.sweep(world.sweeper())
+    world.clock.advance(hours=12)
+    later = world.sweep(world.sweeper())
+
+    # Then within the cutoff it just waits; past the cutoff and one more backoff, A counts as held, by name
+    assert (day.held_aggregates, later.held_aggregates) == (0, 1)
+    [line] = [r for r in caplog.records if r.getMessage().startswith("aggregate held")]
+    assert line.__dict__["predecessor"] == "pending_unswept"
+    assert published_ids(world) == []
+
+
+def test_a_run_claims_at_most_its_row_limit_across_aggregates(world: World) -> None:
+    # Given five stranded aggregates of two events each, and at most 3 rows a run
+    events = [event(f"o-{n}", seq) for n in range(5) for seq in (1, 2)]
+    world.write(*events)
+    world.clock.advance(GRACE)
+    sweeper = world.sweeper(SWEEP_MAX_ROWS="3")
+
+    # When the sweeper runs until nothing is left
+    claimed = []
+    for _ in range(6):
+        claimed.append(world.sweep(sweeper).claimed)
+        world.clock.advance(minutes=1)
+
+    # Then no run claimed more than 3, and all ten went out, each aggregate in order
+    assert claimed == [3, 3, 3, 1, 0, 0]
+    published = published_ids(world)
+    assert sorted(published) == sorted(e.event_id for e in events)
+    assert_in_seq_order(published, *[[e for e in events if e.aggregate_id == f"o-{n}"] for n in range(5)])
+
+
+class RecordingIndex:
+    def __init__(self, real: DynamoDBPendingIndex) -> None:
+        self._real = real
+        self.first_shards: list[int] = []
+
+    def scan(self, **arguments: Any) -> Any:
+        self.first_shards.append(arguments["first_shard"])
+        return self._real.scan(**arguments)
+
+
+def test_each_run_starts_its_scan_at_a_random_shard(world: World) -> None:
+    # Given sweepers whose randomness says 0.0, 0.5 and 0.99
+    firsts = []
+    for draw in (0.0, 0.5, 0.99):
+        config = SweeperConfig.from_env(world.env())
+        index = RecordingIndex(DynamoDBPendingIndex(world.dynamodb, world.tables.outbox))
+        sweeper = build_sweeper(config, index=index, random=functools.partial(float, draw), clock=world.clock)
+
+        # When each runs
+        world.sweep(sweeper)
+        firsts.extend(index.first_shards)
+
+    # Then their scans start at shards 0, 8 and 15: a scan cut short leaves different shards out
+    assert firsts == [0, 8, 15]

@@ -158,7 +158,7 @@ class DynamoDBClientFailingReads:
         return getattr(self._real, name)
 
 
-def test_when_predecessors_cannot_be_read_nothing_of_those_aggregates_is_claimed(world: World) -> None:
+def test_when_predecessors_cannot_be_read_nothing_is_claimed_this_run(world: World) -> None:
     # Given A#2 pending (its predecessor outside the sweep) and reads of predecessors throttled
     a2, b1 = event("A", 2), event("B", 1)
     world.write(a2, b1)

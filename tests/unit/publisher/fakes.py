@@ -106,7 +106,9 @@ class FakePredecessors:
         self.reads: list[list[RowKey]] = []
         self.error: Exception | None = None
 
-    def states(self, keys: Sequence[RowKey]) -> dict[RowKey, PredecessorState]:
+    def states(
+        self, keys: Sequence[RowKey], *, may_call: Callable[[], bool] = lambda: True
+    ) -> dict[RowKey, PredecessorState]:
         self.reads.append(list(keys))
         if self.error is not None:
             raise self.error
@@ -190,6 +192,7 @@ class FakeClaimer:
         self.answers: dict[RowKey, Claim] = {}
         self.claimed: list[RowKey] = []
         self.backed_off: list[tuple[RowKey, int, datetime, str]] = []
+        self.released: list[RowKey] = []
         self.error: Exception | None = None
 
     def claim(self, key: RowKey, lease: Lease, now: datetime) -> ClaimResult:
@@ -204,4 +207,8 @@ class FakeClaimer:
         self, key: RowKey, lease: Lease, *, attempts: int, next_attempt_at: datetime, error: str
     ) -> bool:
         self.backed_off.append((key, attempts, next_attempt_at, error))
+        return True
+
+    def release(self, key: RowKey, lease: Lease) -> bool:
+        self.released.append(key)
         return True

@@ -10,6 +10,7 @@ from outbox.predecessors import PredecessorState
 from outbox_publisher.candidates import Candidate
 from outbox_publisher.gate import HoldReason, processing_order
 from outbox_publisher.report import Status
+from outbox_publisher.routing import PoisonPolicy, Route, Router
 from tests.support.events import event
 from tests.unit.publisher.fakes import SNS_ONLY, FakeDeadline, candidates, harness, ids
 
@@ -164,3 +165,24 @@ def test_no_read_starts_without_the_safety_margin_left() -> None:
     assert h.predecessors.reads == []
     assert h.sns.calls == []
     assert report.outcomes[0].status is Status.FAILED
+
+
+def test_a_poison_event_waits_for_its_predecessor_like_any_event() -> None:
+    # Given A#2 unreadable (poison) whose predecessor A#1 is still PENDING, and A#3, on a route that
+    # continues past poison
+    router = Router((Route(SNS_ONLY, aggregate_type="Order", on_poison=PoisonPolicy.CONTINUE),), SNS_ONLY)
+    h = harness(router=router, destinations=SNS_ONLY)
+    a2, a3 = event("A", 2), event("A", 3)
+    h.predecessors.known[RowKey(a2.aggregate_key, 1)] = PredecessorState.PENDING
+    unreadable = Candidate.from_row("1", a2.to_item() | {"payload": {"S": "not json"}})
+
+    # When they are published
+    report = h.engine.publish([unreadable, *candidates(a3)])
+
+    # Then A#2 is held, not poisoned (poisoning it would let A#3 go), and A#3 behind it
+    assert [(o.status, o.code) for o in report.outcomes] == [
+        (Status.HELD, HoldReason.PREDECESSOR_PENDING.value),
+        (Status.HELD, HoldReason.PREDECESSOR_HELD.value),
+    ]
+    assert h.poison.messages == []
+    assert h.sns.calls == []
