@@ -116,6 +116,23 @@ def test_a_pair_the_stream_delivers_reversed_across_batches_is_published_in_seq_
     assert statuses(world, a2) == ["PUBLISHED"]
 
 
+def test_a_pair_the_stream_delivers_reversed_in_one_batch_is_published_in_seq_order(world: World) -> None:
+    # Given A#1 and A#2 committed, their records in one batch in reverse order, with B#1 between
+    a1, a2, b1 = event("A", 1), event("A", 2), event("B", 1)
+    world.write(a1, b1, a2)
+    first, middle, last = world.stream_event()["Records"]
+
+    # When the stream publisher gets A#2, B#1, A#1
+    response = world.invoke(world.publisher(), {"Records": [last, middle, first]})
+
+    # Then all three are out, A#1 before A#2, and nothing was handed back or left for the sweeper
+    assert response == {"batchItemFailures": []}
+    published = published_ids(world)
+    assert sorted(published) == sorted([a1.event_id, a2.event_id, b1.event_id])
+    assert published.index(a1.event_id) < published.index(a2.event_id)
+    assert statuses(world, a1, a2, b1) == ["PUBLISHED"] * 3
+
+
 def test_events_published_but_not_marked_are_reconciled_by_the_sweeper_as_counted_duplicates(
     world: World,
 ) -> None:
