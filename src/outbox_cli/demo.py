@@ -9,19 +9,18 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import statistics
 import time
 import urllib.error
 import urllib.request
 import uuid
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from outbox import outputs as stack_outputs
 from outbox.model import RowKey
+from outbox_cli.narration import Narrator, percentiles
 from outbox_cli.watching import QueueWatcher, from_bus, from_topic
 from outbox_local.queues import receive_all
 from outbox_local.runtime import LocalRuntime, RuntimeOptions
@@ -35,32 +34,6 @@ STEPS = 5
 DEMO_SWEEP_GRACE_S = 30
 DEMO_SCHEDULE_SPEEDUP = 12.0
 SWEEP_TIMEOUT_S = DEMO_SWEEP_GRACE_S + 60.0
-
-
-@dataclass
-class Check:
-    description: str
-    passed: bool
-
-
-@dataclass
-class Narrator:
-    out: TextIO
-    checks: list[Check] = field(default_factory=list)
-    started: float = field(default_factory=time.monotonic)
-
-    def step(self, number: int, total: int, title: str) -> None:
-        self.out.write(f"\n[{number}/{total}] {title}\n")
-        self.out.flush()
-
-    def say(self, text: str) -> None:
-        self.out.write(f"      {text}\n")
-        self.out.flush()
-
-    def check(self, description: str, passed: bool) -> bool:
-        self.checks.append(Check(description, passed))
-        self.say(f"{'ok  ' if passed else 'FAIL'} {description}")
-        return passed
 
 
 class Demo:
@@ -307,7 +280,7 @@ class Demo:
             ),
             ("publisher invocations", str(sum(s.invocations for s in stats))),
             ("on-failure destination messages", str(on_failure)),
-            ("end-to-end latency p50 / p99 (row written -> queue)", _percentiles(latencies)),
+            ("end-to-end latency p50 / p99 (row written -> queue)", percentiles(latencies)),
         ]
         self.n.out.write("\n")
         width = max(len(label) for label, _ in summary)
@@ -368,13 +341,6 @@ def _now_iso() -> str:
 
 def _epoch_ms(iso: str) -> int:
     return int(datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp() * 1000)
-
-
-def _percentiles(latencies: list[int]) -> str:
-    if len(latencies) < 2:
-        return "n/a"
-    cuts = statistics.quantiles(latencies, n=100, method="inclusive")
-    return f"{cuts[49]:.0f} ms / {cuts[98]:.0f} ms"
 
 
 def run_demo(options: RuntimeOptions, out: TextIO) -> int:

@@ -335,20 +335,12 @@ class _Run:
         attempts: int,
         delivered_to: tuple[Destination, ...],
     ) -> None:
-        event = candidate.event
-        key = candidate.key
-        message = PoisonMessage(
-            reason=rejection.reason,
-            error_code=rejection.code,
-            detail=rejection.detail,
+        message = PoisonMessage.of(
+            candidate,
+            rejection,
             attempts=attempts,
-            row=candidate.row,
-            poisoned_at=self.engine._clock(),
-            event_id=event.event_id if event else _string_attribute(candidate.row, "event_id"),
-            aggregate_key=key.aggregate_key if key else None,
-            seq=key.seq if key else None,
             delivered_to=delivered_to,
-            source=candidate.source,
+            poisoned_at=self.engine._clock(),
         )
         log_fields = {
             "event_id": message.event_id,
@@ -422,10 +414,3 @@ def _gives_up(member: Planned, delivery: Delivery) -> bool:
 
 def _ids(event: OutboxEvent) -> dict[str, Any]:
     return {"event_id": event.event_id, "aggregate_key": event.aggregate_key, "seq": event.seq}
-
-
-def _string_attribute(row: Mapping[str, Any], name: str) -> str | None:
-    value = row.get(name)
-    if isinstance(value, Mapping) and isinstance(value.get("S"), str):
-        return str(value["S"])
-    return None

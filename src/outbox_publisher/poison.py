@@ -12,11 +12,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from outbox.clock import format_timestamp
 from outbox.model import PARTITION_KEY, SORT_KEY
 from outbox_publisher.routing import Destination
+
+if TYPE_CHECKING:  # candidates.py imports this module (Rejection)
+    from outbox_publisher.candidates import Candidate
 
 
 class PoisonReason(StrEnum):
@@ -56,6 +59,32 @@ class PoisonMessage:
     row_omitted: str | None = None
     """Set (and `row` cut down to its keys) only when the whole row cannot fit in a queue message."""
 
+    @classmethod
+    def of(
+        cls,
+        candidate: Candidate,
+        rejection: Rejection,
+        *,
+        attempts: int,
+        delivered_to: tuple[Destination, ...],
+        poisoned_at: datetime,
+    ) -> PoisonMessage:
+        """The message for `candidate`, refused for `rejection`: what identifies it, even in a bad row."""
+        event, key = candidate.event, candidate.key
+        return cls(
+            reason=rejection.reason,
+            error_code=rejection.code,
+            detail=rejection.detail,
+            attempts=attempts,
+            row=candidate.row,
+            poisoned_at=poisoned_at,
+            event_id=event.event_id if event else _string_attribute(candidate.row, "event_id"),
+            aggregate_key=key.aggregate_key if key else None,
+            seq=key.seq if key else None,
+            delivered_to=delivered_to,
+            source=candidate.source,
+        )
+
     def without_row(self, why: str) -> PoisonMessage:
         """The same message with only the row's keys: the row itself stays in the table (FAILED, no TTL)."""
         keys = {name: self.row[name] for name in (PARTITION_KEY, SORT_KEY) if name in self.row}
@@ -78,3 +107,10 @@ class PoisonMessage:
         if self.row_omitted is not None:
             document["row_omitted"] = self.row_omitted
         return json.dumps(document, separators=(",", ":"), ensure_ascii=False)
+
+
+def _string_attribute(row: Mapping[str, Any], name: str) -> str | None:
+    value = row.get(name)
+    if isinstance(value, Mapping) and isinstance(value.get("S"), str):
+        return str(value["S"])
+    return None
