@@ -6,6 +6,7 @@ told from a conflict or a throttle by the code DynamoDB gives each action of the
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError, ConnectionError, ReadTimeoutError
@@ -57,6 +58,29 @@ def translate_transaction_error(error: ClientError, transaction: Transaction) ->
     if code == "IdempotentParameterMismatchException":
         return TransactionValidationError("request token reused with different parameters")
     return translate_client_error(error, "TransactWriteItems")
+
+
+class ConditionNotMetError(OutboxError):
+    """A single-item write's condition did not hold. `item` is the item as stored, when the call asked for it
+    (`ReturnValuesOnConditionCheckFailure="ALL_OLD"`), else None."""
+
+    def __init__(self, operation: str, item: Mapping[str, Any] | None) -> None:
+        super().__init__(f"the condition of {operation} did not hold")
+        self.item = item
+
+
+def call(operation: str, method: Callable[..., Any], **arguments: Any) -> Any:
+    """One DynamoDB call (`method` of a boto3 client), its failures as the library's typed errors: a failed
+    condition as `ConditionNotMetError`, an answer that never came as `AwsUnavailableError`, any other
+    error as `translate_client_error` says."""
+    try:
+        return method(**arguments)
+    except ClientError as error:
+        if error_code(error) == "ConditionalCheckFailedException":
+            raise ConditionNotMetError(operation, error.response.get("Item")) from None
+        raise translate_client_error(error, operation) from error
+    except BotoCoreError as error:
+        raise AwsUnavailableError(f"{operation} did not answer: {type(error).__name__}") from error
 
 
 def translate_client_error(error: ClientError, operation: str) -> OutboxError:

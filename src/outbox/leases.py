@@ -21,11 +21,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Protocol
 
-from botocore.exceptions import BotoCoreError, ClientError
-
-from outbox.aws_errors import error_code
-from outbox.dynamodb import translate_client_error
-from outbox.errors import AwsUnavailableError
+from outbox.dynamodb import ConditionNotMetError, call
 from outbox.model import (
     LEASE_OWNER,
     LEASE_UNTIL,
@@ -115,7 +111,7 @@ class DynamoDBRowClaimer:
                 },
                 ReturnValues="ALL_NEW",
             )
-        except _ConditionFailedError as failed:
+        except ConditionNotMetError as failed:
             return ClaimResult(_why(failed.item, lease, now), failed.item)
         return ClaimResult(Claim.CLAIMED, response.get("Attributes"))
 
@@ -137,7 +133,7 @@ class DynamoDBRowClaimer:
                     ":one": {"N": "1"},
                 },
             )
-        except _ConditionFailedError:
+        except ConditionNotMetError:
             return False
         return True
 
@@ -149,7 +145,7 @@ class DynamoDBRowClaimer:
                 _HELD_CONDITION,
                 {":pending": {"S": OutboxStatus.PENDING.value}, ":owner": {"S": lease.owner}},
             )
-        except _ConditionFailedError:
+        except ConditionNotMetError:
             return False
         return True
 
@@ -157,29 +153,18 @@ class DynamoDBRowClaimer:
         self, key: RowKey, expression: str, condition: str, values: dict[str, Any], **extra: Any
     ) -> Any:
         self.calls += 1
-        try:
-            return self._client.update_item(
-                TableName=self._table,
-                Key=key.item(),
-                UpdateExpression=expression,
-                ConditionExpression=condition,
-                ExpressionAttributeNames=_NAMES,
-                ExpressionAttributeValues=values,
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-                **extra,
-            )
-        except ClientError as error:
-            if error_code(error) == "ConditionalCheckFailedException":
-                raise _ConditionFailedError(error.response.get("Item")) from None
-            raise translate_client_error(error, "UpdateItem") from error
-        except BotoCoreError as error:
-            raise AwsUnavailableError(f"UpdateItem did not answer: {type(error).__name__}") from error
-
-
-class _ConditionFailedError(Exception):
-    def __init__(self, item: Mapping[str, Any] | None) -> None:
-        super().__init__("condition failed")
-        self.item = item
+        return call(
+            "UpdateItem",
+            self._client.update_item,
+            TableName=self._table,
+            Key=key.item(),
+            UpdateExpression=expression,
+            ConditionExpression=condition,
+            ExpressionAttributeNames=_NAMES,
+            ExpressionAttributeValues=values,
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            **extra,
+        )
 
 
 def _why(row: Mapping[str, Any] | None, lease: Lease, now: datetime) -> Claim:

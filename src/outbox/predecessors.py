@@ -25,11 +25,9 @@ from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any, Protocol
 
-from botocore.exceptions import BotoCoreError, ClientError
-
 from outbox.clock import Clock, parse_timestamp, utc_now
-from outbox.dynamodb import translate_client_error
-from outbox.errors import AwsUnavailableError, OutOfTimeError, ThrottledError
+from outbox.dynamodb import call
+from outbox.errors import OutOfTimeError, ThrottledError
 from outbox.marking import DEFAULT_PUBLISHED_RETENTION
 from outbox.model import (
     PARTITION_KEY,
@@ -100,24 +98,24 @@ class DynamoDBPredecessorReader:
         self._table = table_name
         self._clock = clock
         self._retention = published_retention
-        self._may_call: Callable[[], bool] = lambda: True
         self.calls = 0
 
     def states(
         self, keys: Sequence[RowKey], *, may_call: Callable[[], bool] = lambda: True
     ) -> dict[RowKey, PredecessorState]:
-        self._may_call = may_call
         unique = sorted(set(keys))
         found: dict[RowKey, PredecessorState] = {}
         for start in range(0, len(unique), MAX_KEYS_PER_CALL):
             chunk = unique[start : start + MAX_KEYS_PER_CALL]
-            rows = self._batch_get(chunk)
+            rows = self._batch_get(chunk, may_call)
             for key in chunk:
                 row = rows.get(key)
-                found[key] = state_of(row) if row is not None else self._missing(key)
+                found[key] = state_of(row) if row is not None else self._missing(key, may_call)
         return found
 
-    def _batch_get(self, keys: Sequence[RowKey]) -> dict[RowKey, Mapping[str, Any]]:
+    def _batch_get(
+        self, keys: Sequence[RowKey], may_call: Callable[[], bool]
+    ) -> dict[RowKey, Mapping[str, Any]]:
         rows: dict[RowKey, Mapping[str, Any]] = {}
         request: dict[str, Any] = {
             self._table: {
@@ -128,7 +126,7 @@ class DynamoDBPredecessorReader:
             }
         }
         for _ in range(_UNPROCESSED_ROUNDS):
-            response = self._call("BatchGetItem", self._client.batch_get_item, RequestItems=request)
+            response = self._call("BatchGetItem", self._client.batch_get_item, may_call, RequestItems=request)
             for row in response.get("Responses", {}).get(self._table, []):
                 key = RowKey.of(row)
                 if key is not None:
@@ -139,10 +137,11 @@ class DynamoDBPredecessorReader:
         # DynamoDB keeps answering "not now" for some keys: the gate cannot decide, so the caller stops.
         raise ThrottledError("BatchGetItem left keys unprocessed")
 
-    def _missing(self, key: RowKey) -> PredecessorState:
+    def _missing(self, key: RowKey, may_call: Callable[[], bool]) -> PredecessorState:
         response = self._call(
             "Query",
             self._client.query,
+            may_call,
             TableName=self._table,
             KeyConditionExpression="#pk = :key AND #sk < :seq",
             ExpressionAttributeNames=_NAMES,
@@ -172,13 +171,10 @@ class DynamoDBPredecessorReader:
             return None  # not written by this library's rules: hold, visibly, rather than guess
         return None
 
-    def _call(self, operation: str, method: Any, **arguments: Any) -> Any:
-        if not self._may_call():
+    def _call(
+        self, operation: str, method: Callable[..., Any], may_call: Callable[[], bool], **arguments: Any
+    ) -> Any:
+        if not may_call():
             raise OutOfTimeError(f"too little time left for {operation}")
         self.calls += 1
-        try:
-            return method(**arguments)
-        except ClientError as error:
-            raise translate_client_error(error, operation) from error
-        except BotoCoreError as error:
-            raise AwsUnavailableError(f"{operation} did not answer: {type(error).__name__}") from error
+        return call(operation, method, **arguments)

@@ -22,12 +22,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from botocore.exceptions import BotoCoreError, ClientError
-
-from outbox.aws_errors import error_code
 from outbox.clock import format_timestamp, utc_now
-from outbox.dynamodb import DynamoDBTransactionExecutor, translate_client_error
-from outbox.errors import AwsUnavailableError, ConditionFailedError, OutboxError
+from outbox.dynamodb import ConditionNotMetError, DynamoDBTransactionExecutor, call
+from outbox.errors import ConditionFailedError, OutboxError
 from outbox.model import (
     LEASE_OWNER,
     LEASE_UNTIL,
@@ -160,7 +157,9 @@ def _update(
     expected: str,
 ) -> None:
     try:
-        client.update_item(
+        call(
+            "UpdateItem",
+            client.update_item,
             TableName=table,
             Key=key.item(),
             UpdateExpression=expression,
@@ -168,11 +167,5 @@ def _update(
             ExpressionAttributeNames=_NAMES,
             ExpressionAttributeValues=values,
         )
-    except ClientError as error:
-        if error_code(error) == "ConditionalCheckFailedException":
-            raise ReleaseError(
-                f"{key.aggregate_key} seq {key.seq} is not {expected}: nothing changed"
-            ) from None
-        raise translate_client_error(error, "UpdateItem") from error
-    except BotoCoreError as error:
-        raise AwsUnavailableError(f"UpdateItem did not answer: {type(error).__name__}") from error
+    except ConditionNotMetError:
+        raise ReleaseError(f"{key.aggregate_key} seq {key.seq} is not {expected}: nothing changed") from None

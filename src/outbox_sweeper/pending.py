@@ -22,12 +22,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from botocore.exceptions import BotoCoreError, ClientError
-
 from outbox.clock import parse_timestamp
 from outbox.deadline import Deadline
-from outbox.dynamodb import translate_client_error
-from outbox.errors import AwsUnavailableError
+from outbox.dynamodb import call
 from outbox.model import (
     NEXT_ATTEMPT_AT,
     PENDING_INDEX_NAME,
@@ -123,12 +120,7 @@ class DynamoDBPendingIndex:
                 scan.complete = False
                 return
             scan.calls += 1
-            try:
-                page = self._client.query(**arguments)
-            except ClientError as error:
-                raise translate_client_error(error, "Query") from error
-            except BotoCoreError as error:
-                raise AwsUnavailableError(f"Query did not answer: {type(error).__name__}") from error
+            page = call("Query", self._client.query, **arguments)
             yield from page.get("Items", [])
             if "LastEvaluatedKey" not in page:
                 return
