@@ -17,7 +17,6 @@ from typing import cast
 from aws_cdk import Duration
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
-from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
@@ -30,6 +29,7 @@ from outbox.marking import DEFAULT_PUBLISHED_RETENTION_DAYS
 from outbox_cdk import constants as c
 from outbox_cdk.errors import OutboxConstructError
 from outbox_cdk.functions import FunctionSettings, PythonFunction, powertools_layer
+from outbox_cdk.grants import grant_publishing
 from outbox_cdk.queues import FailureQueuesProps, create_on_failure_queue, create_poison_queue
 from outbox_cdk.table import DataTableProps, OutboxTable, check_outbox_table
 from outbox_publisher import config as env
@@ -251,31 +251,24 @@ class OutboxPublisher(Construct):
         return environment
 
     def _grant(self) -> None:
-        stream_arn = cast(str, self.table.table_stream_arn)
-        # Explicit statements instead of grant_*: table.grant() would add the table's index ARNs
-        # and grant_stream_read() puts dynamodb:ListStreams on "*"; queue.grant_send_messages()
-        # adds two actions the publisher never calls.
-        statements = [
-            (c.STREAM_READ_ACTIONS, stream_arn),
-            (c.PUBLISHER_OUTBOX_TABLE_ACTIONS, self.table.table_arn),
-            (c.QUEUE_SEND_ACTIONS, self.poison_queue.queue_arn),
-            (c.QUEUE_SEND_ACTIONS, self.on_failure_queue.queue_arn),
-        ]
-        for actions, resource in statements:
-            self.function.add_to_role_policy(iam.PolicyStatement(actions=list(actions), resources=[resource]))
-        if self.topic is not None:
-            self.topic.grant_publish(self.function)  # sns:Publish; PublishBatch is authorized as Publish
-        if self.event_bus is not None:
-            self.event_bus.grant_put_events_to(self.function)
         # Customer-managed keys: reading the stream and updating rows use the table's key; sending to an
-        # encrypted queue needs its key. The few actions each needs, on that key only (no wildcards).
-        keys = [(self.table.encryption_key, c.TABLE_KEY_ACTIONS)] + [
-            (queue.encryption_master_key, c.QUEUE_KEY_ACTIONS)
-            for queue in (self.poison_queue, self.on_failure_queue)
-        ]
-        for key, key_actions in keys:
-            if key is not None:
-                key.grant(self.function, *key_actions)
+        # encrypted queue needs its key.
+        grant_publishing(
+            self.function,
+            [
+                (c.STREAM_READ_ACTIONS, cast(str, self.table.table_stream_arn)),
+                (c.PUBLISHER_OUTBOX_TABLE_ACTIONS, self.table.table_arn),
+                (c.QUEUE_SEND_ACTIONS, self.poison_queue.queue_arn),
+                (c.QUEUE_SEND_ACTIONS, self.on_failure_queue.queue_arn),
+            ],
+            topic=self.topic,
+            event_bus=self.event_bus,
+            keys=[
+                (self.table.encryption_key, c.TABLE_KEY_ACTIONS),
+                (self.poison_queue.encryption_master_key, c.QUEUE_KEY_ACTIONS),
+                (self.on_failure_queue.encryption_master_key, c.QUEUE_KEY_ACTIONS),
+            ],
+        )
 
     def _stream_mapping(self, stream: StreamMappingProps) -> lambda_.EventSourceMapping:
         source_mapping = lambda_.EventSourceMapping(

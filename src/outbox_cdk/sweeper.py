@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from aws_cdk import Duration
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
-from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
@@ -22,6 +21,7 @@ from outbox.model import PENDING_INDEX_NAME
 from outbox_cdk import constants as c
 from outbox_cdk.errors import OutboxConstructError
 from outbox_cdk.functions import FunctionSettings, PythonFunction
+from outbox_cdk.grants import grant_publishing
 from outbox_cdk.publisher import OutboxPublisher
 from outbox_cdk.table import check_pending_index
 from outbox_sweeper.config import SweepSettings
@@ -112,20 +112,17 @@ class OutboxSweeper(Construct):
     def _grant(self) -> None:
         publisher = self.publisher
         table = publisher.table
-        statements = [
-            (c.SWEEPER_PENDING_INDEX_ACTIONS, f"{table.table_arn}/index/{PENDING_INDEX_NAME}"),
-            (c.SWEEPER_OUTBOX_TABLE_ACTIONS, table.table_arn),
-            (c.QUEUE_SEND_ACTIONS, publisher.poison_queue.queue_arn),
-        ]
-        for actions, resource in statements:
-            self.function.add_to_role_policy(iam.PolicyStatement(actions=list(actions), resources=[resource]))
-        if publisher.topic is not None:
-            publisher.topic.grant_publish(self.function)
-        if publisher.event_bus is not None:
-            publisher.event_bus.grant_put_events_to(self.function)
-        for key, key_actions in (
-            (table.encryption_key, c.TABLE_KEY_ACTIONS),
-            (publisher.poison_queue.encryption_master_key, c.QUEUE_KEY_ACTIONS),
-        ):
-            if key is not None:
-                key.grant(self.function, *key_actions)
+        grant_publishing(
+            self.function,
+            [
+                (c.SWEEPER_PENDING_INDEX_ACTIONS, f"{table.table_arn}/index/{PENDING_INDEX_NAME}"),
+                (c.SWEEPER_OUTBOX_TABLE_ACTIONS, table.table_arn),
+                (c.QUEUE_SEND_ACTIONS, publisher.poison_queue.queue_arn),
+            ],
+            topic=publisher.topic,
+            event_bus=publisher.event_bus,
+            keys=[
+                (table.encryption_key, c.TABLE_KEY_ACTIONS),
+                (publisher.poison_queue.encryption_master_key, c.QUEUE_KEY_ACTIONS),
+            ],
+        )

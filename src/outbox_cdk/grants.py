@@ -1,0 +1,37 @@
+"""What a publishing function may do, granted exactly: the publisher and the sweeper share it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from aws_cdk import aws_events as events
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_sns as sns
+
+
+def grant_publishing(
+    function: lambda_.Function,
+    statements: Sequence[tuple[Sequence[str], str]],
+    *,
+    topic: sns.ITopic | None,
+    event_bus: events.IEventBus | None,
+    keys: Sequence[tuple[kms.IKey | None, Sequence[str]]],
+) -> None:
+    """`statements` (actions on one resource each), publishing to `topic` and `event_bus` when given, and
+    the few actions each customer-managed key needs, on that key only (no wildcards).
+
+    Explicit statements instead of grant_*: table.grant() would add the table's index ARNs,
+    grant_stream_read() puts dynamodb:ListStreams on "*", and queue.grant_send_messages() adds two actions
+    neither function calls.
+    """
+    for actions, resource in statements:
+        function.add_to_role_policy(iam.PolicyStatement(actions=list(actions), resources=[resource]))
+    if topic is not None:
+        topic.grant_publish(function)  # sns:Publish; PublishBatch is authorized as Publish
+    if event_bus is not None:
+        event_bus.grant_put_events_to(function)
+    for key, key_actions in keys:
+        if key is not None:
+            key.grant(function, *key_actions)
