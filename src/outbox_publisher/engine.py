@@ -374,6 +374,7 @@ class _Run:
             code=rejection.code,
             detail=f"{rejection.reason.value}: {rejection.code}: {rejection.detail}",
             delivered_to=delivered_to,
+            poison_reason=rejection.reason,
         )
 
     def _stop(

@@ -9,6 +9,7 @@ from enum import StrEnum
 from outbox.clock import parse_timestamp
 from outbox.marking import MarkingReport
 from outbox_publisher.candidates import Candidate
+from outbox_publisher.poison import PoisonReason
 from outbox_publisher.routing import Destination
 
 
@@ -32,6 +33,8 @@ class EventOutcome:
     detail: str | None = None
     published_at: datetime | None = None
     delivered_to: tuple[Destination, ...] = ()
+    poison_reason: PoisonReason | None = None
+    """POISONED only: why."""
     tried: bool = True
     """FAILED only: False when the run stopped before trying the event (no time left, the gate could not
     read): nothing failed, so the sweeper does not count it against the row."""

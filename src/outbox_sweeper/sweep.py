@@ -223,7 +223,7 @@ class Sweeper:
                 report.swept += 1
             elif outcome.status is Status.POISONED:
                 report.poisoned += 1
-                if outcome.detail is not None and outcome.detail.startswith(PoisonReason.GAVE_UP.value):
+                if outcome.poison_reason is PoisonReason.GAVE_UP:
                     report.gave_up += 1
             elif (
                 outcome.status is Status.HELD
