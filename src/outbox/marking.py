@@ -7,12 +7,15 @@ below hold whoever publishes.
   (published by the sweeper, redriven, deleted) fails the condition; that is counted, never an error.
 - PUBLISHED sets `published_at`, adds this round's `attempts` and sets the TTL `expires_at` (retention
   from configuration): a published row has done its job and may go.
-- FAILED sets `last_error` (truncated, free of payload data: callers pass codes and reasons only) and
-  adds `attempts`, and gets NO `expires_at`: a poisoned row must stay inspectable and redrivable
+- FAILED sets `last_error` (truncated, free of payload data: callers pass codes and reasons only),
+  `failed_at` and `failed_shard` (which puts the row in the sparse `failed` index operators list), adds
+  `attempts`, and gets NO `expires_at`: a poisoned row must stay inspectable and redrivable
   (`outbox failed`, `outbox redrive`) until an operator deals with it.
 - Both REMOVE `pending_shard`, which takes the row out of the sparse `pending` index the sweeper scans, and
   the lease and backoff attributes (outbox.leases). A mark made under a lease requires that lease's owner:
-  a path that lost its lease cannot mark the row.
+  a path that lost its lease cannot mark the row. Every mark also requires the row's `generation` as the
+  caller read it: once an operator redrove the row, a stale stream record of its earlier life (a
+  re-delivered INSERT) cannot mark it.
 - A FAILED mark may release the row at once (`released_at`, `release_reason`): its route lets the
   aggregate's later events continue past a poison event, so the order gate does not hold them.
 - A deadline, when given, is checked before each call: with less than `MARKING_CALL_MS` left, the rest stay
@@ -44,6 +47,8 @@ from outbox.dynamodb import DynamoDBTransactionExecutor, translate_client_error
 from outbox.errors import OutboxError, TransactionCancelledError
 from outbox.limits import MAX_TRANSACTION_ACTIONS
 from outbox.model import (
+    FAILED_INDEX_PARTITION_KEY,
+    GENERATION,
     LEASE_OWNER,
     LEASE_UNTIL,
     NEXT_ATTEMPT_AT,
@@ -54,6 +59,7 @@ from outbox.model import (
     OutboxStatus,
     RowKey,
     outbox_table,
+    pending_shard,
     truncate_error,
 )
 from outbox.transaction import Transaction
@@ -70,15 +76,18 @@ _PUBLISHED_UPDATE = (
     f"SET #status = :published, published_at = :published_at, {TTL_ATTRIBUTE} = :expires_at "
     f"ADD attempts :attempts {_LEFT_PENDING}"
 )
-_FAILED_UPDATE = (
-    f"SET #status = :failed, last_error = :last_error, failed_at = :at ADD attempts :attempts {_LEFT_PENDING}"
+_FAILED = (
+    f"SET #status = :failed, last_error = :last_error, failed_at = :at, {FAILED_INDEX_PARTITION_KEY} = :shard"
 )
+_FAILED_UPDATE = f"{_FAILED} ADD attempts :attempts {_LEFT_PENDING}"
 _FAILED_AND_RELEASED_UPDATE = (
-    f"SET #status = :failed, last_error = :last_error, failed_at = :at, {RELEASED_AT} = :at, "
-    f"{RELEASE_REASON} = :release_reason ADD attempts :attempts {_LEFT_PENDING}"
+    f"{_FAILED}, {RELEASED_AT} = :at, {RELEASE_REASON} = :release_reason "
+    f"ADD attempts :attempts {_LEFT_PENDING}"
 )
 _CONDITION = "#status = :pending"
-_LEASED_CONDITION = f"#status = :pending AND {LEASE_OWNER} = :owner"
+_LEASED_CONDITION = f" AND {LEASE_OWNER} = :owner"
+_FIRST_GENERATION = f" AND attribute_not_exists({GENERATION})"
+_GENERATION = f" AND {GENERATION} = :generation"
 _NAMES = {"#status": "status"}
 # One marking call ends within this (outbox.aws.invocation_client), plus a moment to answer Lambda.
 MARKING_CALL_MS = (INVOCATION_CALL_S + 1) * 1000
@@ -91,6 +100,8 @@ class PublishedMark:
     attempts: int
     lease_owner: str | None = None
     """Set when the row was claimed: only that lease's owner may mark it."""
+    generation: int = 0
+    """The row's `generation` as the caller read it (outbox.model.generation_of)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +114,7 @@ class FailedMark:
     lease_owner: str | None = None
     release_reason: str | None = None
     """Set when the aggregate's later events may go on past this one (its route continues past poison)."""
+    generation: int = 0
 
 
 Mark = PublishedMark | FailedMark
@@ -227,8 +239,13 @@ class DynamoDBRowMarker:
         }
         condition = _CONDITION
         if mark.lease_owner is not None:
-            condition = _LEASED_CONDITION
+            condition += _LEASED_CONDITION
             values[":owner"] = {"S": mark.lease_owner}
+        if mark.generation == 0:
+            condition += _FIRST_GENERATION
+        else:
+            condition += _GENERATION
+            values[":generation"] = {"N": str(mark.generation)}
         if isinstance(mark, PublishedMark):
             values[":published"] = {"S": OutboxStatus.PUBLISHED.value}
             values[":published_at"] = {"S": format_timestamp(mark.published_at)}
@@ -237,6 +254,7 @@ class DynamoDBRowMarker:
         values[":failed"] = {"S": OutboxStatus.FAILED.value}
         values[":last_error"] = {"S": truncate_error(mark.error)}
         values[":at"] = {"S": format_timestamp(mark.failed_at)}
+        values[":shard"] = {"N": str(pending_shard(mark.key.aggregate_key))}
         if mark.release_reason is None:
             return _FAILED_UPDATE, condition, values
         values[":release_reason"] = {"S": truncate_error(mark.release_reason)}

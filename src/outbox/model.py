@@ -53,6 +53,16 @@ RELEASED_BY = "released_by"
 RELEASE_REASON = "release_reason"
 PREDECESSOR_RELEASED_AT = "predecessor_released_at"
 """On a PENDING row: its missing predecessor was released (skipped), so the gate does not wait for it."""
+# Bumped by every operator redrive (outbox.release); every mark (outbox.marking) requires the generation it
+# read the row at, so a stale stream record of the row's earlier life can never mark a redriven row.
+GENERATION = "generation"
+# Append-only: one entry per operator action on the row (redrive, skip), with who, when and why.
+AUDIT = "audit"
+# FAILED rows are found through a second sparse index, keyed on `failed_shard`: the attribute exists
+# exactly while a row is FAILED (set by the FAILED mark, removed by a redrive), spread like the pending one.
+FAILED_INDEX_NAME = "failed"
+FAILED_INDEX_PARTITION_KEY = "failed_shard"
+FAILED_INDEX_SORT_KEY = "failed_at"
 # What the pending index carries besides its keys: enough for the sweeper to skip rows that are backing off
 # and to know a released gap, without reading the rows.
 PENDING_INDEX_ATTRIBUTES = (NEXT_ATTEMPT_AT, PREDECESSOR_RELEASED_AT)
@@ -105,8 +115,17 @@ def aggregate_key(aggregate_type: str, aggregate_id: str) -> str:
 
 
 def pending_shard(key: str) -> int:
-    """Stable shard of the pending index for an aggregate (crc32: same answer in any language)."""
+    """Stable shard of the pending and failed indexes for an aggregate (crc32: same answer in any
+    language)."""
     return zlib.crc32(key.encode()) % PENDING_SHARDS
+
+
+def generation_of(row: Mapping[str, Any]) -> int:
+    """The row's redrive generation (0 until its first redrive; an unreadable one counts as 0)."""
+    try:
+        return int(str(row[GENERATION]["N"]))
+    except (KeyError, TypeError, ValueError):
+        return 0
 
 
 def truncate_error(message: str) -> str:

@@ -4,28 +4,35 @@ A FAILED event holds its aggregate's later events (outbox_publisher.gate), and s
 in `seq`). Three ways out, each recorded on the row with who did it, when and why:
 
 - `redrive`: the FAILED row becomes PENDING again (same `event_id`, payload as stored now: fix it first if
-  it was the payload's fault), its attempts and the sweeper's cutoffs started afresh. The sweeper publishes
+  it was the payload's fault), its attempts and the sweeper's cutoffs started afresh, its `generation`
+  bumped (so no stale stream record of its first life can mark it: outbox.marking). The sweeper publishes
   it, through the gate, then the events behind it. A row already released (skipped, or poisoned on a route
-  that continues past poison) may have successors out already: redriving it would publish it after them,
-  so that takes `out_of_order=True`.
+  that continues past poison) may have successors out already: if a later event of its aggregate is
+  PUBLISHED, redriving it would publish it after that one, so that is refused unless `out_of_order=True`.
 - `skip`: the FAILED row stays FAILED but is released: the gate lets its successors go. The event itself
   is never published.
 - `skip_missing_predecessor`: on the PENDING row that waits behind a gap, record that its missing
   predecessor is released: the gate lets it go. Refused if the predecessor exists after all.
 
-Each is one conditional write: it changes nothing unless the rows are in the state it expects, and says so
-with a typed error (`ReleaseError`).
+Each is one conditional write (a redrive of a released row first reads its aggregate's later rows): it
+changes nothing unless the rows are in the state it expects, and says so with a typed error
+(`ReleaseError`). Each appends an entry to the row's `audit` list (action, when, who, why), which no
+operation ever shortens: the row keeps every redrive and skip of its event for as long as it exists.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
 from outbox.clock import format_timestamp, utc_now
 from outbox.dynamodb import ConditionNotMetError, DynamoDBTransactionExecutor, call
 from outbox.errors import ConditionFailedError, OutboxError
 from outbox.model import (
+    AUDIT,
+    FAILED_INDEX_PARTITION_KEY,
+    GENERATION,
     LEASE_OWNER,
     LEASE_UNTIL,
     NEXT_ATTEMPT_AT,
@@ -36,6 +43,7 @@ from outbox.model import (
     RELEASE_REASON,
     RELEASED_AT,
     RELEASED_BY,
+    SORT_KEY,
     SWEEP_FAILURES,
     TTL_ATTRIBUTE,
     OutboxStatus,
@@ -47,10 +55,19 @@ from outbox.model import (
 from outbox.transaction import Transaction
 
 _NAMES = {"#status": "status"}
+_AUDITED = f"{AUDIT} = list_append(if_not_exists({AUDIT}, :no_entries), :entry)"
 
 
 class ReleaseError(OutboxError):
     """The row is not in the state the operation needs; nothing was changed."""
+
+
+class Action(StrEnum):
+    """What an audit entry records."""
+
+    REDRIVE = "redrive"
+    SKIP = "skip"
+    SKIP_MISSING_PREDECESSOR = "skip_missing_predecessor"
 
 
 def redrive(
@@ -64,40 +81,86 @@ def redrive(
     out_of_order: bool = False,
 ) -> None:
     """FAILED -> PENDING, back in the pending index; the sweeper publishes it (same `event_id`)."""
-    in_order = "" if out_of_order else f" AND attribute_not_exists({RELEASED_AT})"
+    who = _who(reason, actor, now)
+    row = _read(client, table, key)
+    if row is None or row.get("status", {}).get("S") != OutboxStatus.FAILED:
+        raise ReleaseError(f"{key.aggregate_key} seq {key.seq} is not FAILED: nothing changed")
+    # Unreleased, the row has held its aggregate all along (outbox_publisher.gate): nothing after it is out.
+    released = row.get(RELEASED_AT, {}).get("S")
+    condition = f"#status = :failed AND attribute_not_exists({RELEASED_AT})"
+    values: dict[str, Any] = {}
+    if released is not None:
+        later = later_published(client, table, key)
+        if later is not None and not out_of_order:
+            raise ReleaseError(
+                f"{key.aggregate_key} seq {later.seq} is already PUBLISHED: redriving seq {key.seq} would "
+                "publish it after a later event (allow it out of order to do so anyway); nothing changed"
+            )
+        condition = f"#status = :failed AND {RELEASED_AT} = :released"
+        values[":released"] = {"S": released}
     _update(
         client,
         table,
         key,
         expression=f"SET #status = :pending, {PENDING_INDEX_PARTITION_KEY} = :shard, attempts = :zero, "
-        f"{REDRIVEN_AT} = :at, redriven_by = :actor, redrive_reason = :reason "
+        f"{REDRIVEN_AT} = :at, redriven_by = :actor, redrive_reason = :reason, {_AUDITED} "
+        f"ADD {GENERATION} :one "
         f"REMOVE {TTL_ATTRIBUTE}, {NEXT_ATTEMPT_AT}, {SWEEP_FAILURES}, {LEASE_OWNER}, {LEASE_UNTIL}, "
-        f"{RELEASED_AT}, {RELEASED_BY}, {RELEASE_REASON}",
-        condition=f"#status = :failed{in_order}",
+        f"{RELEASED_AT}, {RELEASED_BY}, {RELEASE_REASON}, {FAILED_INDEX_PARTITION_KEY}",
+        condition=condition,
         values={
             ":pending": {"S": OutboxStatus.PENDING.value},
             ":failed": {"S": OutboxStatus.FAILED.value},
             ":shard": {"N": str(pending_shard(key.aggregate_key))},
             ":zero": {"N": "0"},
-            **_who(reason, actor, now),
+            ":one": {"N": "1"},
+            **values,
+            **who,
+            **_entry(Action.REDRIVE, who, out_of_order=released is not None and out_of_order),
         },
-        expected="FAILED"
-        if out_of_order
-        else "FAILED and unreleased (pass out_of_order=True to redrive a released row)",
+        expected="FAILED (it changed meanwhile)",
     )
+
+
+def later_published(client: Any, table: str, key: RowKey) -> RowKey | None:
+    """The first PUBLISHED row of the aggregate after `key`, read consistently, or None. A later event
+    published and already expired by its TTL is not seen."""
+    arguments: dict[str, Any] = {
+        "TableName": table,
+        "KeyConditionExpression": "#pk = :pk AND #sk > :seq",
+        "FilterExpression": "#status = :published",
+        "ProjectionExpression": "#pk, #sk",
+        "ExpressionAttributeNames": {**_NAMES, "#pk": PARTITION_KEY, "#sk": SORT_KEY},
+        "ExpressionAttributeValues": {
+            ":pk": {"S": key.aggregate_key},
+            ":seq": {"N": str(key.seq)},
+            ":published": {"S": OutboxStatus.PUBLISHED.value},
+        },
+        "ConsistentRead": True,
+    }
+    while True:
+        page = call("Query", client.query, **arguments)
+        for item in page.get("Items", []):
+            found = RowKey.of(item)
+            if found is not None:
+                return found
+        if "LastEvaluatedKey" not in page:
+            return None
+        arguments["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
 
 def skip(
     client: Any, table: str, key: RowKey, *, reason: str, actor: str, now: datetime | None = None
 ) -> None:
     """Release a FAILED row without publishing it: its aggregate's later events may go."""
+    who = _who(reason, actor, now)
     _update(
         client,
         table,
         key,
-        expression=f"SET {RELEASED_AT} = :at, {RELEASED_BY} = :actor, {RELEASE_REASON} = :reason",
+        expression=f"SET {RELEASED_AT} = :at, {RELEASED_BY} = :actor, {RELEASE_REASON} = :reason, {_AUDITED}",
         condition=f"#status = :failed AND attribute_not_exists({RELEASED_AT})",
-        values={":failed": {"S": OutboxStatus.FAILED.value}, **_who(reason, actor, now)},
+        values={":failed": {"S": OutboxStatus.FAILED.value}, **who, **_entry(Action.SKIP, who)},
         expected="FAILED and not yet released",
     )
 
@@ -114,14 +177,20 @@ def skip_missing_predecessor(
     transaction.condition_check(
         keys, key.predecessor.item(), f"attribute_not_exists({PARTITION_KEY})", label="predecessor"
     )
+    who = _who(reason, actor, now)
     transaction.update(
         keys,
         key.item(),
-        f"SET {PREDECESSOR_RELEASED_AT} = :at, {RELEASED_BY} = :actor, {RELEASE_REASON} = :reason",
+        f"SET {PREDECESSOR_RELEASED_AT} = :at, {RELEASED_BY} = :actor, {RELEASE_REASON} = :reason, "
+        f"{_AUDITED}",
         label="row",
         condition="#status = :pending",
         names=_NAMES,
-        values={":pending": {"S": OutboxStatus.PENDING.value}, **_who(reason, actor, now)},
+        values={
+            ":pending": {"S": OutboxStatus.PENDING.value},
+            **who,
+            **_entry(Action.SKIP_MISSING_PREDECESSOR, who),
+        },
     )
     try:
         DynamoDBTransactionExecutor(client).execute(transaction)
@@ -144,6 +213,32 @@ def _who(reason: str, actor: str, now: datetime | None) -> dict[str, dict[str, s
         ":actor": {"S": truncate_error(actor)},
         ":reason": {"S": truncate_error(reason)},
     }
+
+
+def _entry(action: Action, who: dict[str, dict[str, str]], *, out_of_order: bool = False) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "action": {"S": action.value},
+        "at": who[":at"],
+        "by": who[":actor"],
+        "reason": who[":reason"],
+    }
+    if out_of_order:
+        entry["out_of_order"] = {"BOOL": True}
+    return {":entry": {"L": [{"M": entry}]}, ":no_entries": {"L": []}}
+
+
+def _read(client: Any, table: str, key: RowKey) -> dict[str, Any] | None:
+    response = call(
+        "GetItem",
+        client.get_item,
+        TableName=table,
+        Key=key.item(),
+        ConsistentRead=True,
+        ProjectionExpression=f"#status, {RELEASED_AT}",
+        ExpressionAttributeNames=_NAMES,
+    )
+    item: dict[str, Any] | None = response.get("Item")
+    return item
 
 
 def _update(

@@ -23,7 +23,7 @@ from outbox_cdk.nag import acknowledge, add_nag_checks
 from outbox_cdk.publisher import OutboxPublisher, PublisherSettings, StreamMappingProps
 from outbox_cdk.queues import FailureQueues, FailureQueuesProps
 from outbox_cdk.sweeper import OutboxSweeper, SweeperSettings
-from outbox_cdk.table import DataTableProps, OutboxTable, add_pending_index
+from outbox_cdk.table import DataTableProps, OutboxTable, add_failed_index, add_pending_index
 from outbox_publisher.routing import Destination, Route
 from outbox_sweeper.config import SweepSettings
 
@@ -51,6 +51,7 @@ __all__ = [
     "SweeperSettings",
     "acknowledge",
     "add_nag_checks",
+    "add_failed_index",
     "add_pending_index",
     "powertools_layer",
 ]

@@ -11,6 +11,9 @@ from aws_cdk import aws_kms as kms
 from constructs import Construct
 
 from outbox.model import (
+    FAILED_INDEX_NAME,
+    FAILED_INDEX_PARTITION_KEY,
+    FAILED_INDEX_SORT_KEY,
     PARTITION_KEY,
     PENDING_INDEX_ATTRIBUTES,
     PENDING_INDEX_NAME,
@@ -64,6 +67,8 @@ class OutboxTable(dynamodb.Table):
     - the sparse `pending` index (`pending_shard`, `occurred_at`, with `next_attempt_at` and
       `predecessor_released_at`): the library sets `pending_shard` only while a row is PENDING, so the
       index holds exactly what the sweeper must see;
+    - the sparse `failed` index (`failed_shard`, `failed_at`, keys only): `failed_shard` exists only while a
+      row is FAILED, so operators list failed rows (`outbox failed list`, `outbox status`) without a scan;
     - TTL on `expires_at` (set only when a row leaves PENDING), point-in-time recovery, on-demand
       billing, encryption at rest, and by default retention and deletion protection.
     """
@@ -86,6 +91,7 @@ class OutboxTable(dynamodb.Table):
             **data_table_options(props or DataTableProps()),
         )
         add_pending_index(self)
+        add_failed_index(self)
 
 
 def add_pending_index(table: dynamodb.Table) -> None:
@@ -104,6 +110,22 @@ def add_pending_index(table: dynamodb.Table) -> None:
         sort_key=dynamodb.Attribute(name=PENDING_INDEX_SORT_KEY, type=dynamodb.AttributeType.STRING),
         projection_type=dynamodb.ProjectionType.INCLUDE,
         non_key_attributes=list(PENDING_INDEX_ATTRIBUTES),
+    )
+
+
+def add_failed_index(table: dynamodb.Table) -> None:
+    """Add the sparse `failed` index the operations commands read to a table of yours (`OutboxTable` has
+    it).
+
+    Keyed on `failed_shard` (set by the library only while a row is FAILED) and `failed_at`, keys only: the
+    commands read the few failed rows themselves, consistently, before acting on them. Without it the
+    functions work as before; `outbox failed` and `outbox status` say the index is missing.
+    """
+    table.add_global_secondary_index(
+        index_name=FAILED_INDEX_NAME,
+        partition_key=dynamodb.Attribute(name=FAILED_INDEX_PARTITION_KEY, type=dynamodb.AttributeType.NUMBER),
+        sort_key=dynamodb.Attribute(name=FAILED_INDEX_SORT_KEY, type=dynamodb.AttributeType.STRING),
+        projection_type=dynamodb.ProjectionType.KEYS_ONLY,
     )
 
 

@@ -13,6 +13,7 @@ from datetime import datetime
 
 from outbox.deadline import Deadline
 from outbox.marking import FailedMark, Mark, MarkingReport, PublishedMark, RowMarker
+from outbox.model import generation_of
 from outbox_publisher.candidates import Candidate
 from outbox_publisher.report import EventOutcome, Status
 from outbox_publisher.routing import PoisonPolicy, Router
@@ -37,13 +38,26 @@ def marks_for(outcomes: Sequence[EventOutcome], router: Router, now: datetime) -
         candidate = outcome.candidate
         key = candidate.key
         owner = candidate.lease.owner if candidate.lease is not None else None
+        generation = generation_of(candidate.row)
         if outcome.status is Status.PUBLISHED and outcome.published_at is not None and key is not None:
-            marks.append(PublishedMark(key, outcome.published_at, outcome.attempts, lease_owner=owner))
+            marks.append(
+                PublishedMark(
+                    key, outcome.published_at, outcome.attempts, lease_owner=owner, generation=generation
+                )
+            )
         elif outcome.status is Status.POISONED and key is not None:
             release = CONTINUES_PAST_POISON if continues_past_poison(candidate, router) else None
             error = outcome.detail or str(outcome.code)
             marks.append(
-                FailedMark(key, error, outcome.attempts, now, lease_owner=owner, release_reason=release)
+                FailedMark(
+                    key,
+                    error,
+                    outcome.attempts,
+                    now,
+                    lease_owner=owner,
+                    release_reason=release,
+                    generation=generation,
+                )
             )
         elif outcome.status in (Status.PUBLISHED, Status.POISONED):
             unmarkable += 1

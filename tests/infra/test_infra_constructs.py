@@ -106,10 +106,13 @@ def test_only_an_event_bus_and_a_table_created_by_the_construct(tmp_path: Path) 
     # When it is synthesized
     template = _synth(tmp_path, build)
 
-    # Then its own table is the outbox table (keys, NEW_IMAGE stream, pending index) and SNS is absent
+    # Then its own table is the outbox table (keys, NEW_IMAGE stream, its indexes) and SNS is absent
     _, table = only(template, "AWS::DynamoDB::Table")
     assert table["Properties"]["StreamSpecification"] == {"StreamViewType": "NEW_IMAGE"}
-    assert [index["IndexName"] for index in table["Properties"]["GlobalSecondaryIndexes"]] == ["pending"]
+    assert [index["IndexName"] for index in table["Properties"]["GlobalSecondaryIndexes"]] == [
+        "pending",
+        "failed",
+    ]
     environment = _environment(template)
     assert environment["EVENT_SOURCE"] == "com.example.billing"
     assert "TOPIC_ARN" not in environment

@@ -16,7 +16,7 @@ from typing import Any
 
 from orders_api.config import OrdersApiConfig
 from outbox import metrics
-from outbox.model import PARTITION_KEY, PENDING_INDEX_NAME, SORT_KEY, TTL_ATTRIBUTE
+from outbox.model import FAILED_INDEX_NAME, PARTITION_KEY, PENDING_INDEX_NAME, SORT_KEY, TTL_ATTRIBUTE
 from outbox_publisher.config import PublisherConfig
 from outbox_sweeper.config import SweeperConfig, SweepSettings
 from tests.infra.template_queries import function_by_handler, only
@@ -114,4 +114,7 @@ def test_the_outbox_table_has_the_schema_the_library_writes(template: dict[str, 
         {"AttributeName": SORT_KEY, "KeyType": "RANGE"},
     ]
     assert properties["TimeToLiveSpecification"]["AttributeName"] == TTL_ATTRIBUTE
-    assert [index["IndexName"] for index in properties["GlobalSecondaryIndexes"]] == [PENDING_INDEX_NAME]
+    assert [index["IndexName"] for index in properties["GlobalSecondaryIndexes"]] == [
+        PENDING_INDEX_NAME,
+        FAILED_INDEX_NAME,
+    ]

@@ -41,7 +41,7 @@ def test_outbox_table_has_new_image_stream_ttl_pitr_encryption_and_on_demand(
     assert props["BillingMode"] == "PAY_PER_REQUEST"
 
 
-def test_outbox_table_has_the_sparse_pending_index_with_what_the_sweeper_reads(
+def test_outbox_table_has_the_sparse_pending_and_failed_indexes_with_what_their_readers_need(
     template: dict[str, Any],
 ) -> None:
     # Given the Outbox table
@@ -51,8 +51,9 @@ def test_outbox_table_has_the_sparse_pending_index_with_what_the_sweeper_reads(
     # When its secondary indexes are read
     indexes = props["GlobalSecondaryIndexes"]
 
-    # Then there is exactly the `pending` index on pending_shard (N) / occurred_at (S), carrying only the two
-    # attributes the sweeper decides on (backing off, released gap) besides the keys
+    # Then there is the `pending` index on pending_shard (N) / occurred_at (S), carrying only the two
+    # attributes the sweeper decides on (backing off, released gap) besides the keys, and the keys-only
+    # `failed` index on failed_shard (N) / failed_at (S) the operations commands list FAILED rows by
     assert indexes == [
         {
             "IndexName": "pending",
@@ -64,10 +65,25 @@ def test_outbox_table_has_the_sparse_pending_index_with_what_the_sweeper_reads(
                 "ProjectionType": "INCLUDE",
                 "NonKeyAttributes": ["next_attempt_at", "predecessor_released_at"],
             },
-        }
+        },
+        {
+            "IndexName": "failed",
+            "KeySchema": [
+                {"AttributeName": "failed_shard", "KeyType": "HASH"},
+                {"AttributeName": "failed_at", "KeyType": "RANGE"},
+            ],
+            "Projection": {"ProjectionType": "KEYS_ONLY"},
+        },
     ]
     types = {d["AttributeName"]: d["AttributeType"] for d in props["AttributeDefinitions"]}
-    assert types == {"aggregate_key": "S", "seq": "N", "pending_shard": "N", "occurred_at": "S"}
+    assert types == {
+        "aggregate_key": "S",
+        "seq": "N",
+        "pending_shard": "N",
+        "occurred_at": "S",
+        "failed_shard": "N",
+        "failed_at": "S",
+    }
 
 
 def test_tables_keep_their_data_by_default(template: dict[str, Any]) -> None:

@@ -24,7 +24,8 @@ class Tables:
 
 
 def create_tables(dynamodb: Any, *, orders: str = "orders", outbox: str = "outbox") -> Tables:
-    """Orders (pk) and Outbox (aggregate_key, seq; stream NEW_IMAGE; sparse `pending` index), as deployed."""
+    """Orders (pk) and Outbox (aggregate_key, seq; stream NEW_IMAGE; sparse `pending` and `failed`
+    indexes), as deployed."""
     dynamodb.create_table(
         TableName=orders,
         BillingMode="PAY_PER_REQUEST",
@@ -39,6 +40,8 @@ def create_tables(dynamodb: Any, *, orders: str = "orders", outbox: str = "outbo
             {"AttributeName": "seq", "AttributeType": "N"},
             {"AttributeName": "pending_shard", "AttributeType": "N"},
             {"AttributeName": "occurred_at", "AttributeType": "S"},
+            {"AttributeName": "failed_shard", "AttributeType": "N"},
+            {"AttributeName": "failed_at", "AttributeType": "S"},
         ],
         KeySchema=[
             {"AttributeName": "aggregate_key", "KeyType": "HASH"},
@@ -55,7 +58,15 @@ def create_tables(dynamodb: Any, *, orders: str = "orders", outbox: str = "outbo
                     "ProjectionType": "INCLUDE",
                     "NonKeyAttributes": ["next_attempt_at", "predecessor_released_at"],
                 },
-            }
+            },
+            {
+                "IndexName": "failed",
+                "KeySchema": [
+                    {"AttributeName": "failed_shard", "KeyType": "HASH"},
+                    {"AttributeName": "failed_at", "KeyType": "RANGE"},
+                ],
+                "Projection": {"ProjectionType": "KEYS_ONLY"},
+            },
         ],
         StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_IMAGE"},
     )

@@ -119,6 +119,9 @@ class FailingClient:
     def update_item(self, **_: Any) -> None:
         raise self.error
 
+    def get_item(self, **_: Any) -> None:
+        raise self.error
+
 
 def test_claims_and_releases_translate_aws_failures_into_typed_errors() -> None:
     # Given DynamoDB throttling, then unreachable
@@ -179,7 +182,7 @@ def test_only_a_failed_row_can_be_redriven_or_skipped(
 
     # When an operator tries to redrive or skip it
     # Then each is refused with the state it needed, and nothing changed
-    with pytest.raises(ReleaseError, match="Order#A seq 1 is not FAILED and unreleased"):
+    with pytest.raises(ReleaseError, match="Order#A seq 1 is not FAILED"):
         redrive(dynamodb, tables.outbox, key, reason="r", actor="ops", now=START)
     with pytest.raises(ReleaseError, match="not FAILED and not yet released"):
         skip(dynamodb, tables.outbox, key, reason="r", actor="ops", now=START)
@@ -233,26 +236,78 @@ def test_a_release_without_a_reason_is_refused_before_anything_is_written(
     assert get(dynamodb, tables, key) == before
 
 
-def test_a_released_row_is_redriven_only_when_publishing_it_out_of_order_is_asked_for(
+def test_a_released_row_with_a_later_event_out_is_redriven_only_when_out_of_order_is_asked_for(
     dynamodb: Any, tables: Tables
 ) -> None:
-    # Given A#1 skipped (its successors may already be out)
+    # Given A#1 skipped, and A#2 published since
     key = put(dynamodb, tables, failed(event("A", 1)))
     skip(dynamodb, tables.outbox, key, reason="superseded", actor="bob", now=START)
+    put(dynamodb, tables, event("A", 2).with_status(OutboxStatus.PUBLISHED))
+    before = get(dynamodb, tables, key)
 
     # When an operator redrives it plainly
-    # Then it is refused (it would be published after its successors), and nothing changed
-    with pytest.raises(ReleaseError, match="out_of_order=True"):
+    # Then it is refused (it would be published after A#2), and nothing changed
+    with pytest.raises(ReleaseError, match="seq 2 is already PUBLISHED"):
         redrive(dynamodb, tables.outbox, key, reason="needed after all", actor="bob", now=START)
-    assert get(dynamodb, tables, key)["status"] == {"S": "FAILED"}
+    assert get(dynamodb, tables, key) == before
 
     # When the operator asks for it out of order
     redrive(dynamodb, tables.outbox, key, reason="needed after all", actor="bob", out_of_order=True)
 
-    # Then it is PENDING again, no longer released
+    # Then it is PENDING again, no longer released, and its audit says it went out of order
     row = get(dynamodb, tables, key)
     assert row["status"] == {"S": "PENDING"}
     assert "released_at" not in row
+    assert [entry["M"]["action"]["S"] for entry in row["audit"]["L"]] == ["skip", "redrive"]
+    assert row["audit"]["L"][1]["M"]["out_of_order"] == {"BOOL": True}
+
+
+def test_a_released_row_with_nothing_after_it_out_is_redriven_in_order(dynamodb: Any, tables: Tables) -> None:
+    # Given A#1 skipped, A#2 still PENDING behind it
+    key = put(dynamodb, tables, failed(event("A", 1)))
+    skip(dynamodb, tables.outbox, key, reason="superseded", actor="bob", now=START)
+    put(dynamodb, tables, event("A", 2))
+
+    # When an operator redrives A#1
+    redrive(dynamodb, tables.outbox, key, reason="needed after all", actor="bob", now=START)
+
+    # Then it is PENDING again, unreleased (A#2 waits for it again), one generation on
+    row = get(dynamodb, tables, key)
+    assert (row["status"], row["generation"]) == ({"S": "PENDING"}, {"N": "1"})
+    assert "released_at" not in row
+
+
+def test_every_redrive_and_skip_is_kept_in_the_rows_audit_trail(dynamodb: Any, tables: Tables) -> None:
+    # Given a FAILED row, redriven, failed again and redriven again
+    key = put(dynamodb, tables, failed(event("A", 1)), failed_shard={"N": "3"})
+    redrive(dynamodb, tables.outbox, key, reason="first try", actor="alice", now=START)
+    dynamodb.update_item(
+        TableName=tables.outbox,
+        Key=key.item(),
+        UpdateExpression="SET #s = :failed",
+        ExpressionAttributeNames={"#s": "status"},
+        ExpressionAttributeValues={":failed": {"S": "FAILED"}},
+    )
+    redrive(dynamodb, tables.outbox, key, reason="second try", actor="bob", now=START + timedelta(hours=1))
+
+    # Then the row keeps both entries, in order, with who, when and why; its generation counts them
+    row = get(dynamodb, tables, key)
+    assert [entry["M"] for entry in row["audit"]["L"]] == [
+        {
+            "action": {"S": "redrive"},
+            "at": {"S": "2026-11-29T12:00:00.000Z"},
+            "by": {"S": "alice"},
+            "reason": {"S": "first try"},
+        },
+        {
+            "action": {"S": "redrive"},
+            "at": {"S": "2026-11-29T13:00:00.000Z"},
+            "by": {"S": "bob"},
+            "reason": {"S": "second try"},
+        },
+    ]
+    assert row["generation"] == {"N": "2"}
+    assert "failed_shard" not in row  # out of the failed index while PENDING
 
 
 def test_a_release_without_an_actor_is_refused(dynamodb: Any, tables: Tables) -> None:

@@ -7,7 +7,8 @@ from typing import Any
 
 from outbox.leases import DynamoDBRowClaimer, Lease
 from outbox.marking import DynamoDBRowMarker, FailedMark, PublishedMark
-from outbox.model import OutboxStatus, RowKey
+from outbox.release import redrive
+from outbox.model import OutboxStatus, RowKey, pending_shard
 from tests.support.aws import Tables
 from tests.support.clock import START
 from tests.support.events import event
@@ -51,6 +52,15 @@ def test_published_and_failed_marks_set_their_fields(dynamodb: Any, tables: Tabl
     assert len(bad["last_error"]["S"]) == 512
     assert "expires_at" not in bad
     assert "pending_shard" not in bad
+    assert bad["failed_shard"] == {"N": str(pending_shard(failed.aggregate_key))}  # in the failed index
+    assert "failed_shard" not in row
+    listed = dynamodb.query(
+        TableName=tables.outbox,
+        IndexName="failed",
+        KeyConditionExpression="failed_shard = :shard",
+        ExpressionAttributeValues={":shard": bad["failed_shard"]},
+    )["Items"]
+    assert [RowKey.of(item) for item in listed] == [failed]
 
 
 def test_rows_are_never_moved_backwards(dynamodb: Any, tables: Tables) -> None:
@@ -130,3 +140,27 @@ def test_a_claimed_row_is_marked_only_by_the_holder_of_its_lease(dynamodb: Any, 
     row = get(dynamodb, tables.outbox, keys[1])
     assert row["status"] == {"S": "PUBLISHED"}
     assert "lease_owner" not in row
+
+
+def test_a_mark_made_at_an_older_generation_never_marks_a_redriven_row(dynamodb: Any, tables: Tables) -> None:
+    # Given a row that failed and was redriven by an operator (generation 1, PENDING again)
+    (key,) = seed(dynamodb, tables.outbox, 1)
+    marker = DynamoDBRowMarker(dynamodb, tables.outbox)
+    marker.mark([FailedMark(key, "rejected", 1, START)])
+    redrive(dynamodb, tables.outbox, key, reason="payload fixed", actor="alice", now=START)
+
+    # When a publisher working from the row's first life (a stale stream record) marks it, FAILED or PUBLISHED
+    stale = marker.mark([FailedMark(key, "rejected", 1, START)])
+    stale_published = marker.mark([PublishedMark(key, START, 1)])
+
+    # Then neither mark takes: the row is still PENDING for its redrive
+    assert stale.already_moved == [key]
+    assert stale_published.already_moved == [key]
+    assert get(dynamodb, tables.outbox, key)["status"] == {"S": "PENDING"}
+
+    # When a publisher that read the redriven row (generation 1) marks it
+    current = marker.mark([PublishedMark(key, START, 1, generation=1)])
+
+    # Then it is PUBLISHED
+    assert current.marked == [key]
+    assert get(dynamodb, tables.outbox, key)["status"] == {"S": "PUBLISHED"}
