@@ -1,4 +1,5 @@
-"""The moto server the runtime provisions into: threaded, on 127.0.0.1, behind the fault injector."""
+"""The moto server the runtime provisions into: threaded, on 127.0.0.1, behind the fault injector and the
+runtime's own answer to Lambda's event source mapping read calls (`outbox_local.event_source_mapping_api`)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from moto.moto_server.werkzeug_app import (
 )
 from werkzeug.serving import make_server
 
-from outbox_local.faults import FaultInjector
+from outbox_local.event_source_mapping_api import EventSourceMappingApi
+from outbox_local.faults import FaultInjector, WsgiApp
 
 
 class _ClosingRequestHandler(MotoRequestHandler):
@@ -26,13 +28,24 @@ class _ClosingRequestHandler(MotoRequestHandler):
 
 
 class LocalAwsServer(ThreadedMotoServer):
-    def __init__(self, faults: FaultInjector, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self,
+        faults: FaultInjector,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        event_source_mappings: EventSourceMappingApi | None = None,
+    ) -> None:
         super().__init__(ip_address=host, port=port, verbose=False)
         self._faults = faults
+        self._event_source_mappings = event_source_mappings
         logging.getLogger("werkzeug").setLevel(logging.ERROR)
 
     def _server_entry(self) -> None:
-        app = self._faults.wrap(DomainDispatcherApplication(create_backend_app))
+        app: WsgiApp = DomainDispatcherApplication(create_backend_app)
+        if self._event_source_mappings is not None:
+            app = self._event_source_mappings.wrap(app)
+        app = self._faults.wrap(app)
         self._server = make_server(
             self._ip_address, self._port, app, True, request_handler=_ClosingRequestHandler
         )

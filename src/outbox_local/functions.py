@@ -11,6 +11,11 @@ root comes first on `sys.path` and `sys.modules` holds its own copies of the pac
 (kept between its invocations, as a warm execution environment keeps them); the host's copies and the other
 functions' are put back afterwards. Two functions that ship different subsets of one package each see their
 own.
+
+What a function prints still reaches the process's stdout as before; with an `on_output` listener the host
+also keeps a copy of what the invoking thread printed during the invocation and hands it over afterwards, as
+Lambda hands a function's output to CloudWatch Logs (the runtime turns its EMF metric documents into
+CloudWatch metrics: `outbox_local.emf_metrics`).
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, TextIO, cast
 
 from outbox_local.errors import FunctionNotFoundError
 from outbox_local.invocation import InvocationResult
@@ -36,6 +41,8 @@ from outbox_local.invocation import InvocationResult
 logger = logging.getLogger("outbox_local.functions")
 
 Handler = Callable[[Any, Any], Any]
+OutputListener = Callable[[str, str], None]
+"""Called after each invocation with the function's name and what it printed on stdout."""
 
 
 @dataclass(frozen=True)
@@ -85,10 +92,12 @@ class FunctionHost:
         base_environment: Mapping[str, str],
         overrides: Mapping[str, str] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        on_output: OutputListener | None = None,
     ) -> None:
         self._base_environment = dict(base_environment)
         self._overrides = dict(overrides or {})
         self._clock = clock
+        self._on_output = on_output
         self._functions: dict[str, FunctionSpec] = {}
         self._handlers: dict[str, Handler] = {}
         self._modules: dict[str, dict[str, ModuleType]] = {}
@@ -147,28 +156,48 @@ class FunctionHost:
         """Invoke like Lambda's synchronous Invoke: errors come back in the result, never raised."""
         spec = self.find(name_or_arn)
         with self._lock:
-            with self._environment(spec), self._own_modules(spec):
-                context = LambdaContext(spec, self._clock)
-                started = self._clock()
-                try:
-                    handler = self._handler(spec)
-                except Exception as error:  # Lambda reports import failures as a function error
-                    logger.warning("%s could not be loaded: %s", spec.name, error)
-                    return InvocationResult(error_type="Runtime.ImportModuleError", error_message=str(error))
-                try:
-                    payload = handler(json.loads(json.dumps(event)), context)
-                except Exception as error:  # a handler's exception is the invocation's result
-                    logger.warning("%s raised %s: %s", spec.name, type(error).__name__, error, exc_info=True)
-                    return InvocationResult(error_type=type(error).__name__, error_message=str(error))
-                elapsed = self._clock() - started
-            if elapsed > spec.timeout_s:
-                message = f"Task timed out after {spec.timeout_s:.2f} seconds"
-                return InvocationResult(error_type="Sandbox.Timedout", error_message=message)
+            if self._on_output is None:
+                return self._run(spec, event)
+            tee = _StdoutTee(sys.stdout)
+            installed = sys.stdout = cast(TextIO, tee)
             try:
-                # Lambda serializes the return value to JSON: what cannot be serialized is an error.
-                return InvocationResult(payload=json.loads(json.dumps(payload)))
-            except (TypeError, ValueError) as error:
-                return InvocationResult(error_type="Runtime.MarshalError", error_message=str(error))
+                return self._run(spec, event)
+            finally:
+                if sys.stdout is installed:  # not if something else replaced it meanwhile: theirs stays
+                    sys.stdout = tee.target
+                self._hand_over_output(spec, tee.release())
+
+    def _hand_over_output(self, spec: FunctionSpec, output: str) -> None:
+        if self._on_output is None or not output:
+            return
+        try:
+            self._on_output(spec.name, output)
+        except Exception:  # what reads the output must never fail the invocation
+            logger.warning("the output of %s could not be handed over", spec.name, exc_info=True)
+
+    def _run(self, spec: FunctionSpec, event: Any) -> InvocationResult:
+        with self._environment(spec), self._own_modules(spec):
+            context = LambdaContext(spec, self._clock)
+            started = self._clock()
+            try:
+                handler = self._handler(spec)
+            except Exception as error:  # Lambda reports import failures as a function error
+                logger.warning("%s could not be loaded: %s", spec.name, error)
+                return InvocationResult(error_type="Runtime.ImportModuleError", error_message=str(error))
+            try:
+                payload = handler(json.loads(json.dumps(event)), context)
+            except Exception as error:  # a handler's exception is the invocation's result
+                logger.warning("%s raised %s: %s", spec.name, type(error).__name__, error, exc_info=True)
+                return InvocationResult(error_type=type(error).__name__, error_message=str(error))
+            elapsed = self._clock() - started
+        if elapsed > spec.timeout_s:
+            message = f"Task timed out after {spec.timeout_s:.2f} seconds"
+            return InvocationResult(error_type="Sandbox.Timedout", error_message=message)
+        try:
+            # Lambda serializes the return value to JSON: what cannot be serialized is an error.
+            return InvocationResult(payload=json.loads(json.dumps(payload)))
+        except (TypeError, ValueError) as error:
+            return InvocationResult(error_type="Runtime.MarshalError", error_message=str(error))
 
     def _handler(self, spec: FunctionSpec) -> Handler:
         if spec.handler_override is not None:
@@ -225,6 +254,35 @@ class FunctionHost:
                 else:
                     os.environ[key] = previous
             os.environ.update(hidden)
+
+
+class _StdoutTee:
+    """Stands in for `sys.stdout` during one invocation: every write goes through to the stream it
+    replaced; what the invoking thread writes is also kept, until `release()`. A handler may keep a
+    reference (a logger created during its first invocation does): writes through it still reach the
+    stream afterwards, and are no longer kept."""
+
+    def __init__(self, target: TextIO) -> None:
+        self.target = target
+        self._owner: int | None = threading.get_ident()
+        self._kept: list[str] = []
+
+    def write(self, text: str) -> int:
+        if self._owner == threading.get_ident():
+            self._kept.append(text)
+        return self.target.write(text)
+
+    def flush(self) -> None:
+        self.target.flush()
+
+    def release(self) -> str:
+        """Stop keeping writes; return what was kept."""
+        self._owner = None
+        kept, self._kept = "".join(self._kept), []
+        return kept
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.target, name)  # encoding, isatty, fileno...: the real stream's
 
 
 def _top(module_name: str) -> str:

@@ -15,12 +15,15 @@ import boto3
 from botocore.config import Config
 
 from outbox_local.aws_server import LocalAwsServer
+from outbox_local.emf_metrics import EmfMetricsForwarder
 from outbox_local.errors import RuntimeStateError
+from outbox_local.event_source_mapping_api import EventSourceMappingApi, PublishedMapping
 from outbox_local.faults import FaultInjector
 from outbox_local.functions import FunctionHost
 from outbox_local.http_api import HttpApiServer, Route
 from outbox_local.invocation import InvocationResult
 from outbox_local.provisioning import ProvisionedStack, Provisioner
+from outbox_local.provisioning.cloudformation import register_stack, stack_outputs
 from outbox_local.schedules import ScheduleRunner
 from outbox_local.stream_mapping import StepKind
 from outbox_local.stream_poller import StreamMappingRunner, destination_sender
@@ -70,6 +73,8 @@ class LocalRuntime:
         self.clock = VirtualClock()
         self._clock = self.clock
         self.faults = FaultInjector()
+        self.event_source_mappings = EventSourceMappingApi()
+        """What the AWS endpoint answers to Lambda's ListEventSourceMappings and GetEventSourceMapping."""
         self._server: LocalAwsServer | None = None
         self._clients: dict[str, Any] = {}
         self.apis: dict[str, HttpApiServer] = {}
@@ -99,7 +104,12 @@ class LocalRuntime:
         self.mappings = []
         self.outputs = {}
         self._stop.clear()
-        self._server = LocalAwsServer(self.faults, self.options.host, self.options.aws_port)
+        self._server = LocalAwsServer(
+            self.faults,
+            self.options.host,
+            self.options.aws_port,
+            event_source_mappings=self.event_source_mappings,
+        )
         self._server.start()
         try:
             self._reset_moto()
@@ -121,6 +131,7 @@ class LocalRuntime:
         self.apis.clear()
         if self.host is not None:
             self.host.close()
+        self.event_source_mappings.clear()
         for client in self._clients.values():
             client.close()
         self._clients.clear()
@@ -227,7 +238,11 @@ class LocalRuntime:
             retry_delay_s=self.options.retry_delay_s,
         )
         self.stack = provisioner.provision()
-        self.host = FunctionHost(self.function_environment(), self.options.function_environment)
+        # Created here, on the starting thread: invocations run on the poller's and the API's threads.
+        metrics = EmfMetricsForwarder(self.client("cloudwatch"))
+        self.host = FunctionHost(
+            self.function_environment(), self.options.function_environment, on_output=metrics.forward
+        )
         for spec in self.stack.functions:
             self.host.register(spec)
         self.host.open()
@@ -241,12 +256,12 @@ class LocalRuntime:
             api.stage = stages.get(route.api_logical_id, "$default")
             api.add_route(Route(route.route_key, route.function_arn))
         host = self.host
+        published = []
         for mapping in self.stack.mappings:
-            if not mapping.enabled:
-                continue
-            destination = mapping.settings.on_failure_destination_arn
-            self.mappings.append(
-                StreamMappingRunner(
+            runner = None
+            if mapping.enabled:
+                destination = mapping.settings.on_failure_destination_arn
+                runner = StreamMappingRunner(
                     mapping.logical_id,
                     mapping.settings,
                     streams_client=self.client("dynamodbstreams"),
@@ -256,7 +271,9 @@ class LocalRuntime:
                     region=self.options.region,
                     starting_position=mapping.starting_position,
                 )
-            )
+                self.mappings.append(runner)
+            published.append(PublishedMapping(mapping, runner, last_modified=self._clock()))
+        self.event_source_mappings.publish(published)
         self.schedules = ScheduleRunner(
             host.invoke, time.monotonic, region=self.options.region, speedup=self.options.schedule_speedup
         )
@@ -269,6 +286,13 @@ class LocalRuntime:
                 schedule.target_input,
             )
         self.outputs = {name: self._output(resolver, spec) for name, spec in template.outputs.items()}
+        description = template.body.get("Description")
+        register_stack(
+            self.client("cloudformation"),
+            self.options.stack_name,
+            stack_outputs(template, resolver, self.outputs),
+            description=description if isinstance(description, str) else None,
+        )
         for api in self.apis.values():
             api.start()
 

@@ -25,6 +25,12 @@ from outbox_local.stream_mapping import (
 
 logger = logging.getLogger("outbox_local.streams")
 
+# Lambda's words for a stream mapping's `LastProcessingResult` (AWS Lambda Developer Guide, "Using AWS
+# Lambda with Amazon Kinesis", event source mapping API examples).
+NO_RECORDS_PROCESSED = "No records processed"
+PROCESSING_OK = "OK"
+FUNCTION_CALL_FAILED = "PROBLEM: Function call failed"
+
 
 @dataclass(frozen=True)
 class MappingStats:
@@ -66,6 +72,9 @@ class StreamMappingRunner:
         self._polls_started = 0
         self._last_idle_poll = 0
         self.listeners: list[Callable[[StepReport], None]] = []
+        self.last_processing_result = NO_RECORDS_PROCESSED
+        """What the last invocation did, as Lambda's mapping API reports it: a function error is a failed
+        call; a function that returned (a partial batch failure included) was called successfully."""
 
     def poll_once(self) -> list[StepReport]:
         """Read what the stream has for each shard, then let each shard processor take one step."""
@@ -115,11 +124,16 @@ class StreamMappingRunner:
             self.shards[shard_id] = ShardProcessor(
                 self.settings,
                 shard_id=shard_id,
-                invoke=self._invoke,
+                invoke=self._invoke_and_record,
                 send_to_destination=self._send,
                 clock=self._clock,
             )
         return self.shards[shard_id]
+
+    def _invoke_and_record(self, event: dict[str, Any]) -> InvocationResult:
+        result = self._invoke(event)
+        self.last_processing_result = FUNCTION_CALL_FAILED if result.failed else PROCESSING_OK
+        return result
 
     def _read(self) -> dict[str, list[dict[str, Any]]]:
         description = self._streams.describe_stream(StreamArn=self.settings.stream_arn)["StreamDescription"]

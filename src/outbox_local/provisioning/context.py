@@ -23,6 +23,11 @@ class MappingSpec:
     settings: MappingSettings
     starting_position: str
     enabled: bool
+    uuid: str
+    """What `Ref` gives for the mapping and what Lambda's mapping API answers as its UUID."""
+    parallelization_factor: int = 1
+    filter_patterns: tuple[str, ...] = ()
+    """The template's `FilterCriteria` patterns as written, which Lambda's mapping API answers back."""
 
 
 @dataclass(frozen=True)

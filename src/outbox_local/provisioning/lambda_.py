@@ -6,6 +6,7 @@ import hashlib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+from uuid import UUID
 
 from outbox import stream_mapping
 from outbox_local.errors import UnsupportedResourceError
@@ -122,6 +123,7 @@ def event_source_mapping(ctx: ProvisioningContext, resource: Resource, p: dict[s
         on_failure_destination_arn=destination,
         retry_delay_s=ctx.retry_delay_s,
     )
+    mapping_uuid = _mapping_uuid(ctx.stack_name, resource.logical_id)
     ctx.stack.mappings.append(
         MappingSpec(
             logical_id=resource.logical_id,
@@ -129,10 +131,20 @@ def event_source_mapping(ctx: ProvisioningContext, resource: Resource, p: dict[s
             settings=settings,
             starting_position=str(p["StartingPosition"]),
             enabled=cfn_bool(p.get("Enabled", True)),
+            uuid=mapping_uuid,
+            parallelization_factor=int(p.get("ParallelizationFactor", 1)),
+            filter_patterns=tuple(
+                str(entry["Pattern"]) for entry in (p.get("FilterCriteria") or {}).get("Filters", [])
+            ),
         )
     )
-    uuid = hashlib.sha256(resource.logical_id.encode()).hexdigest()[:32]
-    return ResolvedResource(ref=uuid, attributes={"Id": uuid})
+    return ResolvedResource(ref=mapping_uuid, attributes={"Id": mapping_uuid})
+
+
+def _mapping_uuid(stack_name: str, logical_id: str) -> str:
+    """A UUID as Lambda gives a mapping (botocore refuses any other shape), the same at every start."""
+    digest = hashlib.sha256(f"{stack_name}/{logical_id}".encode()).digest()
+    return str(UUID(bytes=digest[:16], version=4))
 
 
 def _function_arn(ctx: ProvisioningContext, name_or_arn: str) -> str:

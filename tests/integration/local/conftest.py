@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from aws_lambda_powertools import Metrics
 
 from outbox_local.runtime import LocalRuntime
 from tests.support.local_templates import options, template, write_template
@@ -15,3 +16,12 @@ from tests.support.local_templates import options, template, write_template
 def runtime(tmp_path: Path) -> Iterator[LocalRuntime]:
     with LocalRuntime(options(write_template(tmp_path, template()))) as started:
         yield started
+
+
+@pytest.fixture
+def fresh_powertools_metrics() -> None:
+    """Powertools keeps one metric set for the whole process (class-level, shared by every `Metrics`), and
+    hosted functions use the process's Powertools. A function run with POWERTOOLS_METRICS_DISABLED (the
+    demo's) never flushes it, so what an earlier test left would be flushed by the next function: tests that
+    count metrics start from an empty set."""
+    Metrics().clear_metrics()
