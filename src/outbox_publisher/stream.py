@@ -8,9 +8,10 @@ alarms fire until the configuration is fixed.
 
 A row the stream delivers late (at least `SWEEP_GRACE_SECONDS - PUBLISH_HORIZON - CLOCK_SKEW` old) may be
 in the sweeper's hands: it is claimed first (outbox.leases), which also reads its current state: one already
-PUBLISHED or FAILED is skipped, one another path holds is held. A fresh row is published without a claim,
-and no publish call of the run may end later than `PUBLISH_HORIZON` after it started: by then the row is
-still younger than the grace, so the sweeper has not looked at it (docs/publisher.md, "Order gate and
+PUBLISHED or FAILED is skipped, one another path holds is held. A claimed row the order gate holds has its
+lease dropped at once: the sweeper takes it when its predecessor is out. A fresh row is published without a
+claim, and no publish call of the run may end later than `PUBLISH_HORIZON` after it started: by then the row
+is still younger than the grace, so the sweeper has not looked at it (docs/publisher.md, "Order gate and
 sweeper").
 
 Powertools' BatchProcessor hands records to a handler one at a time and carries on past a failure. On an
@@ -23,6 +24,7 @@ that is not done (failed, or not attempted after the engine stopped) and EVERY l
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -49,6 +51,8 @@ INSERT = INSERT_EVENT_NAME
 PUBLISH_HORIZON = timedelta(seconds=20)
 """The longest a run publishes rows it did not claim, from its start."""
 CLOCK_SKEW = timedelta(seconds=2)
+
+_log = logging.getLogger(__name__)
 """Allowed disagreement between the clocks of the publisher and the sweeper (both Lambda, NTP-synced)."""
 
 
@@ -168,12 +172,26 @@ class StreamPublisher:
         for outcome in result.report.outcomes:
             if outcome.status is Status.HELD:
                 _count(result.held, str(outcome.code))
+                self._release(outcome.candidate, deadline)
         not_done = [
             positions[index] for index, outcome in enumerate(result.report.outcomes) if not outcome.done
         ]
         resume = [*not_done, *([stop] if stop is not None else [])]
         result.first_failure = min(resume) if resume else None
         return result
+
+    def _release(self, candidate: Candidate, deadline: Deadline) -> None:
+        """A claimed row the gate held is not this run's to publish: drop its lease now, so the sweeper may
+        take it as soon as its predecessor is out, not only once this invocation's deadline has passed."""
+        if candidate.lease is None or candidate.key is None or not self._retry.has_time_for(deadline):
+            return
+        try:
+            self._claimer.release(candidate.key, candidate.lease)
+        except OutboxError as error:
+            _log.info(
+                "could not release a held row's lease; it expires with the invocation",
+                extra={"error": type(error).__name__},
+            )
 
     def _late(self, candidate: Candidate, now: datetime) -> bool:
         event = candidate.event

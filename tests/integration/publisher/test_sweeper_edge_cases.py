@@ -277,3 +277,21 @@ def test_each_run_starts_its_scan_at_a_random_shard(world: World) -> None:
 
     # Then their scans start at shards 0, 8 and 15: a scan cut short leaves different shards out
     assert firsts == [0, 8, 15]
+
+
+def test_a_late_row_the_gate_holds_is_left_unleased_for_the_sweeper(world: World) -> None:
+    # Given A#1 poison and A#2, both delivered late (so the stream claims them first)
+    a1, a2 = event("A", 1), event("A", 2)
+    world.put_raw(a1.to_item() | {"payload": {"S": "not json"}})
+    world.write(a2)
+    world.clock.advance(seconds=45)
+
+    # When the stream publisher gets both
+    response = world.invoke(world.publisher(), world.stream_event())
+
+    # Then A#1 is FAILED and A#2 held PENDING, its lease already dropped: once A#1 is redriven or skipped,
+    # the sweeper may take A#2 at once, not only after this invocation's deadline
+    assert response == {"batchItemFailures": []}
+    assert statuses(world, a1, a2) == ["FAILED", "PENDING"]
+    assert "lease_owner" not in world.row(a2)
+    assert "lease_until" not in world.row(a2)
