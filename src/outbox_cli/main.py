@@ -1,4 +1,5 @@
-"""The `outbox` command: `outbox local up` runs the stack locally; `outbox demo` narrates a scenario on it.
+"""The `outbox` command: operate an outbox (`status`, `failed`, `redrive`, `skip`, `purge-published`), run
+the stack locally (`local up`), or watch a narrated scenario on it (`demo`).
 
 Each command imports what it needs when it runs: `outbox --help`, and every command that talks to AWS,
 loads neither the local runtime nor moto. The local commands need the `local` extra
@@ -13,6 +14,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TextIO
 
+from outbox_cli import operations
+
 DEFAULT_TEMPLATE = Path("cdk.out/OutboxStack.template.json")
 # What the local commands import beyond the base install.
 LOCAL_EXTRA_MODULES = frozenset({"moto", "werkzeug", "flask", "aws_lambda_powertools", "aws_xray_sdk"})
@@ -21,7 +24,9 @@ Command = Callable[[argparse.Namespace, TextIO], int]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="outbox", description=__doc__.split("\n", 1)[0])
+    parser = argparse.ArgumentParser(
+        prog="outbox", description=__doc__.split("\n\n", 1)[0].replace("\n", " ")
+    )
     commands = parser.add_subparsers(dest="command", required=True)
 
     local = commands.add_parser("local", help="the local runtime (moto, no AWS account)")
@@ -36,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _runtime_arguments(demo, aws_port=0, api_port=0)
     demo.set_defaults(run=_demo)
+    operations.add_commands(commands)
     return parser
 
 
@@ -55,7 +61,9 @@ def _runtime_arguments(parser: argparse.ArgumentParser, *, aws_port: int, api_po
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = build_parser().parse_args(argv)
     command: Command = arguments.run
-    return command(arguments, sys.stdout)
+    if arguments.command in {"local", "demo"}:
+        return command(arguments, sys.stdout)
+    return operations.run(command, arguments, sys.stdout)
 
 
 def _local_up(arguments: argparse.Namespace, out: TextIO) -> int:

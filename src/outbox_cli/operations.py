@@ -1,0 +1,263 @@
+"""The operations commands: `outbox status`, `failed list|show`, `redrive`, `skip`, `purge-published`.
+
+Each works against real AWS (the default credential chain, `--region`, `--profile`) or the local runtime
+(`--endpoint-url`, or AWS_ENDPOINT_URL), finds its table and queues from the stack's outputs (`--stack`) or
+explicit flags, prints a table or `--json`, and exits non-zero with a one-line reason when it fails. The logic
+is outbox_ops's; this module only parses, calls and prints. It never imports the local runtime.
+
+Exit codes: 0 done; 1 failed, or some rows were refused; 2 bad usage. `status` exits 0 when healthy, 3 when
+degraded, 4 when stuck.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any, TextIO
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from outbox.errors import OutboxError
+from outbox_cli import rendering
+from outbox_ops.clients import OpsClients
+from outbox_ops.failed import FailedFilter, FailedRows
+from outbox_ops.purge import purge_published
+from outbox_ops.redrive import OperationReport, Operations, Operator
+from outbox_ops.resources import DEFAULT_STACK, OutboxResources
+from outbox_ops.status import StatusThresholds, Verdict, status
+
+EXIT_FAILED = 1
+STATUS_EXIT = {Verdict.HEALTHY: 0, Verdict.DEGRADED: 3, Verdict.STUCK: 4}
+
+Command = Callable[[argparse.Namespace, TextIO], int]
+
+
+def add_commands(commands: Any) -> None:
+    """Register the operations commands on the `outbox` parser's subcommands."""
+    common = argparse.ArgumentParser(add_help=False)
+    where = common.add_argument_group("where the outbox is")
+    where.add_argument("--region", help="AWS region (default: your configuration's)")
+    where.add_argument("--profile", help="AWS profile (default: the default credential chain)")
+    where.add_argument(
+        "--endpoint-url", help="an AWS endpoint, e.g. the local runtime's (or AWS_ENDPOINT_URL)"
+    )
+    where.add_argument(
+        "--stack", default=DEFAULT_STACK, help=f"the stack whose outputs name it ({DEFAULT_STACK})"
+    )
+    where.add_argument("--table", help="the outbox table (instead of the stack's output)")
+    where.add_argument("--poison-queue-url")
+    where.add_argument("--on-failure-queue-url")
+    where.add_argument("--publisher-function")
+    where.add_argument("--sweeper-function")
+    common.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+    state = commands.add_parser("status", parents=[common], help="is anything stuck, what, since when")
+    state.add_argument(
+        "--stuck-after", type=duration, default=StatusThresholds().stuck_after, help="e.g. 15m (default)"
+    )
+    state.add_argument(
+        "--degraded-after", type=duration, default=StatusThresholds().degraded_after, help="e.g. 5m (default)"
+    )
+    state.set_defaults(run=_status)
+
+    failed = commands.add_parser("failed", help="FAILED events: what, when, why")
+    failed_commands = failed.add_subparsers(dest="failed_command", required=True)
+    listing = failed_commands.add_parser("list", parents=[common], help="list FAILED events")
+    _filters(listing)
+    listing.set_defaults(run=_failed_list)
+    show = failed_commands.add_parser("show", parents=[common], help="one FAILED event, with its audit trail")
+    show.add_argument("event_id")
+    show.add_argument("--show-payload", action="store_true", help="include the payload (it is data: care)")
+    show.set_defaults(run=_failed_show)
+
+    redrive = commands.add_parser(
+        "redrive", parents=[common], help="publish FAILED events again (same event_id), in order"
+    )
+    which = redrive.add_mutually_exclusive_group(required=True)
+    which.add_argument("--event-id", action="append", help="this event (repeat for more)")
+    which.add_argument("--aggregate", help="every FAILED event of this aggregate key, e.g. Order#42")
+    which.add_argument("--all", action="store_true", help="every FAILED event matching the filters")
+    which.add_argument(
+        "--on-failure-queue", action="store_true", help="the rows behind the on-failure queue's messages"
+    )
+    redrive.add_argument("--event-type", help="only FAILED events of this type")
+    redrive.add_argument("--error-contains", help="only FAILED events whose last_error contains this")
+    _acting(redrive)
+    redrive.add_argument(
+        "--allow-out-of-order",
+        action="store_true",
+        help="redrive even if a later event of its aggregate is already PUBLISHED",
+    )
+    redrive.set_defaults(run=_redrive)
+
+    skip = commands.add_parser(
+        "skip", parents=[common], help="release an aggregate held behind a FAILED or missing event"
+    )
+    target = skip.add_mutually_exclusive_group(required=True)
+    target.add_argument("event_id", nargs="?", help="the FAILED event to release (it is never published)")
+    target.add_argument(
+        "--missing", nargs=2, metavar=("AGGREGATE_KEY", "SEQ"), help="the event that was never written"
+    )
+    _acting(skip)
+    skip.set_defaults(run=_skip)
+
+    purge = commands.add_parser(
+        "purge-published", parents=[common], help="delete PUBLISHED rows past retention (tables without TTL)"
+    )
+    purge.add_argument("--older-than", type=duration, required=True, help="e.g. 30d, 12h")
+    purge.add_argument("--dry-run", action="store_true", help="count, delete nothing")
+    purge.set_defaults(run=_purge)
+
+
+def _filters(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--aggregate", help="aggregate key, e.g. Order#42")
+    parser.add_argument("--event-type")
+    parser.add_argument("--error-contains")
+
+
+def _acting(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--reason", required=True, help="why (recorded on every row changed, with who and when)"
+    )
+    parser.add_argument(
+        "--dry-run", action="store_true", help="say exactly what would be done, change nothing"
+    )
+
+
+def duration(text: str) -> timedelta:
+    """`90s`, `15m`, `12h`, `30d`."""
+    match = re.fullmatch(r"\s*(\d+)\s*([smhd])\s*", text)
+    if match is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration like 90s, 15m, 12h or 30d")
+    unit = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}[match.group(2)]
+    return timedelta(**{unit: int(match.group(1))})
+
+
+def run(command: Command, arguments: argparse.Namespace, out: TextIO) -> int:
+    """Run an operations command: typed and AWS errors become one line on stderr and exit 1."""
+    try:
+        return command(arguments, out)
+    except OutboxError as error:
+        print(f"outbox: {error}", file=sys.stderr)
+    except ClientError as error:
+        details = error.response.get("Error", {})
+        operation = getattr(error, "operation_name", "a call")
+        print(
+            f"outbox: AWS refused {operation}: {details.get('Code')}: {details.get('Message')}",
+            file=sys.stderr,
+        )
+    except BotoCoreError as error:
+        print(f"outbox: AWS did not answer: {error}", file=sys.stderr)
+    return EXIT_FAILED
+
+
+# --- the commands -----------------------------------------------------------------------------------------
+
+
+def _connect(arguments: argparse.Namespace) -> tuple[OpsClients, OutboxResources]:
+    clients = OpsClients.connect(
+        region=arguments.region, profile=arguments.profile, endpoint_url=arguments.endpoint_url
+    )
+    explicit = {
+        "table": arguments.table,
+        "poison_queue_url": arguments.poison_queue_url,
+        "on_failure_queue_url": arguments.on_failure_queue_url,
+        "publisher_function": arguments.publisher_function,
+        "sweeper_function": arguments.sweeper_function,
+    }
+    return clients, OutboxResources.find(clients.cloudformation, arguments.stack, explicit)
+
+
+def _status(arguments: argparse.Namespace, out: TextIO) -> int:
+    clients, resources = _connect(arguments)
+    thresholds = StatusThresholds(stuck_after=arguments.stuck_after, degraded_after=arguments.degraded_after)
+    report = status(clients, resources, thresholds=thresholds)
+    _print(out, arguments, report.to_json(), rendering.status(report))
+    return STATUS_EXIT[report.verdict]
+
+
+def _failed_list(arguments: argparse.Namespace, out: TextIO) -> int:
+    clients, resources = _connect(arguments)
+    where = FailedFilter(
+        aggregate_key=arguments.aggregate,
+        event_type=arguments.event_type,
+        error_contains=arguments.error_contains,
+    )
+    rows = FailedRows(clients.dynamodb, resources.table).select(where)
+    _print(out, arguments, {"failed": [row.to_json() for row in rows]}, rendering.failed_rows(rows))
+    return 0
+
+
+def _failed_show(arguments: argparse.Namespace, out: TextIO) -> int:
+    clients, resources = _connect(arguments)
+    row = FailedRows(clients.dynamodb, resources.table).find(
+        arguments.event_id, show_payload=arguments.show_payload
+    )
+    _print(out, arguments, row.to_json(), rendering.failed_row(row))
+    return 0
+
+
+def _operator(arguments: argparse.Namespace, clients: OpsClients) -> Operator:
+    return Operator(
+        actor=clients.caller(),
+        reason=arguments.reason,
+        dry_run=arguments.dry_run,
+        allow_out_of_order=getattr(arguments, "allow_out_of_order", False),
+    )
+
+
+def _redrive(arguments: argparse.Namespace, out: TextIO) -> int:
+    clients, resources = _connect(arguments)
+    operator = _operator(arguments, clients)
+    operations = Operations(clients, resources)
+    if arguments.on_failure_queue:
+        report = operations.redrive_on_failure_queue(operator)
+    else:
+        where = FailedFilter(
+            event_ids=frozenset(arguments.event_id or ()),
+            aggregate_key=arguments.aggregate,
+            event_type=arguments.event_type,
+            error_contains=arguments.error_contains,
+        )
+        report = operations.redrive_failed(where, operator)
+    return _acted(out, arguments, report)
+
+
+def _skip(arguments: argparse.Namespace, out: TextIO) -> int:
+    clients, resources = _connect(arguments)
+    operator = _operator(arguments, clients)
+    operations = Operations(clients, resources)
+    if arguments.missing:
+        aggregate_key, seq = arguments.missing
+        if not seq.isdigit() or int(seq) < 1:
+            print(f"outbox: SEQ must be a whole number >= 1, not {seq!r}", file=sys.stderr)
+            return EXIT_FAILED
+        report = operations.skip_missing(aggregate_key, int(seq), operator)
+    else:
+        report = operations.skip_failed(arguments.event_id, operator)
+    return _acted(out, arguments, report)
+
+
+def _acted(out: TextIO, arguments: argparse.Namespace, report: OperationReport) -> int:
+    _print(out, arguments, report.to_json(), rendering.operation(report))
+    if report.refused:
+        print(f"outbox: {len(report.refused)} row(s) refused; nothing changed for them", file=sys.stderr)
+        return EXIT_FAILED
+    return 0
+
+
+def _purge(arguments: argparse.Namespace, out: TextIO) -> int:
+    clients, resources = _connect(arguments)
+    report = purge_published(
+        clients.dynamodb, resources.table, older_than=arguments.older_than, dry_run=arguments.dry_run
+    )
+    _print(out, arguments, report.to_json(), rendering.purge(report))
+    return 0
+
+
+def _print(out: TextIO, arguments: argparse.Namespace, document: Any, text: str) -> None:
+    out.write(json.dumps(document, indent=2, ensure_ascii=False) + "\n" if arguments.json else text)

@@ -1,0 +1,125 @@
+"""How the operations commands print for people: short aligned tables, the verdict first."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from outbox_ops.failed import FailedRow
+from outbox_ops.purge import PurgeReport
+from outbox_ops.queues import QueueDepth
+from outbox_ops.redrive import OperationReport
+from outbox_ops.status import StatusReport
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    cells = [[str(cell) for cell in row] for row in [headers, *rows]]
+    widths = [max(len(row[column]) for row in cells) for column in range(len(headers))]
+    lines = [
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in cells
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def status(report: StatusReport) -> str:
+    lines = [f"{report.verdict.value.upper()}: {report.reasons[0] if report.reasons else 'nothing waits'}"]
+    lines += [f"  also: {reason}" for reason in report.reasons[1:]]
+    age = "-" if report.oldest_pending_age_s is None else f"{report.oldest_pending_age_s:.0f} s"
+    facts = [
+        ("table", report.table),
+        ("pending", f"{report.pending}{'' if report.pending_complete else '+'} (oldest {age})"),
+        ("backing off", report.backing_off),
+        ("held aggregates", len(report.held)),
+        ("failed", report.failed),
+        ("poison queue", _queue(report.poison)),
+        ("on-failure queue", _queue(report.on_failure)),
+        ("published, last hour", "-" if report.published_last_hour is None else report.published_last_hour),
+    ]
+    for mapping in report.mappings or []:
+        facts.append(("stream mapping", f"{mapping.state}, last result: {mapping.last_processing_result}"))
+    if report.mappings is None:
+        facts.append(("stream mapping", "not checked (no publisher function known)"))
+    text = "\n".join(lines) + "\n\n" + table(["", ""], facts).split("\n", 1)[1]
+    if report.held:
+        text += "\nheld aggregates:\n" + table(
+            ["aggregate", "waiting seq", "predecessor", "fix"],
+            [(h.aggregate_key, h.waiting_seq, h.predecessor.value, h.fix) for h in report.held],
+        )
+    return text
+
+
+def failed_rows(rows: Sequence[FailedRow]) -> str:
+    if not rows:
+        return "no FAILED events\n"
+    return table(
+        ["event_id", "aggregate", "seq", "event_type", "failed_at", "attempts", "holds", "last_error"],
+        [
+            (
+                row.event_id or "-",
+                row.key.aggregate_key,
+                row.key.seq,
+                row.event_type or "-",
+                row.failed_at or "-",
+                row.attempts,
+                "yes" if row.holds_aggregate else f"no (released: {row.release_reason})",
+                row.last_error or "-",
+            )
+            for row in rows
+        ],
+    )
+
+
+def failed_row(row: FailedRow) -> str:
+    facts: list[tuple[str, object]] = [
+        ("event_id", row.event_id or "-"),
+        ("aggregate", row.key.aggregate_key),
+        ("seq", row.key.seq),
+        ("event_type", row.event_type or "-"),
+        ("occurred_at", row.occurred_at or "-"),
+        ("failed_at", row.failed_at or "-"),
+        ("attempts", row.attempts),
+        ("last_error", row.last_error or "-"),
+        ("holds its aggregate", "yes: later events wait for it" if row.holds_aggregate else "no"),
+        ("generation", row.generation),
+    ]
+    if row.released_at is not None:
+        facts.append(("released", f"{row.released_at} by {row.released_by}: {row.release_reason}"))
+    if row.payload is not None:
+        facts.append(("payload", row.payload))
+    text = table(["", ""], facts).split("\n", 1)[1]
+    if row.audit:
+        text += "\naudit:\n" + table(
+            ["at", "action", "by", "reason"],
+            [(e.get("at"), e.get("action"), e.get("by"), e.get("reason")) for e in row.audit],
+        )
+    return text
+
+
+def operation(report: OperationReport) -> str:
+    head = "DRY RUN: nothing was changed\n" if report.dry_run else ""
+    rows = table(
+        ["aggregate", "seq", "event_id", "outcome", "detail"],
+        [(r.key.aggregate_key, r.key.seq, r.event_id or "-", r.outcome.value, r.detail) for r in report.rows],
+    )
+    tail = [
+        f"poison messages removed: {report.poison_messages_removed}",
+        f"on-failure messages removed: {report.on_failure_messages_removed}",
+    ]
+    if report.messages_not_removed:
+        tail.append(f"messages SQS did not delete (run again): {report.messages_not_removed}")
+    tail += [f"kept: {batch}" for batch in report.unmapped_batches]
+    if not report.dry_run and any(r.outcome.value == "redriven" for r in report.rows):
+        tail.append("the sweeper publishes redriven events within its schedule: watch `outbox status`")
+    return head + rows + "\n".join(tail) + "\n"
+
+
+def purge(report: PurgeReport) -> str:
+    verb = "would delete" if report.dry_run else "deleted"
+    count = report.eligible if report.dry_run else report.deleted
+    return f"scanned {report.scanned} rows; {verb} {count} PUBLISHED rows past retention\n"
+
+
+def _queue(depth: QueueDepth | None) -> str:
+    if depth is None:
+        return "not checked (no queue known)"
+    return f"{depth.visible} visible, {depth.in_flight} in flight"

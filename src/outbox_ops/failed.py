@@ -1,0 +1,259 @@
+"""FAILED rows: found through the sparse `failed` index, read from the table, described without payload.
+
+The index holds exactly the FAILED rows (outbox.marking sets `failed_shard`, a redrive removes it), keys only:
+listing queries its shards and reads the rows themselves, strongly consistent, in batches of 100, so what an
+operator acts on is the row as it is now. The payload is left out unless asked for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from outbox.aws_errors import error_code
+from outbox.dynamodb import call, translate_client_error
+from outbox.model import (
+    AUDIT,
+    FAILED_INDEX_NAME,
+    FAILED_INDEX_PARTITION_KEY,
+    PARTITION_KEY,
+    PENDING_SHARDS,
+    RELEASE_REASON,
+    RELEASED_AT,
+    RELEASED_BY,
+    SORT_KEY,
+    OutboxStatus,
+    RowKey,
+    generation_of,
+)
+from outbox.predecessors import MAX_KEYS_PER_CALL
+from outbox_ops.errors import OperationError, ResourceNotFoundError, RowNotFoundError
+
+_UNPROCESSED_ROUNDS = 5
+_ATTRIBUTES = (
+    PARTITION_KEY,
+    SORT_KEY,
+    "status",
+    "event_id",
+    "event_type",
+    "occurred_at",
+    "failed_at",
+    "last_error",
+    "attempts",
+    RELEASED_AT,
+    RELEASED_BY,
+    RELEASE_REASON,
+    "generation",
+    AUDIT,
+)
+
+
+@dataclass(frozen=True)
+class FailedRow:
+    key: RowKey
+    event_id: str | None
+    event_type: str | None
+    occurred_at: str | None
+    failed_at: str | None
+    last_error: str | None
+    """The reason and error code the publisher recorded (never payload data)."""
+    attempts: int
+    released_at: str | None
+    released_by: str | None
+    release_reason: str | None
+    generation: int
+    audit: list[dict[str, Any]] = field(default_factory=list)
+    payload: str | None = None
+    """Only when asked for (`show_payload`)."""
+
+    @property
+    def holds_aggregate(self) -> bool:
+        """Unreleased, it keeps every later event of its aggregate back (the order gate)."""
+        return self.released_at is None
+
+    @classmethod
+    def of(cls, item: Mapping[str, Any]) -> FailedRow | None:
+        key = RowKey.of(item)
+        if key is None:
+            return None
+        return cls(
+            key=key,
+            event_id=_string(item, "event_id"),
+            event_type=_string(item, "event_type"),
+            occurred_at=_string(item, "occurred_at"),
+            failed_at=_string(item, "failed_at"),
+            last_error=_string(item, "last_error"),
+            attempts=_integer(item, "attempts"),
+            released_at=_string(item, RELEASED_AT),
+            released_by=_string(item, RELEASED_BY),
+            release_reason=_string(item, RELEASE_REASON),
+            generation=generation_of(item),
+            audit=[_plain(entry.get("M", {})) for entry in item.get(AUDIT, {}).get("L", [])],
+            payload=_string(item, "payload"),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        document = {
+            "aggregate_key": self.key.aggregate_key,
+            "seq": self.key.seq,
+            "event_id": self.event_id,
+            "event_type": self.event_type,
+            "occurred_at": self.occurred_at,
+            "failed_at": self.failed_at,
+            "last_error": self.last_error,
+            "attempts": self.attempts,
+            "holds_aggregate": self.holds_aggregate,
+            "released_at": self.released_at,
+            "released_by": self.released_by,
+            "release_reason": self.release_reason,
+            "generation": self.generation,
+            "audit": self.audit,
+        }
+        if self.payload is not None:
+            document["payload"] = self.payload
+        return document
+
+
+@dataclass(frozen=True)
+class FailedFilter:
+    """Which FAILED rows: all, or those matching every criterion given."""
+
+    event_ids: frozenset[str] = frozenset()
+    aggregate_key: str | None = None
+    event_type: str | None = None
+    error_contains: str | None = None
+
+    def matches(self, row: FailedRow) -> bool:
+        return (
+            (not self.event_ids or row.event_id in self.event_ids)
+            and (self.aggregate_key is None or row.key.aggregate_key == self.aggregate_key)
+            and (self.event_type is None or row.event_type == self.event_type)
+            and (self.error_contains is None or self.error_contains in (row.last_error or ""))
+        )
+
+
+class FailedRows:
+    """Reads FAILED rows of one outbox table."""
+
+    def __init__(self, dynamodb: Any, table: str) -> None:
+        self._dynamodb = dynamodb
+        self._table = table
+
+    def count(self) -> int:
+        """How many rows are FAILED (one COUNT query per index shard)."""
+        return sum(
+            page.get("Count", 0) for shard in range(PENDING_SHARDS) for page in self._pages(shard, count=True)
+        )
+
+    def select(self, where: FailedFilter | None = None, *, show_payload: bool = False) -> list[FailedRow]:
+        """The FAILED rows matching `where`, oldest failure first, read from the table now."""
+        where = where or FailedFilter()
+        keys = [
+            key
+            for shard in range(PENDING_SHARDS)
+            for page in self._pages(shard)
+            for key in (RowKey.of(item) for item in page.get("Items", []))
+            if key is not None and (where.aggregate_key is None or key.aggregate_key == where.aggregate_key)
+        ]
+        rows = [row for row in self.read(keys, show_payload=show_payload) if row is not None]
+        matching = [row for row in rows if where.matches(row)]
+        return sorted(matching, key=lambda row: (row.failed_at or "", row.key))
+
+    def find(self, event_id: str, *, show_payload: bool = False) -> FailedRow:
+        rows = self.select(FailedFilter(event_ids=frozenset({event_id})), show_payload=show_payload)
+        if not rows:
+            raise RowNotFoundError(f"no FAILED row has event_id {event_id}")
+        return rows[0]
+
+    def read(self, keys: Sequence[RowKey], *, show_payload: bool = False) -> list[FailedRow | None]:
+        """The rows at `keys` that are FAILED now (None where a row is not, or is gone), in `keys` order."""
+        found = self.items(keys, show_payload=show_payload)
+        rows: list[FailedRow | None] = []
+        for key in keys:
+            item = found.get(key)
+            failed = item is not None and item.get("status", {}).get("S") == OutboxStatus.FAILED
+            rows.append(FailedRow.of(item) if failed and item is not None else None)
+        return rows
+
+    def items(self, keys: Sequence[RowKey], *, show_payload: bool = False) -> dict[RowKey, Mapping[str, Any]]:
+        """The rows at `keys` as stored now, whatever their status (without payload unless asked for)."""
+        found: dict[RowKey, Mapping[str, Any]] = {}
+        unique = sorted(set(keys))
+        for start in range(0, len(unique), MAX_KEYS_PER_CALL):
+            found.update(self._batch_get(unique[start : start + MAX_KEYS_PER_CALL], show_payload))
+        return found
+
+    def _pages(self, shard: int, *, count: bool = False) -> Iterator[Mapping[str, Any]]:
+        arguments: dict[str, Any] = {
+            "TableName": self._table,
+            "IndexName": FAILED_INDEX_NAME,
+            "KeyConditionExpression": "#shard = :shard",
+            "ExpressionAttributeNames": {"#shard": FAILED_INDEX_PARTITION_KEY},
+            "ExpressionAttributeValues": {":shard": {"N": str(shard)}},
+        }
+        if count:
+            arguments["Select"] = "COUNT"
+        while True:
+            try:
+                page = self._dynamodb.query(**arguments)
+            except ClientError as error:
+                if error_code(error) == "ValidationException" and FAILED_INDEX_NAME in str(error):
+                    raise ResourceNotFoundError(
+                        f"table {self._table} has no `{FAILED_INDEX_NAME}` index: add it with "
+                        "outbox_cdk.add_failed_index(table) (OutboxTable has it) and deploy"
+                    ) from None
+                raise translate_client_error(error, "Query") from error
+            yield page
+            if "LastEvaluatedKey" not in page:
+                return
+            arguments["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def _batch_get(self, keys: Sequence[RowKey], show_payload: bool) -> dict[RowKey, Mapping[str, Any]]:
+        names = {f"#a{index}": name for index, name in enumerate((*_ATTRIBUTES, "payload"))}
+        if not show_payload:
+            names.pop(f"#a{len(_ATTRIBUTES)}")
+        request: dict[str, Any] = {
+            self._table: {
+                "Keys": [key.item() for key in keys],
+                "ConsistentRead": True,
+                "ProjectionExpression": ", ".join(names),
+                "ExpressionAttributeNames": names,
+            }
+        }
+        rows: dict[RowKey, Mapping[str, Any]] = {}
+        for _ in range(_UNPROCESSED_ROUNDS):
+            response = call("BatchGetItem", self._dynamodb.batch_get_item, RequestItems=request)
+            for item in response.get("Responses", {}).get(self._table, []):
+                key = RowKey.of(item)
+                if key is not None:
+                    rows[key] = item
+            request = response.get("UnprocessedKeys") or {}
+            if not request:
+                return rows
+        raise OperationError(
+            f"DynamoDB left {len(request[self._table]['Keys'])} rows unread after {_UNPROCESSED_ROUNDS} "
+            "rounds (throttled): try again"
+        )
+
+
+def _string(item: Mapping[str, Any], name: str) -> str | None:
+    value = item.get(name, {}).get("S")
+    return str(value) if value is not None else None
+
+
+def _integer(item: Mapping[str, Any], name: str) -> int:
+    try:
+        return int(float(item.get(name, {}).get("N", "0")))
+    except (TypeError, ValueError):
+        return 0
+
+
+def _plain(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """An audit entry as plain JSON values."""
+    plain: dict[str, Any] = {}
+    for name, value in entry.items():
+        plain[name] = next(iter(value.values())) if isinstance(value, Mapping) and value else None
+    return plain

@@ -1,0 +1,295 @@
+"""Redrive and skip, as an operator runs them: choose the rows, check each, act (or only say what would be
+done), then remove the queue messages the action settled.
+
+The row changes themselves are the library's (outbox.release): one conditional write each, audited on the
+row, with the same `event_id`. A redriven row is PENDING again; the sweeper publishes it through the
+publishing engine and its order gate, then the events it held (within a sweep or two: its schedule).
+
+- Failed rows are chosen through the `failed` index (outbox_ops.failed), by event id, aggregate, event type
+  or error text.
+- On-failure messages are mapped back to their rows through the stream (outbox_ops.on_failure): FAILED rows
+  are redriven, PENDING ones are left to the sweeper, PUBLISHED ones need nothing. A message is deleted
+  only once every row behind it is settled.
+- A dry run reads exactly what the real run reads and changes nothing, queues included.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from outbox.model import OutboxStatus, RowKey
+from outbox.release import ReleaseError, later_published, redrive, skip, skip_missing_predecessor
+from outbox_ops.clients import OpsClients
+from outbox_ops.errors import OperationError, RowNotFoundError
+from outbox_ops.failed import FailedFilter, FailedRow, FailedRows
+from outbox_ops.on_failure import DiscardedBatch, StreamRangeTrimmedError, keys_in
+from outbox_ops.queues import DEFAULT_MAX_MESSAGES, QueueReader, Settled, poison_key
+from outbox_ops.resources import OutboxResources
+
+
+class Outcome(StrEnum):
+    REDRIVEN = "redriven"
+    WOULD_REDRIVE = "would_redrive"
+    SKIPPED = "skipped"
+    WOULD_SKIP = "would_skip"
+    REFUSED = "refused"
+    PENDING = "pending"
+    """Not FAILED: still PENDING, so the sweeper publishes it; nothing to do."""
+    PUBLISHED = "published"
+    GONE = "gone"
+
+
+@dataclass(frozen=True)
+class RowResult:
+    key: RowKey
+    event_id: str | None
+    outcome: Outcome
+    detail: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "aggregate_key": self.key.aggregate_key,
+            "seq": self.key.seq,
+            "event_id": self.event_id,
+            "outcome": self.outcome.value,
+            "detail": self.detail,
+        }
+
+
+@dataclass
+class OperationReport:
+    dry_run: bool
+    rows: list[RowResult] = field(default_factory=list)
+    poison_messages_removed: int = 0
+    on_failure_messages_removed: int = 0
+    messages_not_removed: int = 0
+    """Deletions SQS refused: those messages reappear; run the command again."""
+    unmapped_batches: list[str] = field(default_factory=list)
+    """On-failure messages whose stream range is trimmed: kept, with why."""
+
+    @property
+    def refused(self) -> list[RowResult]:
+        return [row for row in self.rows if row.outcome is Outcome.REFUSED]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "dry_run": self.dry_run,
+            "rows": [row.to_json() for row in self.rows],
+            "poison_messages_removed": self.poison_messages_removed,
+            "on_failure_messages_removed": self.on_failure_messages_removed,
+            "messages_not_removed": self.messages_not_removed,
+            "unmapped_batches": self.unmapped_batches,
+        }
+
+
+@dataclass(frozen=True)
+class Operator:
+    """Who acts, why, and how."""
+
+    actor: str
+    reason: str
+    dry_run: bool = False
+    allow_out_of_order: bool = False
+    now: datetime | None = None
+    max_messages: int = DEFAULT_MAX_MESSAGES
+
+    def __post_init__(self) -> None:
+        if not self.reason.strip():
+            raise OperationError("a reason is required (--reason): it is recorded on every row changed")
+
+
+class Operations:
+    """Redrive and skip against one outbox."""
+
+    def __init__(self, clients: OpsClients, resources: OutboxResources) -> None:
+        self._clients = clients
+        self._resources = resources
+        self._failed = FailedRows(clients.dynamodb, resources.table)
+
+    def redrive_failed(self, where: FailedFilter, operator: Operator) -> OperationReport:
+        rows = self._failed.select(where)
+        if not rows:
+            raise RowNotFoundError("no FAILED row matches: see `outbox failed list`")
+        report = OperationReport(operator.dry_run)
+        report.rows = [self._redrive(row, operator) for row in rows]
+        self._remove_poison(report, operator)
+        return report
+
+    def redrive_on_failure_queue(self, operator: Operator) -> OperationReport:
+        queue = self._resources.require("on_failure_queue_url", "--on-failure-queue-url")
+        reader = QueueReader(self._clients.sqs, queue, max_messages=operator.max_messages)
+        report = OperationReport(operator.dry_run)
+        settled: set[str] = set()
+        for message in reader.messages():
+            batch = DiscardedBatch.of(message)
+            if batch is None:
+                report.unmapped_batches.append(f"{message.message_id}: not an on-failure record; kept")
+                continue
+            try:
+                keys = keys_in(self._clients.streams, batch)
+            except StreamRangeTrimmedError:
+                report.unmapped_batches.append(
+                    f"{message.message_id}: shard {batch.shard_id} {batch.first}..{batch.last} is no longer "
+                    "in the stream; kept (its rows are swept if PENDING, listed by `outbox failed list` if "
+                    "FAILED)"
+                )
+                continue
+            results = self._settle_rows(keys, operator)
+            report.rows.extend(results)
+            if not operator.dry_run and all(result.outcome is not Outcome.REFUSED for result in results):
+                settled.add(message.message_id)
+        outcome = reader.settle(lambda message: message.message_id in settled)
+        report.on_failure_messages_removed = outcome.deleted
+        report.messages_not_removed += outcome.not_deleted
+        self._remove_poison(report, operator)
+        return report
+
+    def skip_failed(self, event_id: str, operator: Operator) -> OperationReport:
+        row = self._failed.find(event_id)
+        report = OperationReport(operator.dry_run)
+        if row.released_at is not None:
+            result = RowResult(
+                row.key, row.event_id, Outcome.REFUSED, f"already released: {row.release_reason}"
+            )
+        elif operator.dry_run:
+            result = RowResult(row.key, row.event_id, Outcome.WOULD_SKIP)
+        else:
+            result = self._apply(row.key, row.event_id, Outcome.SKIPPED, lambda: self._skip(row, operator))
+        report.rows.append(result)
+        self._remove_poison(report, operator, outcome=Outcome.SKIPPED)
+        return report
+
+    def skip_missing(self, aggregate_key: str, seq: int, operator: Operator) -> OperationReport:
+        """Release the missing event `seq` of the aggregate: the PENDING event `seq + 1` waits behind it."""
+        waiting = RowKey(aggregate_key, seq + 1)
+        items = self._failed.items([RowKey(aggregate_key, seq), waiting])
+        report = OperationReport(operator.dry_run)
+        event_id = _event_id(items.get(waiting))
+        if RowKey(aggregate_key, seq) in items:
+            detail = f"seq {seq} exists: it is not missing (redrive or skip it instead)"
+            report.rows.append(RowResult(waiting, event_id, Outcome.REFUSED, detail))
+        elif _status(items.get(waiting)) != OutboxStatus.PENDING:
+            detail = f"seq {seq + 1} is not PENDING: nothing waits behind seq {seq}"
+            report.rows.append(RowResult(waiting, event_id, Outcome.REFUSED, detail))
+        elif operator.dry_run:
+            report.rows.append(RowResult(waiting, event_id, Outcome.WOULD_SKIP, f"release missing seq {seq}"))
+        else:
+            result = self._apply(
+                waiting,
+                event_id,
+                Outcome.SKIPPED,
+                lambda: skip_missing_predecessor(
+                    self._clients.dynamodb,
+                    self._resources.table,
+                    waiting,
+                    reason=operator.reason,
+                    actor=operator.actor,
+                    now=operator.now,
+                ),
+            )
+            report.rows.append(result)
+        return report
+
+    # --- per row -------------------------------------------------------------------------------------
+
+    def _redrive(self, row: FailedRow, operator: Operator) -> RowResult:
+        detail = ""
+        if row.released_at is not None:
+            later = later_published(self._clients.dynamodb, self._resources.table, row.key)
+            if later is not None:
+                if not operator.allow_out_of_order:
+                    return RowResult(
+                        row.key,
+                        row.event_id,
+                        Outcome.REFUSED,
+                        f"seq {later.seq} of its aggregate is already PUBLISHED: redriving it would publish "
+                        "it after a later event (--allow-out-of-order to do so anyway)",
+                    )
+                detail = f"out of order: seq {later.seq} is already PUBLISHED"
+        if operator.dry_run:
+            return RowResult(row.key, row.event_id, Outcome.WOULD_REDRIVE, detail)
+        result = self._apply(
+            row.key,
+            row.event_id,
+            Outcome.REDRIVEN,
+            lambda: redrive(
+                self._clients.dynamodb,
+                self._resources.table,
+                row.key,
+                reason=operator.reason,
+                actor=operator.actor,
+                now=operator.now,
+                out_of_order=operator.allow_out_of_order,
+            ),
+        )
+        return RowResult(result.key, result.event_id, result.outcome, result.detail or detail)
+
+    def _settle_rows(self, keys: Sequence[RowKey], operator: Operator) -> list[RowResult]:
+        items = self._failed.items(keys)
+        results: list[RowResult] = []
+        for key in keys:
+            item = items.get(key)
+            status = _status(item)
+            if status == OutboxStatus.FAILED and item is not None:
+                row = FailedRow.of(item)
+                if row is not None:
+                    results.append(self._redrive(row, operator))
+                    continue
+            results.append(RowResult(key, _event_id(item), _SETTLED.get(status or "", Outcome.GONE)))
+        return results
+
+    def _skip(self, row: FailedRow, operator: Operator) -> None:
+        skip(
+            self._clients.dynamodb,
+            self._resources.table,
+            row.key,
+            reason=operator.reason,
+            actor=operator.actor,
+            now=operator.now,
+        )
+
+    @staticmethod
+    def _apply(key: RowKey, event_id: str | None, done: Outcome, action: Callable[[], None]) -> RowResult:
+        try:
+            action()
+        except ReleaseError as refused:
+            return RowResult(key, event_id, Outcome.REFUSED, str(refused))
+        return RowResult(key, event_id, done)
+
+    def _remove_poison(
+        self, report: OperationReport, operator: Operator, *, outcome: Outcome = Outcome.REDRIVEN
+    ) -> None:
+        """Delete the poison messages of the rows this command redrove (or skipped): their copies there are
+        settled. Nothing in a dry run; nothing if no poison queue is known."""
+        keys = {row.key for row in report.rows if row.outcome is outcome}
+        queue = self._resources.poison_queue_url
+        if operator.dry_run or not keys or not queue:
+            return
+        reader = QueueReader(self._clients.sqs, queue, max_messages=operator.max_messages)
+        for _ in reader.messages():
+            pass
+        outcome_of: Settled = reader.settle(lambda message: poison_key(message) in keys)
+        report.poison_messages_removed = outcome_of.deleted
+        report.messages_not_removed += outcome_of.not_deleted
+
+
+# What an on-failure message's row needs when it is not FAILED.
+_SETTLED = {OutboxStatus.PENDING.value: Outcome.PENDING, OutboxStatus.PUBLISHED.value: Outcome.PUBLISHED}
+
+
+def _status(item: Mapping[str, Any] | None) -> str | None:
+    if item is None:
+        return None
+    value = item.get("status", {}).get("S")
+    return str(value) if value is not None else None
+
+
+def _event_id(item: Mapping[str, Any] | None) -> str | None:
+    if item is None:
+        return None
+    value = item.get("event_id", {}).get("S")
+    return str(value) if value is not None else None

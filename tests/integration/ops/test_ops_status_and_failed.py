@@ -1,0 +1,156 @@
+"""`outbox status` and `outbox failed` through the real entry point, against the local runtime."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from outbox.clock import utc_now
+from outbox.model import OutboxEvent
+from tests.integration.ops.conftest import Ops
+
+
+def new(aggregate_id: str, seq: int, *, age: timedelta = timedelta(0)) -> OutboxEvent:
+    """A valid event of the sample's Order aggregate, occurred `age` ago."""
+    return OutboxEvent.new(
+        aggregate_type="Order",
+        aggregate_id=aggregate_id,
+        seq=seq,
+        event_type="OrderPlaced",
+        payload={"total": "9.99"},
+        clock=lambda: utc_now() - age,
+    )
+
+
+BAD_PAYLOAD = {"payload": {"S": "{not json"}}
+"""What makes a row poison: a payload that is not JSON (another writer's bug)."""
+
+
+def test_status_of_a_healthy_outbox(ops: Ops) -> None:
+    # Given two events published by the stream
+    ops.put(new("healthy", 1))
+    ops.put(new("healthy", 2))
+    ops.publish()
+
+    # When the operator asks for the status
+    result = ops.cli("status", "--json")
+
+    # Then all is well, with the figures to prove it, and the exit code says so
+    assert result.code == 0, result.err
+    report = result.json
+    assert report["verdict"] == "healthy"
+    assert report["reasons"] == []
+    assert (report["pending"], report["failed"], report["held_aggregates"]) == (0, 0, [])
+    assert report["poison_queue"] == {"visible": 0, "in_flight": 0}
+    assert report["on_failure_queue"] == {"visible": 0, "in_flight": 0}
+    assert report["published_last_hour"] == 2
+    assert [(m["state"], m["last_processing_result"]) for m in report["stream_mappings"]] == [
+        ("Enabled", "OK")
+    ]
+
+    # And the human form leads with the verdict
+    assert ops.cli("status").out.startswith("HEALTHY: nothing waits")
+
+
+def test_status_of_a_degraded_outbox_names_the_held_aggregate_and_the_old_event(ops: Ops) -> None:
+    # Given A#1 poison (FAILED) with A#2 held behind it, and B#1 pending for 10 minutes (not yet published)
+    ops.put(new("A", 1), **BAD_PAYLOAD)
+    ops.put(new("A", 2))
+    ops.publish()
+    ops.put(new("B", 1, age=timedelta(minutes=10)))
+
+    # When the operator asks for the status
+    result = ops.cli("status", "--json")
+
+    # Then it is degraded, with exact figures, the held aggregate first and how to fix it
+    assert result.code == 3
+    report = result.json
+    assert report["verdict"] == "degraded"
+    assert (report["pending"], report["failed"], report["backing_off"]) == (2, 1, 0)
+    assert report["poison_queue"]["visible"] == 1
+    assert [(h["aggregate_key"], h["waiting_seq"], h["predecessor"]) for h in report["held_aggregates"]] == [
+        ("Order#A", 2, "failed")
+    ]
+    assert report["reasons"][0].startswith("1 aggregate(s) held behind a FAILED or missing event")
+    assert "outbox failed list --aggregate Order#A" in report["reasons"][0]
+    assert any("oldest pending event is 10 min old" in reason for reason in report["reasons"])
+    assert 590 <= report["oldest_unheld_pending_age_seconds"] < 700
+    assert report["published_last_hour"] == 0
+
+
+def test_status_of_a_stuck_outbox(ops: Ops) -> None:
+    # Given an event nothing holds back, pending for 20 minutes
+    ops.put(new("C", 1, age=timedelta(minutes=20)))
+
+    # When the operator asks for the status
+    result = ops.cli("status", "--json")
+
+    # Then it is stuck, and says why
+    assert result.code == 4
+    assert result.json["verdict"] == "stuck"
+    assert result.json["reasons"][0].startswith("the oldest pending event is 20 min old")
+    assert ops.cli("status").out.startswith("STUCK: the oldest pending event is 20 min old")
+
+
+def test_a_missing_event_holds_its_aggregate_and_status_says_how_to_release_it(ops: Ops) -> None:
+    # Given D#1 and D#3 written, D#2 never (a writer's gap)
+    ops.put(new("D", 1))
+    ops.put(new("D", 3))
+    ops.publish()
+
+    # When the operator asks for the status
+    held = ops.cli("status", "--json").json["held_aggregates"]
+
+    # Then D is held behind a missing seq 2, and the fix is a skip of the missing event
+    assert [(h["aggregate_key"], h["predecessor_seq"], h["predecessor"]) for h in held] == [
+        ("Order#D", 2, "missing")
+    ]
+    assert held[0]["fix"].startswith("outbox skip --missing Order#D 2 --reason")
+
+
+def test_failed_list_and_show_say_what_failed_when_and_why_without_payload(ops: Ops) -> None:
+    # Given a poison row (its payload is not JSON)
+    key = ops.put(new("E", 1), **BAD_PAYLOAD)
+    ops.publish()
+    event_id = ops.row(key)["event_id"]["S"]
+
+    # When the operator lists the FAILED events
+    listed = ops.cli("failed", "list", "--json")
+
+    # Then the row is there: why (no payload data), when, attempts, and that it holds its aggregate
+    assert listed.code == 0, listed.err
+    (row,) = listed.json["failed"]
+    assert (row["event_id"], row["aggregate_key"], row["seq"]) == (event_id, "Order#E", 1)
+    assert "payload" in row["last_error"]
+    assert "{not json" not in row["last_error"]
+    assert row["holds_aggregate"] is True
+    assert row["failed_at"] is not None
+    assert "payload" not in row
+    assert event_id in ops.cli("failed", "list").out
+
+    # When the operator shows it, without and with its payload
+    shown = ops.cli("failed", "show", event_id, "--json").json
+    with_payload = ops.cli("failed", "show", event_id, "--json", "--show-payload").json
+
+    # Then the payload appears only when asked for
+    assert "payload" not in shown
+    assert with_payload["payload"] == "{not json"
+
+    # And an unknown event id fails with a one-line reason
+    unknown = ops.cli("failed", "show", "00000000-0000-4000-8000-000000000000")
+    assert unknown.code == 1
+    assert unknown.err == "outbox: no FAILED row has event_id 00000000-0000-4000-8000-000000000000\n"
+
+
+def test_a_command_finds_nothing_without_a_stack_and_says_what_to_pass(ops: Ops) -> None:
+    # When the operator names a stack that does not exist
+    result = ops.cli("status", "--stack", "NoSuchStack")
+
+    # Then it fails with one line saying what to do
+    assert result.code == 1
+    assert result.err.startswith("outbox: stack NoSuchStack not found")
+    assert result.err.count("\n") == 1
+
+    # And naming the table explicitly is enough
+    explicit = ops.cli("status", "--stack", "NoSuchStack", "--table", ops.table, "--json")
+    assert explicit.code == 0, explicit.err
+    assert explicit.json["poison_queue"] is None  # not named: not checked
