@@ -50,8 +50,8 @@ __all__ = [
     "SweepSettings",
     "SweeperSettings",
     "acknowledge",
-    "add_nag_checks",
     "add_failed_index",
+    "add_nag_checks",
     "add_pending_index",
     "powertools_layer",
 ]

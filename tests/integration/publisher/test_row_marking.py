@@ -7,8 +7,8 @@ from typing import Any
 
 from outbox.leases import DynamoDBRowClaimer, Lease
 from outbox.marking import DynamoDBRowMarker, FailedMark, PublishedMark
-from outbox.release import redrive
 from outbox.model import OutboxStatus, RowKey, pending_shard
+from outbox.release import redrive
 from tests.support.aws import Tables
 from tests.support.clock import START
 from tests.support.events import event
