@@ -73,6 +73,10 @@ def add_commands(commands: Any) -> None:
     show.add_argument("event_id")
     show.add_argument("--show-payload", action="store_true", help="include the payload (it is data: care)")
     show.set_defaults(run=_failed_show)
+    reindex = failed_commands.add_parser(
+        "reindex", parents=[common], help="index FAILED rows marked before the failed index existed (a scan)"
+    )
+    reindex.set_defaults(run=_failed_reindex)
 
     redrive = commands.add_parser(
         "redrive", parents=[common], help="publish FAILED events again (same event_id), in order"
@@ -198,6 +202,13 @@ def _failed_show(arguments: argparse.Namespace, out: TextIO) -> int:
         arguments.event_id, show_payload=arguments.show_payload
     )
     _print(out, arguments, row.to_json(), rendering.failed_row(row))
+    return 0
+
+
+def _failed_reindex(arguments: argparse.Namespace, out: TextIO) -> int:
+    clients, resources = _connect(arguments)
+    added = FailedRows(clients.dynamodb, resources.table).reindex()
+    _print(out, arguments, {"indexed": added}, f"indexed {added} FAILED rows\n")
     return 0
 
 

@@ -14,11 +14,13 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from outbox.aws_errors import error_code
-from outbox.dynamodb import call, translate_client_error
+from outbox.clock import format_timestamp, utc_now
+from outbox.dynamodb import ConditionNotMetError, call, translate_client_error
 from outbox.model import (
     AUDIT,
     FAILED_INDEX_NAME,
     FAILED_INDEX_PARTITION_KEY,
+    FAILED_INDEX_SORT_KEY,
     PARTITION_KEY,
     PENDING_SHARDS,
     RELEASE_REASON,
@@ -28,6 +30,7 @@ from outbox.model import (
     OutboxStatus,
     RowKey,
     generation_of,
+    pending_shard,
 )
 from outbox.predecessors import MAX_KEYS_PER_CALL
 from outbox_ops.errors import OperationError, ResourceNotFoundError, RowNotFoundError
@@ -185,6 +188,56 @@ class FailedRows:
         for start in range(0, len(unique), MAX_KEYS_PER_CALL):
             found.update(self._batch_get(unique[start : start + MAX_KEYS_PER_CALL], show_payload))
         return found
+
+    def reindex(self) -> int:
+        """Put FAILED rows marked before the `failed` index existed into it (they lack `failed_shard`): one
+        scan of the table, one conditional update per such row. Returns how many it added."""
+        arguments: dict[str, Any] = {
+            "TableName": self._table,
+            "ProjectionExpression": "#pk, #sk",
+            "FilterExpression": "#status = :failed AND attribute_not_exists(#shard)",
+            "ExpressionAttributeNames": {
+                "#pk": PARTITION_KEY,
+                "#sk": SORT_KEY,
+                "#status": "status",
+                "#shard": FAILED_INDEX_PARTITION_KEY,
+            },
+            "ExpressionAttributeValues": {":failed": {"S": OutboxStatus.FAILED.value}},
+        }
+        added = 0
+        while True:
+            page = call("Scan", self._dynamodb.scan, **arguments)
+            for key in (RowKey.of(item) for item in page.get("Items", [])):
+                if key is not None and self._index(key):
+                    added += 1
+            if "LastEvaluatedKey" not in page:
+                return added
+            arguments["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def _index(self, key: RowKey) -> bool:
+        try:
+            call(
+                "UpdateItem",
+                self._dynamodb.update_item,
+                TableName=self._table,
+                Key=key.item(),
+                # The index is keyed on `failed_at` too: a row without one (another writer's) gets now.
+                UpdateExpression="SET #shard = :shard, #at = if_not_exists(#at, :now)",
+                ConditionExpression="#status = :failed",
+                ExpressionAttributeNames={
+                    "#status": "status",
+                    "#shard": FAILED_INDEX_PARTITION_KEY,
+                    "#at": FAILED_INDEX_SORT_KEY,
+                },
+                ExpressionAttributeValues={
+                    ":failed": {"S": OutboxStatus.FAILED.value},
+                    ":shard": {"N": str(pending_shard(key.aggregate_key))},
+                    ":now": {"S": format_timestamp(utc_now())},
+                },
+            )
+        except ConditionNotMetError:
+            return False  # redriven meanwhile
+        return True
 
     def _pages(self, shard: int, *, count: bool = False) -> Iterator[Mapping[str, Any]]:
         arguments: dict[str, Any] = {

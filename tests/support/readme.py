@@ -36,3 +36,18 @@ def run_library_example(python: str, directory: Path, endpoint: str) -> subproce
         text=True,
         check=False,
     )
+
+
+def runbook_commands() -> list[str]:
+    """Every `outbox ...` command of the operations runbook, in the order a reader meets them: the lines of
+    its ```bash blocks and its inline `outbox ...` code spans."""
+    text = README.read_text().split("## Operations runbook", 1)[1].split("\n## ", 1)[0]
+    commands: list[str] = []
+    for block, inline in re.findall(r"```bash\n(.*?)```|`(outbox [^`]+)`", text, re.DOTALL):
+        if inline:
+            commands.append(inline)
+        for line in block.splitlines():
+            command = line.split("  #", 1)[0].strip()
+            if command.startswith("outbox "):
+                commands.append(command)
+    return commands

@@ -101,6 +101,7 @@ def test_every_command_needs_only_what_the_operator_policy_grants(ops: Ops, call
         ("status",),
         ("failed", "list"),
         ("failed", "show", event_id),
+        ("failed", "reindex"),
         ("redrive", "--event-id", event_id, "--reason", "r", "--dry-run"),
         ("redrive", "--event-id", event_id, "--reason", "r"),
         ("skip", skipped_id, "--reason", "r"),

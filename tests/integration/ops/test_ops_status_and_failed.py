@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from outbox.clock import utc_now
-from outbox.model import OutboxEvent
+from outbox.model import OutboxEvent, OutboxStatus
 from tests.integration.ops.conftest import Ops
 
 
@@ -154,3 +154,17 @@ def test_a_command_finds_nothing_without_a_stack_and_says_what_to_pass(ops: Ops)
     explicit = ops.cli("status", "--stack", "NoSuchStack", "--table", ops.table, "--json")
     assert explicit.code == 0, explicit.err
     assert explicit.json["poison_queue"] is None  # not named: not checked
+
+
+def test_failed_rows_from_before_the_index_are_listed_after_a_reindex(ops: Ops) -> None:
+    # Given a row FAILED before the failed index existed (no failed_shard)
+    key = ops.put(new("legacy", 1).with_status(OutboxStatus.FAILED, last_error="rejected: old"))
+    assert ops.cli("failed", "list", "--json").json["failed"] == []
+
+    # When the operator reindexes
+    result = ops.cli("failed", "reindex", "--json")
+
+    # Then it is in the index, and listed
+    assert result.json == {"indexed": 1}
+    assert [row["seq"] for row in ops.cli("failed", "list", "--json").json["failed"]] == [key.seq]
+    assert ops.cli("failed", "reindex", "--json").json == {"indexed": 0}
