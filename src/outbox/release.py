@@ -7,8 +7,9 @@ in `seq`). Three ways out, each recorded on the row with who did it, when and wh
   it was the payload's fault), its attempts and the sweeper's cutoffs started afresh, its `generation`
   bumped (so no stale stream record of its first life can mark it: outbox.marking). The sweeper publishes
   it, through the gate, then the events behind it. A row already released (skipped, or poisoned on a route
-  that continues past poison) may have successors out already: if a later event of its aggregate is
-  PUBLISHED, redriving it would publish it after that one, so that is refused unless `out_of_order=True`.
+  that continues past poison) let its successors go: if any later row exists, or none does but one may
+  have been published and expired since the release, redriving it could publish it after a later event,
+  so that is refused unless `out_of_order=True` (`out_of_order_risk` says why).
 - `skip`: the FAILED row stays FAILED but is released: the gate lets its successors go. The event itself
   is never published.
 - `skip_missing_predecessor`: on the PENDING row that waits behind a gap, record that its missing
@@ -22,11 +23,11 @@ operation ever shortens: the row keeps every redrive and skip of its event for a
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from outbox.clock import format_timestamp, utc_now
+from outbox.clock import format_timestamp, parse_timestamp, utc_now
 from outbox.dynamodb import ConditionNotMetError, DynamoDBTransactionExecutor, call
 from outbox.errors import ConditionFailedError, OutboxError
 from outbox.model import (
@@ -70,6 +71,11 @@ class Action(StrEnum):
     SKIP_MISSING_PREDECESSOR = "skip_missing_predecessor"
 
 
+# The shortest retention the publisher allows (PUBLISHED_RETENTION_DAYS >= 1): a later event published after a
+# release cannot have expired sooner than this after it.
+_SHORTEST_RETENTION = timedelta(days=1)
+
+
 def redrive(
     client: Any,
     table: str,
@@ -81,72 +87,112 @@ def redrive(
     out_of_order: bool = False,
 ) -> None:
     """FAILED -> PENDING, back in the pending index; the sweeper publishes it (same `event_id`)."""
+    now = now or utc_now()
     who = _who(reason, actor, now)
     row = _read(client, table, key)
     if row is None or row.get("status", {}).get("S") != OutboxStatus.FAILED:
         raise ReleaseError(f"{key.aggregate_key} seq {key.seq} is not FAILED: nothing changed")
-    # Unreleased, the row has held its aggregate all along (outbox_publisher.gate): nothing after it is out.
     released = row.get(RELEASED_AT, {}).get("S")
-    condition = f"#status = :failed AND attribute_not_exists({RELEASED_AT})"
-    values: dict[str, Any] = {}
-    if released is not None:
-        later = later_published(client, table, key)
-        if later is not None and not out_of_order:
-            raise ReleaseError(
-                f"{key.aggregate_key} seq {later.seq} is already PUBLISHED: redriving seq {key.seq} would "
-                "publish it after a later event (allow it out of order to do so anyway); nothing changed"
-            )
-        condition = f"#status = :failed AND {RELEASED_AT} = :released"
-        values[":released"] = {"S": released}
-    _update(
-        client,
-        table,
-        key,
-        expression=f"SET #status = :pending, {PENDING_INDEX_PARTITION_KEY} = :shard, attempts = :zero, "
+    risk = out_of_order_risk(client, table, key, released, now)
+    if risk is not None and not out_of_order:
+        raise ReleaseError(
+            f"{key.aggregate_key} seq {key.seq} was released and {risk}: redriving it could publish it "
+            "after a later event (allow it out of order to do so anyway); nothing changed"
+        )
+    values = {
+        ":pending": {"S": OutboxStatus.PENDING.value},
+        ":failed": {"S": OutboxStatus.FAILED.value},
+        ":shard": {"N": str(pending_shard(key.aggregate_key))},
+        ":zero": {"N": "0"},
+        ":one": {"N": "1"},
+        **who,
+        **_entry(Action.REDRIVE, who, out_of_order=risk is not None),
+    }
+    expression = (
+        f"SET #status = :pending, {PENDING_INDEX_PARTITION_KEY} = :shard, attempts = :zero, "
         f"{REDRIVEN_AT} = :at, redriven_by = :actor, redrive_reason = :reason, {_AUDITED} "
         f"ADD {GENERATION} :one "
         f"REMOVE {TTL_ATTRIBUTE}, {NEXT_ATTEMPT_AT}, {SWEEP_FAILURES}, {LEASE_OWNER}, {LEASE_UNTIL}, "
-        f"{RELEASED_AT}, {RELEASED_BY}, {RELEASE_REASON}, {FAILED_INDEX_PARTITION_KEY}",
-        condition=condition,
-        values={
-            ":pending": {"S": OutboxStatus.PENDING.value},
-            ":failed": {"S": OutboxStatus.FAILED.value},
-            ":shard": {"N": str(pending_shard(key.aggregate_key))},
-            ":zero": {"N": "0"},
-            ":one": {"N": "1"},
-            **values,
-            **who,
-            **_entry(Action.REDRIVE, who, out_of_order=released is not None and out_of_order),
-        },
-        expected="FAILED (it changed meanwhile)",
+        f"{RELEASED_AT}, {RELEASED_BY}, {RELEASE_REASON}, {FAILED_INDEX_PARTITION_KEY}"
     )
+    if released is None or out_of_order:
+        # Unreleased, the row has held its aggregate all along (outbox_publisher.gate): nothing after it went.
+        condition = "#status = :failed" + (
+            "" if out_of_order else f" AND attribute_not_exists({RELEASED_AT})"
+        )
+        _update(
+            client, table, key, expression=expression, condition=condition, values=values, expected="FAILED"
+        )
+        return
+    # Released, nothing after it yet: the same write takes the release back and checks that no successor
+    # appeared meanwhile (one written now waits for this row again).
+    values[":released"] = {"S": released}
+    transaction = Transaction()
+    transaction.condition_check(
+        outbox_table(table),
+        RowKey(key.aggregate_key, key.seq + 1).item(),
+        f"attribute_not_exists({PARTITION_KEY})",
+        label="successor",
+    )
+    transaction.update(
+        outbox_table(table),
+        key.item(),
+        expression,
+        label="row",
+        condition=f"#status = :failed AND {RELEASED_AT} = :released",
+        names=_NAMES,
+        values=values,
+    )
+    try:
+        DynamoDBTransactionExecutor(client).execute(transaction)
+    except ConditionFailedError as failed:
+        what = (
+            "a later event was written meanwhile" if failed.action == "successor" else "it changed meanwhile"
+        )
+        raise ReleaseError(f"{key.aggregate_key} seq {key.seq}: {what}; nothing changed") from None
 
 
-def later_published(client: Any, table: str, key: RowKey) -> RowKey | None:
-    """The first PUBLISHED row of the aggregate after `key`, read consistently, or None. A later event
-    published and already expired by its TTL is not seen."""
-    arguments: dict[str, Any] = {
-        "TableName": table,
-        "KeyConditionExpression": "#pk = :pk AND #sk > :seq",
-        "FilterExpression": "#status = :published",
-        "ProjectionExpression": "#pk, #sk",
-        "ExpressionAttributeNames": {**_NAMES, "#pk": PARTITION_KEY, "#sk": SORT_KEY},
-        "ExpressionAttributeValues": {
-            ":pk": {"S": key.aggregate_key},
-            ":seq": {"N": str(key.seq)},
-            ":published": {"S": OutboxStatus.PUBLISHED.value},
-        },
-        "ConsistentRead": True,
-    }
-    while True:
-        page = call("Query", client.query, **arguments)
-        for item in page.get("Items", []):
-            found = RowKey.of(item)
-            if found is not None:
-                return found
-        if "LastEvaluatedKey" not in page:
-            return None
-        arguments["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+def out_of_order_risk(
+    client: Any, table: str, key: RowKey, released: str | None, now: datetime
+) -> str | None:
+    """Why redriving the FAILED row `key`, released at `released` (its `released_at`, None if it was not),
+    could publish it after a later event of its aggregate, or None.
+
+    An unreleased row has held its aggregate: nothing after it went. A released one let its successors go:
+    any later row may be out already (or on its way), and with none left, one may have been published and
+    expired since the release, unless the release is younger than the shortest retention."""
+    if released is None:
+        return None
+    later = _later_row(client, table, key)
+    if later is not None:
+        return f"seq {later[0].seq} of its aggregate exists ({later[1]})"
+    try:
+        released_at = parse_timestamp(str(released))
+    except ValueError:
+        return "its release time cannot be read"
+    if now - released_at >= _SHORTEST_RETENTION:
+        return "a later event may have been published and expired since"
+    return None
+
+
+def _later_row(client: Any, table: str, key: RowKey) -> tuple[RowKey, str] | None:
+    """The aggregate's next row after `key` and its status, read consistently, or None."""
+    page = call(
+        "Query",
+        client.query,
+        TableName=table,
+        KeyConditionExpression="#pk = :pk AND #sk > :seq",
+        ProjectionExpression="#pk, #sk, #status",
+        ExpressionAttributeNames={**_NAMES, "#pk": PARTITION_KEY, "#sk": SORT_KEY},
+        ExpressionAttributeValues={":pk": {"S": key.aggregate_key}, ":seq": {"N": str(key.seq)}},
+        ConsistentRead=True,
+        Limit=1,
+    )
+    for item in page.get("Items", []):
+        found = RowKey.of(item)
+        if found is not None:
+            return found, str(item.get("status", {}).get("S", "unknown"))
+    return None
 
 
 def skip(

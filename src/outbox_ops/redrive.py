@@ -21,8 +21,9 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from outbox.clock import utc_now
 from outbox.model import OutboxStatus, RowKey
-from outbox.release import ReleaseError, later_published, redrive, skip, skip_missing_predecessor
+from outbox.release import ReleaseError, out_of_order_risk, redrive, skip, skip_missing_predecessor
 from outbox_ops.clients import OpsClients
 from outbox_ops.errors import OperationError, RowNotFoundError
 from outbox_ops.failed import FailedFilter, FailedRow, FailedRows
@@ -197,22 +198,25 @@ class Operations:
     # --- per row -------------------------------------------------------------------------------------
 
     def _redrive(self, row: FailedRow, operator: Operator) -> RowResult:
-        detail = ""
-        if row.released_at is not None:
-            later = later_published(self._clients.dynamodb, self._resources.table, row.key)
-            if later is not None:
-                if not operator.allow_out_of_order:
-                    return RowResult(
-                        row.key,
-                        row.event_id,
-                        Outcome.REFUSED,
-                        f"seq {later.seq} of its aggregate is already PUBLISHED: redriving it would publish "
-                        "it after a later event (--allow-out-of-order to do so anyway)",
-                    )
-                detail = f"out of order: seq {later.seq} is already PUBLISHED"
         if operator.dry_run:
-            return RowResult(row.key, row.event_id, Outcome.WOULD_REDRIVE, detail)
-        result = self._apply(
+            # What the redrive itself checks (outbox.release.redrive), without the write.
+            risk = out_of_order_risk(
+                self._clients.dynamodb,
+                self._resources.table,
+                row.key,
+                row.released_at,
+                operator.now or utc_now(),
+            )
+            if risk is not None and not operator.allow_out_of_order:
+                detail = (
+                    f"released, and {risk}: redriving it could publish it after a later event "
+                    "(--allow-out-of-order to do so anyway)"
+                )
+                return RowResult(row.key, row.event_id, Outcome.REFUSED, detail)
+            return RowResult(
+                row.key, row.event_id, Outcome.WOULD_REDRIVE, f"out of order: {risk}" if risk else ""
+            )
+        return self._apply(
             row.key,
             row.event_id,
             Outcome.REDRIVEN,
@@ -226,7 +230,6 @@ class Operations:
                 out_of_order=operator.allow_out_of_order,
             ),
         )
-        return RowResult(result.key, result.event_id, result.outcome, result.detail or detail)
 
     def _settle_rows(self, keys: Sequence[RowKey], operator: Operator) -> list[RowResult]:
         items = self._failed.items(keys)

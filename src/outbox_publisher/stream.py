@@ -51,9 +51,9 @@ INSERT = INSERT_EVENT_NAME
 PUBLISH_HORIZON = timedelta(seconds=20)
 """The longest a run publishes rows it did not claim, from its start."""
 CLOCK_SKEW = timedelta(seconds=2)
+"""Allowed disagreement between the clocks of the publisher and the sweeper (both Lambda, NTP-synced)."""
 
 _log = logging.getLogger(__name__)
-"""Allowed disagreement between the clocks of the publisher and the sweeper (both Lambda, NTP-synced)."""
 
 
 class RecordNotPublishedError(Exception):

@@ -247,7 +247,7 @@ def test_a_released_row_with_a_later_event_out_is_redriven_only_when_out_of_orde
 
     # When an operator redrives it plainly
     # Then it is refused (it would be published after A#2), and nothing changed
-    with pytest.raises(ReleaseError, match="seq 2 is already PUBLISHED"):
+    with pytest.raises(ReleaseError, match=r"seq 2 of its aggregate exists \(PUBLISHED\)"):
         redrive(dynamodb, tables.outbox, key, reason="needed after all", actor="bob", now=START)
     assert get(dynamodb, tables, key) == before
 
@@ -262,19 +262,46 @@ def test_a_released_row_with_a_later_event_out_is_redriven_only_when_out_of_orde
     assert row["audit"]["L"][1]["M"]["out_of_order"] == {"BOOL": True}
 
 
-def test_a_released_row_with_nothing_after_it_out_is_redriven_in_order(dynamodb: Any, tables: Tables) -> None:
-    # Given A#1 skipped, A#2 still PENDING behind it
+def test_a_released_row_with_nothing_after_it_is_redriven_in_order(dynamodb: Any, tables: Tables) -> None:
+    # Given A#1 skipped a moment ago, nothing written after it
     key = put(dynamodb, tables, failed(event("A", 1)))
     skip(dynamodb, tables.outbox, key, reason="superseded", actor="bob", now=START)
-    put(dynamodb, tables, event("A", 2))
 
     # When an operator redrives A#1
-    redrive(dynamodb, tables.outbox, key, reason="needed after all", actor="bob", now=START)
+    redrive(
+        dynamodb, tables.outbox, key, reason="needed after all", actor="bob", now=START + timedelta(hours=1)
+    )
 
-    # Then it is PENDING again, unreleased (A#2 waits for it again), one generation on
+    # Then it is PENDING again, unreleased (an A#2 written now waits for it), one generation on
     row = get(dynamodb, tables, key)
     assert (row["status"], row["generation"]) == ({"S": "PENDING"}, {"N": "1"})
     assert "released_at" not in row
+    assert "out_of_order" not in row["audit"]["L"][-1]["M"]
+
+
+@pytest.mark.parametrize(
+    ("later", "redriven_after", "why"),
+    [
+        (OutboxStatus.PENDING, timedelta(hours=1), r"seq 2 of its aggregate exists \(PENDING\)"),
+        (None, timedelta(days=2), "a later event may have been published and expired since"),
+    ],
+)
+def test_a_released_row_whose_successor_may_be_out_is_not_redriven_in_order(
+    dynamodb: Any, tables: Tables, later: OutboxStatus | None, redriven_after: timedelta, why: str
+) -> None:
+    # Given A#1 skipped, and A#2 PENDING after it (the gate may be publishing it now), or, two days on,
+    # nothing after it (an A#2 may have been published and expired by its TTL)
+    key = put(dynamodb, tables, failed(event("A", 1)))
+    skip(dynamodb, tables.outbox, key, reason="superseded", actor="bob", now=START)
+    if later is not None:
+        put(dynamodb, tables, event("A", 2).with_status(later))
+    before = get(dynamodb, tables, key)
+
+    # When an operator redrives A#1 plainly
+    # Then it is refused, saying why, and nothing changed
+    with pytest.raises(ReleaseError, match=why):
+        redrive(dynamodb, tables.outbox, key, reason="r", actor="bob", now=START + redriven_after)
+    assert get(dynamodb, tables, key) == before
 
 
 def test_every_redrive_and_skip_is_kept_in_the_rows_audit_trail(dynamodb: Any, tables: Tables) -> None:
@@ -358,3 +385,36 @@ def test_only_the_holder_releases_a_lease(dynamodb: Any, tables: Tables) -> None
     assert (
         claimer.claim(key, Lease(STREAM_PUBLISHER, START + timedelta(seconds=30)), START).claim == "claimed"
     )
+
+
+class SuccessorWrittenAfterTheRead:
+    """DynamoDB as a redrive sees it when A#2 is written between its read of the later rows and its write."""
+
+    def __init__(self, real: Any, write_successor: Any) -> None:
+        self._real = real
+        self._write_successor = write_successor
+
+    def query(self, **arguments: Any) -> Any:
+        page = self._real.query(**arguments)
+        self._write_successor()
+        return page
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+
+def test_a_successor_written_while_a_released_row_is_redriven_makes_the_redrive_refuse(
+    dynamodb: Any, tables: Tables
+) -> None:
+    # Given A#1 skipped, nothing after it yet, and A#2 written (and perhaps published) just after the
+    # redrive read the aggregate's later rows
+    key = put(dynamodb, tables, failed(event("A", 1)))
+    skip(dynamodb, tables.outbox, key, reason="superseded", actor="bob", now=START)
+    before = get(dynamodb, tables, key)
+    racing = SuccessorWrittenAfterTheRead(dynamodb, lambda: put(dynamodb, tables, event("A", 2)))
+
+    # When the redrive writes
+    # Then it is refused (A#1 could go out after A#2), and nothing changed
+    with pytest.raises(ReleaseError, match="a later event was written meanwhile"):
+        redrive(racing, tables.outbox, key, reason="r", actor="bob", now=START + timedelta(hours=1))
+    assert get(dynamodb, tables, key) == before
