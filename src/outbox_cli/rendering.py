@@ -30,7 +30,7 @@ def status(report: StatusReport) -> str:
         ("pending", f"{report.pending}{'' if report.pending_complete else '+'} (oldest {age})"),
         ("backing off", report.backing_off),
         ("held aggregates", len(report.held)),
-        ("failed", report.failed),
+        ("failed", f"{report.failed} holding their aggregate, {report.failed_released} released"),
         ("poison queue", _queue(report.poison)),
         ("on-failure queue", _queue(report.on_failure)),
         ("published, last hour", "-" if report.published_last_hour is None else report.published_last_hour),
@@ -38,7 +38,8 @@ def status(report: StatusReport) -> str:
     for mapping in report.mappings or []:
         facts.append(("stream mapping", f"{mapping.state}, last result: {mapping.last_processing_result}"))
     if report.mappings is None:
-        facts.append(("stream mapping", "not checked (no publisher function known)"))
+        facts.append(("stream mapping", "not checked"))
+    facts += [("unknown", what) for what in report.unknown]
     text = "\n".join(lines) + "\n\n" + table(["", ""], facts).split("\n", 1)[1]
     if report.held:
         text += "\nheld aggregates:\n" + table(

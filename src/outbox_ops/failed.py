@@ -145,18 +145,13 @@ class FailedRows:
         self._dynamodb = dynamodb
         self._table = table
 
-    def count(self) -> int:
-        """How many rows are FAILED (one COUNT query per index shard)."""
-        return sum(
-            page.get("Count", 0) for shard in range(PENDING_SHARDS) for page in self._pages(shard, count=True)
-        )
-
     def select(self, where: FailedFilter | None = None, *, show_payload: bool = False) -> list[FailedRow]:
         """The FAILED rows matching `where`, oldest failure first, read from the table now."""
         where = where or FailedFilter()
+        shards = [pending_shard(where.aggregate_key)] if where.aggregate_key else range(PENDING_SHARDS)
         keys = [
             key
-            for shard in range(PENDING_SHARDS)
+            for shard in shards
             for page in self._pages(shard)
             for key in (RowKey.of(item) for item in page.get("Items", []))
             if key is not None and (where.aggregate_key is None or key.aggregate_key == where.aggregate_key)
@@ -239,7 +234,7 @@ class FailedRows:
             return False  # redriven meanwhile
         return True
 
-    def _pages(self, shard: int, *, count: bool = False) -> Iterator[Mapping[str, Any]]:
+    def _pages(self, shard: int) -> Iterator[Mapping[str, Any]]:
         arguments: dict[str, Any] = {
             "TableName": self._table,
             "IndexName": FAILED_INDEX_NAME,
@@ -247,8 +242,6 @@ class FailedRows:
             "ExpressionAttributeNames": {"#shard": FAILED_INDEX_PARTITION_KEY},
             "ExpressionAttributeValues": {":shard": {"N": str(shard)}},
         }
-        if count:
-            arguments["Select"] = "COUNT"
         while True:
             try:
                 page = self._dynamodb.query(**arguments)

@@ -7,16 +7,19 @@ What it reads, and what it never does (no table scan, whatever the table's size)
 - those rows' predecessors, one strongly consistent BatchGetItem per 100 aggregates (a missing one costs a
   Query more): an aggregate is HELD when its next event waits behind a FAILED or missing one, which only an
   operator can release;
-- the `failed` index, one COUNT query per shard;
+- the `failed` index, one query per shard, and the FAILED rows themselves (BatchGetItem, 100 a call): which
+  of them still hold their aggregate, and which an operator released (skipped: they need nothing more);
 - the poison and on-failure queues' depths, the publisher's stream mappings (Lambda), and the last hour's
-  published events (CloudWatch: the publisher's `EventsPublished` plus the sweeper's `SweptEvents`).
+  published events (CloudWatch: the publisher's `EventsPublished` plus the sweeper's `SweptEvents`). A
+  role that may not read the mappings or the metrics gets "unknown" for them, with why, not a failure.
 
 The verdict, worst first:
 
 - **stuck**: no stream mapping is enabled (only the sweeper publishes), or an event that nothing holds
   back has been pending for longer than `stuck_after` (the `OldestPendingAge` alarm's threshold, 15
   minutes): events are not going out by themselves.
-- **degraded**: held aggregates (an operator must redrive or skip the event they wait behind), FAILED rows,
+- **degraded**: held aggregates (an operator must redrive or skip the event they wait behind), FAILED rows
+  not yet released,
   messages in the poison or on-failure queue, a mapping whose last result is a problem, rows backing off, or
   an event pending for longer than `degraded_after`: the outbox works, but something needs a look.
 - **healthy**: none of these.
@@ -24,13 +27,16 @@ The verdict, worst first:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeVar
+
+from botocore.exceptions import ClientError
 
 from outbox import metrics
+from outbox.aws_errors import error_code
 from outbox.clock import format_timestamp, utc_now
 from outbox.deadline import NoDeadline
 from outbox.predecessors import DynamoDBPredecessorReader, PredecessorState
@@ -100,12 +106,17 @@ class StatusReport:
     """The oldest pending event that no FAILED or missing event holds back: it should be going out."""
     held: list[HeldAggregate] = field(default_factory=list)
     failed: int = 0
+    """FAILED rows that still hold their aggregate (not released)."""
+    failed_released: int = 0
+    """FAILED rows an operator skipped, or poisoned on a route that continues past poison: settled."""
     poison: QueueDepth | None = None
     on_failure: QueueDepth | None = None
     published_last_hour: int | None = None
     """None when the metrics could not be read."""
     mappings: list[MappingState] | None = None
-    """None when the publisher function is not known."""
+    """None when the publisher function is not known, or they could not be read (`unknown` says why)."""
+    unknown: list[str] = field(default_factory=list)
+    """What could not be read, and why (e.g. a role without `cloudwatch:GetMetricData`)."""
     verdict: Verdict = Verdict.HEALTHY
     reasons: list[str] = field(default_factory=list)
     """Why the verdict, worst first; the first says what to do first."""
@@ -126,6 +137,8 @@ class StatusReport:
             "backing_off": self.backing_off,
             "held_aggregates": [held.to_json() for held in self.held],
             "failed": self.failed,
+            "failed_released": self.failed_released,
+            "unknown": self.unknown,
             "poison_queue": queue(self.poison),
             "on_failure_queue": queue(self.on_failure),
             "published_last_hour": self.published_last_hour,
@@ -149,14 +162,19 @@ def status(
     now = now or utc_now()
     report = StatusReport(checked_at=now, table=resources.table)
     _pending(clients, resources, report, now)
-    report.failed = FailedRows(clients.dynamodb, resources.table).count()
+    failed = FailedRows(clients.dynamodb, resources.table).select()
+    report.failed = sum(1 for row in failed if row.holds_aggregate)
+    report.failed_released = len(failed) - report.failed
     if resources.poison_queue_url:
         report.poison = depth(clients.sqs, resources.poison_queue_url)
     if resources.on_failure_queue_url:
         report.on_failure = depth(clients.sqs, resources.on_failure_queue_url)
     if resources.publisher_function:
-        report.mappings = _mappings(clients.lambda_, resources.publisher_function)
-    report.published_last_hour = _published(clients.cloudwatch, now)
+        function = resources.publisher_function
+        report.mappings = _optional(report, "stream mappings", lambda: _mappings(clients.lambda_, function))
+    report.published_last_hour = _optional(
+        report, "published, last hour", lambda: _published(clients.cloudwatch, now)
+    )
     report.verdict, report.reasons = judge(report, thresholds or StatusThresholds())
     return report
 
@@ -182,7 +200,12 @@ def judge(report: StatusReport, thresholds: StatusThresholds) -> tuple[Verdict, 
     elif age > thresholds.degraded_after:
         degraded.append(f"the oldest pending event is {_duration(age)} old: the sweeper should take it soon")
     if report.failed:
-        degraded.append(f"{report.failed} FAILED event(s): outbox failed list")
+        degraded.append(f"{report.failed} FAILED event(s) not released: outbox failed list")
+    elif any(held.predecessor is PredecessorState.FAILED for held in report.held):
+        # Held behind a FAILED row the failed index does not have: one from before the index existed.
+        degraded.append(
+            "a held aggregate waits behind a FAILED row missing from the failed index: outbox failed reindex"
+        )
     for name, queue, command in (
         ("poison", report.poison, "outbox failed list"),
         ("on-failure", report.on_failure, "outbox redrive --on-failure-queue --dry-run --reason '...'"),
@@ -238,6 +261,18 @@ def _pending(clients: OpsClients, resources: OutboxResources, report: StatusRepo
     ]
     if unheld:
         report.oldest_unheld_age_s = (now - min(unheld)).total_seconds()
+
+
+_T = TypeVar("_T")
+
+
+def _optional(report: StatusReport, what: str, read: Callable[[], _T]) -> _T | None:
+    """A figure a role may not be allowed to read: unknown (with why) instead of failing the whole status."""
+    try:
+        return read()
+    except ClientError as error:
+        report.unknown.append(f"{what}: {error_code(error)}")
+        return None
 
 
 def _mappings(lambda_: Any, function: str) -> list[MappingState]:

@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
+
+from botocore.exceptions import ClientError
 
 from outbox.clock import utc_now
 from outbox.model import OutboxEvent, OutboxStatus
+from outbox_ops.clients import OpsClients
+from outbox_ops.resources import OutboxResources
+from outbox_ops.status import Verdict, status
 from tests.integration.ops.conftest import Ops
 
 
@@ -168,3 +174,44 @@ def test_failed_rows_from_before_the_index_are_listed_after_a_reindex(ops: Ops) 
     assert result.json == {"indexed": 1}
     assert [row["seq"] for row in ops.cli("failed", "list", "--json").json["failed"]] == [key.seq]
     assert ops.cli("failed", "reindex", "--json").json == {"indexed": 0}
+
+
+def test_a_skipped_event_no_longer_degrades_the_status(ops: Ops) -> None:
+    # Given a poison event the operator skipped (it stays FAILED, released)
+    key = ops.put(new("skipped", 1), **BAD_PAYLOAD)
+    ops.publish()
+    assert ops.cli("skip", ops.row(key)["event_id"]["S"], "--reason", "never needed").code == 0
+
+    # When the operator asks for the status
+    report = ops.cli("status", "--json").json
+
+    # Then it is healthy: the FAILED row is settled, counted apart
+    assert (report["verdict"], report["failed"], report["failed_released"]) == ("healthy", 0, 1)
+
+
+class RefusingClient:
+    """A client whose every call AWS refuses, as for a role without the permission."""
+
+    def __getattr__(self, operation: str) -> Any:
+        def refuse(**_: Any) -> None:
+            raise ClientError({"Error": {"Code": "AccessDeniedException", "Message": "no"}}, operation)
+
+        return refuse
+
+
+def test_status_without_permission_for_mappings_or_metrics_says_they_are_unknown(ops: Ops) -> None:
+    # Given a role that may read the table and queues, but not the mappings or the metrics
+    clients = OpsClients.connect(region="us-east-1", endpoint_url=ops.runtime.endpoint_url)
+    clients.__dict__.update(lambda_=RefusingClient(), cloudwatch=RefusingClient())
+    resources = OutboxResources.find(clients.cloudformation, "OutboxStack", {})
+
+    # When it asks for the status
+    report = status(clients, resources)
+
+    # Then the rest is reported, and the two figures are unknown, with why
+    assert report.verdict is Verdict.HEALTHY
+    assert (report.mappings, report.published_last_hour) == (None, None)
+    assert report.unknown == [
+        "stream mappings: AccessDeniedException",
+        "published, last hour: AccessDeniedException",
+    ]
