@@ -31,6 +31,7 @@ from outbox_ops.resources import DEFAULT_STACK, OutboxResources
 from outbox_ops.status import StatusThresholds, Verdict, status
 
 EXIT_FAILED = 1
+EXIT_USAGE = 2
 STATUS_EXIT = {Verdict.HEALTHY: 0, Verdict.DEGRADED: 3, Verdict.STUCK: 4}
 
 Command = Callable[[argparse.Namespace, TextIO], int]
@@ -138,6 +139,8 @@ def duration(text: str) -> timedelta:
     if match is None:
         raise argparse.ArgumentTypeError(f"{text!r} is not a duration like 90s, 15m, 12h or 30d")
     unit = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}[match.group(2)]
+    if int(match.group(1)) == 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: a duration must be longer than 0")
     return timedelta(**{unit: int(match.group(1))})
 
 
@@ -222,6 +225,12 @@ def _operator(arguments: argparse.Namespace, clients: OpsClients) -> Operator:
 
 
 def _redrive(arguments: argparse.Namespace, out: TextIO) -> int:
+    if arguments.on_failure_queue and (arguments.event_type or arguments.error_contains):
+        print(
+            "outbox: --event-type and --error-contains filter FAILED rows, not --on-failure-queue",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     clients, resources = _connect(arguments)
     operator = _operator(arguments, clients)
     operations = Operations(clients, resources)
@@ -239,14 +248,14 @@ def _redrive(arguments: argparse.Namespace, out: TextIO) -> int:
 
 
 def _skip(arguments: argparse.Namespace, out: TextIO) -> int:
+    if arguments.missing and not (arguments.missing[1].isdigit() and int(arguments.missing[1]) >= 1):
+        print(f"outbox: SEQ must be a whole number >= 1, not {arguments.missing[1]!r}", file=sys.stderr)
+        return EXIT_USAGE
     clients, resources = _connect(arguments)
     operator = _operator(arguments, clients)
     operations = Operations(clients, resources)
     if arguments.missing:
         aggregate_key, seq = arguments.missing
-        if not seq.isdigit() or int(seq) < 1:
-            print(f"outbox: SEQ must be a whole number >= 1, not {seq!r}", file=sys.stderr)
-            return EXIT_FAILED
         report = operations.skip_missing(aggregate_key, int(seq), operator)
     else:
         report = operations.skip_failed(arguments.event_id, operator)
@@ -256,7 +265,11 @@ def _skip(arguments: argparse.Namespace, out: TextIO) -> int:
 def _acted(out: TextIO, arguments: argparse.Namespace, report: OperationReport) -> int:
     _print(out, arguments, report.to_json(), rendering.operation(report))
     if report.refused:
-        print(f"outbox: {len(report.refused)} row(s) refused; nothing changed for them", file=sys.stderr)
+        print(
+            f"outbox: {len(report.refused)} row(s) not done (refused, not found or failed: see above); "
+            "nothing changed for them",
+            file=sys.stderr,
+        )
         return EXIT_FAILED
     return 0
 

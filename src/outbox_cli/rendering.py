@@ -100,7 +100,16 @@ def operation(report: OperationReport) -> str:
     head = "DRY RUN: nothing was changed\n" if report.dry_run else ""
     rows = table(
         ["aggregate", "seq", "event_id", "outcome", "detail"],
-        [(r.key.aggregate_key, r.key.seq, r.event_id or "-", r.outcome.value, r.detail) for r in report.rows],
+        [
+            (
+                r.key.aggregate_key if r.key else "-",
+                r.key.seq if r.key else "-",
+                r.event_id or "-",
+                r.outcome.value,
+                r.detail,
+            )
+            for r in report.rows
+        ],
     )
     tail = [
         f"poison messages removed: {report.poison_messages_removed}",
@@ -108,6 +117,8 @@ def operation(report: OperationReport) -> str:
     ]
     if report.messages_not_removed:
         tail.append(f"messages SQS did not delete (run again): {report.messages_not_removed}")
+    if report.messages_hidden:
+        tail.append(f"messages SQS did not hand back (visible within 2 min): {report.messages_hidden}")
     tail += [f"kept: {batch}" for batch in report.unmapped_batches]
     if not report.dry_run and any(r.outcome.value == "redriven" for r in report.rows):
         tail.append("the sweeper publishes redriven events within its schedule: watch `outbox status`")

@@ -23,6 +23,8 @@ from outbox_ops.queues import QueueMessage
 # Reading an open shard, GetRecords may answer empty pages before the range's records: give up after these.
 _EMPTY_PAGES = 10
 _RECORDS_PER_CALL = 1000
+# The range is no longer readable: past the stream's 24 hours, or its shard (or iterator) is gone.
+_GONE = frozenset({"TrimmedDataAccessException", "ResourceNotFoundException", "ExpiredIteratorException"})
 
 
 @dataclass(frozen=True)
@@ -56,11 +58,12 @@ class DiscardedBatch:
 
 
 class StreamRangeTrimmedError(Exception):
-    """The stream no longer holds the range (older than its 24 hours, or the shard is gone)."""
+    """The range cannot be read to its end: older than the stream's 24 hours, or its shard is gone."""
 
 
 def keys_in(streams: Any, batch: DiscardedBatch) -> list[RowKey]:
-    """The keys of the rows whose INSERTs the batch held, in stream order. Raises StreamRangeTrimmedError."""
+    """The keys of the rows whose INSERTs the batch held, in stream order. Raises StreamRangeTrimmedError when
+    the range cannot be read to its last record: a message is settled only when every row behind it is."""
     try:
         iterator = streams.get_shard_iterator(
             StreamArn=batch.stream_arn,
@@ -69,14 +72,19 @@ def keys_in(streams: Any, batch: DiscardedBatch) -> list[RowKey]:
             SequenceNumber=batch.first,
         )["ShardIterator"]
     except ClientError as error:
-        if error_code(error) in {"TrimmedDataAccessException", "ResourceNotFoundException"}:
+        if error_code(error) in _GONE:
             raise StreamRangeTrimmedError(batch.shard_id) from None
         raise
     last = int(batch.last)
     keys: list[RowKey] = []
     empty = 0
     while iterator and empty < _EMPTY_PAGES:
-        page = streams.get_records(ShardIterator=iterator, Limit=_RECORDS_PER_CALL)
+        try:
+            page = streams.get_records(ShardIterator=iterator, Limit=_RECORDS_PER_CALL)
+        except ClientError as error:
+            if error_code(error) in _GONE:
+                raise StreamRangeTrimmedError(batch.shard_id) from None
+            raise
         records = page.get("Records", [])
         empty = 0 if records else empty + 1
         for record in records:
@@ -90,4 +98,5 @@ def keys_in(streams: Any, batch: DiscardedBatch) -> list[RowKey]:
             if sequence == last:
                 return keys
         iterator = page.get("NextShardIterator")
-    return keys
+    # The shard ended, or kept answering nothing, before the range's last record: not all of it was read.
+    raise StreamRangeTrimmedError(batch.shard_id)

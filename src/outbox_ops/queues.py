@@ -1,10 +1,11 @@
 """The poison and on-failure queues, read without losing anything: each message is either deleted on
 purpose or made visible again at once.
 
-An operator's command receives messages (hidden from other readers while it looks), decides per message,
-deletes the ones it settled and hands the others back (`ChangeMessageVisibility` to 0). Reading the queue
-this way leaves its messages as they were, apart from their receive counts. A queue is read to its end or to
-`max_messages`, whichever comes first.
+An operator's command receives messages (hidden from other readers while it looks, for up to two minutes),
+decides per message, deletes the ones it settled and hands the others back (`ChangeMessageVisibility` to 0).
+Reading the queue this way leaves its messages as they were, apart from their receive counts. A queue is read
+to its end (its approximate depth, allowing for SQS's sampling) or to `max_messages`, whichever comes first.
+Batch calls are checked entry by entry: what SQS did not delete or hand back is counted, never assumed.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ _RECEIVE_BATCH = 10
 # Long enough to decide on a batch and act on it (a redrive is a few calls per row).
 _HIDDEN_FOR_S = 120
 DEFAULT_MAX_MESSAGES = 10_000
+_LONG_POLLS = 3
+_LONG_POLL_S = 1
 
 
 @dataclass(frozen=True)
@@ -61,15 +64,24 @@ class QueueReader:
         self._held: dict[str, QueueMessage] = {}
 
     def messages(self) -> Iterator[QueueMessage]:
+        """Every message of the queue (up to `max_messages`). SQS's short polling samples only some of its
+        servers and may answer nothing while messages wait: an empty answer before the queue's approximate
+        depth is reached is retried with a short long poll, a few times."""
+        expected = depth(self._sqs, self._url).visible
+        empty = 0
         while len(self._held) < self._max:
+            waiting = len(self._held) < expected and empty < _LONG_POLLS
             received = self._sqs.receive_message(
                 QueueUrl=self._url,
                 MaxNumberOfMessages=min(_RECEIVE_BATCH, self._max - len(self._held)),
                 VisibilityTimeout=_HIDDEN_FOR_S,
-                WaitTimeSeconds=0,
+                WaitTimeSeconds=_LONG_POLL_S if empty else 0,
             ).get("Messages", [])
             if not received:
-                return
+                if not waiting:
+                    return
+                empty += 1
+                continue
             for raw in received:
                 message = QueueMessage(raw["MessageId"], raw["ReceiptHandle"], _json(raw.get("Body", "")))
                 self._held[message.message_id] = message
@@ -90,11 +102,12 @@ class QueueReader:
                 settled.deleted += done
                 settled.not_deleted += len(gone) - done
             if kept:
-                self._batch(
+                returned = self._batch(
                     "change_message_visibility_batch",
                     [{"ReceiptHandle": m.receipt_handle, "VisibilityTimeout": 0} for m in kept],
                 )
                 settled.kept += len(kept)
+                settled.hidden += len(kept) - returned
         return settled
 
     def _batch(self, operation: str, entries: list[dict[str, Any]]) -> int:
@@ -111,6 +124,8 @@ class Settled:
     not_deleted: int = 0
     """Deletions SQS refused: those messages reappear after their visibility timeout."""
     kept: int = 0
+    hidden: int = 0
+    """Kept messages SQS did not make visible again at once: they reappear after their visibility timeout."""
 
 
 def poison_key(message: QueueMessage) -> RowKey | None:

@@ -21,7 +21,10 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from botocore.exceptions import BotoCoreError, ClientError
+
 from outbox.clock import utc_now
+from outbox.errors import OutboxError
 from outbox.model import OutboxStatus, RowKey
 from outbox.release import ReleaseError, out_of_order_risk, redrive, skip, skip_missing_predecessor
 from outbox_ops.clients import OpsClients
@@ -42,19 +45,24 @@ class Outcome(StrEnum):
     """Not FAILED: still PENDING, so the sweeper publishes it; nothing to do."""
     PUBLISHED = "published"
     GONE = "gone"
+    NOT_FOUND = "not_found"
+    """Asked for by event id, but no FAILED row has it."""
+    ERROR = "error"
+    """AWS did not let the action finish: the row is as it was; run the command again."""
 
 
 @dataclass(frozen=True)
 class RowResult:
-    key: RowKey
+    key: RowKey | None
+    """None for an event id that matched no row."""
     event_id: str | None
     outcome: Outcome
     detail: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "aggregate_key": self.key.aggregate_key,
-            "seq": self.key.seq,
+            "aggregate_key": self.key.aggregate_key if self.key else None,
+            "seq": self.key.seq if self.key else None,
             "event_id": self.event_id,
             "outcome": self.outcome.value,
             "detail": self.detail,
@@ -69,12 +77,15 @@ class OperationReport:
     on_failure_messages_removed: int = 0
     messages_not_removed: int = 0
     """Deletions SQS refused: those messages reappear; run the command again."""
+    messages_hidden: int = 0
+    """Messages SQS did not hand back at once: visible again within two minutes."""
     unmapped_batches: list[str] = field(default_factory=list)
     """On-failure messages whose stream range is trimmed: kept, with why."""
 
     @property
     def refused(self) -> list[RowResult]:
-        return [row for row in self.rows if row.outcome is Outcome.REFUSED]
+        """Rows the command did not do what was asked for."""
+        return [row for row in self.rows if row.outcome in _NOT_DONE]
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -83,6 +94,7 @@ class OperationReport:
             "poison_messages_removed": self.poison_messages_removed,
             "on_failure_messages_removed": self.on_failure_messages_removed,
             "messages_not_removed": self.messages_not_removed,
+            "messages_hidden": self.messages_hidden,
             "unmapped_batches": self.unmapped_batches,
         }
 
@@ -117,6 +129,11 @@ class Operations:
             raise RowNotFoundError("no FAILED row matches: see `outbox failed list`")
         report = OperationReport(operator.dry_run)
         report.rows = [self._redrive(row, operator) for row in rows]
+        found = {row.event_id for row in rows}
+        report.rows += [
+            RowResult(None, event_id, Outcome.NOT_FOUND, "no FAILED row has this event_id")
+            for event_id in sorted(where.event_ids - found)
+        ]
         self._remove_poison(report, operator)
         return report
 
@@ -127,8 +144,10 @@ class Operations:
         settled: set[str] = set()
         for message in reader.messages():
             batch = DiscardedBatch.of(message)
-            if batch is None:
-                report.unmapped_batches.append(f"{message.message_id}: not an on-failure record; kept")
+            if batch is None or f":table/{self._resources.table}/stream/" not in batch.stream_arn:
+                report.unmapped_batches.append(
+                    f"{message.message_id}: not an on-failure record of this outbox's stream; kept"
+                )
                 continue
             try:
                 keys = keys_in(self._clients.streams, batch)
@@ -141,11 +160,12 @@ class Operations:
                 continue
             results = self._settle_rows(keys, operator)
             report.rows.extend(results)
-            if not operator.dry_run and all(result.outcome is not Outcome.REFUSED for result in results):
+            if not operator.dry_run and all(result.outcome not in _NOT_DONE for result in results):
                 settled.add(message.message_id)
         outcome = reader.settle(lambda message: message.message_id in settled)
         report.on_failure_messages_removed = outcome.deleted
         report.messages_not_removed += outcome.not_deleted
+        report.messages_hidden += outcome.hidden
         self._remove_poison(report, operator)
         return report
 
@@ -257,10 +277,14 @@ class Operations:
 
     @staticmethod
     def _apply(key: RowKey, event_id: str | None, done: Outcome, action: Callable[[], None]) -> RowResult:
+        """One row's action. A refusal or an AWS failure is this row's outcome: the rows before it stay
+        done and reported, and the command goes on (each action is one conditional write: all or nothing)."""
         try:
             action()
         except ReleaseError as refused:
             return RowResult(key, event_id, Outcome.REFUSED, str(refused))
+        except (OutboxError, ClientError, BotoCoreError) as error:
+            return RowResult(key, event_id, Outcome.ERROR, f"{type(error).__name__}: {error}")
         return RowResult(key, event_id, done)
 
     def _remove_poison(
@@ -268,7 +292,7 @@ class Operations:
     ) -> None:
         """Delete the poison messages of the rows this command redrove (or skipped): their copies there are
         settled. Nothing in a dry run; nothing if no poison queue is known."""
-        keys = {row.key for row in report.rows if row.outcome is outcome}
+        keys = {row.key for row in report.rows if row.outcome is outcome and row.key is not None}
         queue = self._resources.poison_queue_url
         if operator.dry_run or not keys or not queue:
             return
@@ -278,8 +302,10 @@ class Operations:
         outcome_of: Settled = reader.settle(lambda message: poison_key(message) in keys)
         report.poison_messages_removed = outcome_of.deleted
         report.messages_not_removed += outcome_of.not_deleted
+        report.messages_hidden += outcome_of.hidden
 
 
+_NOT_DONE = frozenset({Outcome.REFUSED, Outcome.ERROR, Outcome.NOT_FOUND})
 # What an on-failure message's row needs when it is not FAILED.
 _SETTLED = {OutboxStatus.PENDING.value: Outcome.PENDING, OutboxStatus.PUBLISHED.value: Outcome.PUBLISHED}
 
