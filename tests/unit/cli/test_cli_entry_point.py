@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -23,12 +24,15 @@ print(json.dumps({"status": status, "loaded": loaded}))
 """
 
 
-def _outbox(arguments: list[str], *, uninstalled: tuple[str, ...] = ()) -> tuple[dict[str, object], str]:
+def _outbox(
+    arguments: list[str], *, uninstalled: tuple[str, ...] = (), env: dict[str, str] | None = None
+) -> tuple[dict[str, object], str]:
     result = subprocess.run(  # noqa: S603 - this interpreter, our own entry point
         [sys.executable, "-c", _RUN, json.dumps(arguments), *uninstalled],
         capture_output=True,
         text=True,
         check=True,
+        env=env,
     )
     report: dict[str, object] = json.loads(result.stdout.strip().splitlines()[-1])
     return report, result.stderr
@@ -54,3 +58,25 @@ def test_a_local_command_without_the_local_extra_says_how_to_install_it() -> Non
     assert report["status"] == 2
     assert "pip install 'dynamodb-outbox[local]'" in stderr
     assert "moto" in stderr
+
+
+def test_an_operations_command_runs_without_the_local_runtime_and_fails_in_one_line() -> None:
+    # Given an install without the local extra, and no AWS credentials anywhere
+    environment = {
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": "/nonexistent",
+        "AWS_EC2_METADATA_DISABLED": "true",
+    }
+
+    # When an operations command runs
+    report, stderr = _outbox(
+        ["status", "--table", "outbox", "--region", "us-east-1"], uninstalled=LOCAL_ONLY, env=environment
+    )
+
+    # Then it loaded nothing of the local runtime, and failed with one line saying why (exit 1)
+    assert report["status"] == 1
+    assert stderr.startswith("outbox: AWS did not answer: Unable to locate credentials")
+    assert stderr.count("\n") == 1
+    loaded = report["loaded"]
+    assert isinstance(loaded, list)
+    assert not set(LOCAL_ONLY) & set(loaded)
