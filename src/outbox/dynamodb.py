@@ -6,7 +6,7 @@ told from a conflict or a throttle by the code DynamoDB gives each action of the
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError, ConnectionError, ReadTimeoutError
@@ -21,6 +21,7 @@ from outbox.errors import (
     TransactionConflictError,
     TransactionValidationError,
 )
+from outbox.model import RowKey
 from outbox.transaction import Transaction
 
 _CONFLICT_REASONS = frozenset({"TransactionConflict"})
@@ -113,3 +114,34 @@ def _cancellation(error: ClientError, transaction: Transaction) -> OutboxError:
     return TransactionCancelledError(
         f"transaction cancelled ({', '.join(codes) or 'no reasons'})", reasons=codes
     )
+
+
+UNPROCESSED_ROUNDS = 3
+
+
+def batch_get_rows(
+    send: Callable[..., Any], table: str, keys: Sequence[RowKey], *, projection: str, names: Mapping[str, str]
+) -> dict[RowKey, Mapping[str, Any]]:
+    """The rows at `keys` (at most 100: one BatchGetItem), strongly consistent, by key; a missing row is
+    absent. `send` makes the call (`call("BatchGetItem", client.batch_get_item, ...)`, or a caller's own
+    deadline-checking wrapper). Keys DynamoDB leaves unprocessed are asked for again, a few rounds, then
+    ThrottledError."""
+    request: dict[str, Any] = {
+        table: {
+            "Keys": [key.item() for key in keys],
+            "ConsistentRead": True,
+            "ProjectionExpression": projection,
+            "ExpressionAttributeNames": dict(names),
+        }
+    }
+    rows: dict[RowKey, Mapping[str, Any]] = {}
+    for _ in range(UNPROCESSED_ROUNDS):
+        response = send(RequestItems=request)
+        for item in response.get("Responses", {}).get(table, []):
+            key = RowKey.of(item)
+            if key is not None:
+                rows[key] = item
+        request = response.get("UnprocessedKeys") or {}
+        if not request:
+            return rows
+    raise ThrottledError(f"BatchGetItem left {len(request[table]['Keys'])} keys unprocessed")

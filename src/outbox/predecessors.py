@@ -26,8 +26,8 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 from outbox.clock import Clock, parse_timestamp, utc_now
-from outbox.dynamodb import call
-from outbox.errors import OutOfTimeError, ThrottledError
+from outbox.dynamodb import batch_get_rows, call
+from outbox.errors import OutOfTimeError
 from outbox.marking import DEFAULT_PUBLISHED_RETENTION
 from outbox.model import (
     PARTITION_KEY,
@@ -40,7 +40,6 @@ from outbox.model import (
 
 MAX_KEYS_PER_CALL = 100
 """BatchGetItem's limit."""
-_UNPROCESSED_ROUNDS = 3
 _NAMES = {"#status": "status", "#pk": PARTITION_KEY, "#sk": SORT_KEY}
 _PROJECTION = f"#pk, #sk, #status, {TTL_ATTRIBUTE}, {RELEASED_AT}"
 
@@ -116,26 +115,15 @@ class DynamoDBPredecessorReader:
     def _batch_get(
         self, keys: Sequence[RowKey], may_call: Callable[[], bool]
     ) -> dict[RowKey, Mapping[str, Any]]:
-        rows: dict[RowKey, Mapping[str, Any]] = {}
-        request: dict[str, Any] = {
-            self._table: {
-                "Keys": [key.item() for key in keys],
-                "ConsistentRead": True,
-                "ProjectionExpression": _PROJECTION,
-                "ExpressionAttributeNames": _NAMES,
-            }
-        }
-        for _ in range(_UNPROCESSED_ROUNDS):
-            response = self._call("BatchGetItem", self._client.batch_get_item, may_call, RequestItems=request)
-            for row in response.get("Responses", {}).get(self._table, []):
-                key = RowKey.of(row)
-                if key is not None:
-                    rows[key] = row
-            request = response.get("UnprocessedKeys") or {}
-            if not request:
-                return rows
-        # DynamoDB keeps answering "not now" for some keys: the gate cannot decide, so the caller stops.
-        raise ThrottledError("BatchGetItem left keys unprocessed")
+        # DynamoDB answering "not now" for some keys round after round: the gate cannot decide
+        # (ThrottledError), so the caller stops.
+        return batch_get_rows(
+            lambda **request: self._call("BatchGetItem", self._client.batch_get_item, may_call, **request),
+            self._table,
+            keys,
+            projection=_PROJECTION,
+            names=_NAMES,
+        )
 
     def _missing(self, key: RowKey, may_call: Callable[[], bool]) -> PredecessorState:
         response = self._call(

@@ -15,7 +15,7 @@ from botocore.exceptions import ClientError
 
 from outbox.aws_errors import error_code
 from outbox.clock import format_timestamp, utc_now
-from outbox.dynamodb import ConditionNotMetError, call, translate_client_error
+from outbox.dynamodb import ConditionNotMetError, batch_get_rows, call, translate_client_error
 from outbox.model import (
     AUDIT,
     FAILED_INDEX_NAME,
@@ -33,9 +33,8 @@ from outbox.model import (
     pending_shard,
 )
 from outbox.predecessors import MAX_KEYS_PER_CALL
-from outbox_ops.errors import OperationError, ResourceNotFoundError, RowNotFoundError
+from outbox_ops.errors import ResourceNotFoundError, RowNotFoundError
 
-_UNPROCESSED_ROUNDS = 5
 _ATTRIBUTES = (
     PARTITION_KEY,
     SORT_KEY,
@@ -258,30 +257,14 @@ class FailedRows:
             arguments["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
     def _batch_get(self, keys: Sequence[RowKey], show_payload: bool) -> dict[RowKey, Mapping[str, Any]]:
-        names = {f"#a{index}": name for index, name in enumerate((*_ATTRIBUTES, "payload"))}
-        if not show_payload:
-            names.pop(f"#a{len(_ATTRIBUTES)}")
-        request: dict[str, Any] = {
-            self._table: {
-                "Keys": [key.item() for key in keys],
-                "ConsistentRead": True,
-                "ProjectionExpression": ", ".join(names),
-                "ExpressionAttributeNames": names,
-            }
-        }
-        rows: dict[RowKey, Mapping[str, Any]] = {}
-        for _ in range(_UNPROCESSED_ROUNDS):
-            response = call("BatchGetItem", self._dynamodb.batch_get_item, RequestItems=request)
-            for item in response.get("Responses", {}).get(self._table, []):
-                key = RowKey.of(item)
-                if key is not None:
-                    rows[key] = item
-            request = response.get("UnprocessedKeys") or {}
-            if not request:
-                return rows
-        raise OperationError(
-            f"DynamoDB left {len(request[self._table]['Keys'])} rows unread after {_UNPROCESSED_ROUNDS} "
-            "rounds (throttled): try again"
+        attributes = (*_ATTRIBUTES, "payload") if show_payload else _ATTRIBUTES
+        names = {f"#a{index}": name for index, name in enumerate(attributes)}
+        return batch_get_rows(
+            lambda **request: call("BatchGetItem", self._dynamodb.batch_get_item, **request),
+            self._table,
+            keys,
+            projection=", ".join(names),
+            names=names,
         )
 
 
