@@ -44,7 +44,7 @@ from outbox_ops.clients import OpsClients
 from outbox_ops.failed import FailedRows
 from outbox_ops.queues import QueueDepth, depth
 from outbox_ops.resources import OutboxResources
-from outbox_sweeper.pending import DynamoDBPendingIndex
+from outbox_sweeper.pending import DUE_AGGREGATES_KEPT, DynamoDBPendingIndex
 
 STUCK_AFTER = timedelta(minutes=15)
 DEGRADED_AFTER = timedelta(minutes=5)
@@ -237,6 +237,10 @@ def _pending(clients: OpsClients, resources: OutboxResources, report: StatusRepo
     if scan.oldest is not None:
         report.oldest_pending_age_s = max(0.0, (now - scan.oldest).total_seconds())
     firsts = [rows[0] for rows in scan.due.values() if rows]
+    if len(scan.due) >= DUE_AGGREGATES_KEPT:
+        report.unknown.append(
+            f"held aggregates: only the first {DUE_AGGREGATES_KEPT} aggregates with pending events were checked"
+        )
     waiting = [row for row in firsts if row.key.seq > 1 and not row.predecessor_released]
     states = (
         DynamoDBPredecessorReader(clients.dynamodb, resources.table).states(
