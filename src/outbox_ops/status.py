@@ -239,7 +239,7 @@ def _pending(clients: OpsClients, resources: OutboxResources, report: StatusRepo
     firsts = [rows[0] for rows in scan.due.values() if rows]
     if len(scan.due) >= DUE_AGGREGATES_KEPT:
         report.unknown.append(
-            f"held aggregates: only the first {DUE_AGGREGATES_KEPT} aggregates with pending events were checked"
+            f"held aggregates: only the first {DUE_AGGREGATES_KEPT} aggregates with pending events checked"
         )
     waiting = [row for row in firsts if row.key.seq > 1 and not row.predecessor_released]
     states = (
