@@ -16,6 +16,7 @@ from outbox_cdk.destinations import DestinationsProps, OutboxDestinations
 from outbox_cdk.errors import OutboxConstructError
 from outbox_cdk.functions import powertools_layer
 from outbox_cdk.monitoring import AlarmThresholds, OutboxMonitoring
+from outbox_cdk.operators import OutboxOperatorPolicy
 from outbox_cdk.publisher import OutboxPublisher, PublisherSettings, StreamMappingProps
 from outbox_cdk.queues import FailureQueues, FailureQueuesProps
 from outbox_cdk.sweeper import OutboxSweeper, SweeperSettings
@@ -113,6 +114,8 @@ class OutboxStack(Stack):
             alarm_topic=alarm_topic,
             thresholds=props.alarm_thresholds,
         )
+        # Attach to the role your operators assume to run `outbox redrive` / `skip` (docs/operations.md).
+        self.operator_policy = OutboxOperatorPolicy(self, "OperatorPolicy", publisher=self.publisher)
         self.sample_consumers: SampleConsumers | None = None
         if props.sample_consumers:
             if self.destinations.topic is None or self.destinations.event_bus is None:
@@ -179,6 +182,10 @@ class OutboxStack(Stack):
                     "Outbox sweeper function (scheduled)",
                 ),
                 outputs.DASHBOARD_NAME: (self.monitoring.dashboard.dashboard_name, "CloudWatch dashboard"),
+                outputs.OPERATOR_POLICY_ARN: (
+                    self.operator_policy.managed_policy_arn,
+                    "Managed policy for the roles that run `outbox` operations on this stack",
+                ),
             }
         )
         if self.sample_consumers is not None:

@@ -19,6 +19,7 @@ ALARM_TOPIC_ARN: Final = "AlarmTopicArn"
 PUBLISHER_FUNCTION_NAME: Final = "PublisherFunctionName"
 SWEEPER_FUNCTION_NAME: Final = "SweeperFunctionName"
 DASHBOARD_NAME: Final = "DashboardName"
+OPERATOR_POLICY_ARN: Final = "OperatorPolicyArn"
 
 # The sample app's own.
 ORDERS_TABLE_NAME: Final = "OrdersTableName"

@@ -20,6 +20,7 @@ from outbox_cdk.errors import OutboxConstructError
 from outbox_cdk.functions import FunctionSettings, PowertoolsLayer, PythonFunction, powertools_layer
 from outbox_cdk.monitoring import AlarmThresholds, AlarmTopic, OutboxMonitoring
 from outbox_cdk.nag import acknowledge, add_nag_checks
+from outbox_cdk.operators import OperatorAccess, OutboxOperatorPolicy
 from outbox_cdk.publisher import OutboxPublisher, PublisherSettings, StreamMappingProps
 from outbox_cdk.queues import FailureQueues, FailureQueuesProps
 from outbox_cdk.sweeper import OutboxSweeper, SweeperSettings
@@ -36,9 +37,11 @@ __all__ = [
     "FailureQueues",
     "FailureQueuesProps",
     "FunctionSettings",
+    "OperatorAccess",
     "OutboxConstructError",
     "OutboxDestinations",
     "OutboxMonitoring",
+    "OutboxOperatorPolicy",
     "OutboxPublisher",
     "OutboxSweeper",
     "OutboxTable",

@@ -20,6 +20,7 @@ DOCUMENTED_OUTPUTS = {
     "PublisherFunctionName",
     "SweeperFunctionName",
     "DashboardName",
+    "OperatorPolicyArn",
     "SampleTopicConsumerQueueUrl",
     "SampleBusConsumerQueueUrl",
 }

@@ -16,6 +16,7 @@ import pytest
 from outbox.clock import utc_now
 from outbox.marking import DynamoDBRowMarker, FailedMark
 from outbox.model import OutboxStatus
+from outbox_ops import permissions
 from outbox_ops.clients import OpsClients
 from tests.integration.ops.conftest import Ops
 from tests.integration.ops.test_ops_redrive_and_skip import fix_payload, poisoned
@@ -119,5 +120,6 @@ def test_every_command_needs_only_what_the_operator_policy_grants(ops: Ops, call
     # And the check would catch a policy that lacks one (here: reading the stream back)
     assert "dynamodb:GetRecords" in called
     assert missing(called, policy_actions() - {"dynamodb:GetRecords"}) == {"dynamodb:GetRecords"}
-    # And the policy grants nothing the commands never call
+    # And the policy grants nothing the commands never call; the construct's (outbox_ops.permissions) neither
     assert policy_actions() == called
+    assert called == permissions.MAINTAINER

@@ -1,0 +1,68 @@
+"""The operator's permissions as a managed policy: exactly what the `outbox` operations commands call, on this
+outbox's resources (docs/operations.md, "Operator permissions")."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from aws_cdk import Stack
+from aws_cdk import aws_iam as iam
+from constructs import Construct
+
+from outbox.model import FAILED_INDEX_NAME, PENDING_INDEX_NAME
+from outbox_cdk.nag import acknowledge
+from outbox_cdk.publisher import OutboxPublisher
+from outbox_ops import permissions as p
+
+_INDEXES = (PENDING_INDEX_NAME, FAILED_INDEX_NAME)
+
+
+class OperatorAccess(StrEnum):
+    READ_ONLY = "read_only"
+    """`status`, `failed list|show`, every `--dry-run`: for an on-call role."""
+    OPERATOR = "operator"
+    """... and `redrive`, `skip`."""
+    MAINTAINER = "maintainer"
+    """... and `purge-published`, `failed reindex` (they scan the table)."""
+
+
+class OutboxOperatorPolicy(iam.ManagedPolicy):
+    """A managed policy for the people or roles who run `outbox` against this stack's outbox: attach it to
+    your operator role (`policy.attach_to_role(role)`)."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        publisher: OutboxPublisher,
+        access: OperatorAccess = OperatorAccess.OPERATOR,
+    ) -> None:
+        super().__init__(scope, construct_id, description=f"Run `outbox` operations ({access.value})")
+        stack = Stack.of(self)
+        table = publisher.table
+        writes = access is not OperatorAccess.READ_ONLY
+        statements = [
+            (p.FIND_STACK, [stack.stack_id]),
+            (
+                p.READ_ROWS + (p.RELEASE_ROWS if writes else ()),
+                [table.table_arn, *(f"{table.table_arn}/index/{name}" for name in _INDEXES)],
+            ),
+            # The publisher refuses a table without a stream (outbox_cdk.table.check_outbox_table).
+            (p.READ_STREAM, [str(table.table_stream_arn)]),
+            (
+                p.READ_QUEUES + (p.SETTLE_QUEUES if writes else ()),
+                [publisher.poison_queue.queue_arn, publisher.on_failure_queue.queue_arn],
+            ),
+            (p.ACCOUNT_WIDE, ["*"]),
+        ]
+        if access is OperatorAccess.MAINTAINER:
+            statements.append((p.SCAN_TABLE, [table.table_arn]))
+        for actions, resources in statements:
+            self.add_statements(iam.PolicyStatement(actions=list(actions), resources=resources))
+        acknowledge(
+            self,
+            "AwsSolutions-IAM5[Resource::*]",
+            "lambda:ListEventSourceMappings and cloudwatch:GetMetricData take no resource-level restriction "
+            "in IAM; every other action is on this outbox's own table, indexes, stream, queues and stack",
+        )
