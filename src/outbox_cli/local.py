@@ -69,6 +69,8 @@ def describe(runtime: LocalRuntime) -> str:
         f"AWS_ACCESS_KEY_ID={LOCAL_CREDENTIALS['aws_access_key_id']} "
         f"AWS_SECRET_ACCESS_KEY={LOCAL_CREDENTIALS['aws_secret_access_key']} "
         "AWS_ACCOUNT_ID_ENDPOINT_MODE=disabled",
+        "  and operate it as a deployed stack (docs/operations.md):",
+        f"    outbox status --endpoint-url {runtime.endpoint_url} --region {region}",
         "",
         "  Outputs:",
         *(f"    {name:<28} {value}" for name, value in runtime.outputs.items()),

@@ -46,10 +46,11 @@ def test_local_up_prints_what_to_use_and_stops_cleanly_on_ctrl_c(tmp_path: Path)
                 break
         text = "".join(printed)
 
-        # Then it printed the endpoint, the API URL and the resources' names
+        # Then it printed the endpoint, the API URL, how to operate it and the resources' names
         assert "AWS endpoint  http://127.0.0.1:" in text
         assert "Orders API    http://127.0.0.1:" in text
         assert "export AWS_ENDPOINT_URL=http://127.0.0.1:" in text
+        assert "outbox status --endpoint-url http://127.0.0.1:" in text
         assert "TableName" in text
         assert "route     POST /items" in text
 
