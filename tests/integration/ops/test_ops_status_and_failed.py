@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 from typing import Any
 
+import pytest
 from botocore.exceptions import ClientError
 
 from outbox.clock import utc_now
 from outbox.model import OutboxEvent, OutboxStatus
+from outbox_cli.main import main
 from outbox_ops.clients import OpsClients
 from outbox_ops.resources import OutboxResources
 from outbox_ops.status import Verdict, status
@@ -215,3 +218,18 @@ def test_status_without_permission_for_mappings_or_metrics_says_they_are_unknown
         "stream mappings: AccessDeniedException",
         "published, last hour: AccessDeniedException",
     ]
+
+
+def test_the_commands_find_the_local_runtime_through_aws_endpoint_url(
+    ops: Ops, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given only the environment the README's export line sets (no --endpoint-url, no --region)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", ops.runtime.endpoint_url)
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+
+    # When the operator asks for the status
+    code = main(["status", "--json"])
+
+    # Then it reads the local stack
+    assert code == 0
+    assert json.loads(capsys.readouterr().out)["table"] == ops.table
