@@ -291,18 +291,25 @@ class Operations:
         self, report: OperationReport, operator: Operator, *, outcome: Outcome = Outcome.REDRIVEN
     ) -> None:
         """Delete the poison messages of the rows this command redrove (or skipped): their copies there are
-        settled. Nothing in a dry run; nothing if no poison queue is known."""
+        settled; and those of rows PUBLISHED since (a stale re-delivery of a redriven row's first INSERT can
+        park it again without marking it: its event is out). Nothing in a dry run; nothing if no poison
+        queue is known."""
         keys = {row.key for row in report.rows if row.outcome is outcome and row.key is not None}
         queue = self._resources.poison_queue_url
         if operator.dry_run or not keys or not queue:
             return
         reader = QueueReader(self._clients.sqs, queue, max_messages=operator.max_messages)
-        for _ in reader.messages():
-            pass
-        outcome_of: Settled = reader.settle(lambda message: poison_key(message) in keys)
-        report.poison_messages_removed = outcome_of.deleted
-        report.messages_not_removed += outcome_of.not_deleted
-        report.messages_hidden += outcome_of.hidden
+        about = {message.message_id: poison_key(message) for message in reader.messages()}
+        others = [key for key in about.values() if key is not None and key not in keys]
+        published = {
+            key
+            for key, item in self._failed.items(others).items()
+            if _status(item) == OutboxStatus.PUBLISHED.value
+        }
+        settled: Settled = reader.settle(lambda message: about.get(message.message_id) in keys | published)
+        report.poison_messages_removed = settled.deleted
+        report.messages_not_removed += settled.not_deleted
+        report.messages_hidden += settled.hidden
 
 
 _NOT_DONE = frozenset({Outcome.REFUSED, Outcome.ERROR, Outcome.NOT_FOUND})

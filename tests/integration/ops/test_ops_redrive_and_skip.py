@@ -7,7 +7,7 @@ import json
 from datetime import timedelta
 
 from outbox.clock import utc_now
-from outbox.marking import DynamoDBRowMarker, FailedMark
+from outbox.marking import DynamoDBRowMarker, FailedMark, PublishedMark
 from outbox.model import RowKey
 from tests.integration.ops.conftest import Ops
 from tests.integration.ops.test_ops_status_and_failed import BAD_PAYLOAD, new
@@ -239,3 +239,24 @@ def test_an_on_failure_message_whose_rows_are_still_pending_is_settled_without_a
     assert [(r["seq"], r["outcome"]) for r in done.json["rows"]] == [(1, "pending")]
     assert done.json["on_failure_messages_removed"] == 1
     assert ops.status_of(key) == "PENDING"
+
+
+def test_a_poison_message_a_stale_redelivery_left_is_removed_once_its_row_is_published(ops: Ops) -> None:
+    # Given a fresh poison row, fixed and redriven, whose original INSERT came again: parked once more on the
+    # poison queue, the row not marked (its generation moved on)
+    first, _, event_id = poisoned(ops, "orphan", age=timedelta(0))
+    fix_payload(ops, first)
+    assert ops.cli("redrive", "--event-id", event_id, "--reason", "payload repaired").code == 0
+    ops.redeliver_insert(first)
+    assert len(ops.messages(ops.poison_queue)) == 1
+    # ... then published (as the sweeper does once the row is due)
+    DynamoDBRowMarker(ops.dynamodb, ops.table).mark([PublishedMark(first, utc_now(), 1, generation=1)])
+    assert ops.status_of(first) == "PUBLISHED"
+
+    # When the operator next redrives something else
+    _, _, other_id = poisoned(ops, "orphan-other")
+    result = ops.cli("redrive", "--event-id", other_id, "--reason", "r", "--json")
+
+    # Then the stale message goes with the other's: the poison queue is empty
+    assert result.json["poison_messages_removed"] == 2
+    assert ops.messages(ops.poison_queue) == []
