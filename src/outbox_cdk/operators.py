@@ -10,6 +10,7 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from outbox.model import FAILED_INDEX_NAME, PENDING_INDEX_NAME
+from outbox_cdk import constants as c
 from outbox_cdk.nag import acknowledge
 from outbox_cdk.publisher import OutboxPublisher
 from outbox_ops import permissions as p
@@ -39,7 +40,7 @@ class OutboxOperatorPolicy(iam.ManagedPolicy):
         access: OperatorAccess = OperatorAccess.OPERATOR,
     ) -> None:
         super().__init__(scope, construct_id, description=f"Run `outbox` operations ({access.value})")
-        stack = Stack.of(self)
+        stack = Stack.of(publisher)  # the stack the commands find by its outputs
         table = publisher.table
         writes = access is not OperatorAccess.READ_ONLY
         statements = [
@@ -58,6 +59,13 @@ class OutboxOperatorPolicy(iam.ManagedPolicy):
         ]
         if access is OperatorAccess.MAINTAINER:
             statements.append((p.SCAN_TABLE, [table.table_arn]))
+        # Customer-managed keys, where the table or a queue has one: reading them needs the key too.
+        keys = [
+            (table.encryption_key, c.TABLE_KEY_ACTIONS),
+            (publisher.poison_queue.encryption_master_key, c.QUEUE_KEY_ACTIONS),
+            (publisher.on_failure_queue.encryption_master_key, c.QUEUE_KEY_ACTIONS),
+        ]
+        statements += [(tuple(actions), [key.key_arn]) for key, actions in keys if key is not None]
         for actions, resources in statements:
             self.add_statements(iam.PolicyStatement(actions=list(actions), resources=resources))
         acknowledge(

@@ -118,7 +118,7 @@ def operation(report: OperationReport) -> str:
     if report.messages_not_removed:
         tail.append(f"messages SQS did not delete (run again): {report.messages_not_removed}")
     if report.messages_hidden:
-        tail.append(f"messages SQS did not hand back (visible within 2 min): {report.messages_hidden}")
+        tail.append(f"messages SQS did not hand back (visible within 5 min): {report.messages_hidden}")
     tail += [f"kept: {batch}" for batch in report.unmapped_batches]
     if not report.dry_run and any(r.outcome.value == "redriven" for r in report.rows):
         tail.append("the sweeper publishes redriven events within its schedule: watch `outbox status`")

@@ -1,7 +1,7 @@
 """The poison and on-failure queues, read without losing anything: each message is either deleted on
 purpose or made visible again at once.
 
-An operator's command receives messages (hidden from other readers while it looks, for up to two minutes),
+An operator's command receives messages (hidden from other readers while it looks, for up to five minutes),
 decides per message, deletes the ones it settled and hands the others back (`ChangeMessageVisibility` to 0).
 Reading the queue this way leaves its messages as they were, apart from their receive counts. A queue is read
 to its end (its approximate depth, allowing for SQS's sampling) or to `max_messages`, whichever comes first.
@@ -12,16 +12,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from outbox.model import RowKey
 
 _RECEIVE_BATCH = 10
-# Long enough to decide on a batch and act on it (a redrive is a few calls per row).
-_HIDDEN_FOR_S = 120
+# Long enough to act on every message read (a redrive is a few calls per row); one that comes again anyway is
+# recognised by its id.
+_HIDDEN_FOR_S = 300
 DEFAULT_MAX_MESSAGES = 10_000
 _LONG_POLLS = 3
+_MAX_RECEIVES = 2 * DEFAULT_MAX_MESSAGES
 _LONG_POLL_S = 1
 
 
@@ -64,25 +66,36 @@ class QueueReader:
         self._held: dict[str, QueueMessage] = {}
 
     def messages(self) -> Iterator[QueueMessage]:
-        """Every message of the queue (up to `max_messages`). SQS's short polling samples only some of its
-        servers and may answer nothing while messages wait: an empty answer before the queue's approximate
-        depth is reached is retried with a short long poll, a few times."""
+        """Every message of the queue, each once (up to `max_messages`). SQS's short polling samples only
+        some of its servers and may answer nothing while messages wait: an empty answer before the queue's
+        approximate depth is reached is retried with a short long poll, a few times. A message that comes
+        again (the command took longer than its hiding) is not handed out twice; an answer of nothing new
+        ends the read."""
         expected = depth(self._sqs, self._url).visible
         empty = 0
-        while len(self._held) < self._max:
-            waiting = len(self._held) < expected and empty < _LONG_POLLS
+        for _ in range(_MAX_RECEIVES):
+            if len(self._held) >= self._max:
+                return
             received = self._sqs.receive_message(
                 QueueUrl=self._url,
                 MaxNumberOfMessages=min(_RECEIVE_BATCH, self._max - len(self._held)),
                 VisibilityTimeout=_HIDDEN_FOR_S,
                 WaitTimeSeconds=_LONG_POLL_S if empty else 0,
             ).get("Messages", [])
+            fresh = [raw for raw in received if raw["MessageId"] not in self._held]
+            for raw in received:
+                if raw["MessageId"] in self._held:  # keep the newest receipt: only it can delete the message
+                    self._held[raw["MessageId"]] = replace(
+                        self._held[raw["MessageId"]], receipt_handle=raw["ReceiptHandle"]
+                    )
+            if received and not fresh:
+                return
             if not received:
-                if not waiting:
+                if len(self._held) >= expected or empty >= _LONG_POLLS:
                     return
                 empty += 1
                 continue
-            for raw in received:
+            for raw in fresh:
                 message = QueueMessage(raw["MessageId"], raw["ReceiptHandle"], _json(raw.get("Body", "")))
                 self._held[message.message_id] = message
                 yield message

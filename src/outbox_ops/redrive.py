@@ -78,7 +78,7 @@ class OperationReport:
     messages_not_removed: int = 0
     """Deletions SQS refused: those messages reappear; run the command again."""
     messages_hidden: int = 0
-    """Messages SQS did not hand back at once: visible again within two minutes."""
+    """Messages SQS did not hand back at once: visible again within five minutes."""
     unmapped_batches: list[str] = field(default_factory=list)
     """On-failure messages whose stream range is trimmed: kept, with why."""
 

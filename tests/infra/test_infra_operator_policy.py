@@ -84,3 +84,35 @@ def test_each_level_of_access_grants_its_actions(
 
 def test_the_documented_policy_is_the_maintainers() -> None:
     assert policy_actions() == permissions.MAINTAINER
+
+
+def test_a_customer_managed_table_key_is_granted_to_operators(tmp_path: Path) -> None:
+    from aws_cdk import App, Stack
+    from aws_cdk import aws_kms as kms
+
+    from outbox_cdk import DataTableProps, OutboxOperatorPolicy, OutboxPublisher, OutboxTable, add_nag_checks
+    from outbox_cdk.destinations import OutboxDestinations
+
+    # Given an outbox table encrypted with the user's own key
+    app = App(outdir=str(tmp_path))
+    stack = Stack(app, "UserStack")
+    key = kms.Key(stack, "TableKey", enable_key_rotation=True)
+    table = OutboxTable(stack, "Outbox", DataTableProps(encryption_key=key, retain_data=False))
+    publisher = OutboxPublisher(stack, "Publisher", table=table, topic=OutboxDestinations(stack, "D").topic)
+    OutboxOperatorPolicy(stack, "Operators", publisher=publisher)
+    add_nag_checks(app)
+
+    # When it is synthesized
+    template: dict[str, Any] = app.synth().get_stack_by_name("UserStack").template
+
+    # Then operators may use the key for the table (reading rows and releasing them), on that key only
+    _, policy = only(template, "AWS::IAM::ManagedPolicy", "Operators")
+    key_id, _ = only(template, "AWS::KMS::Key", "TableKey")
+    (statement,) = [s for s in statements(policy) if "kms:Decrypt" in s["Action"]]
+    assert statement["Resource"] == {"Fn::GetAtt": [key_id, "Arn"]}
+    assert set(statement["Action"]) == {
+        "kms:Decrypt",
+        "kms:DescribeKey",
+        "kms:Encrypt",
+        "kms:GenerateDataKey",
+    }
