@@ -48,6 +48,7 @@ from outbox.errors import OutboxError, TransactionCancelledError
 from outbox.limits import MAX_TRANSACTION_ACTIONS
 from outbox.model import (
     FAILED_INDEX_PARTITION_KEY,
+    FIRST_RELEASED_AT,
     GENERATION,
     LEASE_OWNER,
     LEASE_UNTIL,
@@ -81,7 +82,8 @@ _FAILED = (
 )
 _FAILED_UPDATE = f"{_FAILED} ADD attempts :attempts {_LEFT_PENDING}"
 _FAILED_AND_RELEASED_UPDATE = (
-    f"{_FAILED}, {RELEASED_AT} = :at, {RELEASE_REASON} = :release_reason "
+    f"{_FAILED}, {RELEASED_AT} = :at, {RELEASE_REASON} = :release_reason, "
+    f"{FIRST_RELEASED_AT} = if_not_exists({FIRST_RELEASED_AT}, :at) "
     f"ADD attempts :attempts {_LEFT_PENDING}"
 )
 _CONDITION = "#status = :pending"

@@ -51,6 +51,8 @@ REDRIVEN_AT = "redriven_at"
 RELEASED_AT = "released_at"
 RELEASED_BY = "released_by"
 RELEASE_REASON = "release_reason"
+FIRST_RELEASED_AT = "first_released_at"
+"""When the row was first released: kept through redrives, so a row ever released stays known as one."""
 PREDECESSOR_RELEASED_AT = "predecessor_released_at"
 """On a PENDING row: its missing predecessor was released (skipped), so the gate does not wait for it."""
 # Bumped by every operator redrive (outbox.release); every mark (outbox.marking) requires the generation it

@@ -6,14 +6,14 @@ in `seq`). Three ways out, each recorded on the row with who did it, when and wh
 - `redrive`: the FAILED row becomes PENDING again (same `event_id`, payload as stored now: fix it first if
   it was the payload's fault), its attempts and the sweeper's cutoffs started afresh, its `generation`
   bumped (so no stale stream record of its first life can mark it: outbox.marking). The sweeper publishes
-  it, through the gate, then the events behind it. A row already released (skipped, or poisoned on a route
-  that continues past poison) let its successors go: if any later row exists, or none does but one may
-  have been published and expired since the release, redriving it could publish it after a later event,
-  so that is refused unless `out_of_order=True` (`out_of_order_risk` says why).
+  it, through the gate, then the events behind it. If a later event of its aggregate may be out already
+  (the row was released, or a later one was: `out_of_order_risk` says why), redriving it could publish it
+  after that event, so that is refused unless `out_of_order=True`.
 - `skip`: the FAILED row stays FAILED but is released: the gate lets its successors go. The event itself
   is never published.
 - `skip_missing_predecessor`: on the PENDING row that waits behind a gap, record that its missing
-  predecessor is released: the gate lets it go. Refused if the predecessor exists after all.
+  predecessor is released: the gate lets it go. Refused if the predecessor exists after all, or while the
+  row below the gap is not out.
 
 Each is one conditional write (a redrive of a released row first reads its aggregate's later rows): it
 changes nothing unless the rows are in the state it expects, and says so with a typed error
@@ -23,6 +23,7 @@ operation ever shortens: the row keeps every redrive and skip of its event for a
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
@@ -33,6 +34,7 @@ from outbox.errors import ConditionFailedError, OutboxError
 from outbox.model import (
     AUDIT,
     FAILED_INDEX_PARTITION_KEY,
+    FIRST_RELEASED_AT,
     GENERATION,
     LEASE_OWNER,
     LEASE_UNTIL,
@@ -74,6 +76,7 @@ class Action(StrEnum):
 # The shortest retention the publisher allows (PUBLISHED_RETENTION_DAYS >= 1): a later event published after a
 # release cannot have expired sooner than this after it.
 _SHORTEST_RETENTION = timedelta(days=1)
+_CLOCK_MARGIN = timedelta(hours=1)
 
 
 def redrive(
@@ -93,11 +96,12 @@ def redrive(
     if row is None or row.get("status", {}).get("S") != OutboxStatus.FAILED:
         raise ReleaseError(f"{key.aggregate_key} seq {key.seq} is not FAILED: nothing changed")
     released = row.get(RELEASED_AT, {}).get("S")
-    risk = out_of_order_risk(client, table, key, released, now)
+    first_released = row.get(FIRST_RELEASED_AT, {}).get("S")
+    risk = out_of_order_risk(client, table, key, released=released, first_released=first_released, now=now)
     if risk is not None and not out_of_order:
         raise ReleaseError(
-            f"{key.aggregate_key} seq {key.seq} was released and {risk}: redriving it could publish it "
-            "after a later event (allow it out of order to do so anyway); nothing changed"
+            f"{key.aggregate_key} seq {key.seq}: {risk}; redriving it could publish it after a later event "
+            "(allow it out of order to do so anyway); nothing changed"
         )
     values = {
         ":pending": {"S": OutboxStatus.PENDING.value},
@@ -153,46 +157,64 @@ def redrive(
 
 
 def out_of_order_risk(
-    client: Any, table: str, key: RowKey, released: str | None, now: datetime
+    client: Any,
+    table: str,
+    key: RowKey,
+    *,
+    released: str | None,
+    first_released: str | None,
+    now: datetime,
 ) -> str | None:
-    """Why redriving the FAILED row `key`, released at `released` (its `released_at`, None if it was not),
-    could publish it after a later event of its aggregate, or None.
+    """Why redriving the FAILED row `key` could publish it after a later event of its aggregate, or None.
 
-    An unreleased row has held its aggregate: nothing after it went. A released one let its successors go:
-    any later row may be out already (or on its way), and with none left, one may have been published and
-    expired since the release, unless the release is younger than the shortest retention."""
+    `released` is its `released_at` now, `first_released` its `first_released_at` (kept through redrives).
+    A later event may be out when a later row is PUBLISHED, or released itself, or past a released gap; when
+    this row is released now and any later row exists (the gate may be publishing it); and when this row was
+    ever released longer ago than the shortest retention, less an hour for the operator's clock (a later event
+    may have been published and expired since). A row never released, with nothing of that after it, has
+    held its aggregate all along."""
+    for later, item in _later_rows(client, table, key):
+        status = str(item.get("status", {}).get("S", "unknown"))
+        if status == OutboxStatus.PUBLISHED:
+            return f"seq {later.seq} of its aggregate is PUBLISHED"
+        if RELEASED_AT in item or PREDECESSOR_RELEASED_AT in item:
+            return f"seq {later.seq} of its aggregate was released, so events after it may be out"
+        if released is not None:
+            return f"seq {later.seq} of its aggregate exists ({status}) and may be on its way out"
+    return _expiry_risk(first_released or released, now)
+
+
+def _expiry_risk(released: str | None, now: datetime) -> str | None:
     if released is None:
         return None
-    later = _later_row(client, table, key)
-    if later is not None:
-        return f"seq {later[0].seq} of its aggregate exists ({later[1]})"
     try:
-        released_at = parse_timestamp(str(released))
+        released_at = parse_timestamp(released)
     except ValueError:
         return "its release time cannot be read"
-    if now - released_at >= _SHORTEST_RETENTION:
-        return "a later event may have been published and expired since"
+    if now - released_at >= _SHORTEST_RETENTION - _CLOCK_MARGIN:
+        return f"it was released at {released}: a later event may have been published and expired since"
     return None
 
 
-def _later_row(client: Any, table: str, key: RowKey) -> tuple[RowKey, str] | None:
-    """The aggregate's next row after `key` and its status, read consistently, or None."""
-    page = call(
-        "Query",
-        client.query,
-        TableName=table,
-        KeyConditionExpression="#pk = :pk AND #sk > :seq",
-        ProjectionExpression="#pk, #sk, #status",
-        ExpressionAttributeNames={**_NAMES, "#pk": PARTITION_KEY, "#sk": SORT_KEY},
-        ExpressionAttributeValues={":pk": {"S": key.aggregate_key}, ":seq": {"N": str(key.seq)}},
-        ConsistentRead=True,
-        Limit=1,
-    )
-    for item in page.get("Items", []):
-        found = RowKey.of(item)
-        if found is not None:
-            return found, str(item.get("status", {}).get("S", "unknown"))
-    return None
+def _later_rows(client: Any, table: str, key: RowKey) -> Iterator[tuple[RowKey, Mapping[str, Any]]]:
+    """The aggregate's rows after `key`, in `seq` order, read consistently (keys and release attributes)."""
+    arguments: dict[str, Any] = {
+        "TableName": table,
+        "KeyConditionExpression": "#pk = :pk AND #sk > :seq",
+        "ProjectionExpression": f"#pk, #sk, #status, {RELEASED_AT}, {PREDECESSOR_RELEASED_AT}",
+        "ExpressionAttributeNames": {**_NAMES, "#pk": PARTITION_KEY, "#sk": SORT_KEY},
+        "ExpressionAttributeValues": {":pk": {"S": key.aggregate_key}, ":seq": {"N": str(key.seq)}},
+        "ConsistentRead": True,
+    }
+    while True:
+        page = call("Query", client.query, **arguments)
+        for item in page.get("Items", []):
+            found = RowKey.of(item)
+            if found is not None:
+                yield found, item
+        if "LastEvaluatedKey" not in page:
+            return
+        arguments["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
 
 def skip(
@@ -204,7 +226,8 @@ def skip(
         client,
         table,
         key,
-        expression=f"SET {RELEASED_AT} = :at, {RELEASED_BY} = :actor, {RELEASE_REASON} = :reason, {_AUDITED}",
+        expression=f"SET {RELEASED_AT} = :at, {RELEASED_BY} = :actor, {RELEASE_REASON} = :reason, "
+        f"{_AUDITED}, {FIRST_RELEASED_AT} = if_not_exists({FIRST_RELEASED_AT}, :at)",
         condition=f"#status = :failed AND attribute_not_exists({RELEASED_AT})",
         values={":failed": {"S": OutboxStatus.FAILED.value}, **who, **_entry(Action.SKIP, who)},
         expected="FAILED and not yet released",
@@ -215,7 +238,9 @@ def skip_missing_predecessor(
     client: Any, table: str, key: RowKey, *, reason: str, actor: str, now: datetime | None = None
 ) -> None:
     """On the PENDING row `key`: its predecessor (`seq - 1`), never written, is released. Refused if the
-    predecessor exists after all (then redrive or skip it): one transaction checks both."""
+    predecessor exists after all (then redrive or skip it), and while the highest row below the gap is not
+    out (PENDING, or FAILED and unreleased): releasing the gap would let `key` go before it. One transaction
+    checks all three."""
     if key.seq <= 1:
         raise ReleaseError(f"{key.aggregate_key} seq {key.seq} has no predecessor to release")
     keys = outbox_table(table)
@@ -223,6 +248,16 @@ def skip_missing_predecessor(
     transaction.condition_check(
         keys, key.predecessor.item(), f"attribute_not_exists({PARTITION_KEY})", label="predecessor"
     )
+    below = _highest_below(client, table, key.predecessor)
+    if below is not None:
+        transaction.condition_check(
+            keys,
+            below.item(),
+            f"#status = :published OR attribute_exists({RELEASED_AT})",
+            label="below",
+            names=_NAMES,
+            values={":published": {"S": OutboxStatus.PUBLISHED.value}},
+        )
     who = _who(reason, actor, now)
     transaction.update(
         keys,
@@ -246,7 +281,29 @@ def skip_missing_predecessor(
                 f"{key.aggregate_key} seq {key.seq - 1} exists, it is not missing: redrive or skip it "
                 "instead; nothing changed"
             ) from None
+        if failed.action == "below" and below is not None:
+            raise ReleaseError(
+                f"{key.aggregate_key} seq {below.seq}, below the gap, is not out (PENDING, or FAILED and not "
+                f"released): seq {key.seq} must wait for it; redrive or skip it first; nothing changed"
+            ) from None
         raise ReleaseError(f"{key.aggregate_key} seq {key.seq} is not PENDING: nothing changed") from None
+
+
+def _highest_below(client: Any, table: str, key: RowKey) -> RowKey | None:
+    """The aggregate's highest row below `key`, read consistently, or None."""
+    page = call(
+        "Query",
+        client.query,
+        TableName=table,
+        KeyConditionExpression="#pk = :pk AND #sk < :seq",
+        ProjectionExpression="#pk, #sk",
+        ExpressionAttributeNames={"#pk": PARTITION_KEY, "#sk": SORT_KEY},
+        ExpressionAttributeValues={":pk": {"S": key.aggregate_key}, ":seq": {"N": str(key.seq)}},
+        ConsistentRead=True,
+        ScanIndexForward=False,
+        Limit=1,
+    )
+    return next((found for found in map(RowKey.of, page.get("Items", [])) if found is not None), None)
 
 
 def _who(reason: str, actor: str, now: datetime | None) -> dict[str, dict[str, str]]:
@@ -280,7 +337,7 @@ def _read(client: Any, table: str, key: RowKey) -> dict[str, Any] | None:
         TableName=table,
         Key=key.item(),
         ConsistentRead=True,
-        ProjectionExpression=f"#status, {RELEASED_AT}",
+        ProjectionExpression=f"#status, {RELEASED_AT}, {FIRST_RELEASED_AT}",
         ExpressionAttributeNames=_NAMES,
     )
     item: dict[str, Any] | None = response.get("Item")

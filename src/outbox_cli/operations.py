@@ -95,7 +95,7 @@ def add_commands(commands: Any) -> None:
     redrive.add_argument(
         "--allow-out-of-order",
         action="store_true",
-        help="redrive even if a later event of its aggregate is already PUBLISHED",
+        help="redrive even if a later event of its aggregate may be out already",
     )
     redrive.set_defaults(run=_redrive)
 

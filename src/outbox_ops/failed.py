@@ -21,6 +21,7 @@ from outbox.model import (
     FAILED_INDEX_NAME,
     FAILED_INDEX_PARTITION_KEY,
     FAILED_INDEX_SORT_KEY,
+    FIRST_RELEASED_AT,
     PARTITION_KEY,
     PENDING_SHARDS,
     RELEASE_REASON,
@@ -48,6 +49,7 @@ _ATTRIBUTES = (
     RELEASED_AT,
     RELEASED_BY,
     RELEASE_REASON,
+    FIRST_RELEASED_AT,
     "generation",
     AUDIT,
 )
@@ -66,6 +68,8 @@ class FailedRow:
     released_at: str | None
     released_by: str | None
     release_reason: str | None
+    first_released_at: str | None
+    """Kept through redrives: the row was released once, and its successors may have gone then."""
     generation: int
     audit: list[dict[str, Any]] = field(default_factory=list)
     payload: str | None = None
@@ -92,6 +96,7 @@ class FailedRow:
             released_at=_string(item, RELEASED_AT),
             released_by=_string(item, RELEASED_BY),
             release_reason=_string(item, RELEASE_REASON),
+            first_released_at=_string(item, FIRST_RELEASED_AT),
             generation=generation_of(item),
             audit=[_plain(entry.get("M", {})) for entry in item.get(AUDIT, {}).get("L", [])],
             payload=_string(item, "payload"),

@@ -224,12 +224,13 @@ class Operations:
                 self._clients.dynamodb,
                 self._resources.table,
                 row.key,
-                row.released_at,
-                operator.now or utc_now(),
+                released=row.released_at,
+                first_released=row.first_released_at,
+                now=operator.now or utc_now(),
             )
             if risk is not None and not operator.allow_out_of_order:
                 detail = (
-                    f"released, and {risk}: redriving it could publish it after a later event "
+                    f"{risk}; redriving it could publish it after a later event "
                     "(--allow-out-of-order to do so anyway)"
                 )
                 return RowResult(row.key, row.event_id, Outcome.REFUSED, detail)

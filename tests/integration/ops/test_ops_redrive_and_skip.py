@@ -141,7 +141,7 @@ def test_a_redrive_that_would_publish_after_a_later_event_is_refused_unless_allo
     assert refused.code == 1
     (row,) = refused.json["rows"]
     assert row["outcome"] == "refused"
-    assert "seq 2 of its aggregate exists (PUBLISHED)" in row["detail"]
+    assert "seq 2 of its aggregate is PUBLISHED" in row["detail"]
     assert ops.rows() == rows
 
     # When the operator allows it out of order
