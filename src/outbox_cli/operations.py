@@ -271,6 +271,11 @@ def _acted(out: TextIO, arguments: argparse.Namespace, report: OperationReport) 
             file=sys.stderr,
         )
         return EXIT_FAILED
+    if not report.complete:
+        print(
+            "outbox: some queue messages were kept or not removed (see above): run it again", file=sys.stderr
+        )
+        return EXIT_FAILED
     return 0
 
 

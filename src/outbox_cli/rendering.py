@@ -120,6 +120,8 @@ def operation(report: OperationReport) -> str:
     if report.messages_hidden:
         tail.append(f"messages SQS did not hand back (visible within 5 min): {report.messages_hidden}")
     tail += [f"kept: {batch}" for batch in report.unmapped_batches]
+    if report.poison_cleanup_error:
+        tail.append(f"poison queue not cleaned up: {report.poison_cleanup_error}")
     if not report.dry_run and any(r.outcome.value == "redriven" for r in report.rows):
         tail.append("the sweeper publishes redriven events within its schedule: watch `outbox status`")
     return head + rows + "\n".join(tail) + "\n"

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from outbox.model import RowKey
+from outbox.model import RowKey, generation_of
 
 _RECEIVE_BATCH = 10
 # Long enough to act on every message read (a redrive is a few calls per row); one that comes again anyway is
@@ -150,6 +150,13 @@ def poison_key(message: QueueMessage) -> RowKey | None:
     if isinstance(aggregate_key, str) and isinstance(seq, int) and not isinstance(seq, bool):
         return RowKey(aggregate_key, seq)
     return RowKey.of(body.get("row") or {})
+
+
+def poison_generation(message: QueueMessage) -> int:
+    """The generation of the row as it was when it was parked (0: before any redrive)."""
+    body = message.body
+    row = body.get("row") if isinstance(body, Mapping) else None
+    return generation_of(row) if isinstance(row, Mapping) else 0
 
 
 def _json(text: str) -> Any:

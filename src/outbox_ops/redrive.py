@@ -10,7 +10,8 @@ publishing engine and its order gate, then the events it held (within a sweep or
 - On-failure messages are mapped back to their rows through the stream (outbox_ops.on_failure): FAILED rows
   are redriven, PENDING ones are left to the sweeper, PUBLISHED ones need nothing. A message is deleted
   only once every row behind it is settled.
-- A dry run reads exactly what the real run reads and changes nothing, queues included.
+- A dry run reads what the real run reads to decide each row and changes nothing, queues included (it
+  does not preview the poison-queue clean-up).
 """
 
 from __future__ import annotations
@@ -31,7 +32,14 @@ from outbox_ops.clients import OpsClients
 from outbox_ops.errors import OperationError, RowNotFoundError
 from outbox_ops.failed import FailedFilter, FailedRow, FailedRows
 from outbox_ops.on_failure import DiscardedBatch, StreamRangeTrimmedError, keys_in
-from outbox_ops.queues import DEFAULT_MAX_MESSAGES, QueueReader, Settled, poison_key
+from outbox_ops.queues import (
+    DEFAULT_MAX_MESSAGES,
+    QueueMessage,
+    QueueReader,
+    Settled,
+    poison_generation,
+    poison_key,
+)
 from outbox_ops.resources import OutboxResources
 
 
@@ -58,6 +66,8 @@ class RowResult:
     event_id: str | None
     outcome: Outcome
     detail: str = ""
+    generation: int | None = None
+    """The row's generation when the command acted on it: poison messages of that life are settled."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -80,7 +90,16 @@ class OperationReport:
     messages_hidden: int = 0
     """Messages SQS did not hand back at once: visible again within five minutes."""
     unmapped_batches: list[str] = field(default_factory=list)
-    """On-failure messages whose stream range is trimmed: kept, with why."""
+    """On-failure messages not settled (range unreadable, another stream, AWS failed): kept, with why."""
+    poison_cleanup_error: str | None = None
+    """Why the poison queue could not be cleaned up (the rows' changes stand; run the command again)."""
+
+    @property
+    def complete(self) -> bool:
+        """Everything asked for was done, queues included."""
+        return not (
+            self.refused or self.unmapped_batches or self.messages_not_removed or self.poison_cleanup_error
+        )
 
     @property
     def refused(self) -> list[RowResult]:
@@ -96,6 +115,7 @@ class OperationReport:
             "messages_not_removed": self.messages_not_removed,
             "messages_hidden": self.messages_hidden,
             "unmapped_batches": self.unmapped_batches,
+            "poison_cleanup_error": self.poison_cleanup_error,
         }
 
 
@@ -151,6 +171,7 @@ class Operations:
                 continue
             try:
                 keys = keys_in(self._clients.streams, batch)
+                results = self._settle_rows(keys, operator)
             except StreamRangeTrimmedError:
                 report.unmapped_batches.append(
                     f"{message.message_id}: shard {batch.shard_id} {batch.first}..{batch.last} is no longer "
@@ -158,7 +179,10 @@ class Operations:
                     "FAILED)"
                 )
                 continue
-            results = self._settle_rows(keys, operator)
+            except (OutboxError, ClientError, BotoCoreError) as error:
+                # This message only: the ones before it stay settled, the rest are still tried.
+                report.unmapped_batches.append(f"{message.message_id}: {type(error).__name__}: {error}; kept")
+                continue
             report.rows.extend(results)
             if not operator.dry_run and all(result.outcome not in _NOT_DONE for result in results):
                 settled.add(message.message_id)
@@ -179,7 +203,13 @@ class Operations:
         elif operator.dry_run:
             result = RowResult(row.key, row.event_id, Outcome.WOULD_SKIP)
         else:
-            result = self._apply(row.key, row.event_id, Outcome.SKIPPED, lambda: self._skip(row, operator))
+            result = self._apply(
+                row.key,
+                row.event_id,
+                Outcome.SKIPPED,
+                lambda: self._skip(row, operator),
+                generation=row.generation,
+            )
         report.rows.append(result)
         self._remove_poison(report, operator, outcome=Outcome.SKIPPED)
         return report
@@ -241,7 +271,8 @@ class Operations:
             row.key,
             row.event_id,
             Outcome.REDRIVEN,
-            lambda: redrive(
+            generation=row.generation,
+            action=lambda: redrive(
                 self._clients.dynamodb,
                 self._resources.table,
                 row.key,
@@ -277,7 +308,14 @@ class Operations:
         )
 
     @staticmethod
-    def _apply(key: RowKey, event_id: str | None, done: Outcome, action: Callable[[], None]) -> RowResult:
+    def _apply(
+        key: RowKey,
+        event_id: str | None,
+        done: Outcome,
+        action: Callable[[], None],
+        *,
+        generation: int | None = None,
+    ) -> RowResult:
         """One row's action. A refusal or an AWS failure is this row's outcome: the rows before it stay
         done and reported, and the command goes on (each action is one conditional write: all or nothing)."""
         try:
@@ -286,28 +324,48 @@ class Operations:
             return RowResult(key, event_id, Outcome.REFUSED, str(refused))
         except (OutboxError, ClientError, BotoCoreError) as error:
             return RowResult(key, event_id, Outcome.ERROR, f"{type(error).__name__}: {error}")
-        return RowResult(key, event_id, done)
+        return RowResult(key, event_id, done, generation=generation)
 
     def _remove_poison(
+        self, report: OperationReport, operator: Operator, *, outcome: Outcome = Outcome.REDRIVEN
+    ) -> None:
+        try:
+            self._remove_poison_messages(report, operator, outcome=outcome)
+        except (OutboxError, ClientError, BotoCoreError) as error:
+            report.poison_cleanup_error = f"{type(error).__name__}: {error}"
+
+    def _remove_poison_messages(
         self, report: OperationReport, operator: Operator, *, outcome: Outcome = Outcome.REDRIVEN
     ) -> None:
         """Delete the poison messages of the rows this command redrove (or skipped): their copies there are
         settled; and those of rows PUBLISHED since (a stale re-delivery of a redriven row's first INSERT can
         park it again without marking it: its event is out). Nothing in a dry run; nothing if no poison
         queue is known."""
-        keys = {row.key for row in report.rows if row.outcome is outcome and row.key is not None}
+        acted = {
+            row.key: row.generation
+            for row in report.rows
+            if row.outcome is outcome and row.key is not None and row.generation is not None
+        }
         queue = self._resources.poison_queue_url
-        if operator.dry_run or not keys or not queue:
+        if operator.dry_run or not acted or not queue:
             return
         reader = QueueReader(self._clients.sqs, queue, max_messages=operator.max_messages)
-        about = {message.message_id: poison_key(message) for message in reader.messages()}
-        others = [key for key in about.values() if key is not None and key not in keys]
+        about = {message.message_id: message for message in reader.messages()}
+        others = [key for key in map(poison_key, about.values()) if key is not None and key not in acted]
         published = {
             key
             for key, item in self._failed.items(others).items()
             if _status(item) == OutboxStatus.PUBLISHED.value
         }
-        settled: Settled = reader.settle(lambda message: about.get(message.message_id) in keys | published)
+
+        def settled_by_this_command(message: QueueMessage) -> bool:
+            key = poison_key(message)
+            if key in published:
+                return True
+            # Only the life the command acted on: a failure of the redriven row since has a later generation.
+            return key in acted and poison_generation(message) <= acted[key]
+
+        settled: Settled = reader.settle(settled_by_this_command)
         report.poison_messages_removed = settled.deleted
         report.messages_not_removed += settled.not_deleted
         report.messages_hidden += settled.hidden

@@ -11,7 +11,8 @@ What it reads, and what it never does (no table scan, whatever the table's size)
   of them still hold their aggregate, and which an operator released (skipped: they need nothing more);
 - the poison and on-failure queues' depths, the publisher's stream mappings (Lambda), and the last hour's
   published events (CloudWatch: the publisher's `EventsPublished` plus the sweeper's `SweptEvents`). A
-  role that may not read the mappings or the metrics gets "unknown" for them, with why, not a failure.
+  role that may not read the mappings or the metrics gets "unknown" for them, with why, not a failure;
+  the verdict is then at best degraded: it cannot vouch for what it could not read.
 
 The verdict, worst first:
 
@@ -33,12 +34,13 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, TypeVar
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
 from outbox import metrics
 from outbox.aws_errors import error_code
 from outbox.clock import format_timestamp, utc_now
 from outbox.deadline import NoDeadline
+from outbox.model import RowKey
 from outbox.predecessors import DynamoDBPredecessorReader, PredecessorState
 from outbox_ops.clients import OpsClients
 from outbox_ops.failed import FailedRows
@@ -107,6 +109,8 @@ class StatusReport:
     held: list[HeldAggregate] = field(default_factory=list)
     failed: int = 0
     """FAILED rows that still hold their aggregate (not released)."""
+    unindexed_failed: int = 0
+    """Held aggregates whose FAILED predecessor is not in the failed index (failed before it existed)."""
     failed_released: int = 0
     """FAILED rows an operator skipped, or poisoned on a route that continues past poison: settled."""
     poison: QueueDepth | None = None
@@ -165,6 +169,13 @@ def status(
     failed = FailedRows(clients.dynamodb, resources.table).select()
     report.failed = sum(1 for row in failed if row.holds_aggregate)
     report.failed_released = len(failed) - report.failed
+    listed = {row.key for row in failed}
+    report.unindexed_failed = sum(
+        1
+        for held in report.held
+        if held.predecessor is PredecessorState.FAILED
+        and RowKey(held.aggregate_key, held.waiting_seq - 1) not in listed
+    )
     if resources.poison_queue_url:
         report.poison = depth(clients.sqs, resources.poison_queue_url)
     if resources.on_failure_queue_url:
@@ -201,11 +212,13 @@ def judge(report: StatusReport, thresholds: StatusThresholds) -> tuple[Verdict, 
         degraded.append(f"the oldest pending event is {_duration(age)} old: the sweeper should take it soon")
     if report.failed:
         degraded.append(f"{report.failed} FAILED event(s) not released: outbox failed list")
-    elif any(held.predecessor is PredecessorState.FAILED for held in report.held):
+    if report.unindexed_failed:
         # Held behind a FAILED row the failed index does not have: one from before the index existed.
         degraded.append(
-            "a held aggregate waits behind a FAILED row missing from the failed index: outbox failed reindex"
+            f"{report.unindexed_failed} held aggregate(s) wait behind a FAILED row missing from the failed "
+            "index: outbox failed reindex"
         )
+    degraded += [f"could not read {what}: the verdict cannot vouch for it" for what in report.unknown]
     for name, queue, command in (
         ("poison", report.poison, "outbox failed list"),
         ("on-failure", report.on_failure, "outbox redrive --on-failure-queue --dry-run --reason '...'"),
@@ -276,7 +289,9 @@ def _optional(report: StatusReport, what: str, read: Callable[[], _T]) -> _T | N
         return read()
     except ClientError as error:
         report.unknown.append(f"{what}: {error_code(error)}")
-        return None
+    except BotoCoreError as error:
+        report.unknown.append(f"{what}: {type(error).__name__}")
+    return None
 
 
 def _mappings(lambda_: Any, function: str) -> list[MappingState]:

@@ -98,7 +98,8 @@ def test_an_on_failure_message_of_another_stream_is_kept(ops: Ops) -> None:
     # When the operator redrives the on-failure queue
     result = ops.cli("redrive", "--on-failure-queue", "--reason", "r", "--json")
 
-    # Then nothing is redriven, and the message is kept, with why
+    # Then nothing is redriven, and the message is kept, with why (the command fails: it is not settled)
+    assert result.code == 1
     assert result.json["rows"] == []
     assert result.json["unmapped_batches"][0].endswith(
         "not an on-failure record of this outbox's stream; kept"
@@ -152,3 +153,25 @@ def test_usage_errors_exit_2_before_any_aws_call(ops: Ops) -> None:
         result = ops.cli(*argv)
         assert result.code == 2, argv
         assert says in result.err, (argv, result.err)
+
+
+class ThrottledStreams(EmptyStreams):
+    def get_records(self, **_: Any) -> dict[str, Any]:
+        raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "slow"}}, "GetRecords")
+
+
+def test_an_on_failure_message_aws_fails_to_map_is_kept_and_the_report_survives(ops: Ops) -> None:
+    # Given an on-failure message, and the stream throttling its reads
+    message = discarded_and_given_up(ops, "throttled")
+
+    # When the on-failure queue is redriven
+    report = operations(ops, streams=ThrottledStreams()).redrive_on_failure_queue(
+        Operator(actor="alice", reason="r")
+    )
+
+    # Then the message is kept, with why, and the command reports instead of failing as a whole
+    (unmapped,) = report.unmapped_batches
+    assert "ClientError" in unmapped
+    assert unmapped.endswith("; kept")
+    assert not report.complete
+    assert ops.messages(ops.on_failure_queue) == [message]

@@ -86,6 +86,7 @@ def test_every_command_needs_only_what_the_operator_policy_grants(ops: Ops, call
     _, _, skipped_id = poisoned(ops, "perm-skip")
     ops.put(new("perm-gap", 1, age=timedelta(days=1)))
     ops.put(new("perm-gap", 3, age=timedelta(days=1)))
+    ops.publish()
     rule = ops.runtime.faults.arm("sns", "PublishBatch", error_code="AuthorizationError", http_status=403)
     discarded = ops.put(new("perm-discarded", 1, age=timedelta(days=1)))
     ops.publish()

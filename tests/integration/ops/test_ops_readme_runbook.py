@@ -21,6 +21,7 @@ def test_every_runbook_command_runs_as_written(ops: Ops) -> None:
     _, _, other_id = poisoned(ops, "runbook-skip")
     for seq in (1, 2, 3, 4, 5, 7):
         ops.put(new("42", seq, age=timedelta(days=1)))
+    ops.publish()
     rule = ops.runtime.faults.arm("sns", "PublishBatch", error_code="AuthorizationError", http_status=403)
     ops.put(new("runbook-discarded", 1, age=timedelta(days=1)))
     ops.publish()

@@ -260,3 +260,21 @@ def test_a_poison_message_a_stale_redelivery_left_is_removed_once_its_row_is_pub
     # Then the stale message goes with the other's: the poison queue is empty
     assert result.json["poison_messages_removed"] == 2
     assert ops.messages(ops.poison_queue) == []
+
+
+def test_a_poison_message_of_the_redriven_rows_next_failure_is_kept(ops: Ops) -> None:
+    # Given a FAILED event on the poison queue, and (as if the sweeper had already failed its redrive) a newer
+    # poison message of the same row, generation 1
+    _, _, event_id = poisoned(ops, "newer")
+    (old,) = ops.messages(ops.poison_queue)
+    newer = json.loads(old)
+    newer["row"]["generation"] = {"N": "1"}
+    ops.sqs.send_message(QueueUrl=ops.poison_queue, MessageBody=json.dumps(newer))
+
+    # When the operator redrives it
+    result = ops.cli("redrive", "--event-id", event_id, "--reason", "r", "--json")
+
+    # Then only the message of the life it redrove is removed
+    assert result.json["poison_messages_removed"] == 1
+    (left,) = ops.messages(ops.poison_queue)
+    assert json.loads(left)["row"]["generation"] == {"N": "1"}

@@ -166,9 +166,17 @@ def test_a_command_finds_nothing_without_a_stack_and_says_what_to_pass(ops: Ops)
 
 
 def test_failed_rows_from_before_the_index_are_listed_after_a_reindex(ops: Ops) -> None:
-    # Given a row FAILED before the failed index existed (no failed_shard)
+    # Given a row FAILED before the failed index existed (no failed_shard), an event held behind it
     key = ops.put(new("legacy", 1).with_status(OutboxStatus.FAILED, last_error="rejected: old"))
+    ops.put(new("legacy", 2))
     assert ops.cli("failed", "list", "--json").json["failed"] == []
+
+    # When the operator asks for the status, Then it says to reindex
+    reasons = ops.cli("status", "--json").json["reasons"]
+    assert (
+        "1 held aggregate(s) wait behind a FAILED row missing from the failed index: outbox failed reindex"
+        in (reasons)
+    )
 
     # When the operator reindexes
     result = ops.cli("failed", "reindex", "--json")
@@ -211,8 +219,12 @@ def test_status_without_permission_for_mappings_or_metrics_says_they_are_unknown
     # When it asks for the status
     report = status(clients, resources)
 
-    # Then the rest is reported, and the two figures are unknown, with why
-    assert report.verdict is Verdict.HEALTHY
+    # Then the rest is reported, the two figures are unknown, with why, and the verdict cannot be healthy
+    assert report.verdict is Verdict.DEGRADED
+    assert report.reasons == [
+        "could not read stream mappings: AccessDeniedException: the verdict cannot vouch for it",
+        "could not read published, last hour: AccessDeniedException: the verdict cannot vouch for it",
+    ]
     assert (report.mappings, report.published_last_hour) == (None, None)
     assert report.unknown == [
         "stream mappings: AccessDeniedException",
