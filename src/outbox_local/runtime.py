@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -22,6 +23,7 @@ from outbox_local.faults import FaultInjector
 from outbox_local.functions import FunctionHost
 from outbox_local.http_api import HttpApiServer, Route
 from outbox_local.invocation import InvocationResult
+from outbox_local.moto_transactions import atomic_transactions
 from outbox_local.provisioning import ProvisionedStack, Provisioner
 from outbox_local.provisioning.cloudformation import register_stack, stack_outputs
 from outbox_local.schedules import ScheduleRunner
@@ -84,6 +86,7 @@ class LocalRuntime:
         self.stack: ProvisionedStack | None = None
         self.outputs: dict[str, Any] = {}
         self._stop = threading.Event()
+        self._corrections = contextlib.ExitStack()
         self._poller: threading.Thread | None = None
 
     # --- lifecycle -----------------------------------------------------------------------------------
@@ -104,6 +107,9 @@ class LocalRuntime:
         self.mappings = []
         self.outputs = {}
         self._stop.clear()
+        # moto's TransactWriteItems is not atomic for a stream reader: corrected while the runtime runs.
+        self._corrections = contextlib.ExitStack()
+        self._corrections.enter_context(atomic_transactions())
         self._server = LocalAwsServer(
             self.faults,
             self.options.host,
@@ -138,6 +144,7 @@ class LocalRuntime:
         if self._server is not None:
             self._server.stop()
             self._server = None
+        self._corrections.close()
 
     # --- what a user of the runtime needs ------------------------------------------------------------
 

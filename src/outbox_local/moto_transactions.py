@@ -1,0 +1,167 @@
+"""TransactWriteItems as DynamoDB does it: all conditions first, then every write or none. A named correction
+of moto, installed while a local runtime runs (docs/local.md, "Where moto differs from AWS").
+
+moto 5.2 (`DynamoDBBackend.transact_write_items`) applies each action as it checks it and, when a later one
+fails, puts back a deep copy of every table it touched. Two things break on the way: the writes applied
+before the failure have already emitted their stream records (a reader sees a *phantom* INSERT for a row that
+was rolled back), and the table object is replaced by its copy, whose stream the runtime's stream reader does
+not follow (nothing written afterwards is ever delivered). The deep copies also make every transaction cost
+time and memory in proportion to the tables' size.
+
+Here every action is checked against the current items first (key unicity, condition expressions) without
+writing anything, exactly as moto evaluates them; a failed condition cancels the transaction with moto's own
+`TransactionCanceledException` and its per-action reasons, and nothing was written or streamed. Only then are
+the actions applied, through moto's own put/update/delete. An action that fails while being applied (an
+update expression moto rejects, which DynamoDB would have refused up front) puts the items it touched back
+and re-raises; its earlier writes' stream records cannot be taken back (the only residue, documented).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from moto.dynamodb.comparisons import get_filter_expression
+from moto.dynamodb.exceptions import (
+    ConditionalCheckFailed,
+    MockValidationException,
+    MultipleTransactionsException,
+    TooManyTransactionsException,
+    TransactionCanceledException,
+    TransactWriteSingleOpException,
+)
+from moto.dynamodb.models import DynamoDBBackend
+from moto.dynamodb.models.dynamo_type import DynamoType
+
+_OPERATIONS = frozenset({"ConditionCheck", "Put", "Delete", "Update"})
+
+
+def transact_write_items(backend: DynamoDBBackend, transact_items: list[dict[str, Any]]) -> None:
+    if len(transact_items) > 100:
+        raise TooManyTransactionsException()
+    planned = _check(backend, transact_items)
+    before = {
+        (table, str(key)): (table, key, _copy(backend.get_item(table, key))) for _, table, key, _ in planned
+    }
+    try:
+        for op_type, table_name, key, op in planned:
+            _apply(backend, op_type, table_name, key, op)
+    except Exception:
+        for table_name, key, item in before.values():
+            _restore(backend, table_name, key, item)
+        raise
+
+
+def _check(
+    backend: DynamoDBBackend, transact_items: list[dict[str, Any]]
+) -> list[tuple[str, str, dict[str, Any], dict[str, Any]]]:
+    """Every action checked, nothing written: the actions to apply, or TransactionCanceledException."""
+    targets: set[tuple[str, str]] = set()
+    errors: list[tuple[str | None, str | None, Any]] = []
+    planned: list[tuple[str, str, dict[str, Any], dict[str, Any]]] = []
+    for item in transact_items:
+        if len(item) > 1:
+            raise TransactWriteSingleOpException
+        op_type, op = next(iter(item.items()))
+        original: dict[str, Any] | None = None
+        try:
+            if op_type not in _OPERATIONS:
+                raise ValueError("Unsupported transaction operation")
+            table_name = op["TableName"]
+            key = _key(backend, op_type, op)
+            target = (str(table_name), str(dict(sorted(key.items()))))
+            if target in targets:
+                raise MultipleTransactionsException()
+            targets.add(target)
+            current = backend.get_item(table_name, key)
+            condition = op.get("ConditionExpression")
+            if condition is not None:
+                expression = get_filter_expression(
+                    condition, op.get("ExpressionAttributeNames"), op.get("ExpressionAttributeValues")
+                )
+                if not expression.expr(current):
+                    if op.get("ReturnValuesOnConditionCheckFailure") == "ALL_OLD" and current:
+                        original = current.to_json()["Attributes"]
+                    raise ConditionalCheckFailed(item=original)
+            planned.append((op_type, table_name, key, op))
+            errors.append((None, None, None))
+        except (MultipleTransactionsException, MockValidationException):
+            raise
+        except ConditionalCheckFailed as failed:
+            errors.append(("ConditionalCheckFailed", str(failed.message), original))
+        except Exception as error:  # moto reports any other failure per action, as here
+            errors.append((type(error).__name__, str(error), original))
+    if any(code is not None for code, _, _ in errors):
+        raise TransactionCanceledException(errors)
+    return planned
+
+
+def _key(backend: DynamoDBBackend, op_type: str, op: dict[str, Any]) -> dict[str, Any]:
+    if op_type != "Put":
+        key: dict[str, Any] = op["Key"]
+        return key
+    table = backend.get_table(op["TableName"])
+    attributes = op["Item"]
+    put_key = {table.hash_key_attr: attributes[table.hash_key_attr]}
+    if table.range_key_attr is not None:
+        put_key[table.range_key_attr] = attributes[table.range_key_attr]
+    return put_key
+
+
+def _apply(
+    backend: DynamoDBBackend, op_type: str, table_name: str, key: dict[str, Any], op: dict[str, Any]
+) -> None:
+    names, values = op.get("ExpressionAttributeNames") or {}, op.get("ExpressionAttributeValues") or {}
+    # The conditions held when checked. moto isolates no request from another (it never did: its own version
+    # checks and writes action by action too), so a write racing into this gap is not isolated locally.
+    if op_type == "Put":
+        backend.put_item(
+            table_name, op["Item"], expression_attribute_names=names, expression_attribute_values=values
+        )
+    elif op_type == "Delete":
+        backend.delete_item(
+            table_name, key, expression_attribute_names=names, expression_attribute_values=values
+        )
+    elif op_type == "Update":
+        backend.update_item(
+            table_name,
+            key,
+            update_expression=op["UpdateExpression"],
+            expression_attribute_names=names,
+            expression_attribute_values=values,
+        )
+
+
+def _copy(item: Any) -> Any:
+    return copy.deepcopy(item) if item is not None else None
+
+
+def _restore(backend: DynamoDBBackend, table_name: str, key: dict[str, Any], item: Any) -> None:
+    table = backend.get_table(table_name)
+    hash_value = table.hash_key_attr
+    range_value = table.range_key_attr
+    hash_key = DynamoType(key[hash_value])
+    if range_value is None:
+        if item is None:
+            table.items.pop(hash_key, None)
+        else:
+            table.items[hash_key] = item
+        return
+    range_key = DynamoType(key[range_value])
+    if item is None:
+        table.items.get(hash_key, {}).pop(range_key, None)
+    else:
+        table.items[hash_key][range_key] = item
+
+
+@contextmanager
+def atomic_transactions() -> Iterator[None]:
+    """While in effect, every moto DynamoDB backend of this process runs TransactWriteItems atomically."""
+    original = DynamoDBBackend.transact_write_items
+    DynamoDBBackend.transact_write_items = transact_write_items  # type: ignore[method-assign,assignment]
+    try:
+        yield
+    finally:
+        DynamoDBBackend.transact_write_items = original  # type: ignore[method-assign]

@@ -1,0 +1,88 @@
+"""A cancelled TransactWriteItems on the local runtime writes and announces nothing, and the runtime keeps
+delivering what comes after (outbox_local.moto_transactions corrects moto). On moto as it is, the cancelled
+transaction's Put reached the stream (a phantom event) and the stream reader lost the table's later writes."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from moto.dynamodb.models import DynamoDBBackend
+
+from outbox import outputs
+from outbox.model import OutboxEvent
+from outbox_local.runtime import LocalRuntime, RuntimeOptions
+from tests.support.synth import Synthesized
+
+
+@pytest.fixture
+def runtime(synthesized: Synthesized) -> Iterator[LocalRuntime]:
+    with LocalRuntime(RuntimeOptions(template_path=synthesized.template_path, background=False)) as started:
+        yield started
+
+
+def event(aggregate_id: str, seq: int) -> OutboxEvent:
+    return OutboxEvent.new(
+        aggregate_type="Order",
+        aggregate_id=aggregate_id,
+        seq=seq,
+        event_type="OrderPlaced",
+        payload={"n": seq},
+    )
+
+
+def delivered(runtime: LocalRuntime) -> list[str]:
+    sqs = runtime.client("sqs")
+    queue = runtime.outputs[outputs.SAMPLE_TOPIC_CONSUMER_QUEUE_URL]
+    bodies: list[str] = []
+    while messages := sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10).get("Messages", []):
+        for message in messages:
+            bodies.append(json.loads(message["Body"])["event_id"])
+            sqs.delete_message(QueueUrl=queue, ReceiptHandle=message["ReceiptHandle"])
+    return bodies
+
+
+def put(table: str, item: dict[str, Any]) -> dict[str, Any]:
+    return {"Put": {"TableName": table, "Item": item, "ConditionExpression": "attribute_not_exists(seq)"}}
+
+
+def test_a_cancelled_transaction_announces_nothing_and_later_writes_are_delivered(
+    runtime: LocalRuntime,
+) -> None:
+    # Given the outbox table and a first event, published
+    dynamodb = runtime.client("dynamodb")
+    table = runtime.outputs[outputs.OUTBOX_TABLE_NAME]
+    first = event("tx", 1)
+    dynamodb.put_item(TableName=table, Item=first.to_item())
+    runtime.drain_streams()
+    assert delivered(runtime) == [first.event_id]
+
+    # When a transaction puts a second event and then fails its condition on the first (a racing writer)
+    rival, second = event("tx", 1), event("tx", 2)
+    with pytest.raises(dynamodb.exceptions.TransactionCanceledException):
+        dynamodb.transact_write_items(
+            TransactItems=[put(table, second.to_item()), put(table, rival.to_item())]
+        )
+    runtime.drain_streams()
+
+    # Then nothing was written and nothing announced
+    assert "Item" not in dynamodb.get_item(
+        TableName=table, Key={"aggregate_key": {"S": "Order#tx"}, "seq": {"N": "2"}}
+    )
+    assert delivered(runtime) == []
+
+    # When the second event is then written for real
+    dynamodb.transact_write_items(TransactItems=[put(table, second.to_item())])
+    runtime.drain_streams()
+
+    # Then it is delivered: the stream reader still follows the table
+    assert delivered(runtime) == [second.event_id]
+
+
+def test_the_correction_is_in_place_only_while_a_runtime_runs(synthesized: Synthesized) -> None:
+    original = DynamoDBBackend.transact_write_items
+    with LocalRuntime(RuntimeOptions(template_path=synthesized.template_path, background=False)):
+        assert DynamoDBBackend.transact_write_items is not original
+    assert DynamoDBBackend.transact_write_items is original
