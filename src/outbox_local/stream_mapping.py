@@ -28,6 +28,7 @@ Time comes from an injected clock so tests drive the processor step by step with
 
 from __future__ import annotations
 
+import base64
 import enum
 import uuid
 from collections import deque
@@ -375,9 +376,12 @@ def lambda_record(raw: Mapping[str, Any], stream_arn: str, region: str) -> Strea
     created = stream.get("ApproximateCreationDateTime")
     created_at = created.timestamp() if isinstance(created, datetime) else float(created or 0)
     shaped_stream: dict[str, Any] = {"ApproximateCreationDateTime": int(created_at)}
-    for key in ("Keys", "NewImage", "OldImage", "SequenceNumber", "SizeBytes", "StreamViewType"):
+    for key in ("SequenceNumber", "SizeBytes", "StreamViewType"):
         if key in stream:
             shaped_stream[key] = stream[key]
+    for key in ("Keys", "NewImage", "OldImage"):
+        if key in stream:
+            shaped_stream[key] = _as_sent(stream[key])
     payload: dict[str, Any] = {
         "eventID": raw["eventID"],
         "eventName": raw["eventName"],
@@ -390,6 +394,28 @@ def lambda_record(raw: Mapping[str, Any], stream_arn: str, region: str) -> Strea
     if "userIdentity" in raw:
         payload["userIdentity"] = raw["userIdentity"]
     return StreamRecord(payload=payload, sequence_number=str(stream["SequenceNumber"]), created_at=created_at)
+
+
+def _as_sent(item: Mapping[str, Any]) -> dict[str, Any]:
+    """An item as Lambda's event carries it: boto3 hands Binary values over as bytes, Lambda sends them as
+    base64 text (JSON has no bytes), in B and BS and inside M and L."""
+    return {name: _value_as_sent(value) for name, value in item.items()}
+
+
+def _value_as_sent(value: Mapping[str, Any]) -> dict[str, Any]:
+    if "B" in value:
+        return {"B": _base64(value["B"])}
+    if "BS" in value:
+        return {"BS": [_base64(element) for element in value["BS"]]}
+    if "M" in value:
+        return {"M": _as_sent(value["M"])}
+    if "L" in value:
+        return {"L": [_value_as_sent(element) for element in value["L"]]}
+    return dict(value)
+
+
+def _base64(data: bytes | str) -> str:
+    return data if isinstance(data, str) else base64.b64encode(data).decode("ascii")
 
 
 def _iso_seconds(epoch: float) -> str:

@@ -1,6 +1,10 @@
-"""A cancelled TransactWriteItems on the local runtime writes and announces nothing, and the runtime keeps
-delivering what comes after (outbox_local.moto_transactions corrects moto). On moto as it is, the cancelled
-transaction's Put reached the stream (a phantom event) and the stream reader lost the table's later writes."""
+"""Where the local runtime corrects moto, on the synthesized app with the real publisher:
+
+- a cancelled TransactWriteItems writes and announces nothing, and the runtime keeps delivering what comes
+  after (outbox_local.moto_transactions). On moto as it is, the cancelled transaction's Put reached the stream
+  (a phantom event) and the stream reader lost the table's later writes;
+- a row with a Binary attribute reaches the publisher as Lambda sends it, base64 text (on moto as it is, the
+  bytes failed every invocation's JSON encoding, the shard blocked, then the record was discarded)."""
 
 from __future__ import annotations
 
@@ -86,3 +90,22 @@ def test_the_correction_is_in_place_only_while_a_runtime_runs(synthesized: Synth
     with LocalRuntime(RuntimeOptions(template_path=synthesized.template_path, background=False)):
         assert DynamoDBBackend.transact_write_items is not original
     assert DynamoDBBackend.transact_write_items is original
+
+
+def test_a_row_with_a_binary_attribute_reaches_the_publisher_base64_encoded_and_is_published(
+    runtime: LocalRuntime,
+) -> None:
+    # Given an outbox row another writer put with a Binary attribute (and a binary set, in a map)
+    dynamodb = runtime.client("dynamodb")
+    table = runtime.outputs[outputs.OUTBOX_TABLE_NAME]
+    row = event("binary", 1)
+    extra = {"blob": {"B": b"\\x00\\xff"}, "meta": {"M": {"sums": {"BS": [b"\\x01", b"\\x02"]}}}}
+    dynamodb.put_item(TableName=table, Item={**row.to_item(), **extra})
+
+    # When the stream mapping hands it to the publisher
+    runtime.drain_streams()
+
+    # Then the invocation succeeded (Lambda's event carries Binary as base64 text) and the event is out
+    assert delivered(runtime) == [row.event_id]
+    item = dynamodb.get_item(TableName=table, Key={"aggregate_key": {"S": "Order#binary"}, "seq": {"N": "1"}})
+    assert item["Item"]["status"] == {"S": "PUBLISHED"}
