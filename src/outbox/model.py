@@ -122,6 +122,14 @@ def pending_shard(key: str) -> int:
     return zlib.crc32(key.encode()) % PENDING_SHARDS
 
 
+def string_attribute(item: Mapping[str, Any] | None, name: str) -> str | None:
+    """A String attribute of a low-level item (a row, a stream image), or None when absent or not a String."""
+    value = item.get(name) if item is not None else None
+    if isinstance(value, Mapping) and isinstance(value.get("S"), str):
+        return str(value["S"])
+    return None
+
+
 def generation_of(row: Mapping[str, Any]) -> int:
     """The row's redrive generation (0 until its first redrive; an unreadable one counts as 0)."""
     try:

@@ -29,7 +29,7 @@ from enum import StrEnum
 from typing import Any
 
 from outbox.clock import format_timestamp, parse_timestamp, utc_now
-from outbox.dynamodb import ConditionNotMetError, DynamoDBTransactionExecutor, call
+from outbox.dynamodb import ConditionNotMetError, DynamoDBTransactionExecutor, batch_get_rows, call
 from outbox.errors import ConditionFailedError, OutboxError
 from outbox.model import (
     AUDIT,
@@ -53,6 +53,7 @@ from outbox.model import (
     RowKey,
     outbox_table,
     pending_shard,
+    string_attribute,
     truncate_error,
 )
 from outbox.transaction import Transaction
@@ -242,7 +243,7 @@ def skip_missing_predecessor(
     out (PENDING, or FAILED and unreleased): releasing the gap would let `key` go before it. One transaction
     checks all three."""
     if key.seq <= 1:
-        raise ReleaseError(f"{key.aggregate_key} seq {key.seq} has no predecessor to release")
+        raise ReleaseError(_no_predecessor(key))
     keys = outbox_table(table)
     transaction = Transaction()
     transaction.condition_check(
@@ -252,7 +253,7 @@ def skip_missing_predecessor(
     if below is not None:
         transaction.condition_check(
             keys,
-            below.item(),
+            below[0].item(),
             f"#status = :published OR attribute_exists({RELEASED_AT})",
             label="below",
             names=_NAMES,
@@ -277,33 +278,80 @@ def skip_missing_predecessor(
         DynamoDBTransactionExecutor(client).execute(transaction)
     except ConditionFailedError as failed:
         if failed.action == "predecessor":
-            raise ReleaseError(
-                f"{key.aggregate_key} seq {key.seq - 1} exists, it is not missing: redrive or skip it "
-                "instead; nothing changed"
-            ) from None
-        if failed.action == "below" and below is not None:
-            raise ReleaseError(
-                f"{key.aggregate_key} seq {below.seq}, below the gap, is not out (PENDING, or FAILED and not "
-                f"released): seq {key.seq} must wait for it; redrive or skip it first; nothing changed"
-            ) from None
-        raise ReleaseError(f"{key.aggregate_key} seq {key.seq} is not PENDING: nothing changed") from None
+            why = _predecessor_exists(key)
+        elif failed.action == "below" and below is not None:
+            why = _below_not_out(key, below[0])
+        else:
+            why = _not_pending(key)
+        raise ReleaseError(f"{why}; nothing changed") from None
 
 
-def _highest_below(client: Any, table: str, key: RowKey) -> RowKey | None:
-    """The aggregate's highest row below `key`, read consistently, or None."""
+def missing_predecessor_refusal(client: Any, table: str, key: RowKey) -> str | None:
+    """Why releasing the missing predecessor of the PENDING row `key` would be refused now, or None: what
+    `skip_missing_predecessor`'s transaction checks, read without writing (a dry run)."""
+    if key.seq <= 1:
+        return _no_predecessor(key)
+    rows = batch_get_rows(
+        lambda **request: call("BatchGetItem", client.batch_get_item, **request),
+        table,
+        [key.predecessor, key],
+        projection="#pk, #sk, #status",
+        names={**_NAMES, "#pk": PARTITION_KEY, "#sk": SORT_KEY},
+    )
+    if key.predecessor in rows:
+        return _predecessor_exists(key)
+    if string_attribute(rows.get(key), "status") != OutboxStatus.PENDING:
+        return _not_pending(key)
+    below = _highest_below(client, table, key.predecessor)
+    if below is not None and not _out(below[1]):
+        return _below_not_out(key, below[0])
+    return None
+
+
+def _no_predecessor(key: RowKey) -> str:
+    return f"{key.aggregate_key} seq {key.seq} has no predecessor to release"
+
+
+def _predecessor_exists(key: RowKey) -> str:
+    return f"{key.aggregate_key} seq {key.seq - 1} exists, it is not missing: redrive or skip it instead"
+
+
+def _not_pending(key: RowKey) -> str:
+    return f"{key.aggregate_key} seq {key.seq} is not PENDING: nothing waits behind seq {key.seq - 1}"
+
+
+def _below_not_out(key: RowKey, below: RowKey) -> str:
+    return (
+        f"{key.aggregate_key} seq {below.seq}, below the gap, is not out (PENDING, or FAILED and not "
+        f"released): seq {key.seq} must wait for it; redrive or skip it first"
+    )
+
+
+def _out(row: Mapping[str, Any]) -> bool:
+    """PUBLISHED, or released: what lets the events after it go (the condition `skip_missing_predecessor`
+    checks on the row below the gap)."""
+    return string_attribute(row, "status") == OutboxStatus.PUBLISHED or RELEASED_AT in row
+
+
+def _highest_below(client: Any, table: str, key: RowKey) -> tuple[RowKey, Mapping[str, Any]] | None:
+    """The aggregate's highest row below `key` (its key, status and release), read consistently, or None."""
     page = call(
         "Query",
         client.query,
         TableName=table,
         KeyConditionExpression="#pk = :pk AND #sk < :seq",
-        ProjectionExpression="#pk, #sk",
-        ExpressionAttributeNames={"#pk": PARTITION_KEY, "#sk": SORT_KEY},
+        ProjectionExpression=f"#pk, #sk, #status, {RELEASED_AT}",
+        ExpressionAttributeNames={**_NAMES, "#pk": PARTITION_KEY, "#sk": SORT_KEY},
         ExpressionAttributeValues={":pk": {"S": key.aggregate_key}, ":seq": {"N": str(key.seq)}},
         ConsistentRead=True,
         ScanIndexForward=False,
         Limit=1,
     )
-    return next((found for found in map(RowKey.of, page.get("Items", [])) if found is not None), None)
+    for item in page.get("Items", []):
+        found = RowKey.of(item)
+        if found is not None:
+            return found, item
+    return None
 
 
 def _who(reason: str, actor: str, now: datetime | None) -> dict[str, dict[str, str]]:

@@ -32,6 +32,7 @@ from outbox.model import (
     RowKey,
     generation_of,
     pending_shard,
+    string_attribute,
 )
 from outbox.predecessors import MAX_KEYS_PER_CALL
 from outbox_ops.errors import ResourceNotFoundError, RowNotFoundError
@@ -87,19 +88,19 @@ class FailedRow:
             return None
         return cls(
             key=key,
-            event_id=_string(item, "event_id"),
-            event_type=_string(item, "event_type"),
-            occurred_at=_string(item, "occurred_at"),
-            failed_at=_string(item, "failed_at"),
-            last_error=_string(item, "last_error"),
+            event_id=string_attribute(item, "event_id"),
+            event_type=string_attribute(item, "event_type"),
+            occurred_at=string_attribute(item, "occurred_at"),
+            failed_at=string_attribute(item, "failed_at"),
+            last_error=string_attribute(item, "last_error"),
             attempts=_integer(item, "attempts"),
-            released_at=_string(item, RELEASED_AT),
-            released_by=_string(item, RELEASED_BY),
-            release_reason=_string(item, RELEASE_REASON),
-            first_released_at=_string(item, FIRST_RELEASED_AT),
+            released_at=string_attribute(item, RELEASED_AT),
+            released_by=string_attribute(item, RELEASED_BY),
+            release_reason=string_attribute(item, RELEASE_REASON),
+            first_released_at=string_attribute(item, FIRST_RELEASED_AT),
             generation=generation_of(item),
             audit=[_plain(entry.get("M", {})) for entry in item.get(AUDIT, {}).get("L", [])],
-            payload=_string(item, "payload"),
+            payload=string_attribute(item, "payload"),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -176,7 +177,7 @@ class FailedRows:
         rows: list[FailedRow | None] = []
         for key in keys:
             item = found.get(key)
-            failed = item is not None and item.get("status", {}).get("S") == OutboxStatus.FAILED
+            failed = item is not None and string_attribute(item, "status") == OutboxStatus.FAILED
             rows.append(FailedRow.of(item) if failed and item is not None else None)
         return rows
 
@@ -271,11 +272,6 @@ class FailedRows:
             projection=", ".join(names),
             names=names,
         )
-
-
-def _string(item: Mapping[str, Any], name: str) -> str | None:
-    value = item.get(name, {}).get("S")
-    return str(value) if value is not None else None
 
 
 def _integer(item: Mapping[str, Any], name: str) -> int:

@@ -16,7 +16,7 @@ publishing engine and its order gate, then the events it held (within a sweep or
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -26,8 +26,15 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from outbox.clock import utc_now
 from outbox.errors import OutboxError
-from outbox.model import OutboxStatus, RowKey
-from outbox.release import ReleaseError, out_of_order_risk, redrive, skip, skip_missing_predecessor
+from outbox.model import OutboxStatus, RowKey, string_attribute
+from outbox.release import (
+    ReleaseError,
+    missing_predecessor_refusal,
+    out_of_order_risk,
+    redrive,
+    skip,
+    skip_missing_predecessor,
+)
 from outbox_ops.clients import OpsClients
 from outbox_ops.errors import OperationError, RowNotFoundError
 from outbox_ops.failed import FailedFilter, FailedRow, FailedRows
@@ -100,6 +107,12 @@ class OperationReport:
         return not (
             self.refused or self.unmapped_batches or self.messages_not_removed or self.poison_cleanup_error
         )
+
+    def deleted(self, settled: Settled) -> int:
+        """Counts what SQS did not do of a queue's settling; the messages it deleted."""
+        self.messages_not_removed += settled.not_deleted
+        self.messages_hidden += settled.hidden
+        return settled.deleted
 
     @property
     def refused(self) -> list[RowResult]:
@@ -186,10 +199,9 @@ class Operations:
             report.rows.extend(results)
             if not operator.dry_run and all(result.outcome not in _NOT_DONE for result in results):
                 settled.add(message.message_id)
-        outcome = reader.settle(lambda message: message.message_id in settled)
-        report.on_failure_messages_removed = outcome.deleted
-        report.messages_not_removed += outcome.not_deleted
-        report.messages_hidden += outcome.hidden
+        report.on_failure_messages_removed = report.deleted(
+            reader.settle(lambda message: message.message_id in settled)
+        )
         self._remove_poison(report, operator)
         return report
 
@@ -217,32 +229,32 @@ class Operations:
     def skip_missing(self, aggregate_key: str, seq: int, operator: Operator) -> OperationReport:
         """Release the missing event `seq` of the aggregate: the PENDING event `seq + 1` waits behind it."""
         waiting = RowKey(aggregate_key, seq + 1)
-        items = self._failed.items([RowKey(aggregate_key, seq), waiting])
+        event_id = string_attribute(self._failed.items([waiting]).get(waiting), "event_id")
         report = OperationReport(operator.dry_run)
-        event_id = _event_id(items.get(waiting))
-        if RowKey(aggregate_key, seq) in items:
-            detail = f"seq {seq} exists: it is not missing (redrive or skip it instead)"
-            report.rows.append(RowResult(waiting, event_id, Outcome.REFUSED, detail))
-        elif _status(items.get(waiting)) != OutboxStatus.PENDING:
-            detail = f"seq {seq + 1} is not PENDING: nothing waits behind seq {seq}"
-            report.rows.append(RowResult(waiting, event_id, Outcome.REFUSED, detail))
-        elif operator.dry_run:
-            report.rows.append(RowResult(waiting, event_id, Outcome.WOULD_SKIP, f"release missing seq {seq}"))
-        else:
-            result = self._apply(
+        if operator.dry_run:
+            # What the release itself checks (outbox.release.skip_missing_predecessor), without the write.
+            refusal = missing_predecessor_refusal(self._clients.dynamodb, self._resources.table, waiting)
+            if refusal is None:
+                report.rows.append(
+                    RowResult(waiting, event_id, Outcome.WOULD_SKIP, f"release missing seq {seq}")
+                )
+            else:
+                report.rows.append(RowResult(waiting, event_id, Outcome.REFUSED, refusal))
+            return report
+        result = self._apply(
+            waiting,
+            event_id,
+            Outcome.SKIPPED,
+            lambda: skip_missing_predecessor(
+                self._clients.dynamodb,
+                self._resources.table,
                 waiting,
-                event_id,
-                Outcome.SKIPPED,
-                lambda: skip_missing_predecessor(
-                    self._clients.dynamodb,
-                    self._resources.table,
-                    waiting,
-                    reason=operator.reason,
-                    actor=operator.actor,
-                    now=operator.now,
-                ),
-            )
-            report.rows.append(result)
+                reason=operator.reason,
+                actor=operator.actor,
+                now=operator.now,
+            ),
+        )
+        report.rows.append(result)
         return report
 
     # --- per row -------------------------------------------------------------------------------------
@@ -288,13 +300,15 @@ class Operations:
         results: list[RowResult] = []
         for key in keys:
             item = items.get(key)
-            status = _status(item)
+            status = string_attribute(item, "status")
             if status == OutboxStatus.FAILED and item is not None:
                 row = FailedRow.of(item)
                 if row is not None:
                     results.append(self._redrive(row, operator))
                     continue
-            results.append(RowResult(key, _event_id(item), _SETTLED.get(status or "", Outcome.GONE)))
+            results.append(
+                RowResult(key, string_attribute(item, "event_id"), _SETTLED.get(status or "", Outcome.GONE))
+            )
         return results
 
     def _skip(self, row: FailedRow, operator: Operator) -> None:
@@ -355,7 +369,7 @@ class Operations:
         published = {
             key
             for key, item in self._failed.items(others).items()
-            if _status(item) == OutboxStatus.PUBLISHED.value
+            if string_attribute(item, "status") == OutboxStatus.PUBLISHED.value
         }
 
         def settled_by_this_command(message: QueueMessage) -> bool:
@@ -365,26 +379,9 @@ class Operations:
             # Only the life the command acted on: a failure of the redriven row since has a later generation.
             return key in acted and poison_generation(message) <= acted[key]
 
-        settled: Settled = reader.settle(settled_by_this_command)
-        report.poison_messages_removed = settled.deleted
-        report.messages_not_removed += settled.not_deleted
-        report.messages_hidden += settled.hidden
+        report.poison_messages_removed = report.deleted(reader.settle(settled_by_this_command))
 
 
 _NOT_DONE = frozenset({Outcome.REFUSED, Outcome.ERROR, Outcome.NOT_FOUND})
 # What an on-failure message's row needs when it is not FAILED.
 _SETTLED = {OutboxStatus.PENDING.value: Outcome.PENDING, OutboxStatus.PUBLISHED.value: Outcome.PUBLISHED}
-
-
-def _status(item: Mapping[str, Any] | None) -> str | None:
-    if item is None:
-        return None
-    value = item.get("status", {}).get("S")
-    return str(value) if value is not None else None
-
-
-def _event_id(item: Mapping[str, Any] | None) -> str | None:
-    if item is None:
-        return None
-    value = item.get("event_id", {}).get("S")
-    return str(value) if value is not None else None

@@ -15,7 +15,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from outbox.clock import format_timestamp
-from outbox.model import PARTITION_KEY, SORT_KEY
+from outbox.model import PARTITION_KEY, SORT_KEY, string_attribute
 from outbox_publisher.routing import Destination
 
 if TYPE_CHECKING:  # candidates.py imports this module (Rejection)
@@ -78,7 +78,7 @@ class PoisonMessage:
             attempts=attempts,
             row=candidate.row,
             poisoned_at=poisoned_at,
-            event_id=event.event_id if event else _string_attribute(candidate.row, "event_id"),
+            event_id=event.event_id if event else string_attribute(candidate.row, "event_id"),
             aggregate_key=key.aggregate_key if key else None,
             seq=key.seq if key else None,
             delivered_to=delivered_to,
@@ -107,10 +107,3 @@ class PoisonMessage:
         if self.row_omitted is not None:
             document["row_omitted"] = self.row_omitted
         return json.dumps(document, separators=(",", ":"), ensure_ascii=False)
-
-
-def _string_attribute(row: Mapping[str, Any], name: str) -> str | None:
-    value = row.get(name)
-    if isinstance(value, Mapping) and isinstance(value.get("S"), str):
-        return str(value["S"])
-    return None

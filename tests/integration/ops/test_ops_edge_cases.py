@@ -175,3 +175,25 @@ def test_an_on_failure_message_aws_fails_to_map_is_kept_and_the_report_survives(
     assert unmapped.endswith("; kept")
     assert not report.complete
     assert ops.messages(ops.on_failure_queue) == [message]
+
+
+def test_a_dry_run_release_of_a_gap_says_what_the_release_would_refuse(ops: Ops) -> None:
+    # Given G#1 FAILED (unreleased), G#2 never written, G#3 PENDING behind the gap
+    poisoned(ops, "gap-below")
+    ops.dynamodb.delete_item(
+        TableName=ops.table, Key={"aggregate_key": {"S": "Order#gap-below"}, "seq": {"N": "2"}}
+    )
+    ops.put(new("gap-below", 3))
+    rows = ops.rows()
+
+    # When the operator releases the gap as a dry run
+    result = ops.cli("skip", "--missing", "Order#gap-below", "2", "--reason", "r", "--dry-run", "--json")
+
+    # Then it says the release would be refused, as the real one is, and nothing changed
+    assert result.code == 1
+    (row,) = result.json["rows"]
+    assert row["outcome"] == "refused"
+    assert "seq 1, below the gap, is not out" in row["detail"]
+    assert ops.rows() == rows
+    real = ops.cli("skip", "--missing", "Order#gap-below", "2", "--reason", "r", "--json")
+    assert "seq 1, below the gap, is not out" in real.json["rows"][0]["detail"]
