@@ -103,6 +103,13 @@ class FailedRow:
             payload=string_attribute(item, "payload"),
         )
 
+    @classmethod
+    def if_failed(cls, item: Mapping[str, Any] | None) -> FailedRow | None:
+        """The row, if it is FAILED now (and has a readable key)."""
+        if item is None or string_attribute(item, "status") != OutboxStatus.FAILED:
+            return None
+        return cls.of(item)
+
     def to_json(self) -> dict[str, Any]:
         document = {
             "aggregate_key": self.key.aggregate_key,
@@ -161,8 +168,8 @@ class FailedRows:
             for key in (RowKey.of(item) for item in page.get("Items", []))
             if key is not None and (where.aggregate_key is None or key.aggregate_key == where.aggregate_key)
         ]
-        rows = [row for row in self.read(keys, show_payload=show_payload) if row is not None]
-        matching = [row for row in rows if where.matches(row)]
+        rows = (FailedRow.if_failed(item) for item in self.items(keys, show_payload=show_payload).values())
+        matching = [row for row in rows if row is not None and where.matches(row)]
         return sorted(matching, key=lambda row: (row.failed_at or "", row.key))
 
     def find(self, event_id: str, *, show_payload: bool = False) -> FailedRow:
@@ -170,16 +177,6 @@ class FailedRows:
         if not rows:
             raise RowNotFoundError(f"no FAILED row has event_id {event_id}")
         return rows[0]
-
-    def read(self, keys: Sequence[RowKey], *, show_payload: bool = False) -> list[FailedRow | None]:
-        """The rows at `keys` that are FAILED now (None where a row is not, or is gone), in `keys` order."""
-        found = self.items(keys, show_payload=show_payload)
-        rows: list[FailedRow | None] = []
-        for key in keys:
-            item = found.get(key)
-            failed = item is not None and string_attribute(item, "status") == OutboxStatus.FAILED
-            rows.append(FailedRow.of(item) if failed and item is not None else None)
-        return rows
 
     def items(self, keys: Sequence[RowKey], *, show_payload: bool = False) -> dict[RowKey, Mapping[str, Any]]:
         """The rows at `keys` as stored now, whatever their status (without payload unless asked for)."""

@@ -300,12 +300,11 @@ class Operations:
         results: list[RowResult] = []
         for key in keys:
             item = items.get(key)
+            row = FailedRow.if_failed(item)
+            if row is not None:
+                results.append(self._redrive(row, operator))
+                continue
             status = string_attribute(item, "status")
-            if status == OutboxStatus.FAILED and item is not None:
-                row = FailedRow.of(item)
-                if row is not None:
-                    results.append(self._redrive(row, operator))
-                    continue
             results.append(
                 RowResult(key, string_attribute(item, "event_id"), _SETTLED.get(status or "", Outcome.GONE))
             )
