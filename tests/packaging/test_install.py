@@ -87,9 +87,10 @@ def test_the_wheel_holds_the_library_and_tools_but_not_the_sample_or_tests(
         names = archive.namelist()
     tops = {name.split("/", 1)[0] for name in names if "/" in name and ".dist-info" not in name}
 
-    # Then they are the library, publisher, sweeper, operations, constructs, CLI and local runtime, typed
+    # Then: the library, publisher, sweeper, operations, inbox, constructs, CLI and local runtime, typed
     assert tops == {
         "outbox",
+        "outbox_inbox",
         "outbox_publisher",
         "outbox_sweeper",
         "outbox_ops",

@@ -1,0 +1,9 @@
+"""Lambda entry point of the cancellations consumer (latest ordering, OrderCancelled only, from the bus)."""
+
+from order_consumers.projections import CancellationLedger
+from outbox_inbox.function import SqsConsumerFunction
+
+function = SqsConsumerFunction(
+    "order-cancellations", lambda config: CancellationLedger(config.inbox.table_name)
+)
+handler = function.handler

@@ -1,0 +1,212 @@
+"""One delivered message in, one outcome out: the envelope found, the inbox asked, a gap waited for.
+
+`InboxConsumer` is what a consumer function calls per message (an SQS record, or an EventBridge event given
+to the function directly). It never lets a message vanish:
+- applied, duplicate or stale: acknowledged;
+- a gap (strict mode): `GapNotFilledError` is raised, so the batch reports the message as failed and SQS
+  hands it back after its visibility timeout, until its predecessor has been applied. Once it has waited
+  `max_gap_wait_s` since its first receipt, it goes to the dead-letter queue with the reason, or (by
+  configuration) is applied with the skipped seqs recorded;
+- not an envelope at all: to the dead-letter queue with the reason (it can never be applied, and must not
+  fail its batch over and over);
+- anything else (throttling, the effect's own condition failing): raised, nothing written, handed back.
+Every outcome is logged with ids only and counted.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Final, Protocol, runtime_checkable
+
+from outbox.clock import Clock, utc_now
+from outbox.errors import ConfigurationError
+from outbox_inbox.adapters import DeadLetter, DeadLetters
+from outbox_inbox.envelope import Envelope, envelope_of
+from outbox_inbox.errors import GapNotFilledError, MalformedEnvelopeError
+from outbox_inbox.inbox import DEFAULT_MAX_GAP_WAIT_S, Effect, GapTimeout, Inbox, Outcome, Result, no_effect
+
+_log = logging.getLogger(__name__)
+
+METRIC_NAMES: Final = {
+    Outcome.APPLIED: "InboxApplied",
+    Outcome.APPLIED_WITH_GAP: "InboxAppliedWithGap",
+    Outcome.DUPLICATE: "InboxDuplicates",
+    Outcome.STALE: "InboxStale",
+    Outcome.GAP: "InboxGapsHandedBack",
+    Outcome.DEAD_LETTERED: "InboxDeadLettered",
+}
+
+ExternalEffect = Callable[[Envelope], None]
+"""An effect outside DynamoDB (an email, an HTTP call): see `outbox_inbox.external`."""
+
+
+@runtime_checkable
+class InvocationAware(Protocol):
+    """An external effect that bounds its in-progress state by the invocation (`external.IdempotentCall`)."""
+
+    def register_lambda_context(self, context: Any) -> None: ...
+
+
+class MetricsSink(Protocol):
+    """What the consumer counts with: Powertools' `Metrics` is one."""
+
+    def add_metric(self, *, name: str, unit: str, value: float) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerSettings:
+    max_gap_wait_s: int = DEFAULT_MAX_GAP_WAIT_S
+    """How long an event may wait for its predecessor, from its first receipt."""
+    on_gap_timeout: GapTimeout = GapTimeout.DEAD_LETTER
+
+    def __post_init__(self) -> None:
+        if self.max_gap_wait_s < 0:
+            raise ConfigurationError("the gap wait may not be negative")
+
+
+class InboxConsumer:
+    def __init__(
+        self,
+        inbox: Inbox,
+        *,
+        dead_letters: DeadLetters,
+        effect: Effect = no_effect,
+        external: ExternalEffect | None = None,
+        settings: ConsumerSettings | None = None,
+        metrics: MetricsSink | None = None,
+        clock: Clock = utc_now,
+    ) -> None:
+        self.inbox = inbox
+        self._dead_letters = dead_letters
+        self._effect = effect
+        self._external = external
+        self.settings = settings or ConsumerSettings()
+        self._metrics = metrics
+        self._clock = clock
+
+    def register_lambda_context(self, context: Any) -> None:
+        """Called once per invocation by the batch handler."""
+        if isinstance(self._external, InvocationAware):
+            self._external.register_lambda_context(context)
+
+    def consume_sqs_record(self, record: Mapping[str, Any]) -> Outcome:
+        """One record of an SQS event (any body shape `envelope_of` knows)."""
+        message_id = str(record.get("messageId", ""))
+        attributes = record.get("attributes") or {}
+        group_id = attributes.get("MessageGroupId")
+        body = record.get("body")
+        text = body if isinstance(body, str) and body else json.dumps(record, default=str)
+
+        def letter(reason: str) -> DeadLetter:
+            return DeadLetter(text, reason, message_id, group_id)
+
+        try:
+            envelope = envelope_of(record)
+        except MalformedEnvelopeError as error:
+            return self._give_up(None, letter(f"malformed envelope: {error}"))
+        return self._consume(envelope, _first_received(attributes, self._clock), letter)
+
+    def consume_eventbridge_event(self, event: Mapping[str, Any]) -> Outcome:
+        """An EventBridge event given to the function directly (a rule targeting it). A gap raises, so Lambda
+        retries the asynchronous invocation (twice by default: prefer an SQS queue for strict consumers)."""
+        message_id = str(event.get("id", ""))
+
+        def letter(reason: str) -> DeadLetter:
+            return DeadLetter(json.dumps(event, default=str), reason, message_id)
+
+        try:
+            envelope = envelope_of(event)
+        except MalformedEnvelopeError as error:
+            return self._give_up(None, letter(f"malformed envelope: {error}"))
+        return self._consume(envelope, _event_time(event, self._clock), letter)
+
+    def _consume(
+        self, envelope: Envelope, first_received: datetime, letter: Callable[[str], DeadLetter]
+    ) -> Outcome:
+        try:
+            return self._consume_envelope(envelope, first_received, letter)
+        except MalformedEnvelopeError as error:
+            # Raised by the effect: the payload breaks its event type's schema. Nothing was written.
+            return self._give_up(envelope, letter(f"malformed payload: {error}"))
+
+    def _consume_envelope(
+        self, envelope: Envelope, first_received: datetime, letter: Callable[[str], DeadLetter]
+    ) -> Outcome:
+        result = self._apply(envelope, skip_after=None)
+        if result.outcome is Outcome.GAP:
+            last_applied = result.last_applied or 0
+            waited_s = (self._clock() - first_received).total_seconds()
+            if waited_s < self.settings.max_gap_wait_s:
+                raise self._hand_back(envelope, last_applied)
+            if self.settings.on_gap_timeout is GapTimeout.APPLY:
+                result = self._apply(envelope, skip_after=last_applied)
+            else:
+                reason = (
+                    f"gap: seq {envelope.seq} waited {int(waited_s)} s for seq {last_applied + 1} "
+                    f"(max {self.settings.max_gap_wait_s} s)"
+                )
+                return self._give_up(envelope, letter(reason))
+            if result.outcome is Outcome.GAP:
+                # Another delivery applied an event in between: judge this one again on its next receipt.
+                raise self._hand_back(envelope, result.last_applied or 0)
+        self._observe(result.outcome, envelope)
+        return result.outcome
+
+    def _apply(self, envelope: Envelope, *, skip_after: int | None) -> Result:
+        if self._external is not None:
+            refused = self.inbox.check(envelope, skip_after=skip_after)
+            if refused is not None:
+                return refused
+            self._external(envelope)
+        return self.inbox.apply(envelope, self._effect, skip_after=skip_after)
+
+    def _hand_back(self, envelope: Envelope, last_applied: int) -> GapNotFilledError:
+        self._observe(Outcome.GAP, envelope)
+        return GapNotFilledError(
+            event_id=envelope.event_id,
+            aggregate_key=envelope.aggregate_key,
+            seq=envelope.seq,
+            last_applied=last_applied,
+        )
+
+    def _give_up(self, envelope: Envelope | None, letter: DeadLetter) -> Outcome:
+        # Raises DeadLetterError if the queue does not take it: the message is then handed back, not lost.
+        self._dead_letters.send(letter)
+        self._observe(
+            Outcome.DEAD_LETTERED, envelope, message_id=letter.source_message_id, reason=letter.reason
+        )
+        return Outcome.DEAD_LETTERED
+
+    def _observe(
+        self, outcome: Outcome, envelope: Envelope | None, *, message_id: str | None = None, reason: str = ""
+    ) -> None:
+        details: dict[str, Any] = {"consumer": self.inbox.settings.consumer, "outcome": outcome.value}
+        if envelope is not None:
+            details.update(event_id=envelope.event_id, aggregate_key=envelope.aggregate_key, seq=envelope.seq)
+        if message_id is not None:
+            details["message_id"] = message_id
+        if reason:
+            details["reason"] = reason
+        level = logging.WARNING if outcome is Outcome.DEAD_LETTERED else logging.INFO
+        _log.log(level, "inbox %s", outcome.value, extra=details)
+        if self._metrics is not None:
+            self._metrics.add_metric(name=METRIC_NAMES[outcome], unit="Count", value=1)
+
+
+def _first_received(attributes: Mapping[str, Any], clock: Clock) -> datetime:
+    """When SQS first handed the message out: where its wait for a predecessor started."""
+    try:
+        return datetime.fromtimestamp(int(attributes["ApproximateFirstReceiveTimestamp"]) / 1000, UTC)
+    except (KeyError, TypeError, ValueError):
+        return clock()
+
+
+def _event_time(event: Mapping[str, Any], clock: Clock) -> datetime:
+    try:
+        return datetime.fromisoformat(str(event["time"]).replace("Z", "+00:00")).astimezone(UTC)
+    except (KeyError, ValueError):
+        return clock()

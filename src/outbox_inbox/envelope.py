@@ -1,0 +1,112 @@
+"""The published envelope as a consumer receives it, in each shape AWS delivers it.
+
+The publisher sends one JSON envelope (README, "Published envelope"). What reaches a consumer depends on
+the path: SQS from SNS with raw delivery (the envelope is the body), SQS from SNS without it (the body is
+an SNS notification whose `Message` is the envelope), SQS from an EventBridge rule (the body is an
+EventBridge event whose `detail` is the envelope), EventBridge invoking a function (the event itself),
+and SQS FIFO (as raw SNS, in message groups). `envelope_of` finds the envelope in any of them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from outbox.model import aggregate_key
+from outbox_inbox.errors import MalformedEnvelopeError
+
+_UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+_STRING_FIELDS = ("event_type", "aggregate_type", "aggregate_id", "occurred_at")
+
+
+@dataclass(frozen=True, slots=True)
+class Envelope:
+    """One published event. `payload` numbers are `Decimal` (exact, and what boto3 writes to DynamoDB)."""
+
+    event_id: str
+    event_type: str
+    schema_version: int
+    aggregate_type: str
+    aggregate_id: str
+    seq: int
+    occurred_at: str
+    correlation_id: str | None
+    payload: Mapping[str, Any]
+
+    @property
+    def aggregate_key(self) -> str:
+        return aggregate_key(self.aggregate_type, self.aggregate_id)
+
+    @classmethod
+    def from_document(cls, document: object) -> Envelope:
+        """The envelope a decoded JSON document holds, or MalformedEnvelopeError naming the field."""
+        if not isinstance(document, Mapping):
+            raise MalformedEnvelopeError("the envelope is not a JSON object")
+        event_id = document.get("event_id")
+        if not isinstance(event_id, str) or not _UUID.fullmatch(event_id):
+            raise MalformedEnvelopeError("event_id is not a UUID")
+        texts = {}
+        for name in _STRING_FIELDS:
+            value = document.get(name)
+            if not isinstance(value, str) or not value:
+                raise MalformedEnvelopeError(f"{name} is not a non-empty string")
+            texts[name] = value
+        correlation_id = document.get("correlation_id")
+        if correlation_id is not None and not isinstance(correlation_id, str):
+            raise MalformedEnvelopeError("correlation_id is neither a string nor null")
+        payload = document.get("payload")
+        if not isinstance(payload, Mapping):
+            raise MalformedEnvelopeError("payload is not a JSON object")
+        return cls(
+            event_id=event_id,
+            schema_version=_whole(document.get("schema_version"), "schema_version"),
+            seq=_whole(document.get("seq"), "seq"),
+            correlation_id=correlation_id,
+            payload=payload,
+            **texts,
+        )
+
+
+def envelope_of(message: object) -> Envelope:
+    """The envelope in an SQS record (any body shape above) or an EventBridge event given to a function."""
+    if isinstance(message, Mapping) and message.get("eventSource") == "aws:sqs":
+        body = message.get("body")
+        if not isinstance(body, str):
+            raise MalformedEnvelopeError("the SQS record has no text body")
+        return _from_body(_decode(body, "the SQS message body"))
+    if isinstance(message, Mapping) and _is_eventbridge_event(message):
+        return Envelope.from_document(message["detail"])
+    raise MalformedEnvelopeError("neither an SQS record nor an EventBridge event")
+
+
+def _from_body(document: object) -> Envelope:
+    if isinstance(document, Mapping) and document.get("Type") == "Notification" and "Message" in document:
+        message = document["Message"]
+        if not isinstance(message, str):
+            raise MalformedEnvelopeError("the SNS notification's Message is not text")
+        return Envelope.from_document(_decode(message, "the SNS notification's Message"))
+    if isinstance(document, Mapping) and _is_eventbridge_event(document):
+        return Envelope.from_document(document["detail"])
+    return Envelope.from_document(document)
+
+
+def _is_eventbridge_event(document: Mapping[str, Any]) -> bool:
+    return "detail-type" in document and "detail" in document and "source" in document
+
+
+def _decode(text: str, what: str) -> object:
+    try:
+        # Decimal keeps every number exactly as published (a float would round 0.1 and large integers).
+        return json.loads(text, parse_float=Decimal)
+    except (ValueError, RecursionError):
+        raise MalformedEnvelopeError(f"{what} is not JSON") from None
+
+
+def _whole(value: object, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise MalformedEnvelopeError(f"{name} is not a positive whole number")
+    return value

@@ -1,0 +1,72 @@
+"""Effects outside DynamoDB (an email, an HTTP call), made at most once per event with Powertools'
+Idempotency utility, keyed by `event_id`, under the same order rules as DynamoDB effects.
+
+The consumer first asks the inbox whether the event may be applied now (not seen, and next in order); only
+then it makes the call, through Powertools, which stores the call's completion in the inbox table; then it
+records the event in the inbox. A crash after the call and before the record is redelivered: the order check
+passes again, Powertools answers from its record without calling again, and the event is recorded.
+
+The caveat, documented in the README: a crash DURING the call (after the remote side acted, before Powertools
+saved the completion) makes the call run again once the in-progress record expires (the invocation's
+remaining time). Exactly-once then holds only if the remote side itself accepts an idempotency key: pass
+`envelope.event_id` to it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from aws_lambda_powertools.utilities.idempotency import (
+    DynamoDBPersistenceLayer,
+    IdempotencyConfig,
+    idempotent_function,
+)
+
+from outbox_inbox.envelope import Envelope
+from outbox_inbox.inbox import PARTITION_KEY, TTL_ATTRIBUTE
+
+IDEMPOTENCY_KEY_FIELD = "event_id"
+
+
+class IdempotentCall:
+    """An `ExternalEffect` that makes `call(envelope)` at most once per event_id (see the module doc)."""
+
+    def __init__(
+        self,
+        call: Callable[[Envelope], None],
+        *,
+        table_name: str,
+        consumer: str,
+        dedupe_window_s: int,
+        client: Any,
+    ) -> None:
+        self._config = IdempotencyConfig(
+            event_key_jmespath=IDEMPOTENCY_KEY_FIELD,
+            raise_on_no_idempotency_key=True,
+            expires_after_seconds=dedupe_window_s,
+        )
+        # The inbox table holds Powertools' records too, under this consumer's prefix, expiring by its TTL.
+        persistence = DynamoDBPersistenceLayer(
+            table_name=table_name, key_attr=PARTITION_KEY, expiry_attr=TTL_ATTRIBUTE, boto3_client=client
+        )
+
+        def once(*, key: dict[str, str], envelope: Envelope) -> None:
+            call(envelope)
+
+        self._once: Callable[..., None] = idempotent_function(
+            once,
+            data_keyword_argument="key",
+            persistence_store=persistence,
+            config=self._config,
+            key_prefix=f"{consumer}#external",
+        )
+
+    def __call__(self, envelope: Envelope) -> None:
+        self._once(key={IDEMPOTENCY_KEY_FIELD: envelope.event_id}, envelope=envelope)
+
+    def register_lambda_context(self, context: Any) -> None:
+        """Bounds an in-progress record by the invocation's remaining time (else a crash mid-call would block
+        the event until the dedupe window ends)."""
+        if context is not None:
+            self._config.register_lambda_context(context)

@@ -1,0 +1,61 @@
+"""A consumer function's Lambda entry point, for a consumer's handler module to expose in two lines:
+
+    summary = SqsConsumerFunction("order-summary", lambda config: Projection(config.inbox.table_name))
+    handler = summary.handler
+
+Powertools logging (the inbox's log lines in the same JSON) and metrics (one count per outcome); the
+consumer is built from the environment once per process, on first use, and a bad configuration fails every
+invocation loudly (the messages stay in the queue); the answer is the partial batch response.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
+
+from outbox_inbox.batch import handle_sqs_batch
+from outbox_inbox.config import ConsumerConfig
+from outbox_inbox.consumer import InboxConsumer
+from outbox_inbox.envelope import Envelope
+from outbox_inbox.inbox import Effect, no_effect
+from outbox_inbox.wiring import aws_consumer
+
+Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
+
+
+class SqsConsumerFunction:
+    def __init__(
+        self,
+        service: str,
+        effect_for: Callable[[ConsumerConfig], Effect] = lambda _config: no_effect,
+        *,
+        external_for: Callable[[ConsumerConfig], Callable[[Envelope], None]] | None = None,
+        env: Mapping[str, str] = os.environ,
+    ) -> None:
+        self.logger = Logger(service=service)
+        self.metrics = Metrics(service=service)
+        copy_config_to_registered_loggers(source_logger=self.logger, include={"outbox", "outbox_inbox"})
+        self._effect_for = effect_for
+        self._external_for = external_for
+        self._env = env
+        self._consumer: InboxConsumer | None = None
+        handle: Handler = self.metrics.log_metrics(self._handle)
+        self.handler: Handler = self.logger.inject_lambda_context(clear_state=True)(handle)
+
+    def consumer(self) -> InboxConsumer:
+        if self._consumer is None:
+            config = ConsumerConfig.from_environment(self._env)
+            self._consumer = aws_consumer(
+                config,
+                effect=self._effect_for(config),
+                external_call=self._external_for(config) if self._external_for else None,
+                metrics=self.metrics,
+            )
+        return self._consumer
+
+    def _handle(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
+        return handle_sqs_batch(event, self.consumer(), context)
