@@ -32,3 +32,10 @@ ORDERS_API_ROUTES: Final = (
 # with the code that calls it.
 ORDERS_API_ORDERS_TABLE_ACTIONS: Final = ("dynamodb:GetItem", "dynamodb:PutItem")
 ORDERS_API_OUTBOX_TABLE_ACTIONS: Final = ("dynamodb:PutItem",)
+
+# The sample's inbox consumers (sample_stack.consumers); their packages ship with the library's.
+CONSUMER_PACKAGES: Final = ("outbox", "outbox_inbox", "order_consumers")
+ORDER_SUMMARY_CONSUMER: Final = "order-summary"
+ORDER_SUMMARY_HANDLER: Final = "order_consumers.summary_handler.handler"
+CANCELLATIONS_CONSUMER: Final = "order-cancellations"
+CANCELLATIONS_HANDLER: Final = "order_consumers.cancellations_handler.handler"

@@ -1,23 +1,35 @@
-"""Sample consumers: one SQS queue on the topic, one on the bus. The local demo reads them."""
+"""Sample consumers of the outbox's topic and bus.
+
+- Two inbox consumers (`outbox_cdk.consumers.InboxConsumer`), each with its queue, dead-letter queue,
+  function, table and alarm:
+  - order summary: subscribed to the topic (raw delivery, a filter on every Order event type), `strict`
+    ordering, maintains one summary item per order;
+  - cancellations: a bus rule routes OrderCancelled only, `latest` ordering (it sees seq 3 without seqs 1
+    and 2, by design), keeps one item per cancelled order.
+- Two inspection queues the demo reads to check what was delivered, in which order: a raw subscription on
+  the topic and a rule on every event of the bus. Nothing processes them.
+"""
 
 from __future__ import annotations
 
 from aws_cdk import Duration
 from aws_cdk import aws_events as events
-from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subscriptions
 from constructs import Construct
 
+from order_consumers.projections import CANCELLED_EVENT_TYPE, ORDER_EVENT_TYPES
 from outbox_cdk import constants as c
+from outbox_cdk.consumers import InboxConsumer, InboxConsumerProps, route_to_queue
 from outbox_cdk.nag import acknowledge
 from outbox_cdk.queues import secure_queue
+from outbox_cdk.table import DataTableProps
+from outbox_inbox.inbox import Ordering
+from sample_stack import constants as sample
 
 
 class SampleConsumers(Construct):
-    """A raw-delivery SQS subscription on the topic (FIFO for a FIFO topic) and an EventBridge
-    rule on the bus, matching the outbox event source, that targets a second queue."""
-
     def __init__(
         self,
         scope: Construct,
@@ -27,34 +39,58 @@ class SampleConsumers(Construct):
         fifo_topic: bool,
         event_bus: events.IEventBus,
         event_source: str,
+        tables: DataTableProps,
+        alarm_topic: sns.ITopic,
+        powertools_layer: lambda_.ILayerVersion,
     ) -> None:
         super().__init__(scope, construct_id)
-        retention = Duration.days(c.QUEUE_RETENTION_DAYS)
-        # A FIFO topic only delivers to FIFO queues.
-        self.topic_queue = secure_queue(self, "TopicConsumerQueue", retention=retention, fifo=fifo_topic)
-        # Raw delivery: consumers get the envelope itself, not wrapped in an SNS notification.
-        topic.add_subscription(subscriptions.SqsSubscription(self.topic_queue, raw_message_delivery=True))
+        self.order_summary = InboxConsumer(
+            self,
+            "OrderSummary",
+            consumer_name=sample.ORDER_SUMMARY_CONSUMER,
+            handler=sample.ORDER_SUMMARY_HANDLER,
+            vendored=sample.CONSUMER_PACKAGES,
+            description="Sample consumer: the order-summary read model (strict order, every Order event)",
+            # A FIFO topic only delivers to FIFO queues.
+            props=InboxConsumerProps(ordering=Ordering.STRICT, fifo=fifo_topic, table=tables),
+            alarm_topic=alarm_topic,
+            powertools_layer=powertools_layer,
+        )
+        self.order_summary.subscribe(topic, event_types=ORDER_EVENT_TYPES)
+        self.cancellations = InboxConsumer(
+            self,
+            "Cancellations",
+            consumer_name=sample.CANCELLATIONS_CONSUMER,
+            handler=sample.CANCELLATIONS_HANDLER,
+            vendored=sample.CONSUMER_PACKAGES,
+            description="Sample consumer: the cancellations ledger (OrderCancelled only, latest order)",
+            props=InboxConsumerProps(ordering=Ordering.LATEST, table=tables),
+            alarm_topic=alarm_topic,
+            powertools_layer=powertools_layer,
+        )
+        self.cancellations.receive_from_rule(
+            event_bus,
+            events.EventPattern(source=[event_source], detail_type=[CANCELLED_EVENT_TYPE]),
+            description="Sample consumer: OrderCancelled events to the cancellations ledger",
+        )
 
+        retention = Duration.days(c.QUEUE_RETENTION_DAYS)
+        self.topic_queue = secure_queue(self, "TopicConsumerQueue", retention=retention, fifo=fifo_topic)
+        # Raw delivery: the queue gets the envelope itself, not wrapped in an SNS notification.
+        topic.add_subscription(subscriptions.SqsSubscription(self.topic_queue, raw_message_delivery=True))
         self.bus_queue = secure_queue(self, "BusConsumerQueue", retention=retention)
-        self.rule = events.Rule(
+        self.rule = route_to_queue(
             self,
             "BusConsumerRule",
-            event_bus=event_bus,
-            description="Sample consumer: every outbox event from this source",
-            event_pattern=events.EventPattern(source=[event_source]),
-            targets=[targets.SqsQueue(self.bus_queue)],
+            event_bus,
+            events.EventPattern(source=[event_source]),
+            self.bus_queue,
+            description="Sample inspection queue: every outbox event from this source",
         )
-        # Ref and GetAtt Name resolve to the same bus name on AWS; GetAtt also lets a local
-        # CloudFormation emulator (moto) create the rule, which it cannot do from a Ref.
-        cfn_bus = event_bus.node.default_child
-        cfn_rule = self.rule.node.default_child
-        if isinstance(cfn_bus, events.CfnEventBus) and isinstance(cfn_rule, events.CfnRule):
-            cfn_rule.event_bus_name = cfn_bus.attr_name
-
         for queue in (self.topic_queue, self.bus_queue):
             acknowledge(
                 queue,
                 "AwsSolutions-SQS3",
-                "Sample consumer queue that the demo only inspects; nothing processes its "
-                "messages, so none can fail. Real consumers define their own redrive policy.",
+                "Sample inspection queue that the demo only reads; nothing processes its messages, so "
+                "none can fail. The inbox consumers beside it have their own dead-letter queues.",
             )

@@ -127,6 +127,9 @@ class OutboxStack(Stack):
                 fifo_topic=self.destinations.fifo,
                 event_bus=self.destinations.event_bus,
                 event_source=self.destinations.event_source,
+                tables=props.tables,
+                alarm_topic=self.monitoring.alarm_topic,
+                powertools_layer=layer,
             )
         self._outputs()
 
@@ -196,6 +199,23 @@ class OutboxStack(Stack):
             described[outputs.SAMPLE_BUS_CONSUMER_QUEUE_URL] = (
                 self.sample_consumers.bus_queue.queue_url,
                 "Sample queue targeted by the bus rule",
+            )
+            summary, cancellations = self.sample_consumers.order_summary, self.sample_consumers.cancellations
+            described[outputs.ORDER_SUMMARY_TABLE_NAME] = (
+                summary.table.table_name,
+                "Sample order-summary consumer's table (its read model and inbox)",
+            )
+            described[outputs.ORDER_SUMMARY_DEAD_LETTER_QUEUE_URL] = (
+                summary.dead_letter_queue.queue_url,
+                "What the order-summary consumer gave up on, each with its reason",
+            )
+            described[outputs.CANCELLATIONS_TABLE_NAME] = (
+                cancellations.table.table_name,
+                "Sample cancellations consumer's table (its ledger and inbox)",
+            )
+            described[outputs.CANCELLATIONS_DEAD_LETTER_QUEUE_URL] = (
+                cancellations.dead_letter_queue.queue_url,
+                "What the cancellations consumer gave up on, each with its reason",
             )
         # Direct children of the stack, so each logical ID is exactly the documented name.
         for name, (value, description) in described.items():

@@ -90,3 +90,22 @@ QUEUE_SEND_ACTIONS: Final = ("sqs:SendMessage",)
 TABLE_KEY_ACTIONS: Final = ("kms:Decrypt", "kms:DescribeKey", "kms:Encrypt", "kms:GenerateDataKey")
 QUEUE_KEY_ACTIONS: Final = ("kms:Decrypt", "kms:GenerateDataKey")
 LOG_WRITE_ACTIONS: Final = ("logs:CreateLogStream", "logs:PutLogEvents")
+
+# --- Inbox consumers (outbox_cdk.consumers) ------------------------------------------------------
+CONSUMER_TIMEOUT_SECONDS: Final = 30
+CONSUMER_BATCH_SIZE: Final = 10
+# AWS: "set the source queue's visibility timeout to at least six times the timeout of your function".
+CONSUMER_VISIBILITY_TIMEOUT_FACTOR: Final = 6
+# Receives beyond the gap wait's own, for transient failures (throttling, a timeout) before the redrive.
+CONSUMER_SPARE_RECEIVES: Final = 3
+# The inbox reads its records (GetItem, external effects), puts processed-event records and updates the
+# aggregate's last seq (PutItem, UpdateItem, as its TransactWriteItems is authorized per action); effects
+# write with the same actions or check with ConditionCheckItem. Powertools' idempotency deletes its
+# in-progress record when a call fails (DeleteItem): external effects only.
+INBOX_TABLE_ACTIONS: Final = (
+    "dynamodb:ConditionCheckItem",
+    "dynamodb:GetItem",
+    "dynamodb:PutItem",
+    "dynamodb:UpdateItem",
+)
+INBOX_EXTERNAL_EFFECT_ACTIONS: Final = ("dynamodb:DeleteItem",)

@@ -20,6 +20,8 @@ def secure_queue(
     retention: Duration,
     fifo: bool = False,
     max_message_bytes: int | None = None,
+    visibility_timeout: Duration | None = None,
+    dead_letter_queue: sqs.DeadLetterQueue | None = None,
 ) -> sqs.Queue:
     """A queue that refuses plain HTTP and is encrypted at rest.
 
@@ -34,6 +36,8 @@ def secure_queue(
         retention_period=retention,
         fifo=True if fifo else None,
         max_message_size_bytes=max_message_bytes,
+        visibility_timeout=visibility_timeout,
+        dead_letter_queue=dead_letter_queue,
     )
 
 

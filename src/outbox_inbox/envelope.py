@@ -79,7 +79,8 @@ def envelope_of(message: object) -> Envelope:
             raise MalformedEnvelopeError("the SQS record has no text body")
         return _from_body(_decode(body, "the SQS message body"))
     if isinstance(message, Mapping) and _is_eventbridge_event(message):
-        return Envelope.from_document(message["detail"])
+        # Lambda's runtime decoded this event before the handler got it, floats as floats.
+        return Envelope.from_document(_decimal_floats(message["detail"]))
     raise MalformedEnvelopeError("neither an SQS record nor an EventBridge event")
 
 
@@ -104,6 +105,18 @@ def _decode(text: str, what: str) -> object:
         return json.loads(text, parse_float=Decimal)
     except (ValueError, RecursionError):
         raise MalformedEnvelopeError(f"{what} is not JSON") from None
+
+
+def _decimal_floats(value: object) -> object:
+    """Floats as the Decimal of their shortest text: the number as published for any that a float holds
+    exactly enough to print back (up to 17 significant digits); payloads that need more should send text."""
+    if isinstance(value, float):
+        return Decimal(repr(value))
+    if isinstance(value, Mapping):
+        return {key: _decimal_floats(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_decimal_floats(item) for item in value]
+    return value
 
 
 def _whole(value: object, name: str) -> int:

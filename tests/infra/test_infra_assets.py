@@ -20,7 +20,15 @@ from tests.infra.template_queries import resources
 from tests.support.synth import Synthesized
 
 # The top-level packages of this repository's Lambda code.
-FIRST_PARTY = {"outbox", "outbox_publisher", "outbox_sweeper", "orders", "orders_api"}
+FIRST_PARTY = {
+    "outbox",
+    "outbox_publisher",
+    "outbox_sweeper",
+    "outbox_inbox",
+    "orders",
+    "orders_api",
+    "order_consumers",
+}
 
 _PROBE = """
 import json, sys
@@ -92,7 +100,7 @@ def _shipped_modules(asset: Path) -> dict[str, Path]:
 @pytest.fixture(scope="module")
 def functions(synthesized: Synthesized) -> dict[str, tuple[str, Path]]:
     found = _functions(synthesized)
-    assert len(found) == 3
+    assert len(found) == 5
     return found
 
 
@@ -124,7 +132,7 @@ def test_each_asset_runs_its_handler_with_nothing_but_itself_and_what_lambda_pro
 def test_the_publisher_ships_no_sample_code_and_the_api_ships_no_publisher(
     functions: dict[str, tuple[str, Path]],
 ) -> None:
-    # Given the three functions' assets
+    # Given the functions' assets
     by_handler: dict[str, Any] = {module: _shipped_modules(asset) for module, asset in functions.values()}
 
     # When their top-level packages are read
@@ -135,5 +143,8 @@ def test_the_publisher_ships_no_sample_code_and_the_api_ships_no_publisher(
     assert tops["outbox_publisher.handler"] == {"outbox", "outbox_publisher"}
     assert tops["outbox_sweeper.handler"] == {"outbox", "outbox_publisher", "outbox_sweeper"}
     assert tops["orders_api.handler"] == {"outbox", "orders", "orders_api"}
+    # and each consumer the library, the inbox and its own projections
+    for consumer in ("order_consumers.summary_handler", "order_consumers.cancellations_handler"):
+        assert tops[consumer] == {"outbox", "outbox_inbox", "order_consumers"}
     # and the API does not carry what only publishing needs
     assert "outbox.marking" not in by_handler["orders_api.handler"]

@@ -20,6 +20,8 @@ HANDLERS = (
     "orders_api.handler.handler",
     "outbox_publisher.handler.handler",
     "outbox_sweeper.handler.handler",
+    "order_consumers.summary_handler.handler",
+    "order_consumers.cancellations_handler.handler",
 )
 
 

@@ -120,8 +120,9 @@ def test_every_alarm_notifies_the_alarm_topic_on_alarm_and_ok(template: dict[str
     alarms = resources(template, "AWS::CloudWatch::Alarm").values()
 
     # When their actions are read
-    # Then there are seven, each sending both ALARM and OK to that topic, each named for the runbook
-    assert len(alarms) == 7
+    # Then there are nine (the outbox's seven, one per sample consumer), each sending both ALARM and OK
+    # to that topic, each named for the runbook
+    assert len(alarms) == 9
     for alarm in alarms:
         assert alarm["Properties"]["AlarmActions"] == [{"Ref": topic_id}]
         assert alarm["Properties"]["OKActions"] == [{"Ref": topic_id}]

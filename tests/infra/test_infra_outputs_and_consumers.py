@@ -23,6 +23,10 @@ DOCUMENTED_OUTPUTS = {
     "OperatorPolicyArn",
     "SampleTopicConsumerQueueUrl",
     "SampleBusConsumerQueueUrl",
+    "OrderSummaryTableName",
+    "OrderSummaryDeadLetterQueueUrl",
+    "CancellationsTableName",
+    "CancellationsDeadLetterQueueUrl",
 }
 
 
@@ -86,7 +90,7 @@ def test_topic_consumer_gets_raw_envelopes(template: dict[str, Any]) -> None:
     # Given the sample subscription
     topic, _ = only(template, "AWS::SNS::Topic", "DestinationsTopic")
     queue, _ = only(template, "AWS::SQS::Queue", "SampleConsumersTopicConsumerQueue")
-    _, subscription = only(template, "AWS::SNS::Subscription")
+    _, subscription = only(template, "AWS::SNS::Subscription", "SampleConsumersTopicConsumerQueue")
 
     # When it is read
     # Then the queue receives the envelope itself (raw delivery) from the events topic
@@ -102,7 +106,7 @@ def test_bus_consumer_rule_matches_the_source_and_names_the_bus_by_getatt(templa
     # Given the sample rule
     bus, _ = only(template, "AWS::Events::EventBus")
     queue, _ = only(template, "AWS::SQS::Queue", "SampleConsumersBusConsumerQueue")
-    _, rule = only(template, "AWS::Events::Rule", "SampleConsumers")
+    _, rule = only(template, "AWS::Events::Rule", "SampleConsumersBusConsumerRule")
 
     # When it is read
     props = rule["Properties"]
@@ -116,9 +120,12 @@ def test_bus_consumer_rule_matches_the_source_and_names_the_bus_by_getatt(templa
 def test_fifo_topic_gets_a_fifo_consumer_queue() -> None:
     # Given a small stack with a FIFO destinations topic and the sample consumers
     from aws_cdk import App, Stack
+    from aws_cdk import aws_sns as sns
     from aws_cdk.assertions import Template
 
     from outbox_cdk.destinations import DestinationsProps, OutboxDestinations
+    from outbox_cdk.functions import powertools_layer
+    from outbox_cdk.table import DataTableProps
     from sample_stack.consumers import SampleConsumers
 
     stack = Stack(App(), "FifoProbe")
@@ -132,13 +139,16 @@ def test_fifo_topic_gets_a_fifo_consumer_queue() -> None:
         fifo_topic=True,
         event_bus=destinations.event_bus,
         event_source="outbox.orders",
+        tables=DataTableProps(),
+        alarm_topic=sns.Topic(stack, "Alarms"),
+        powertools_layer=powertools_layer(stack),
     )
 
     # When it is synthesized
     template = Template.from_stack(stack).to_json()
 
     # Then the topic is FIFO without content-based dedup, and its subscribed queue is FIFO
-    _, topic = only(template, "AWS::SNS::Topic")
+    _, topic = only(template, "AWS::SNS::Topic", "Destinations")
     _, topic_queue = only(template, "AWS::SQS::Queue", "SampleConsumersTopicConsumerQueue")
     _, bus_queue = only(template, "AWS::SQS::Queue", "SampleConsumersBusConsumerQueue")
     assert topic["Properties"]["FifoTopic"] is True
@@ -146,3 +156,8 @@ def test_fifo_topic_gets_a_fifo_consumer_queue() -> None:
     assert topic["Properties"]["TopicName"].endswith(".fifo")
     assert topic_queue["Properties"]["FifoQueue"] is True
     assert "FifoQueue" not in bus_queue["Properties"]
+    # and the order-summary consumer's queue and dead-letter queue are FIFO too
+    _, summary_queue = only(template, "AWS::SQS::Queue", "SampleConsumersOrderSummaryQueue")
+    _, summary_dead_letters = only(template, "AWS::SQS::Queue", "SampleConsumersOrderSummaryDeadLetterQueue")
+    assert summary_queue["Properties"]["FifoQueue"] is True
+    assert summary_dead_letters["Properties"]["FifoQueue"] is True

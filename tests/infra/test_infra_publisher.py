@@ -13,7 +13,7 @@ PUBLISHER_HANDLER = "outbox_publisher.handler.handler"
 def test_stream_mapping_has_the_safe_defaults(template: dict[str, Any]) -> None:
     # Given the synthesized stack
     # When the one event source mapping is read
-    _, mapping = only(template, "AWS::Lambda::EventSourceMapping")
+    _, mapping = only(template, "AWS::Lambda::EventSourceMapping", "PublisherStreamMapping")
     props = mapping["Properties"]
     publisher_id, _ = function_by_handler(template, PUBLISHER_HANDLER)
     on_failure_id, _ = only(template, "AWS::SQS::Queue", "FailureQueuesOnFailureQueue")
@@ -41,7 +41,7 @@ def test_stream_mapping_has_the_safe_defaults(template: dict[str, Any]) -> None:
 
 def test_stream_mapping_only_delivers_inserts(template: dict[str, Any]) -> None:
     # Given the stream mapping
-    _, mapping = only(template, "AWS::Lambda::EventSourceMapping")
+    _, mapping = only(template, "AWS::Lambda::EventSourceMapping", "PublisherStreamMapping")
 
     # When its filter criteria are parsed
     patterns = [json.loads(f["Pattern"]) for f in mapping["Properties"]["FilterCriteria"]["Filters"]]
@@ -108,7 +108,7 @@ def test_every_function_uses_the_pinned_powertools_layer_or_the_override(templat
             {"Ref": "PowertoolsLayerArn"},
         ]
     }
-    assert layers == [[expected]] * 3
+    assert layers == [[expected]] * 5
 
 
 @pytest.mark.parametrize(

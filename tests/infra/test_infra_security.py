@@ -17,7 +17,8 @@ def test_every_queue_is_encrypted_and_refuses_plain_http(template: dict[str, Any
     # Given every queue and queue policy
     queues = resources(template, "AWS::SQS::Queue")
     policies = resources(template, "AWS::SQS::QueuePolicy").values()
-    assert len(queues) == 4
+    # the publisher's two, the two inspection queues, and each inbox consumer's queue and dead-letter queue
+    assert len(queues) == 8
 
     for logical_id, queue in queues.items():
         # When its encryption and its policy are read
@@ -154,10 +155,10 @@ def test_api_function_reserves_concurrency_to_protect_the_tables(template: dict[
 
 
 def test_every_log_group_has_a_retention(template: dict[str, Any]) -> None:
-    # Given every log group (three functions, API access logs)
+    # Given every log group (five functions, API access logs)
     groups = resources(template, "AWS::Logs::LogGroup").values()
 
     # When their retention is read
     # Then none keeps logs forever
-    assert len(groups) == 4
+    assert len(groups) == 6
     assert all(g["Properties"]["RetentionInDays"] == 30 for g in groups)

@@ -26,8 +26,10 @@ def deliver(consumer: Any, event: OutboxEvent, **record: Any) -> Outcome:
 
 
 def summary(harness: Consumer, order_id: str = "o-1") -> dict[str, Any] | None:
-    item = harness.dynamodb.get_item(TableName=harness.table, Key=summary_key(order_id), ConsistentRead=True)
-    return item.get("Item")
+    item: dict[str, Any] | None = harness.dynamodb.get_item(
+        TableName=harness.table, Key=summary_key(order_id), ConsistentRead=True
+    ).get("Item")
+    return item
 
 
 def clear(harness: Consumer) -> None:

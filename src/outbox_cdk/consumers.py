@@ -1,0 +1,239 @@
+"""A consumer of outbox events through an inbox (`outbox_inbox`): its queue, dead-letter queue, function,
+table and alarm, wired so that a message is never lost between them.
+
+- The queue feeds the function with partial batch responses: only failed and gapped messages come back.
+- The function writes its effects and inbox records in its own table (partition key `pk`, TTL
+  `expires_at`), and sends to the dead-letter queue what can never be applied, with the reason.
+- The queue's redrive policy moves a message that keeps failing (a crash, a bug) to the same dead-letter
+  queue; its receive count is derived so that a gap's whole wait fits before it: a message waiting for its
+  predecessor reaches the inbox's own verdict, with its reason, instead of the redrive's.
+- An alarm fires on the dead-letter queue's first message (README, "ConsumerDeadLetters").
+
+Feed it from the outbox's topic (`subscribe`, raw delivery, an optional event_type filter) or its bus
+(`receive_from_rule`). A `strict` consumer must receive every event of an aggregate: give it no filter, or a
+filter that passes every event type of the aggregate.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from aws_cdk import Duration, Stack
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as cw_actions
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_event_sources as event_sources
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sns_subscriptions as subscriptions
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from outbox import metrics
+from outbox_cdk import constants as c
+from outbox_cdk.errors import OutboxConstructError
+from outbox_cdk.functions import FunctionSettings, PythonFunction
+from outbox_cdk.queues import secure_queue
+from outbox_cdk.table import DataTableProps, data_table_options
+from outbox_inbox import config as inbox_env
+from outbox_inbox.inbox import (
+    DEFAULT_DEDUPE_WINDOW_S,
+    DEFAULT_MAX_GAP_WAIT_S,
+    PARTITION_KEY,
+    TTL_ATTRIBUTE,
+    GapTimeout,
+    Ordering,
+)
+
+
+def _default_consumer_function() -> FunctionSettings:
+    return FunctionSettings(timeout=Duration.seconds(c.CONSUMER_TIMEOUT_SECONDS))
+
+
+@dataclass(frozen=True)
+class InboxConsumerProps:
+    """How the consumer orders, waits and batches; every field has a safe default."""
+
+    ordering: Ordering = Ordering.STRICT
+    max_gap_wait: Duration = field(default_factory=lambda: Duration.seconds(DEFAULT_MAX_GAP_WAIT_S))
+    on_gap_timeout: GapTimeout = GapTimeout.DEAD_LETTER
+    dedupe_window: Duration = field(default_factory=lambda: Duration.seconds(DEFAULT_DEDUPE_WINDOW_S))
+    fifo: bool = False
+    """A FIFO queue (required to subscribe to a FIFO topic)."""
+    batch_size: int = c.CONSUMER_BATCH_SIZE
+    max_receive_count: int | None = None
+    """None: derived from the gap wait and the visibility timeout (see the module doc)."""
+    external_effects: bool = False
+    """The handler makes calls outside DynamoDB through `outbox_inbox.external` (Powertools idempotency)."""
+    function: FunctionSettings = field(default_factory=_default_consumer_function)
+    table: DataTableProps = field(default_factory=DataTableProps)
+    retention: Duration = field(default_factory=lambda: Duration.days(c.QUEUE_RETENTION_DAYS))
+
+
+class InboxConsumer(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        consumer_name: str,
+        handler: str,
+        vendored: Sequence[str],
+        description: str,
+        props: InboxConsumerProps | None = None,
+        alarm_topic: sns.ITopic | None = None,
+        powertools_layer: lambda_.ILayerVersion | None = None,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        props = props or InboxConsumerProps()
+        timeout_s = props.function.timeout.to_seconds()
+        visibility_s = timeout_s * c.CONSUMER_VISIBILITY_TIMEOUT_FACTOR
+        max_receive_count = props.max_receive_count or _receives_for(props.max_gap_wait, visibility_s)
+        _check_receives(props, max_receive_count, visibility_s)
+        if props.fifo and props.batch_size > 10:
+            raise OutboxConstructError("a FIFO queue's event source takes at most 10 messages per batch")
+
+        self.table = dynamodb.Table(
+            self,
+            "Table",
+            partition_key=dynamodb.Attribute(name=PARTITION_KEY, type=dynamodb.AttributeType.STRING),
+            **data_table_options(props.table, ttl_attribute=TTL_ATTRIBUTE),
+        )
+        self.dead_letter_queue = secure_queue(
+            self, "DeadLetterQueue", retention=props.retention, fifo=props.fifo
+        )
+        self.queue = secure_queue(
+            self,
+            "Queue",
+            retention=props.retention,
+            fifo=props.fifo,
+            visibility_timeout=Duration.seconds(visibility_s),
+            dead_letter_queue=sqs.DeadLetterQueue(
+                max_receive_count=max_receive_count, queue=self.dead_letter_queue
+            ),
+        )
+        self._function = PythonFunction(
+            self,
+            "Handler",
+            handler=handler,
+            description=description,
+            environment={
+                inbox_env.TABLE_NAME: self.table.table_name,
+                inbox_env.CONSUMER: consumer_name,
+                inbox_env.ORDERING: props.ordering.value,
+                inbox_env.DEDUPE_WINDOW_SECONDS: str(int(props.dedupe_window.to_seconds())),
+                inbox_env.MAX_GAP_WAIT_SECONDS: str(int(props.max_gap_wait.to_seconds())),
+                inbox_env.ON_GAP_TIMEOUT: props.on_gap_timeout.value,
+                inbox_env.DEAD_LETTER_QUEUE_URL: self.dead_letter_queue.queue_url,
+                c.ENV_POWERTOOLS_SERVICE_NAME: consumer_name,
+                c.ENV_POWERTOOLS_METRICS_NAMESPACE: metrics.NAMESPACE,
+                c.ENV_POWERTOOLS_LOG_LEVEL: c.LOG_LEVEL,
+            },
+            settings=props.function,
+            layer=powertools_layer,
+            vendored=vendored,
+        )
+        self.function: lambda_.Function = self._function.function
+        self.role: iam.Role = self._function.role
+        actions = [
+            *c.INBOX_TABLE_ACTIONS,
+            *(c.INBOX_EXTERNAL_EFFECT_ACTIONS if props.external_effects else ()),
+        ]
+        self.role.add_to_policy(iam.PolicyStatement(actions=actions, resources=[self.table.table_arn]))
+        if props.table.encryption_key is not None:
+            props.table.encryption_key.grant(self.role, *c.TABLE_KEY_ACTIONS)
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                actions=list(c.QUEUE_SEND_ACTIONS), resources=[self.dead_letter_queue.queue_arn]
+            )
+        )
+        self.function.add_event_source(
+            event_sources.SqsEventSource(
+                self.queue, batch_size=props.batch_size, report_batch_item_failures=True
+            )
+        )
+        self.dead_letter_alarm = cloudwatch.Alarm(
+            self,
+            "DeadLetterDepthAlarm",
+            alarm_name=f"{Stack.of(self).stack_name}-{construct_id}DeadLetters",
+            alarm_description=(
+                f"Consumer {consumer_name} gave up on a message (its reason is on the message). "
+                "Runbook: README.md#consumerdeadletters"
+            ),
+            metric=self.dead_letter_queue.metric_approximate_number_of_messages_visible(
+                statistic="Maximum", period=Duration.minutes(c.ALARM_PERIOD_MINUTES)
+            ),
+            threshold=c.QUEUE_DEPTH_THRESHOLD,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            evaluation_periods=1,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
+        if alarm_topic is not None:
+            action = cw_actions.SnsAction(alarm_topic)
+            self.dead_letter_alarm.add_alarm_action(action)
+            self.dead_letter_alarm.add_ok_action(action)
+
+    def subscribe(self, topic: sns.ITopic, *, event_types: Sequence[str] = ()) -> None:
+        """Raw delivery from the outbox's topic (the body is the envelope), filtered on `event_type` when
+        `event_types` are given (the publisher sets it as a message attribute)."""
+        policy = (
+            {"event_type": sns.SubscriptionFilter.string_filter(allowlist=list(event_types))}
+            if event_types
+            else None
+        )
+        subscription = subscriptions.SqsSubscription(
+            self.queue, raw_message_delivery=True, filter_policy=policy
+        )
+        topic.add_subscription(subscription)
+
+    def receive_from_rule(
+        self, bus: events.IEventBus, pattern: events.EventPattern, *, description: str
+    ) -> events.Rule:
+        """An EventBridge rule on the outbox's bus that sends what matches `pattern` to the queue."""
+        return route_to_queue(self, "Rule", bus, pattern, self.queue, description=description)
+
+
+def route_to_queue(
+    scope: Construct,
+    construct_id: str,
+    bus: events.IEventBus,
+    pattern: events.EventPattern,
+    queue: sqs.IQueue,
+    *,
+    description: str,
+) -> events.Rule:
+    """A rule on `bus` sending what matches `pattern` to `queue`."""
+    rule = events.Rule(
+        scope,
+        construct_id,
+        event_bus=bus,
+        description=description,
+        event_pattern=pattern,
+        targets=[targets.SqsQueue(queue)],
+    )
+    # Ref and GetAtt Name resolve to the same bus name on AWS; GetAtt also lets a local
+    # CloudFormation emulator (moto) create the rule, which it cannot do from a Ref.
+    cfn_bus = bus.node.default_child
+    cfn_rule = rule.node.default_child
+    if isinstance(cfn_bus, events.CfnEventBus) and isinstance(cfn_rule, events.CfnRule):
+        cfn_rule.event_bus_name = cfn_bus.attr_name
+    return rule
+
+
+def _receives_for(max_gap_wait: Duration, visibility_s: float) -> int:
+    return math.ceil(max_gap_wait.to_seconds() / visibility_s) + c.CONSUMER_SPARE_RECEIVES
+
+
+def _check_receives(props: InboxConsumerProps, max_receive_count: int, visibility_s: float) -> None:
+    needed = _receives_for(props.max_gap_wait, visibility_s) - c.CONSUMER_SPARE_RECEIVES + 1
+    if props.ordering is Ordering.STRICT and max_receive_count < needed:
+        raise OutboxConstructError(
+            f"max_receive_count {max_receive_count} would move a message waiting for its predecessor to the "
+            f"dead-letter queue before its {int(props.max_gap_wait.to_seconds())} s wait ends "
+            f"(visibility {int(visibility_s)} s): at least {needed} are needed"
+        )

@@ -1,0 +1,133 @@
+"""SQS batches through Powertools: only failed and gapped messages are reported, FIFO groups stop at their
+first failure, what can never be applied goes to the dead-letter queue instead of failing the batch."""
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from order_consumers.projections import OrderSummaryProjection
+from outbox.transaction import TableKeys, Transaction
+from outbox_inbox.batch import MIN_TIME_PER_RECORD_MS, handle_sqs_batch
+from outbox_inbox.envelope import Envelope
+from tests.support.aws import scan_all
+from tests.support.inbox import FIFO_QUEUE_ARN, Consumer, order_events, sqs_record
+from tests.support.lambda_context import FakeLambdaContext
+
+
+def failures(response: dict[str, Any]) -> list[str]:
+    return [entry["itemIdentifier"] for entry in response["batchItemFailures"]]
+
+
+def test_the_batch_response_lists_only_the_failed_and_gapped_messages(consumer: Consumer) -> None:
+    # Given a strict order-summary consumer whose effect fails for one order
+    projection = OrderSummaryProjection(consumer.table)
+
+    def effect(envelope: Envelope, transaction: Transaction) -> None:
+        projection(envelope, transaction)
+        if envelope.aggregate_id == "o-broken":
+            transaction.condition_check(
+                TableKeys(consumer.table, "pk"), {"pk": {"S": "absent"}}, "attribute_exists(pk)", label="x"
+            )
+
+    inbox_consumer = consumer.build(effect=effect)
+    first = order_events("o-1")
+    applied = sqs_record(first[0].envelope_json())
+    duplicate = sqs_record(first[0].envelope_json())
+    gap = sqs_record(order_events("o-2")[1].envelope_json())
+    malformed = sqs_record("{not an envelope")
+    broken = sqs_record(order_events("o-broken")[0].envelope_json())
+    next_one = sqs_record(first[1].envelope_json())
+    # When one batch carries them all
+    response = handle_sqs_batch(
+        {"Records": [applied, duplicate, gap, malformed, broken, next_one]},
+        inbox_consumer,
+        FakeLambdaContext(),
+    )
+    # Then only the gap and the failure are handed back; the malformed one went to the dead-letter queue
+    assert failures(response) == [gap["messageId"], broken["messageId"]]
+    [letter] = consumer.dead_letters()
+    assert letter["Body"] == "{not an envelope"
+    assert letter["MessageAttributes"]["inbox_reason"]["StringValue"] == (
+        "malformed envelope: the SQS message body is not JSON"
+    )
+    summaries = [
+        item for item in scan_all(consumer.dynamodb, consumer.table) if item["pk"]["S"] == "order#o-1"
+    ]
+    assert [item["status"]["S"] for item in summaries] == ["CONFIRMED"]
+
+
+def test_a_batch_of_only_gaps_is_an_answer_not_an_invocation_error(consumer: Consumer) -> None:
+    # Given a strict consumer and a batch in which every message waits for a predecessor
+    inbox_consumer = consumer.build()
+    records = [sqs_record(order_events(f"o-{n}")[1].envelope_json()) for n in range(3)]
+    # When it is handled
+    response = handle_sqs_batch({"Records": records}, inbox_consumer, FakeLambdaContext())
+    # Then every message is reported (handed back), and the invocation did not raise
+    assert failures(response) == [record["messageId"] for record in records]
+
+
+def test_a_fifo_batch_stops_at_the_first_failure_of_each_message_group(consumer: Consumer) -> None:
+    # Given a strict consumer on a FIFO queue, and two message groups (one per order)
+    inbox_consumer = consumer.build()
+    a, b = order_events("o-a"), order_events("o-b")
+    a2 = sqs_record(a[1].envelope_json(), queue_arn=FIFO_QUEUE_ARN, group_id="Order#o-a")
+    a3 = sqs_record(a[2].envelope_json(), queue_arn=FIFO_QUEUE_ARN, group_id="Order#o-a")
+    b1 = sqs_record(b[0].envelope_json(), queue_arn=FIFO_QUEUE_ARN, group_id="Order#o-b")
+    b2 = sqs_record(b[1].envelope_json(), queue_arn=FIFO_QUEUE_ARN, group_id="Order#o-b")
+    # When group a's first message waits for its predecessor
+    response = handle_sqs_batch({"Records": [a2, b1, a3, b2]}, inbox_consumer, FakeLambdaContext())
+    # Then the rest of group a is reported without being tried, and group b is applied
+    assert failures(response) == [a2["messageId"], a3["messageId"]]
+    records = {item["pk"]["S"] for item in scan_all(consumer.dynamodb, consumer.table)}
+    assert "summary#aggregate#Order#o-b" in records
+    assert "summary#aggregate#Order#o-a" not in records
+
+
+def test_a_message_the_dead_letter_queue_refuses_is_handed_back_not_lost(consumer: Consumer) -> None:
+    # Given a consumer whose dead-letter queue does not exist
+    consumer.sqs.delete_queue(QueueUrl=consumer.dead_letter_url)
+    inbox_consumer = consumer.build()
+    malformed = sqs_record("[]")
+    # When a malformed message arrives
+    response = handle_sqs_batch({"Records": [malformed]}, inbox_consumer, FakeLambdaContext())
+    # Then it is reported as failed: it comes again instead of vanishing
+    assert failures(response) == [malformed["messageId"]]
+
+
+def test_records_are_not_started_without_time_left_for_their_calls(consumer: Consumer) -> None:
+    # Given an invocation with less time left than one record's calls can take
+    inbox_consumer = consumer.build()
+    records = [sqs_record(event.envelope_json()) for event in order_events()[:2]]
+    context = FakeLambdaContext(remaining_ms=MIN_TIME_PER_RECORD_MS - 1)
+    # When the batch is handled
+    response = handle_sqs_batch({"Records": records}, inbox_consumer, context)
+    # Then every record is handed back untouched
+    assert failures(response) == [record["messageId"] for record in records]
+    assert scan_all(consumer.dynamodb, consumer.table) == []
+
+
+def test_the_sample_consumers_handlers_answer_with_partial_batch_responses(
+    consumer: Consumer, monkeypatch: Any
+) -> None:
+    # Given the order-summary function's handler, configured as the stack configures it
+    from order_consumers import summary_handler
+
+    environment = {
+        "INBOX_TABLE_NAME": consumer.table,
+        "INBOX_CONSUMER": "order-summary",
+        "INBOX_DEAD_LETTER_QUEUE_URL": consumer.dead_letter_url,
+        "POWERTOOLS_METRICS_NAMESPACE": "OutboxTests",
+    }
+    monkeypatch.setattr(summary_handler.function, "_env", environment)
+    monkeypatch.setattr(summary_handler.function, "_consumer", None)
+    events = order_events("o-7")
+    # (the function runs on the real clock: the messages were first received just now)
+    now = datetime.now(UTC)
+    placed = sqs_record(events[0].envelope_json(), first_received=now)
+    gap = sqs_record(events[2].envelope_json(), first_received=now)
+    # When it gets a batch with an applicable event and one whose predecessor is missing
+    response = summary_handler.handler({"Records": [placed, gap]}, FakeLambdaContext())
+    # Then only the gapped message is reported, and the summary exists
+    assert failures(response) == [gap["messageId"]]
+    item = consumer.dynamodb.get_item(TableName=consumer.table, Key={"pk": {"S": "order#o-7"}})["Item"]
+    assert json.loads(json.dumps(item["status"])) == {"S": "PLACED"}

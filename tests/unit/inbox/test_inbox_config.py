@@ -1,0 +1,58 @@
+"""A consumer's configuration: read once from the environment, every fault loud."""
+
+import pytest
+
+from outbox.errors import ConfigurationError
+from outbox_inbox import GapTimeout, Ordering
+from outbox_inbox.config import ConsumerConfig
+
+BASE = {
+    "INBOX_TABLE_NAME": "summary",
+    "INBOX_CONSUMER": "order-summary",
+    "INBOX_DEAD_LETTER_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/dlq",
+}
+
+
+def test_defaults_are_strict_ordering_a_seven_day_window_and_a_fifteen_minute_wait() -> None:
+    config = ConsumerConfig.from_environment(BASE)
+    assert config.inbox.ordering is Ordering.STRICT
+    assert config.inbox.dedupe_window_s == 7 * 24 * 3600
+    assert config.consumer.max_gap_wait_s == 900
+    assert config.consumer.on_gap_timeout is GapTimeout.DEAD_LETTER
+
+
+def test_every_setting_can_be_chosen() -> None:
+    config = ConsumerConfig.from_environment(
+        {
+            **BASE,
+            "INBOX_ORDERING": "latest",
+            "INBOX_DEDUPE_WINDOW_SECONDS": "3600",
+            "INBOX_MAX_GAP_WAIT_SECONDS": "60",
+            "INBOX_ON_GAP_TIMEOUT": "apply",
+        }
+    )
+    assert (config.inbox.ordering, config.inbox.dedupe_window_s) == (Ordering.LATEST, 3600)
+    assert (config.consumer.max_gap_wait_s, config.consumer.on_gap_timeout) == (60, GapTimeout.APPLY)
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"INBOX_TABLE_NAME": ""}, "environment variable INBOX_TABLE_NAME is required"),
+        (
+            {"INBOX_DEAD_LETTER_QUEUE_URL": " "},
+            "environment variable INBOX_DEAD_LETTER_QUEUE_URL is required",
+        ),
+        ({"INBOX_ORDERING": "fifo"}, "INBOX_ORDERING must be one of strict, latest, unordered, got 'fifo'"),
+        (
+            {"INBOX_ON_GAP_TIMEOUT": "drop"},
+            "INBOX_ON_GAP_TIMEOUT must be one of dead-letter, apply, got 'drop'",
+        ),
+        ({"INBOX_DEDUPE_WINDOW_SECONDS": "0"}, "INBOX_DEDUPE_WINDOW_SECONDS must be positive, got 0"),
+        ({"INBOX_CONSUMER": "a#b"}, "the consumer name may not contain '#' (it prefixes the inbox keys)"),
+    ],
+)
+def test_a_bad_configuration_fails_loudly(changes: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigurationError) as error:
+        ConsumerConfig.from_environment({**BASE, **changes})
+    assert str(error.value) == message
