@@ -7,6 +7,10 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
 
 from tests.infra.template_queries import function_by_handler, only, resources
 from tests.support.readme import python_example
@@ -41,3 +45,40 @@ def test_the_readme_constructs_example_synthesizes_nag_clean(tmp_path: Path) -> 
     function_by_handler(template, "outbox_sweeper.handler.handler")
     [index] = template["Resources"][table_id]["Properties"]["GlobalSecondaryIndexes"]
     assert index["IndexName"] == "pending"
+
+
+def test_the_readme_consumer_construct_example_synthesizes_nag_clean(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given the README's consumer handler as the user's shipments package, and its construct example
+    package = tmp_path / "shipments"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "handler.py").write_text(python_example("## Consuming events: the inbox"))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    example = python_example("## Consuming events: the inbox", 1)
+    from aws_cdk import App, Stack
+
+    from outbox_cdk.destinations import OutboxDestinations
+    from outbox_cdk.monitoring import AlarmTopic
+    from outbox_cdk.nag import add_nag_checks
+
+    app = App(outdir=str(tmp_path / "cdk.out"))
+    stack = Stack(app, "ShipmentsStack")
+    names: dict[str, Any] = {
+        "self": stack,
+        "destinations": OutboxDestinations(stack, "Destinations"),
+        "monitoring": SimpleNamespace(alarm_topic=AlarmTopic(stack, "Alarms").topic),
+    }
+
+    # When it runs in a stack with cdk-nag attached, and the app is synthesized
+    exec(compile(example, "README consumer example", "exec"), names)  # noqa: S102 - the README's own code
+    add_nag_checks(app)
+    template = app.synth().get_stack_by_name("ShipmentsStack").template
+
+    # Then the consumer's queue, dead-letter queue, table and function exist, subscribed with raw delivery
+    function_by_handler(template, "shipments.handler.handler")
+    only(template, "AWS::DynamoDB::Table", "Shipments")
+    [subscription] = resources(template, "AWS::SNS::Subscription").values()
+    assert subscription["Properties"]["RawMessageDelivery"] is True
+    assert len(resources(template, "AWS::SQS::Queue")) == 2

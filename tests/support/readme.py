@@ -11,13 +11,15 @@ from tests.support.aws import endpoint_environment
 README = Path(__file__).resolve().parents[2] / "README.md"
 
 
-def python_example(section: str) -> str:
-    """The first ```python block after the heading `section` ("### Use the library from your own Lambda")."""
+def python_example(section: str, number: int = 0) -> str:
+    """The `number`th (from 0) ```python block after the heading `section` ("### Use the library from your
+    own Lambda")."""
     text = README.read_text().split(section, 1)
     assert len(text) == 2, f"the README lost its section {section!r}"
-    match = re.search(r"```python\n(.*?)```", text[1], re.DOTALL)
-    assert match, f"the README lost the example of {section!r}"
-    return match.group(1)
+    blocks = re.findall(r"```python\n(.*?)```", text[1], re.DOTALL)
+    assert len(blocks) > number, f"the README lost the example of {section!r}"
+    block: str = blocks[number]
+    return block
 
 
 def library_example() -> str:
