@@ -1,12 +1,12 @@
 """The local runtime's own answer to Lambda's `ListEventSourceMappings` and `GetEventSourceMapping`.
 
-Why: the runtime never creates a moto event source mapping, because moto would then drain the stream
-itself and invoke the function through Docker; the stream mapping emulator owns the template's mappings
-(`outbox_local.stream_poller`). moto's Lambda therefore knows none, and `list_event_source_mappings` would
-answer [] to the operators' tools (the `outbox` CLI, the AWS CLI) that check a mapping's state and last
-result. These two read calls are what operators use, so a WSGI layer in front of moto (like the fault
-injector) answers them from the emulator's state, in the JSON shape AWS returns. Every other request goes
-to moto untouched, creating, updating or deleting a mapping included.
+Why: the runtime never creates a moto event source mapping, because moto would then drain the stream (or
+the queue) itself and invoke the function through Docker; the emulators own the template's mappings
+(`outbox_local.stream_poller`, `outbox_local.queue_mapping`). moto's Lambda therefore knows none, and
+`list_event_source_mappings` would answer [] to the operators' tools (the `outbox` CLI, the AWS CLI) that
+check a mapping's state and last result. These two read calls are what operators use, so a WSGI layer in
+front of moto (like the fault injector) answers them from the emulators' state, in the JSON shape AWS
+returns. Every other request goes to moto untouched, creating, updating or deleting a mapping included.
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from outbox_local.faults import WsgiApp
-from outbox_local.provisioning.context import MappingSpec
+from outbox_local.provisioning.context import MappingSpec, QueueMappingSpec
+from outbox_local.queue_mapping import QueueMappingRunner
 from outbox_local.stream_poller import NO_RECORDS_PROCESSED, StreamMappingRunner
 
 _LIST_PATHS = {"/2015-03-31/event-source-mappings", "/2015-03-31/event-source-mappings/"}
@@ -42,14 +43,27 @@ class PublishedMapping:
     """Epoch seconds: when this runtime start created the mapping."""
 
 
+@dataclass(frozen=True)
+class PublishedQueueMapping:
+    """One SQS queue mapping of the template as this runtime start runs it."""
+
+    spec: QueueMappingSpec
+    runner: QueueMappingRunner | None
+    """None when the template disables the mapping: the runtime does not run it."""
+    last_modified: float
+
+
+Published = PublishedMapping | PublishedQueueMapping
+
+
 class EventSourceMappingApi:
     """Answers the two read calls from what the runtime published at start-up."""
 
     def __init__(self) -> None:
-        self._mappings: tuple[PublishedMapping, ...] = ()
+        self._mappings: tuple[Published, ...] = ()
         self._lock = threading.Lock()
 
-    def publish(self, mappings: Sequence[PublishedMapping]) -> None:
+    def publish(self, mappings: Sequence[Published]) -> None:
         with self._lock:
             self._mappings = tuple(mappings)
 
@@ -105,12 +119,12 @@ class EventSourceMappingApi:
         return _error(start_response, 404, "ResourceNotFoundException", _NOT_FOUND_MESSAGE)
 
 
-def configuration(mapping: PublishedMapping) -> dict[str, Any]:
-    """The `EventSourceMappingConfiguration` Lambda answers for a DynamoDB stream mapping."""
+def configuration(mapping: Published) -> dict[str, Any]:
+    """The `EventSourceMappingConfiguration` Lambda answers for a mapping (below: a DynamoDB stream's)."""
+    if isinstance(mapping, PublishedQueueMapping):
+        return queue_configuration(mapping)
     spec, settings = mapping.spec, mapping.spec.settings
-    _, partition, _, region, account, *_ = settings.function_arn.split(":")
     destination = settings.on_failure_destination_arn
-    mapping_arn = f"arn:{partition}:lambda:{region}:{account}:event-source-mapping:{spec.uuid}"
     answer: dict[str, Any] = {
         "UUID": spec.uuid,
         "StartingPosition": spec.starting_position,
@@ -130,12 +144,48 @@ def configuration(mapping: PublishedMapping) -> dict[str, Any]:
         "BisectBatchOnFunctionError": settings.bisect_batch_on_function_error,
         "MaximumRetryAttempts": settings.maximum_retry_attempts,
         "TumblingWindowInSeconds": 0,  # the provisioner refuses tumbling windows
-        "FunctionResponseTypes": ["ReportBatchItemFailures"] if settings.report_batch_item_failures else [],
-        "EventSourceMappingArn": mapping_arn,
+        "FunctionResponseTypes": _response_types(settings.report_batch_item_failures),
+        "EventSourceMappingArn": _mapping_arn(settings.function_arn, spec.uuid),
     }
     if spec.filter_patterns:
-        answer["FilterCriteria"] = {"Filters": [{"Pattern": pattern} for pattern in spec.filter_patterns]}
+        answer["FilterCriteria"] = _filter_criteria(spec.filter_patterns)
     return answer
+
+
+def queue_configuration(mapping: PublishedQueueMapping) -> dict[str, Any]:
+    """What Lambda answers for an SQS queue mapping: no stream settings, and no `LastProcessingResult`
+    ("This value will be null if an SQS queue is the event source"); its own StateTransitionReason."""
+    spec, settings = mapping.spec, mapping.spec.settings
+    answer: dict[str, Any] = {
+        "UUID": spec.uuid,
+        "BatchSize": settings.batch_size,
+        "MaximumBatchingWindowInSeconds": round(settings.maximum_batching_window_s),
+        "EventSourceArn": settings.queue_arn,
+        "FunctionArn": settings.function_arn,
+        "LastModified": mapping.last_modified,
+        "State": "Enabled" if mapping.runner is not None else "Disabled",
+        "StateTransitionReason": "USER_INITIATED",
+        "FunctionResponseTypes": _response_types(settings.report_batch_item_failures),
+        "EventSourceMappingArn": _mapping_arn(settings.function_arn, spec.uuid),
+    }
+    if spec.filter_patterns:
+        answer["FilterCriteria"] = _filter_criteria(spec.filter_patterns)
+    if spec.maximum_concurrency is not None:
+        answer["ScalingConfig"] = {"MaximumConcurrency": spec.maximum_concurrency}
+    return answer
+
+
+def _mapping_arn(function_arn: str, mapping_uuid: str) -> str:
+    _, partition, _, region, account, *_ = function_arn.split(":")
+    return f"arn:{partition}:lambda:{region}:{account}:event-source-mapping:{mapping_uuid}"
+
+
+def _response_types(report_batch_item_failures: bool) -> list[str]:
+    return ["ReportBatchItemFailures"] if report_batch_item_failures else []
+
+
+def _filter_criteria(patterns: Sequence[str]) -> dict[str, Any]:
+    return {"Filters": [{"Pattern": pattern} for pattern in patterns]}
 
 
 def _names_function(given: str, function_arn: str) -> bool:

@@ -225,3 +225,34 @@ _LEAF_OPERATORS: dict[str, Callable[[Any, object], bool]] = {
     "numeric": _numeric,
     "anything-but": _anything_but,
 }
+
+
+# --- SQS (AWS Lambda Developer Guide, "Using event filtering with an Amazon SQS event source") ------------
+# "Amazon SQS event source mappings only support filtering on the body key." Lambda compares the format of
+# the message body with the format of the pattern's `body`: a JSON pattern (an object) applies to a body that
+# is valid JSON, a plain-string pattern (a list of matchers) to a body that is not; on a mismatch "Lambda
+# drops the message".
+
+QUEUE_FILTER_KEYS = frozenset({"body"})
+_NOT_JSON = object()
+
+
+def accepts_queue_record(criteria: FilterCriteria, record: Mapping[str, Any]) -> bool:
+    """Whether an SQS record (Lambda's shape) passes the mapping's filters."""
+    if not criteria.patterns:
+        return True
+    body = record.get("body")
+    try:
+        parsed = json.loads(body) if isinstance(body, str) else _NOT_JSON
+    except ValueError:
+        parsed = _NOT_JSON
+    return any(_accepts_body(pattern, body, parsed) for pattern in criteria.patterns)
+
+
+def _accepts_body(pattern: EventPattern, body: object, parsed: object) -> bool:
+    rule = pattern.pattern.get("body", _MISSING)
+    if rule is _MISSING:
+        return pattern.matches({})
+    if isinstance(rule, dict):
+        return parsed is not _NOT_JSON and pattern.matches({"body": parsed})
+    return parsed is _NOT_JSON and pattern.matches({"body": body})

@@ -18,7 +18,12 @@ from botocore.config import Config
 from outbox_local.aws_server import LocalAwsServer
 from outbox_local.emf_metrics import EmfMetricsForwarder
 from outbox_local.errors import RuntimeStateError
-from outbox_local.event_source_mapping_api import EventSourceMappingApi, PublishedMapping
+from outbox_local.event_source_mapping_api import (
+    EventSourceMappingApi,
+    Published,
+    PublishedMapping,
+    PublishedQueueMapping,
+)
 from outbox_local.faults import FaultInjector
 from outbox_local.functions import FunctionHost
 from outbox_local.http_api import HttpApiServer, Route
@@ -26,6 +31,7 @@ from outbox_local.invocation import InvocationResult
 from outbox_local.moto_transactions import atomic_transactions
 from outbox_local.provisioning import ProvisionedStack, Provisioner
 from outbox_local.provisioning.cloudformation import register_stack, stack_outputs
+from outbox_local.queue_mapping import QueueMappingRunner
 from outbox_local.schedules import ScheduleRunner
 from outbox_local.stream_mapping import StepKind
 from outbox_local.stream_poller import StreamMappingRunner, destination_sender
@@ -46,7 +52,8 @@ class RuntimeOptions:
     aws_port: int = 0
     api_port: int = 0
     background: bool = True
-    """Poll streams and fire schedules on a thread. Tests set False and drive `drain_streams()` instead."""
+    """Poll streams and queues and fire schedules on a thread. Tests set False and drive `drain_streams()`
+    instead."""
     poll_interval_s: float = 0.05
     retry_delay_s: float = 0.2
     schedule_speedup: float = 1.0
@@ -82,6 +89,9 @@ class LocalRuntime:
         self.apis: dict[str, HttpApiServer] = {}
         self.host: FunctionHost | None = None
         self.mappings: list[StreamMappingRunner] = []
+        """The DynamoDB stream mappings the runtime runs."""
+        self.queue_mappings: list[QueueMappingRunner] = []
+        """The SQS queue mappings the runtime runs."""
         self.schedules: ScheduleRunner | None = None
         self.stack: ProvisionedStack | None = None
         self.outputs: dict[str, Any] = {}
@@ -105,6 +115,7 @@ class LocalRuntime:
         # A runtime started again after stop() must not keep the previous start's mappings (their clients are
         # closed and they would poll the stream a second time).
         self.mappings = []
+        self.queue_mappings = []
         self.outputs = {}
         self._stop.clear()
         # moto's TransactWriteItems is not atomic for a stream reader: corrected while the runtime runs.
@@ -176,29 +187,32 @@ class LocalRuntime:
         return self.host.invoke(function, event)
 
     def drain_streams(self, max_steps: int = 10_000) -> None:
-        """Run every stream mapping until nothing is left to do (for callers driving without a thread).
+        """Run every event source mapping, streams and queues, until nothing is left to do (for callers
+        driving without a thread).
 
         When a mapping only waits (batching window, retry delay), the virtual clock moves forward instead of
-        the caller sleeping, so tests stay fast and deterministic.
+        the caller sleeping, so tests stay fast and deterministic. A queue message left invisible by a
+        failed invocation is not work: it comes back when moto's visibility timeout (real time) ends.
         """
         if self.options.background:
             raise RuntimeStateError("drain_streams drives the mappings itself: start with background=False")
         for _ in range(max_steps):
-            reports = [report for mapping in self.mappings for report in mapping.poll_once()]
+            reports = [report for mapping in self._pollers() for report in mapping.poll_once()]
             if all(report.kind is StepKind.IDLE for report in reports):
                 return
             if all(report.kind in {StepKind.IDLE, StepKind.WAITING} for report in reports):
                 self.clock.advance(_WAIT_STEP_S)
-        raise RuntimeStateError(f"stream mappings still busy after {max_steps} steps")
+        raise RuntimeStateError(f"event source mappings still busy after {max_steps} steps")
 
     def wait_until_idle(self, timeout_s: float) -> bool:
         """With the background poller: block until every mapping found nothing to do."""
         deadline = time.monotonic() + timeout_s
+        pollers = self._pollers()
         # Marks first: records written before this call must be vouched for by polls started after it.
-        marks = [mapping.activity_mark() for mapping in self.mappings]
+        marks = [mapping.activity_mark() for mapping in pollers]
         return all(
             mapping.wait_until_idle(max(0.0, deadline - time.monotonic()), after=mark)
-            for mapping, mark in zip(self.mappings, marks, strict=True)
+            for mapping, mark in zip(pollers, marks, strict=True)
         )
 
     def resource_names(self) -> list[tuple[str, str, str]]:
@@ -263,7 +277,7 @@ class LocalRuntime:
             api.stage = stages.get(route.api_logical_id, "$default")
             api.add_route(Route(route.route_key, route.function_arn))
         host = self.host
-        published = []
+        published: list[Published] = []
         for mapping in self.stack.mappings:
             runner = None
             if mapping.enabled:
@@ -280,6 +294,18 @@ class LocalRuntime:
                 )
                 self.mappings.append(runner)
             published.append(PublishedMapping(mapping, runner, last_modified=self._clock()))
+        for queue_mapping in self.stack.queue_mappings:
+            queue_runner = None
+            if queue_mapping.enabled:
+                queue_runner = QueueMappingRunner(
+                    queue_mapping.logical_id,
+                    queue_mapping.settings,
+                    sqs_client=self.client("sqs"),
+                    invoke=_invoker(host, queue_mapping.settings.function_arn),
+                    clock=self._clock,
+                )
+                self.queue_mappings.append(queue_runner)
+            published.append(PublishedQueueMapping(queue_mapping, queue_runner, last_modified=self._clock()))
         self.event_source_mappings.publish(published)
         self.schedules = ScheduleRunner(
             host.invoke, time.monotonic, region=self.options.region, speedup=self.options.schedule_speedup
@@ -323,14 +349,17 @@ class LocalRuntime:
                 value = value.replace(remote, api.url)
         return value
 
+    def _pollers(self) -> list[StreamMappingRunner | QueueMappingRunner]:
+        return [*self.mappings, *self.queue_mappings]
+
     def _poll_forever(self) -> None:
         while not self._stop.is_set():
             busy = False
-            for mapping in self.mappings:
+            for mapping in self._pollers():
                 try:
                     reports = mapping.poll_once()
                 except Exception:
-                    logger.exception("stream mapping %s failed to poll", mapping.name)
+                    logger.exception("event source mapping %s failed to poll", mapping.name)
                     continue
                 busy = busy or any(r.kind not in {StepKind.IDLE, StepKind.WAITING} for r in reports)
             if self.schedules is not None:

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from outbox_local.batch_response import reported_failures
 from outbox_local.filtering import FilterCriteria
 from outbox_local.invocation import InvocationResult
 
@@ -263,14 +264,13 @@ class ShardProcessor:
             return _Outcome.FAILURE, 0
         if not self._settings.report_batch_item_failures:
             return _Outcome.SUCCESS, 0
-        response = result.payload
-        failures = response.get("batchItemFailures") if isinstance(response, dict) else None
-        if failures is None or failures == []:
-            return _Outcome.SUCCESS, 0
-        first_failed = _lowest_failed_position(failures, sequence_numbers)
-        if first_failed is None:
+        positions = reported_failures(result.payload, sequence_numbers)
+        if positions is None:
             return _Outcome.FAILURE, 0
-        return _Outcome.PARTIAL, first_failed
+        if not positions:
+            return _Outcome.SUCCESS, 0
+        # Lambda checkpoints at the lowest reported sequence number.
+        return _Outcome.PARTIAL, min(positions)
 
     def _after_retryable_failure(
         self,
@@ -318,19 +318,6 @@ class ShardProcessor:
             )
         self.discarded_records += len(records)
         self._commit(records)
-
-
-def _lowest_failed_position(failures: object, sequence_numbers: Sequence[str]) -> int | None:
-    """Position of the lowest reported sequence number, or None when the report fails the whole batch."""
-    if not isinstance(failures, list):
-        return None
-    positions = []
-    for entry in failures:
-        identifier = entry.get("itemIdentifier") if isinstance(entry, dict) else None
-        if not isinstance(identifier, str) or identifier not in sequence_numbers:
-            return None
-        positions.append(sequence_numbers.index(identifier))
-    return min(positions)
 
 
 def on_failure_record(
@@ -404,9 +391,9 @@ def _as_sent(item: Mapping[str, Any]) -> dict[str, Any]:
 
 def _value_as_sent(value: Mapping[str, Any]) -> dict[str, Any]:
     if "B" in value:
-        return {"B": _base64(value["B"])}
+        return {"B": base64_text(value["B"])}
     if "BS" in value:
-        return {"BS": [_base64(element) for element in value["BS"]]}
+        return {"BS": [base64_text(element) for element in value["BS"]]}
     if "M" in value:
         return {"M": _as_sent(value["M"])}
     if "L" in value:
@@ -414,7 +401,8 @@ def _value_as_sent(value: Mapping[str, Any]) -> dict[str, Any]:
     return dict(value)
 
 
-def _base64(data: bytes | str) -> str:
+def base64_text(data: bytes | str) -> str:
+    """Binary as Lambda events carry it (JSON has no bytes): base64 text."""
     return data if isinstance(data, str) else base64.b64encode(data).decode("ascii")
 
 

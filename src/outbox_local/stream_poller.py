@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from outbox_local.errors import UnsupportedResourceError
 from outbox_local.invocation import InvocationResult
+from outbox_local.poll_activity import PollActivity
 from outbox_local.stream_mapping import (
     Clock,
     MappingSettings,
@@ -66,11 +66,7 @@ class StreamMappingRunner:
         self._starting_position = starting_position
         self._iterators: dict[str, str] = {}
         self.shards: dict[str, ShardProcessor] = {}
-        self._activity = threading.Condition()
-        # Polls are numbered as they start; an idle poll only proves "nothing to do" for what was
-        # written before it started, so waiters compare against the number of the idle poll.
-        self._polls_started = 0
-        self._last_idle_poll = 0
+        self._activity = PollActivity()
         self.listeners: list[Callable[[StepReport], None]] = []
         self.last_processing_result = NO_RECORDS_PROCESSED
         """What the last invocation did, as Lambda's mapping API reports it: a function error is a failed
@@ -78,9 +74,7 @@ class StreamMappingRunner:
 
     def poll_once(self) -> list[StepReport]:
         """Read what the stream has for each shard, then let each shard processor take one step."""
-        with self._activity:
-            self._polls_started += 1
-            this_poll = self._polls_started
+        this_poll = self._activity.begin()
         for shard_id, records in self._read().items():
             processor = self._processor(shard_id)
             processor.offer([lambda_record(raw, self.settings.stream_arn, self._region) for raw in records])
@@ -88,16 +82,12 @@ class StreamMappingRunner:
         for report in reports:
             for listener in self.listeners:
                 listener(report)
-        with self._activity:
-            if all(r.kind is StepKind.IDLE for r in reports):
-                self._last_idle_poll = this_poll
-            self._activity.notify_all()
+        self._activity.end(this_poll, idle=all(r.kind is StepKind.IDLE for r in reports))
         return reports
 
     def activity_mark(self) -> int:
         """The number of polls started so far: a later `wait_until_idle(after=mark)` ignores them."""
-        with self._activity:
-            return self._polls_started
+        return self._activity.mark()
 
     def wait_until_idle(self, timeout_s: float, *, after: int | None = None) -> bool:
         """Block until a poll that started after `after` (default: now) found nothing to do.
@@ -105,9 +95,7 @@ class StreamMappingRunner:
         A poll already under way when the caller wrote its records may have read the stream before
         them; only a poll started later can vouch that they were handled.
         """
-        with self._activity:
-            mark = self._polls_started if after is None else after
-            return self._activity.wait_for(lambda: self._last_idle_poll > mark, timeout_s)
+        return self._activity.wait_until_idle(timeout_s, after=after)
 
     def stats(self) -> MappingStats:
         processors = list(self.shards.values())

@@ -1,4 +1,4 @@
-"""A small hand-written template for the local runtime's tests, and how to start a runtime on it."""
+"""Small hand-written templates for the local runtime's tests, and how to start a runtime on them."""
 
 from __future__ import annotations
 
@@ -173,6 +173,58 @@ def template(**mapping_overrides: Any) -> dict[str, Any]:
             "BusConsumerUrl": {"Value": {"Ref": "BusConsumer"}},
             "TopicArn": {"Value": {"Ref": "Topic"}},
             "AlarmName": {"Value": {"Ref": "Alarm"}},
+        },
+    }
+
+
+# Not below the test functions' 30 s timeout (Lambda refuses that), and longer than any test: a message a
+# failure leaves in flight stays invisible until the test ends.
+VISIBILITY_TIMEOUT_S = 60
+
+
+def queue_template(
+    *,
+    work: dict[str, Any] | None = None,
+    ordered: dict[str, Any] | None = None,
+    work_queue: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A standard queue (Work) and a FIFO queue (Ordered), each mapped to the queue handler as CDK's
+    `SqsEventSource(queue, batch_size=10, report_batch_item_failures=True)` synthesizes it. The handler puts
+    every event it gets on the Seen queue. Overrides replace mapping properties; None removes one."""
+
+    def mapping(queue: str, overrides: dict[str, Any] | None) -> dict[str, Any]:
+        properties = {
+            "FunctionName": {"Ref": "QueueFn"},
+            "EventSourceArn": {"Fn::GetAtt": [queue, "Arn"]},
+            "BatchSize": 10,
+            "FunctionResponseTypes": ["ReportBatchItemFailures"],
+            **(overrides or {}),
+        }
+        return {
+            "Type": "AWS::Lambda::EventSourceMapping",
+            "Properties": {key: value for key, value in properties.items() if value is not None},
+        }
+
+    return {
+        "Resources": {
+            "Work": {
+                "Type": "AWS::SQS::Queue",
+                "Properties": {"VisibilityTimeout": VISIBILITY_TIMEOUT_S, **(work_queue or {})},
+            },
+            "Ordered": {
+                "Type": "AWS::SQS::Queue",
+                "Properties": {"FifoQueue": True, "VisibilityTimeout": VISIBILITY_TIMEOUT_S},
+            },
+            "Seen": {"Type": "AWS::SQS::Queue"},
+            "Role": {"Type": "AWS::IAM::Role", "Properties": {"AssumeRolePolicyDocument": {}}},
+            "QueueFn": function("queue", {"SEEN_URL": {"Ref": "Seen"}}),
+            "WorkMapping": mapping("Work", work),
+            "OrderedMapping": mapping("Ordered", ordered),
+        },
+        "Outputs": {
+            "WorkUrl": {"Value": {"Ref": "Work"}},
+            "OrderedUrl": {"Value": {"Ref": "Ordered"}},
+            "SeenUrl": {"Value": {"Ref": "Seen"}},
         },
     }
 

@@ -23,12 +23,20 @@ from outbox_local.provisioning.context import (
     MappingSpec,
     ProvisionedStack,
     ProvisioningContext,
+    QueueMappingSpec,
     RouteSpec,
     ScheduleSpec,
 )
 from outbox_local.template import ResolvedResource, Resolver, Resource, Template, physical_name
 
-__all__ = ["MappingSpec", "ProvisionedStack", "Provisioner", "RouteSpec", "ScheduleSpec"]
+__all__ = [
+    "MappingSpec",
+    "ProvisionedStack",
+    "Provisioner",
+    "QueueMappingSpec",
+    "RouteSpec",
+    "ScheduleSpec",
+]
 
 HANDLERS: dict[str, Handler] = {
     **dynamodb.HANDLERS,

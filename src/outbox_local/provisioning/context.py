@@ -10,6 +10,7 @@ from typing import Any
 
 from outbox_local.errors import UnsupportedResourceError
 from outbox_local.functions import FunctionSpec
+from outbox_local.queue_mapping import QueueMappingSettings
 from outbox_local.stream_mapping import MappingSettings
 from outbox_local.template import ACCOUNT_ID, ResolvedResource, Resolver, Resource, Template, physical_name
 
@@ -28,6 +29,20 @@ class MappingSpec:
     parallelization_factor: int = 1
     filter_patterns: tuple[str, ...] = ()
     """The template's `FilterCriteria` patterns as written, which Lambda's mapping API answers back."""
+
+
+@dataclass(frozen=True)
+class QueueMappingSpec:
+    """An event source mapping on an SQS queue (`outbox_local.queue_mapping`)."""
+
+    logical_id: str
+    settings: QueueMappingSettings
+    enabled: bool
+    uuid: str
+    filter_patterns: tuple[str, ...] = ()
+    maximum_concurrency: int | None = None
+    """`ScalingConfig.MaximumConcurrency` as the template sets it: answered back by the mapping API, not
+    enforced (locally one batch is in flight at a time, which is within any maximum)."""
 
 
 @dataclass(frozen=True)
@@ -53,6 +68,8 @@ class ProvisionedStack:
     resources: dict[str, tuple[str, ResolvedResource]] = field(default_factory=dict)
     functions: list[FunctionSpec] = field(default_factory=list)
     mappings: list[MappingSpec] = field(default_factory=list)
+    """DynamoDB stream mappings."""
+    queue_mappings: list[QueueMappingSpec] = field(default_factory=list)
     routes: list[RouteSpec] = field(default_factory=list)
     schedules: list[ScheduleSpec] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)

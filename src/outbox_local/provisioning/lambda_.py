@@ -1,4 +1,5 @@
-"""Lambda functions (hosted in process) and DynamoDB stream event source mappings (emulated)."""
+"""Lambda functions (hosted in process) and event source mappings: DynamoDB streams (emulated here) and SQS
+queues (`outbox_local.provisioning.queue_mapping`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from outbox import stream_mapping
 from outbox_local.errors import UnsupportedResourceError
 from outbox_local.filtering import FilterCriteria
 from outbox_local.functions import FunctionSpec
+from outbox_local.provisioning import queue_mapping
 from outbox_local.provisioning.context import (
     CFN_BOOLEANS,
     Handler,
@@ -80,6 +82,15 @@ def _code_root(ctx: ProvisioningContext, resource: Resource) -> Path | None:
 
 
 def event_source_mapping(ctx: ProvisioningContext, resource: Resource, p: dict[str, Any]) -> ResolvedResource:
+    source = str(p.get("EventSourceArn", ""))
+    if source.startswith("arn:") and source.split(":")[2:3] == ["sqs"]:
+        return queue_mapping.provision(
+            ctx,
+            resource,
+            p,
+            function_arn=_function_arn(ctx, str(p["FunctionName"])),
+            mapping_uuid=_mapping_uuid(ctx.stack_name, resource.logical_id),
+        )
     check(
         resource,
         p,
@@ -102,9 +113,10 @@ def event_source_mapping(ctx: ProvisioningContext, resource: Resource, p: dict[s
         },
         {"Tags", "MetricsConfig"},
     )
-    source = str(p["EventSourceArn"])
     if ":dynamodb:" not in source or "/stream/" not in source:
-        raise UnsupportedResourceError(f"{resource.logical_id}: only DynamoDB stream mappings run locally")
+        raise UnsupportedResourceError(
+            f"{resource.logical_id}: only DynamoDB stream and SQS queue mappings run locally"
+        )
     if "TumblingWindowInSeconds" in p:
         raise UnsupportedResourceError(f"{resource.logical_id}: tumbling windows are not emulated")
     _validate_stream_mapping(resource, p)

@@ -1,7 +1,9 @@
 """Plain handlers hosted by the runtime in the integration tests, so those tests need no project code.
 
 Each record's `behaviour` decides what the stream handler does: "ok", "fail" (reported as a batch item
-failure) or "raise"; a request with behaviour "api-raise" makes the API handler raise.
+failure) or "raise"; a request with behaviour "api-raise" makes the API handler raise. The queue handler
+reads an SQS message's body the same way (any other body is "ok"), plus "report-unknown", "report-empty"
+and "report-null", which answer an `itemIdentifier` Lambda cannot use.
 """
 
 from __future__ import annotations
@@ -55,6 +57,28 @@ def stream(event: dict[str, Any], context: Any) -> dict[str, Any]:
             failures.append({"itemIdentifier": record["dynamodb"]["SequenceNumber"]})
             continue
         _client("sqs").send_message(QueueUrl=os.environ["DELIVERED_URL"], MessageBody=image["pk"]["S"])
+    return {"batchItemFailures": failures}
+
+
+# What the queue handler reports for a message, by its body; None: nothing (processed).
+_QUEUE_REPORTS: dict[str, Any] = {
+    "fail": lambda record: {"itemIdentifier": record["messageId"]},
+    "report-unknown": lambda _record: {"itemIdentifier": "no-such-message"},
+    "report-empty": lambda _record: {"itemIdentifier": ""},
+    "report-null": lambda _record: {"itemIdentifier": None},
+}
+
+
+def queue(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """Records every event it gets on the SEEN_URL queue (so tests read what Lambda sent), then answers."""
+    _client("sqs").send_message(QueueUrl=os.environ["SEEN_URL"], MessageBody=json.dumps(event))
+    failures = []
+    for record in event["Records"]:
+        if record["body"] == "raise":
+            raise RuntimeError(f"cannot process message {record['messageId']}")
+        report = _QUEUE_REPORTS.get(record["body"])
+        if report is not None:
+            failures.append(report(record))
     return {"batchItemFailures": failures}
 
 

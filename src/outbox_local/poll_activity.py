@@ -1,0 +1,41 @@
+"""When a mapping's poller may be called idle: what `LocalRuntime.wait_until_idle` waits on.
+
+Shared by the stream and the queue mappings. Polls are numbered as they start; an idle poll only proves
+"nothing to do" for what was written before it started (a poll already under way when the caller wrote may
+have read its source before the write), so waiters compare against the number of the last idle poll.
+"""
+
+from __future__ import annotations
+
+import threading
+
+
+class PollActivity:
+    def __init__(self) -> None:
+        self._condition = threading.Condition()
+        self._started = 0
+        self._last_idle = 0
+
+    def begin(self) -> int:
+        """A poll starts: its number."""
+        with self._condition:
+            self._started += 1
+            return self._started
+
+    def end(self, poll: int, *, idle: bool) -> None:
+        """Poll number `poll` ended; `idle` when it found nothing to do."""
+        with self._condition:
+            if idle:
+                self._last_idle = max(self._last_idle, poll)
+            self._condition.notify_all()
+
+    def mark(self) -> int:
+        """The number of polls started so far: a later `wait_until_idle(after=mark)` ignores them."""
+        with self._condition:
+            return self._started
+
+    def wait_until_idle(self, timeout_s: float, *, after: int | None = None) -> bool:
+        """Block until a poll that started after `after` (default: now) found nothing to do."""
+        with self._condition:
+            mark = self._started if after is None else after
+            return self._condition.wait_for(lambda: self._last_idle > mark, timeout_s)

@@ -1,0 +1,258 @@
+"""The SQS event source mapping: Lambda's queue poller, run against moto's SQS.
+
+What AWS documents ("Using Lambda with Amazon SQS", "Handling errors for an SQS event source in Lambda",
+"Using event filtering with an Amazon SQS event source"), and what this module does:
+
+- Polling: ReceiveMessage with `AttributeNames=All` and `MessageAttributeNames=All`, up to `BatchSize`
+  messages. Without a batching window one receive makes a batch; with `MaximumBatchingWindowInSeconds` the
+  poller keeps receiving until the batch is full or the window (from the first message it holds) has passed.
+- The function is invoked synchronously with `{"Records": [...]}`, each record shaped as Lambda sends it
+  (`lambda_record`).
+- Success: every message of the batch is deleted. Function error (exception, timeout): nothing is deleted;
+  the messages stay invisible until the queue's visibility timeout ends, then come back. moto keeps that
+  time, and moves a message to the queue's dead-letter queue after `maxReceiveCount` receives: the mapping
+  does nothing for either, as Lambda does nothing.
+- `ReportBatchItemFailures`: every message the response does not list is deleted; the listed ones come back
+  after their visibility timeout. A response that fails the whole batch (an empty, null or unknown
+  `itemIdentifier`, a bad key name) deletes nothing (`outbox_local.batch_response`).
+- `FilterCriteria`: messages that match no pattern are deleted as they are received, never sent.
+
+Local choices: ReceiveMessage never long-polls (the one poller thread also serves the streams and the
+schedules), and one batch is in flight at a time (Lambda may run up to `ScalingConfig.MaximumConcurrency`
+batches at once; one at a time is one of the orders it may produce). Batches are not cut at Lambda's 6 MB
+invocation payload limit. Time comes from an injected clock, so a caller driving the runtime step by step
+moves a virtual clock through a batching window instead of sleeping.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from outbox_local.batch_response import reported_failures
+from outbox_local.filtering import FilterCriteria, accepts_queue_record
+from outbox_local.invocation import InvocationResult
+from outbox_local.poll_activity import PollActivity
+from outbox_local.queues import SQS_MAX_MESSAGES_PER_RECEIVE
+from outbox_local.stream_mapping import Clock, StepKind, StepReport, base64_text
+
+logger = logging.getLogger("outbox_local.queues")
+
+DEFAULT_BATCH_SIZE = 10  # "BatchSize ... Default 10" for SQS (Lambda parameters for Amazon SQS mappings)
+
+
+@dataclass(frozen=True)
+class QueueMappingSettings:
+    """The mapping's properties, with AWS's defaults, and where the queue is locally."""
+
+    function_arn: str
+    queue_arn: str
+    queue_url: str
+    batch_size: int = DEFAULT_BATCH_SIZE
+    maximum_batching_window_s: float = 0.0
+    report_batch_item_failures: bool = False
+    filters: FilterCriteria = field(default_factory=FilterCriteria)
+
+
+@dataclass(frozen=True)
+class QueueMappingStats:
+    name: str
+    invocations: int
+    failed_invocations: int
+    """Invocations that failed the whole batch: a function error, or a response that is not valid."""
+    partial_failures: int
+    deleted_messages: int
+    filtered_out: int
+    held: int
+    """Messages received and waiting for the batching window."""
+
+
+class QueueMappingRunner:
+    """One `AWS::Lambda::EventSourceMapping` on an SQS queue: receives, invokes, deletes."""
+
+    def __init__(
+        self,
+        name: str,
+        settings: QueueMappingSettings,
+        *,
+        sqs_client: Any,
+        invoke: Callable[[dict[str, Any]], InvocationResult],
+        clock: Clock,
+    ) -> None:
+        self.name = name
+        self.settings = settings
+        self._sqs = sqs_client
+        self._invoke = invoke
+        self._clock = clock
+        self._held: list[dict[str, Any]] = []
+        self._held_since = 0.0
+        self._activity = PollActivity()
+        self.listeners: list[Callable[[StepReport], None]] = []
+        self.invocations = 0
+        self.failed_invocations = 0
+        self.partial_failures = 0
+        self.deleted_messages = 0
+        self.filtered_out = 0
+
+    def poll_once(self) -> list[StepReport]:
+        """Receive what the queue has, then do the next thing Lambda would: wait, invoke once, or nothing.
+
+        IDLE means the queue handed out nothing and no batch is held: a message left invisible by a failed
+        invocation is not work until its visibility timeout ends and SQS hands it out again.
+        """
+        this_poll = self._activity.begin()
+        report = StepReport(StepKind.FAILED)
+        try:
+            report = self._step()
+        finally:
+            self._activity.end(this_poll, idle=report.kind is StepKind.IDLE)
+        for listener in self.listeners:
+            listener(report)
+        return [report]
+
+    def activity_mark(self) -> int:
+        """The number of polls started so far: a later `wait_until_idle(after=mark)` ignores them."""
+        return self._activity.mark()
+
+    def wait_until_idle(self, timeout_s: float, *, after: int | None = None) -> bool:
+        """Block until a poll that started after `after` (default: now) found nothing to do."""
+        return self._activity.wait_until_idle(timeout_s, after=after)
+
+    def stats(self) -> QueueMappingStats:
+        return QueueMappingStats(
+            name=self.name,
+            invocations=self.invocations,
+            failed_invocations=self.failed_invocations,
+            partial_failures=self.partial_failures,
+            deleted_messages=self.deleted_messages,
+            filtered_out=self.filtered_out,
+            held=len(self._held),
+        )
+
+    def _step(self) -> StepReport:
+        dropped = self._receive()
+        if not self._held:
+            # Filtered-out messages were deleted: work was done, the next poll decides whether more is left.
+            return StepReport(StepKind.SUCCEEDED, committed=dropped) if dropped else StepReport(StepKind.IDLE)
+        if not self._batch_ready(self._clock()):
+            return StepReport(StepKind.WAITING, committed=dropped)
+        batch, self._held = self._held, []
+        return self._invoke_batch(batch, dropped)
+
+    def _receive(self) -> tuple[str, ...]:
+        """Top up the held batch from the queue; delete (and return) the messages the filters drop."""
+        settings = self.settings
+        dropped: list[dict[str, Any]] = []
+        while len(self._held) < settings.batch_size:
+            wanted = min(SQS_MAX_MESSAGES_PER_RECEIVE, settings.batch_size - len(self._held))
+            messages = self._sqs.receive_message(
+                QueueUrl=settings.queue_url,
+                MaxNumberOfMessages=wanted,
+                WaitTimeSeconds=0,
+                AttributeNames=["All"],
+                MessageAttributeNames=["All"],
+            ).get("Messages", [])
+            if not messages:
+                break
+            for message in messages:
+                record = lambda_record(message, settings.queue_arn)
+                if not accepts_queue_record(settings.filters, record):
+                    dropped.append(record)
+                    continue
+                if not self._held:
+                    self._held_since = self._clock()
+                self._held.append(record)
+            if settings.maximum_batching_window_s <= 0:
+                break  # without a window, what one receive hands out is the batch
+        self.filtered_out += len(dropped)
+        return self._delete(dropped)
+
+    def _batch_ready(self, now: float) -> bool:
+        window = self.settings.maximum_batching_window_s
+        if window <= 0 or len(self._held) >= self.settings.batch_size:
+            return True
+        return now - self._held_since >= window
+
+    def _invoke_batch(self, batch: list[dict[str, Any]], dropped: tuple[str, ...]) -> StepReport:
+        message_ids = tuple(str(record["messageId"]) for record in batch)
+        result = self._invoke({"Records": batch})
+        self.invocations += 1
+        failed = (
+            reported_failures(result.payload, message_ids)
+            if self.settings.report_batch_item_failures and not result.failed
+            else []
+        )
+        if result.failed or failed is None:
+            # Nothing is deleted: SQS hands the messages out again once their visibility timeout ends.
+            self.failed_invocations += 1
+            return StepReport(StepKind.FAILED, invoked=message_ids, committed=dropped)
+        kept = {message_ids[position] for position in failed}
+        deleted = self._delete([record for record in batch if record["messageId"] not in kept])
+        if kept:
+            self.partial_failures += 1
+            return StepReport(StepKind.PARTIAL_FAILURE, invoked=message_ids, committed=dropped + deleted)
+        return StepReport(StepKind.SUCCEEDED, invoked=message_ids, committed=dropped + deleted)
+
+    def _delete(self, records: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
+        """DeleteMessageBatch, ten at a time; returns the ids SQS deleted.
+
+        A delete SQS refuses (a receipt handle that expired meanwhile) is logged: the message comes back
+        after its visibility timeout and is processed again, as on AWS when Lambda's delete fails.
+        """
+        deleted: list[str] = []
+        for start in range(0, len(records), SQS_MAX_MESSAGES_PER_RECEIVE):
+            chunk = records[start : start + SQS_MAX_MESSAGES_PER_RECEIVE]
+            answer = self._sqs.delete_message_batch(
+                QueueUrl=self.settings.queue_url,
+                Entries=[
+                    {"Id": str(index), "ReceiptHandle": record["receiptHandle"]}
+                    for index, record in enumerate(chunk)
+                ],
+            )
+            for entry in answer.get("Successful", []):
+                deleted.append(str(chunk[int(entry["Id"])]["messageId"]))
+            for entry in answer.get("Failed", []):
+                logger.warning(
+                    "%s: SQS did not delete message %s (%s): it will be received again",
+                    self.name,
+                    chunk[int(entry["Id"])]["messageId"],
+                    entry.get("Code"),
+                )
+        self.deleted_messages += len(deleted)
+        return tuple(deleted)
+
+
+def lambda_record(message: Mapping[str, Any], queue_arn: str) -> dict[str, Any]:
+    """A ReceiveMessage message as Lambda puts it in the event.
+
+    `md5OfMessageAttributes` is null when the message has no attributes, as in the events Lambda sends;
+    binary attribute values are base64 text (boto3 hands them over as bytes).
+    """
+    return {
+        "messageId": message["MessageId"],
+        "receiptHandle": message["ReceiptHandle"],
+        "body": message["Body"],
+        "attributes": dict(message.get("Attributes", {})),
+        "messageAttributes": {
+            name: _attribute_as_sent(value) for name, value in message.get("MessageAttributes", {}).items()
+        },
+        "md5OfMessageAttributes": message.get("MD5OfMessageAttributes"),
+        "md5OfBody": message["MD5OfBody"],
+        "eventSource": "aws:sqs",
+        "eventSourceARN": queue_arn,
+        "awsRegion": queue_arn.split(":")[3],
+    }
+
+
+def _attribute_as_sent(value: Mapping[str, Any]) -> dict[str, Any]:
+    shaped: dict[str, Any] = {}
+    if "StringValue" in value:
+        shaped["stringValue"] = value["StringValue"]
+    if "BinaryValue" in value:
+        shaped["binaryValue"] = base64_text(value["BinaryValue"])
+    shaped["stringListValues"] = list(value.get("StringListValues", []))
+    shaped["binaryListValues"] = [base64_text(item) for item in value.get("BinaryListValues", [])]
+    shaped["dataType"] = value["DataType"]
+    return shaped
