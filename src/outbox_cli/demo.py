@@ -20,6 +20,7 @@ from typing import Any, TextIO
 
 from outbox import outputs as stack_outputs
 from outbox.model import RowKey
+from outbox_cli import read_models
 from outbox_cli.narration import Narrator, percentiles
 from outbox_cli.watching import QueueWatcher, from_bus, from_topic
 from outbox_local.queues import receive_all
@@ -28,7 +29,7 @@ from outbox_local.stream_mapping import StepKind, StepReport
 
 DELIVERY_TIMEOUT_S = 60.0
 OUTAGE_TIMEOUT_S = 60.0
-STEPS = 5
+STEPS = 6
 # The demo's sweeper: the shortest grace the publisher allows, and schedules 12x faster (a sweep every 5 s),
 # so a stranded event is swept within a minute instead of the deployed defaults' 60 s + up to a minute.
 DEMO_SWEEP_GRACE_S = 30
@@ -227,8 +228,37 @@ class Demo:
         self.n.check("first the discarded event, then the held one", order[:2] == [placed, confirmed])
         self.on_failure_expected = 1
 
+    def consumers(self) -> None:
+        self.n.step(5, STEPS, "Inbox consumers: the order summary and the cancellations ledger")
+        self.runtime.wait_until_idle(DELIVERY_TIMEOUT_S)
+        outputs = self.runtime.outputs
+        orders = self._scan(outputs[stack_outputs.ORDERS_TABLE_NAME])
+        summary_items = self._scan(outputs[stack_outputs.ORDER_SUMMARY_TABLE_NAME])
+        expected = read_models.summaries_from_orders(orders)
+        deadline = time.monotonic() + DELIVERY_TIMEOUT_S
+        while read_models.summaries(summary_items) != expected and time.monotonic() < deadline:
+            self.runtime.wait_until_idle(0.5)
+            summary_items = self._scan(outputs[stack_outputs.ORDER_SUMMARY_TABLE_NAME])
+        summary = read_models.summaries(summary_items)
+        self.n.say("the order-summary read model (strict order, applied once per event):")
+        for order_id, (customer, currency, total, status, seq) in sorted(summary.items()):
+            self.n.say(
+                f"  order {order_id[:8]}  {customer:<18} {total:>7} {currency}  {status:<10} seq {seq}"
+            )
+        self.n.check("the order summary equals what the Orders table says", summary == expected)
+        ledger = read_models.cancellations(self._scan(outputs[stack_outputs.CANCELLATIONS_TABLE_NAME]))
+        cancelled = read_models.cancelled_orders(orders)
+        self.n.say(f"the cancellations ledger (OrderCancelled only, latest order): {len(ledger)} order(s)")
+        self.n.check("the cancellations ledger holds exactly the cancelled orders", ledger == cancelled)
+        for output in (
+            stack_outputs.ORDER_SUMMARY_DEAD_LETTER_QUEUE_URL,
+            stack_outputs.CANCELLATIONS_DEAD_LETTER_QUEUE_URL,
+        ):
+            depth = self._queue_depth(outputs[output])
+            self.n.check(f"nothing in {output.removesuffix('QueueUrl')} ({depth})", depth == 0)
+
     def verify(self) -> None:
-        self.n.step(5, STEPS, "Invariants and summary")
+        self.n.step(6, STEPS, "Invariants and summary")
         self.runtime.wait_until_idle(DELIVERY_TIMEOUT_S)
         for watcher in (self.topic_queue, self.bus_queue):
             watcher.collect()
@@ -290,10 +320,13 @@ class Demo:
     # --- helpers ---------------------------------------------------------------------------------------
 
     def _outbox_rows(self) -> list[dict[str, Any]]:
+        return self._scan(self.runtime.outputs[stack_outputs.OUTBOX_TABLE_NAME])
+
+    def _scan(self, table: str) -> list[dict[str, Any]]:
         paginator = self.runtime.client("dynamodb").get_paginator("scan")
         return [
             item
-            for page in paginator.paginate(TableName=self.runtime.outputs[stack_outputs.OUTBOX_TABLE_NAME])
+            for page in paginator.paginate(TableName=table, ConsistentRead=True)
             for item in page["Items"]
         ]
 
@@ -373,6 +406,7 @@ def run_demo(options: RuntimeOptions, out: TextIO) -> int:
         demo.poison()
         demo.outage()
         demo.stranded()
+        demo.consumers()
         demo.verify()
     failed = [check for check in narrator.checks if not check.passed]
     elapsed = time.monotonic() - started

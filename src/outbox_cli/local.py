@@ -81,6 +81,10 @@ def describe(runtime: LocalRuntime) -> str:
         lines.append(f"    function  {spec.name}  ({spec.handler})")
     for mapping in runtime.mappings:
         lines.append(f"    stream    {mapping.name} -> {mapping.settings.function_arn.rsplit(':', 1)[-1]}")
+    for queue_mapping in runtime.queue_mappings:
+        function = queue_mapping.settings.function_arn.rsplit(":", 1)[-1]
+        queue = queue_mapping.settings.queue_arn.rsplit(":", 1)[-1]
+        lines.append(f"    queue     {queue} -> {function}")
     for api in runtime.apis.values():
         for route in api.routes:
             lines.append(f"    route     {route.route_key:<28} {api.url}")

@@ -10,7 +10,14 @@ from outbox.transaction import TableKeys, Transaction
 from outbox_inbox.batch import MIN_TIME_PER_RECORD_MS, handle_sqs_batch
 from outbox_inbox.envelope import Envelope
 from tests.support.aws import scan_all
-from tests.support.inbox import FIFO_QUEUE_ARN, Consumer, order_events, sqs_record
+from tests.support.inbox import (
+    FIFO_QUEUE_ARN,
+    Consumer,
+    cancelled,
+    eventbridge_event,
+    order_events,
+    sqs_record,
+)
 from tests.support.lambda_context import FakeLambdaContext
 
 
@@ -131,3 +138,37 @@ def test_the_sample_consumers_handlers_answer_with_partial_batch_responses(
     assert failures(response) == [gap["messageId"]]
     item = consumer.dynamodb.get_item(TableName=consumer.table, Key={"pk": {"S": "order#o-7"}})["Item"]
     assert json.loads(json.dumps(item["status"])) == {"S": "PLACED"}
+
+
+def test_the_cancellations_handler_applies_a_cancel_without_its_predecessors_and_reports_only_failures(
+    consumer: Consumer, monkeypatch: Any
+) -> None:
+    # Given the cancellations function's handler (latest ordering), configured as the stack configures it
+    from order_consumers import cancellations_handler
+
+    environment = {
+        "INBOX_TABLE_NAME": consumer.table,
+        "INBOX_CONSUMER": "order-cancellations",
+        "INBOX_ORDERING": "latest",
+        "INBOX_DEAD_LETTER_QUEUE_URL": consumer.dead_letter_url,
+        "POWERTOOLS_METRICS_NAMESPACE": "OutboxTests",
+    }
+    monkeypatch.setattr(cancellations_handler.function, "_env", environment)
+    monkeypatch.setattr(cancellations_handler.function, "_consumer", None)
+    cancel = sqs_record(json.dumps(eventbridge_event(json.loads(cancelled("o-8", 3).envelope_json()))))
+    broken = json.loads(cancelled("o-9", 2).envelope_json())
+    del broken["payload"]["previous_status"]
+    malformed_payload = sqs_record(json.dumps(eventbridge_event(broken)))
+    # When a batch brings OrderCancelled at seq 3 (seqs 1 and 2 never sent to it), the same again, and one
+    # whose payload breaks its schema
+    response = cancellations_handler.handler(
+        {"Records": [cancel, sqs_record(cancel["body"]), malformed_payload]}, FakeLambdaContext()
+    )
+    # Then nothing is reported: the cancel applied once, the broken one went to the dead-letter queue
+    assert failures(response) == []
+    item = consumer.dynamodb.get_item(TableName=consumer.table, Key={"pk": {"S": "cancellation#o-8"}})["Item"]
+    assert item["seq"] == {"N": "3"}
+    [letter] = consumer.dead_letters()
+    assert letter["MessageAttributes"]["inbox_reason"]["StringValue"] == (
+        "malformed payload: payload field previous_status is not a str"
+    )
