@@ -15,32 +15,23 @@ Summary = tuple[str, str, str, str, int]
 
 def summaries_from_orders(items: Iterable[Mapping[str, Any]]) -> dict[str, Summary]:
     """What the summary of each order must say: the order as the Orders table has it."""
-    return {
-        item["order_id"]["S"]: (
-            item["customer_id"]["S"],
-            item["currency"]["S"],
-            item["total"]["S"],
-            item["status"]["S"],
-            int(item["last_seq"]["N"]),
-        )
-        for item in items
-        if item["pk"]["S"].startswith("ORDER#")
-    }
+    return {item["order_id"]["S"]: _summary(item) for item in items if item["pk"]["S"].startswith("ORDER#")}
 
 
 def summaries(items: Iterable[Mapping[str, Any]]) -> dict[str, Summary]:
     """The order-summary consumer's read model (its inbox records left out)."""
-    return {
-        item["order_id"]["S"]: (
-            item["customer_id"]["S"],
-            item["currency"]["S"],
-            item["total"]["S"],
-            item["status"]["S"],
-            int(item["last_seq"]["N"]),
-        )
-        for item in items
-        if item["pk"]["S"].startswith("order#")
-    }
+    return {item["order_id"]["S"]: _summary(item) for item in items if item["pk"]["S"].startswith("order#")}
+
+
+def _summary(item: Mapping[str, Any]) -> Summary:
+    """Both tables name these attributes alike."""
+    return (
+        item["customer_id"]["S"],
+        item["currency"]["S"],
+        item["total"]["S"],
+        item["status"]["S"],
+        int(item["last_seq"]["N"]),
+    )
 
 
 def cancelled_orders(items: Iterable[Mapping[str, Any]]) -> set[str]:
