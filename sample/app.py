@@ -1,7 +1,13 @@
 #!/usr/bin/env python3
 """CDK entry point of the sample app (`cdk synth`, `cdk deploy`; cdk.json runs it). Knobs: docs/deploy.md."""
 
-from sample_stack.app import build_app
+import os
+
+# Before aws_cdk starts Node: jsii would print Node 20's end-of-life banner on every cdk command
+# (the Makefile sets it too; this covers `npx cdk ...` run by hand).
+os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+
+from sample_stack.app import build_app  # after the environment it needs
 
 if __name__ == "__main__":
     app, _ = build_app()
