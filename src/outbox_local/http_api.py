@@ -4,6 +4,12 @@ Real HTTP requests become the events API Gateway sends to a Lambda proxy integra
 answer becomes the HTTP response by API Gateway's rules for format 2.0: a dict with `statusCode` is used as
 is; any other JSON value is the body of a 200 `application/json` response. A function error is a 500
 `{"message": "Internal Server Error"}`; no matching route is a 404 `{"message": "Not Found"}`.
+
+What never reaches a function, as API Gateway answers it: a request it cannot frame (a `Content-Length`
+that is not a number, a body shorter than its `Content-Length`, chunked uploads, a malformed request line)
+is a 400 `{"message": "Bad Request"}`; a text body that is not UTF-8 is a 400 too; a body over API Gateway's
+10 MB limit is a 413; a method HTTP APIs do not route (anything but GET, POST, PUT, PATCH, DELETE, HEAD,
+OPTIONS) is a 400. Nothing is invoked, so nothing is written.
 """
 
 from __future__ import annotations
@@ -22,6 +28,11 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 from outbox_local.invocation import InvocationResult
 
+MAX_BODY_BYTES = 10 * 1024 * 1024
+"""API Gateway HTTP APIs' payload limit."""
+BODY_READ_TIMEOUT_S = 10.0
+"""How long a body that is shorter than its Content-Length is waited for before the request is refused."""
+_METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"})
 _TEXT_TYPES = re.compile(r"^(text/|application/(json|xml|x-www-form-urlencoded|.*\+json|.*\+xml))")
 
 
@@ -65,6 +76,15 @@ class Route:
 
 
 Invoke = Callable[[str, dict[str, Any]], InvocationResult]
+
+
+class MalformedRequestError(Exception):
+    """The request cannot be turned into an event API Gateway would send: answered 4xx, never invoked."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
 
 
 class HttpApiServer:
@@ -115,19 +135,24 @@ class HttpApiServer:
             if not (path == prefix or path.startswith(prefix + "/")):
                 return _message(404, "Not Found")
             path = path[len(prefix) :] or "/"
+        if method not in _METHODS:
+            return _message(400, "Bad Request")
         for route in self.routes:
             parameters = route.match(method, path)
             if parameters is not None:
-                event = build_event(
-                    route,
-                    method=method,
-                    path=path,
-                    query=parts.query,
-                    headers=headers,
-                    body=body,
-                    path_parameters=parameters,
-                    api=self,
-                )
+                try:
+                    event = build_event(
+                        route,
+                        method=method,
+                        path=path,
+                        query=parts.query,
+                        headers=headers,
+                        body=body,
+                        path_parameters=parameters,
+                        api=self,
+                    )
+                except MalformedRequestError as error:
+                    return _message(error.status, error.message)
                 return to_http_response(self._invoke(route.function_arn, event))
         return _message(404, "Not Found")
 
@@ -136,15 +161,52 @@ class HttpApiServer:
 
         class Handler(BaseHTTPRequestHandler):
             def _serve(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length) if length else b""
-                response = api.handle(self.command, self.path, list(self.headers.items()), body)
+                try:
+                    body = self._body()
+                except MalformedRequestError as error:
+                    # The rest of the connection cannot be framed either: answer, then close it.
+                    self.close_connection = True
+                    self._send(_message(error.status, error.message))
+                    return
+                self._send(api.handle(self.command, self.path, list(self.headers.items()), body))
+
+            def _body(self) -> bytes:
+                if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+                    raise MalformedRequestError(400, "Bad Request")
+                raw = (self.headers.get("Content-Length") or "0").strip()
+                if not raw.isascii() or not raw.isdigit():
+                    raise MalformedRequestError(400, "Bad Request")
+                length = int(raw)
+                if length > MAX_BODY_BYTES:
+                    raise MalformedRequestError(413, "Request Entity Too Large")
+                if not length:
+                    return b""
+                self.connection.settimeout(BODY_READ_TIMEOUT_S)
+                try:
+                    body = self.rfile.read(length)
+                except TimeoutError:
+                    raise MalformedRequestError(400, "Bad Request") from None
+                if len(body) < length:  # the client stopped sending: never process a truncated body
+                    raise MalformedRequestError(400, "Bad Request")
+                return body
+
+            def _send(self, response: HttpResponse) -> None:
                 self.send_response(response.status)
                 for name, value in response.headers:
                     self.send_header(name, value)
                 self.send_header("Content-Length", str(len(response.body)))
                 self.end_headers()
                 self.wfile.write(response.body)
+
+            def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+                """http.server's own refusals (a malformed request line, an unknown method) in API Gateway's
+                JSON instead of its HTML page."""
+                self.close_connection = True
+                # A request line it could not parse leaves http.server on HTTP/0.9, which has no status line:
+                # API Gateway answers HTTP/1.1 whatever it got.
+                self.request_version = "HTTP/1.1"
+                status = 400 if code == 501 else code
+                self._send(_message(status, "Bad Request" if status == 400 else str(message)))
 
             # http.server dispatches on do_<METHOD>; every method goes to the route table.
             do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = _serve  # noqa: N815
@@ -219,8 +281,13 @@ def build_event(
         event["queryStringParameters"] = query_parameters
     if path_parameters:
         event["pathParameters"] = path_parameters
-    if body:
-        event["body"] = body.decode("utf-8") if is_text else base64.b64encode(body).decode("ascii")
+    if body and is_text:
+        try:
+            event["body"] = body.decode("utf-8")
+        except UnicodeDecodeError:
+            raise MalformedRequestError(400, "Bad Request") from None
+    elif body:
+        event["body"] = base64.b64encode(body).decode("ascii")
     return event
 
 
