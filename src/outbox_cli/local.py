@@ -10,7 +10,8 @@ from types import FrameType
 from typing import TextIO
 
 from outbox_cli.demo import run_demo
-from outbox_local.runtime import LOCAL_CREDENTIALS, LocalRuntime, RuntimeOptions
+from outbox_local.endpoint import exports
+from outbox_local.runtime import LocalRuntime, RuntimeOptions
 
 
 def options(arguments: argparse.Namespace, *, background: bool) -> RuntimeOptions:
@@ -64,11 +65,8 @@ def describe(runtime: LocalRuntime) -> str:
         f"  AWS endpoint  {runtime.endpoint_url}",
         f"  Orders API    {runtime.api_url or '(no HTTP API in the template)'}",
         "",
-        "  Point any AWS SDK or the AWS CLI at it:",
-        f"    export AWS_ENDPOINT_URL={runtime.endpoint_url} AWS_REGION={region} AWS_DEFAULT_REGION={region} "
-        f"AWS_ACCESS_KEY_ID={LOCAL_CREDENTIALS['aws_access_key_id']} "
-        f"AWS_SECRET_ACCESS_KEY={LOCAL_CREDENTIALS['aws_secret_access_key']} "
-        "AWS_ACCOUNT_ID_ENDPOINT_MODE=disabled",
+        '  Point any AWS SDK or the AWS CLI at it (or: eval "$(outbox local env)"):',
+        *(f"    {line}" for line in exports(runtime.endpoint_url, region).splitlines()),
         "  and operate it as a deployed stack (docs/operations.md):",
         f"    outbox status --endpoint-url {runtime.endpoint_url} --region {region}",
         "",

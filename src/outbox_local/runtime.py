@@ -17,6 +17,7 @@ from botocore.config import Config
 
 from outbox_local.aws_server import LocalAwsServer
 from outbox_local.emf_metrics import EmfMetricsForwarder
+from outbox_local.endpoint import LOCAL_CREDENTIALS, environment
 from outbox_local.errors import RuntimeStateError
 from outbox_local.event_source_mapping_api import (
     EventSourceMappingApi,
@@ -39,8 +40,6 @@ from outbox_local.template import Resolver, Template
 
 logger = logging.getLogger("outbox_local.runtime")
 _WAIT_STEP_S = 0.05
-
-LOCAL_CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
 
 
 @dataclass(frozen=True)
@@ -223,17 +222,7 @@ class LocalRuntime:
 
     def function_environment(self) -> dict[str, str]:
         """What every hosted function gets on top of its template variables."""
-        return {
-            "AWS_ENDPOINT_URL": self.endpoint_url,
-            "AWS_ACCESS_KEY_ID": LOCAL_CREDENTIALS["aws_access_key_id"],
-            "AWS_SECRET_ACCESS_KEY": LOCAL_CREDENTIALS["aws_secret_access_key"],
-            "AWS_REGION": self.options.region,
-            "AWS_DEFAULT_REGION": self.options.region,
-            # botocore >= 1.44.4 would send DynamoDB Streams calls to a per-account endpoint moto does not
-            # serve (docs/local.md, "Where moto differs from AWS").
-            "AWS_ACCOUNT_ID_ENDPOINT_MODE": "disabled",
-            "POWERTOOLS_TRACE_DISABLED": "true",
-        }
+        return {**environment(self.endpoint_url, self.options.region), "POWERTOOLS_TRACE_DISABLED": "true"}
 
     # --- internals -----------------------------------------------------------------------------------
 

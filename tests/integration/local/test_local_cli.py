@@ -9,11 +9,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import boto3
 import pytest
 
 from outbox_cli.demo import run_demo
 from outbox_cli.main import main
 from outbox_local.runtime import RuntimeOptions
+from tests.support.aws import moto_server
 from tests.support.local_templates import HANDLERS, template, write_template
 from tests.support.synth import Synthesized
 
@@ -86,3 +88,25 @@ def test_the_demo_passes_on_the_synthesized_stack_with_the_real_functions(synthe
     assert not list(synthesized.outdir.glob("asset.*/**/__pycache__"))
     assert "PASSED" in printed
     assert "duplicates seen on the queues" in printed
+
+
+def test_outbox_local_env_prints_exports_that_point_a_shell_at_the_endpoint() -> None:
+    # Given an AWS endpoint (moto's server, as `outbox local up` serves one)
+    with moto_server() as endpoint:
+        boto3.client("sqs", endpoint_url=endpoint, region_name="eu-west-1").create_queue(QueueName="seen")
+        # When a shell evals `outbox local env` for it, then runs a plain boto3 script without any setting
+        script = (
+            f'eval "$({sys.executable} -m outbox_cli.main local env --endpoint-url {endpoint} '
+            f'--region eu-west-1)"'
+            f" && {sys.executable} -c \"import boto3; print(boto3.client('sqs').list_queues()['QueueUrls'])\""
+        )
+        result = subprocess.run(  # noqa: S603 - our own CLI and interpreter
+            ["/bin/sh", "-c", script],
+            capture_output=True,
+            text=True,
+            check=False,
+            env={"PATH": os.environ.get("PATH", "")},
+        )
+    # Then the script found the endpoint's queue: the exports are all it needed
+    assert result.returncode == 0, result.stderr
+    assert "/seen" in result.stdout

@@ -16,7 +16,8 @@ from aws_lambda_powertools import Metrics
 from outbox import outputs
 from outbox.model import OutboxEvent, RowKey
 from outbox_cli.main import main
-from outbox_local.runtime import LOCAL_CREDENTIALS, LocalRuntime, RuntimeOptions
+from outbox_local.endpoint import LOCAL_CREDENTIALS
+from outbox_local.runtime import LocalRuntime, RuntimeOptions
 from outbox_local.stream_mapping import lambda_record
 from tests.support.synth import Synthesized
 
