@@ -98,14 +98,10 @@ CONSUMER_BATCH_SIZE: Final = 10
 CONSUMER_VISIBILITY_TIMEOUT_FACTOR: Final = 6
 # Receives beyond the gap wait's own, for transient failures (throttling, a timeout) before the redrive.
 CONSUMER_SPARE_RECEIVES: Final = 3
-# The inbox reads its records (GetItem, external effects), puts processed-event records and updates the
-# aggregate's last seq (PutItem, UpdateItem, as its TransactWriteItems is authorized per action); effects
-# write with the same actions or check with ConditionCheckItem. Powertools' idempotency deletes its
-# in-progress record when a call fails (DeleteItem): external effects only.
-INBOX_TABLE_ACTIONS: Final = (
-    "dynamodb:ConditionCheckItem",
-    "dynamodb:GetItem",
-    "dynamodb:PutItem",
-    "dynamodb:UpdateItem",
-)
-INBOX_EXTERNAL_EFFECT_ACTIONS: Final = ("dynamodb:DeleteItem",)
+# The inbox puts processed-event records and updates the aggregate's last seq (PutItem, UpdateItem: its
+# TransactWriteItems is authorized per action); effects write with the same actions or check with
+# ConditionCheckItem. With external effects it also reads its records first (GetItem), and Powertools'
+# idempotency reads, writes and, when a call fails, deletes its own record (GetItem, PutItem, UpdateItem,
+# DeleteItem).
+INBOX_TABLE_ACTIONS: Final = ("dynamodb:ConditionCheckItem", "dynamodb:PutItem", "dynamodb:UpdateItem")
+INBOX_EXTERNAL_EFFECT_ACTIONS: Final = ("dynamodb:DeleteItem", "dynamodb:GetItem")

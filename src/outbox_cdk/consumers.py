@@ -35,12 +35,15 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from outbox import metrics
+from outbox.errors import ConfigurationError
 from outbox_cdk import constants as c
 from outbox_cdk.errors import OutboxConstructError
 from outbox_cdk.functions import FunctionSettings, PythonFunction
 from outbox_cdk.queues import secure_queue
 from outbox_cdk.table import DataTableProps, data_table_options
 from outbox_inbox import config as inbox_env
+from outbox_inbox.batch import MIN_TIME_PER_RECORD_MS
+from outbox_inbox.consumer import check_external_ordering
 from outbox_inbox.inbox import (
     DEFAULT_DEDUPE_WINDOW_S,
     DEFAULT_MAX_GAP_WAIT_S,
@@ -95,6 +98,7 @@ class InboxConsumer(Construct):
         visibility_s = timeout_s * c.CONSUMER_VISIBILITY_TIMEOUT_FACTOR
         max_receive_count = props.max_receive_count or _receives_for(props.max_gap_wait, visibility_s)
         _check_receives(props, max_receive_count, visibility_s)
+        _check_settings(props, timeout_s)
         if props.fifo and props.batch_size > 10:
             raise OutboxConstructError("a FIFO queue's event source takes at most 10 messages per batch")
 
@@ -180,22 +184,35 @@ class InboxConsumer(Construct):
 
     def subscribe(self, topic: sns.ITopic, *, event_types: Sequence[str] = ()) -> None:
         """Raw delivery from the outbox's topic (the body is the envelope), filtered on `event_type` when
-        `event_types` are given (the publisher sets it as a message attribute)."""
+        `event_types` are given (the publisher sets it as a message attribute). What SNS cannot deliver to the
+        queue goes to the consumer's dead-letter queue, not nowhere."""
         policy = (
             {"event_type": sns.SubscriptionFilter.string_filter(allowlist=list(event_types))}
             if event_types
             else None
         )
         subscription = subscriptions.SqsSubscription(
-            self.queue, raw_message_delivery=True, filter_policy=policy
+            self.queue,
+            raw_message_delivery=True,
+            filter_policy=policy,
+            dead_letter_queue=self.dead_letter_queue,
         )
         topic.add_subscription(subscription)
 
     def receive_from_rule(
         self, bus: events.IEventBus, pattern: events.EventPattern, *, description: str
     ) -> events.Rule:
-        """An EventBridge rule on the outbox's bus that sends what matches `pattern` to the queue."""
-        return route_to_queue(self, "Rule", bus, pattern, self.queue, description=description)
+        """An EventBridge rule on the outbox's bus that sends what matches `pattern` to the queue; what
+        EventBridge cannot deliver goes to the consumer's dead-letter queue."""
+        return route_to_queue(
+            self,
+            "Rule",
+            bus,
+            pattern,
+            self.queue,
+            description=description,
+            dead_letters=self.dead_letter_queue,
+        )
 
 
 def route_to_queue(
@@ -206,15 +223,16 @@ def route_to_queue(
     queue: sqs.IQueue,
     *,
     description: str,
+    dead_letters: sqs.IQueue | None = None,
 ) -> events.Rule:
-    """A rule on `bus` sending what matches `pattern` to `queue`."""
+    """A rule on `bus` sending what matches `pattern` to `queue` (what it cannot deliver: `dead_letters`)."""
     rule = events.Rule(
         scope,
         construct_id,
         event_bus=bus,
         description=description,
         event_pattern=pattern,
-        targets=[targets.SqsQueue(queue)],
+        targets=[targets.SqsQueue(queue, dead_letter_queue=dead_letters)],
     )
     # Ref and GetAtt Name resolve to the same bus name on AWS; GetAtt also lets a local
     # CloudFormation emulator (moto) create the rule, which it cannot do from a Ref.
@@ -223,6 +241,20 @@ def route_to_queue(
     if isinstance(cfn_bus, events.CfnEventBus) and isinstance(cfn_rule, events.CfnRule):
         cfn_rule.event_bus_name = cfn_bus.attr_name
     return rule
+
+
+def _check_settings(props: InboxConsumerProps, timeout_s: float) -> None:
+    if timeout_s < MIN_TIME_PER_RECORD_MS / 1000:
+        raise OutboxConstructError(
+            f"a consumer function needs a timeout of at least {MIN_TIME_PER_RECORD_MS // 1000} s (one "
+            f"record's calls at their longest): with {int(timeout_s)} s, every record after the first "
+            "is handed back"
+        )
+    if props.external_effects:
+        try:
+            check_external_ordering(props.ordering, props.on_gap_timeout)
+        except ConfigurationError as error:
+            raise OutboxConstructError(str(error)) from None
 
 
 def _receives_for(max_gap_wait: Duration, visibility_s: float) -> int:

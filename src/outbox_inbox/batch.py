@@ -22,10 +22,12 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from outbox.aws import INVOCATION_CALL_S
 from outbox.errors import OutOfTimeError
 from outbox_inbox.consumer import InboxConsumer
+from outbox_inbox.errors import GapNotFilledError
 from outbox_inbox.inbox import Outcome
 
-CALLS_PER_RECORD: Final = 4
-"""At most: two reads (external effects), the transaction, a dead-letter send."""
+CALLS_PER_RECORD: Final = 8
+"""At most: the inbox's two reads, twice (external effects, judged again past a gap), Powertools' record of
+the call (two), the transaction, a dead-letter send. The external call itself must bound its own time."""
 MIN_TIME_PER_RECORD_MS: Final = CALLS_PER_RECORD * INVOCATION_CALL_S * 1000
 """A record is started only with this much of the invocation left; later ones are handed back untouched."""
 
@@ -46,10 +48,28 @@ def handle_sqs_batch(
     processor.raise_on_entire_batch_failure = False
     consumer.register_lambda_context(context)
 
+    started = False
+
     def record_handler(record: SQSRecord) -> Outcome:
-        if context is not None and context.get_remaining_time_in_millis() < MIN_TIME_PER_RECORD_MS:
+        nonlocal started
+        # The first record always runs (a timeout mid-way writes nothing: its transaction is atomic), so a
+        # batch can never be handed back untouched forever.
+        if (
+            started
+            and context is not None
+            and context.get_remaining_time_in_millis() < MIN_TIME_PER_RECORD_MS
+        ):
             raise OutOfTimeError("too little time left in the invocation: handing the message back")
-        return consumer.consume_sqs_record(record.raw_event)
+        started = True
+        try:
+            return consumer.consume_sqs_record(record.raw_event)
+        except GapNotFilledError:
+            raise  # logged and counted by the consumer
+        except Exception as error:
+            # Powertools only keeps it for the batch response: say which message failed, and why by type only
+            # (a message text may quote data), so one the redrive policy later moves can be traced.
+            consumer.observe_failure(record.message_id, error)
+            raise
 
     response: dict[str, Any] = dict(
         process_partial_response(

@@ -27,7 +27,17 @@ from outbox.errors import ConfigurationError
 from outbox_inbox.adapters import DeadLetter, DeadLetters
 from outbox_inbox.envelope import Envelope, envelope_of
 from outbox_inbox.errors import GapNotFilledError, MalformedEnvelopeError
-from outbox_inbox.inbox import DEFAULT_MAX_GAP_WAIT_S, Effect, GapTimeout, Inbox, Outcome, Result, no_effect
+from outbox_inbox.inbox import (
+    DEFAULT_MAX_GAP_WAIT_S,
+    MAX_SKIPPED_SEQS,
+    Effect,
+    GapTimeout,
+    Inbox,
+    Ordering,
+    Outcome,
+    Result,
+    no_effect,
+)
 
 _log = logging.getLogger(__name__)
 
@@ -37,8 +47,12 @@ METRIC_NAMES: Final = {
     Outcome.DUPLICATE: "InboxDuplicates",
     Outcome.STALE: "InboxStale",
     Outcome.GAP: "InboxGapsHandedBack",
+    Outcome.SKIPPED_LATE: "InboxSkippedLate",
     Outcome.DEAD_LETTERED: "InboxDeadLettered",
 }
+
+FAILURES_METRIC: Final = "InboxFailures"
+"""Messages handed back for another reason than a gap (throttling, an effect's own condition, a bug)."""
 
 ExternalEffect = Callable[[Envelope], None]
 """An effect outside DynamoDB (an email, an HTTP call): see `outbox_inbox.external`."""
@@ -80,11 +94,14 @@ class InboxConsumer:
         metrics: MetricsSink | None = None,
         clock: Clock = utc_now,
     ) -> None:
+        settings = settings or ConsumerSettings()
+        if external is not None:
+            check_external_ordering(inbox.settings.ordering, settings.on_gap_timeout)
         self.inbox = inbox
         self._dead_letters = dead_letters
         self._effect = effect
         self._external = external
-        self.settings = settings or ConsumerSettings()
+        self.settings = settings
         self._metrics = metrics
         self._clock = clock
 
@@ -111,8 +128,14 @@ class InboxConsumer:
         return self._consume(envelope, _first_received(attributes, self._clock), letter)
 
     def consume_eventbridge_event(self, event: Mapping[str, Any]) -> Outcome:
-        """An EventBridge event given to the function directly (a rule targeting it). A gap raises, so Lambda
-        retries the asynchronous invocation (twice by default: prefer an SQS queue for strict consumers)."""
+        """An EventBridge event given to the function directly (a rule targeting it), for `latest` and
+        `unordered` consumers. A failure raises: Lambda retries the asynchronous invocation, then sends it to
+        the function's own on-failure destination or dead-letter queue (configure one)."""
+        if self.inbox.settings.ordering is Ordering.STRICT:
+            raise ConfigurationError(
+                "a strict consumer must read from an SQS queue: an event EventBridge gives the function "
+                "directly cannot be handed back to wait for a missing predecessor (use latest or unordered)"
+            )
         message_id = str(event.get("id", ""))
 
         def letter(reason: str) -> DeadLetter:
@@ -142,7 +165,8 @@ class InboxConsumer:
             waited_s = (self._clock() - first_received).total_seconds()
             if waited_s < self.settings.max_gap_wait_s:
                 raise self._hand_back(envelope, last_applied)
-            if self.settings.on_gap_timeout is GapTimeout.APPLY:
+            skipping = envelope.seq - 1 - last_applied
+            if self.settings.on_gap_timeout is GapTimeout.APPLY and skipping <= MAX_SKIPPED_SEQS:
                 result = self._apply(envelope, skip_after=last_applied)
             else:
                 reason = (
@@ -153,6 +177,10 @@ class InboxConsumer:
             if result.outcome is Outcome.GAP:
                 # Another delivery applied an event in between: judge this one again on its next receipt.
                 raise self._hand_back(envelope, result.last_applied or 0)
+        if result.outcome is Outcome.SKIPPED_LATE:
+            self._observe(Outcome.SKIPPED_LATE, envelope)
+            reason = f"late: seq {envelope.seq} arrived after the consumer applied past it (it was skipped)"
+            return self._give_up(envelope, letter(reason))
         self._observe(result.outcome, envelope)
         return result.outcome
 
@@ -163,6 +191,19 @@ class InboxConsumer:
                 return refused
             self._external(envelope)
         return self.inbox.apply(envelope, self._effect, skip_after=skip_after)
+
+    def observe_failure(self, message_id: str, error: Exception) -> None:
+        """A message that failed for another reason than a gap: handed back, logged with its id, counted."""
+        _log.warning(
+            "inbox message failed; handed back",
+            extra={
+                "consumer": self.inbox.settings.consumer,
+                "message_id": message_id,
+                "error": type(error).__name__,
+            },
+        )
+        if self._metrics is not None:
+            self._metrics.add_metric(name=FAILURES_METRIC, unit="Count", value=1)
 
     def _hand_back(self, envelope: Envelope, last_applied: int) -> GapNotFilledError:
         self._observe(Outcome.GAP, envelope)
@@ -210,3 +251,18 @@ def _event_time(event: Mapping[str, Any], clock: Clock) -> datetime:
         return datetime.fromisoformat(str(event["time"]).replace("Z", "+00:00")).astimezone(UTC)
     except (KeyError, ValueError):
         return clock()
+
+
+def check_external_ordering(ordering: Ordering, on_gap_timeout: GapTimeout) -> None:
+    """External calls keep the order rules only where no later event can pass the inbox's check while an
+    earlier one's call is made and its record not yet written: strict waiting (or no order at all)."""
+    if ordering is Ordering.LATEST:
+        raise ConfigurationError(
+            "external effects need strict or unordered ordering: in latest mode a later event's call may be "
+            "made before an earlier one whose record failed is retried"
+        )
+    if ordering is Ordering.STRICT and on_gap_timeout is GapTimeout.APPLY:
+        raise ConfigurationError(
+            "external effects cannot apply past gaps (on_gap_timeout apply): a skipped predecessor arriving "
+            "meanwhile would have its call made after its successor's"
+        )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from outbox.errors import OutboxError
+from outbox.errors import OutboxError, RetryableError
 
 
 class InboxError(OutboxError):
@@ -30,3 +30,7 @@ class GapNotFilledError(InboxError):
 
 class DeadLetterError(InboxError):
     """The dead-letter queue did not take a message: it is handed back rather than lost."""
+
+
+class ExternalCallInProgressError(InboxError, RetryableError):
+    """Another delivery of the same event is making its external call now: handed back, comes again."""

@@ -22,8 +22,14 @@ from aws_lambda_powertools.utilities.idempotency import (
     IdempotencyConfig,
     idempotent_function,
 )
+from aws_lambda_powertools.utilities.idempotency.exceptions import (
+    IdempotencyAlreadyInProgressError,
+    IdempotencyPersistenceLayerError,
+)
 
+from outbox.errors import AwsUnavailableError
 from outbox_inbox.envelope import Envelope
+from outbox_inbox.errors import ExternalCallInProgressError
 from outbox_inbox.inbox import PARTITION_KEY, TTL_ATTRIBUTE
 
 IDEMPOTENCY_KEY_FIELD = "event_id"
@@ -63,7 +69,16 @@ class IdempotentCall:
         )
 
     def __call__(self, envelope: Envelope) -> None:
-        self._once(key={IDEMPOTENCY_KEY_FIELD: envelope.event_id}, envelope=envelope)
+        try:
+            self._once(key={IDEMPOTENCY_KEY_FIELD: envelope.event_id}, envelope=envelope)
+        except IdempotencyAlreadyInProgressError:
+            raise ExternalCallInProgressError(
+                f"the external call for event {envelope.event_id} is in progress elsewhere"
+            ) from None
+        except IdempotencyPersistenceLayerError as error:
+            raise AwsUnavailableError(
+                f"the idempotency record of event {envelope.event_id} could not be read or written"
+            ) from error
 
     def register_lambda_context(self, context: Any) -> None:
         """Bounds an in-progress record by the invocation's remaining time (else a crash mid-call would block

@@ -28,6 +28,8 @@ Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
 
 
 class SqsConsumerFunction:
+    """For a consumer fed by an SQS queue (any ordering mode): answers with the partial batch response."""
+
     def __init__(
         self,
         service: str,
@@ -59,3 +61,14 @@ class SqsConsumerFunction:
 
     def _handle(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
         return handle_sqs_batch(event, self.consumer(), context)
+
+
+class EventBridgeConsumerFunction(SqsConsumerFunction):
+    """For a consumer a bus rule invokes directly (`latest` or `unordered` only: a strict consumer needs a
+    queue to hand an early event back to). A failure raises: Lambda retries the asynchronous invocation, then
+    hands the event to the function's on-failure destination; give it one."""
+
+    def _handle(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
+        consumer = self.consumer()
+        consumer.register_lambda_context(context)
+        return {"outcome": consumer.consume_eventbridge_event(event).value}

@@ -28,6 +28,10 @@ from outbox_inbox.envelope import Envelope
 PARTITION_KEY: Final = "pk"
 TTL_ATTRIBUTE: Final = "expires_at"
 LAST_SEQ: Final = "last_seq"
+SKIPPED_SEQS: Final = "skipped_seqs"
+"""A number set, on an aggregate's inbox record: the seqs applying past a gap skipped (`GapTimeout.APPLY`)."""
+MAX_SKIPPED_SEQS: Final = 1_000
+"""A wider gap is not skipped (the record would grow towards the item size limit): it is dead-lettered."""
 DEFAULT_DEDUPE_WINDOW_S: Final = 7 * 24 * 3600
 DEFAULT_MAX_GAP_WAIT_S: Final = 15 * 60
 
@@ -51,7 +55,8 @@ class GapTimeout(StrEnum):
     DEAD_LETTER = "dead-letter"
     """To the consumer's dead-letter queue, with the reason (default): an operator decides."""
     APPLY = "apply"
-    """Applied anyway; the skipped seqs are recorded on the aggregate's inbox record."""
+    """Applied anyway; the skipped seqs are recorded on the aggregate's inbox record (`skipped_seqs`), so one
+    that arrives later is told apart from a duplicate (`SKIPPED_LATE`) instead of being dropped as one."""
 
 
 class Outcome(StrEnum):
@@ -63,6 +68,8 @@ class Outcome(StrEnum):
     """`latest` mode: an older seq than the last applied: acknowledged, no effect."""
     GAP = "gap"
     """`strict` mode: a seq above the next one: not applied, waits."""
+    SKIPPED_LATE = "skipped_late"
+    """A seq the consumer skipped (`GapTimeout.APPLY`) that arrived after all: not applied, dead-lettered."""
     DEAD_LETTERED = "dead_lettered"
 
 
@@ -110,9 +117,9 @@ class _AlreadyProcessedError(ConditionFailedError):
 
 
 class _NotNextError(ConditionFailedError):
-    def __init__(self, action: str, *, index: int, last_applied: int) -> None:
+    def __init__(self, action: str, *, index: int, record: Item | None) -> None:
         super().__init__(action, index=index)
-        self.last_applied = last_applied
+        self.record = record
 
 
 class Inbox:
@@ -148,7 +155,7 @@ class Inbox:
         except _AlreadyProcessedError:
             return Result(Outcome.DUPLICATE)
         except _NotNextError as refused:
-            return self._refusal(envelope, refused.last_applied)
+            return self._refusal(envelope, refused.record)
         if skip_after is not None and skip_after < envelope.seq - 1:
             return Result(Outcome.APPLIED_WITH_GAP, skip_after)
         return Result(Outcome.APPLIED)
@@ -166,9 +173,12 @@ class Inbox:
             next_allowed = last_applied < envelope.seq
         else:
             next_allowed = last_applied == _expected(envelope, skip_after)
-        return None if next_allowed else self._refusal(envelope, last_applied)
+        return None if next_allowed else self._refusal(envelope, record)
 
-    def _refusal(self, envelope: Envelope, last_applied: int) -> Result:
+    def _refusal(self, envelope: Envelope, record: Item | None) -> Result:
+        last_applied = _last_applied(record)
+        if str(envelope.seq) in (record or {}).get(SKIPPED_SEQS, {}).get("NS", ()):
+            return Result(Outcome.SKIPPED_LATE, last_applied)
         if envelope.seq <= last_applied:
             stale = self.settings.ordering is Ordering.LATEST and envelope.seq < last_applied
             return Result(Outcome.STALE if stale else Outcome.DUPLICATE, last_applied)
@@ -220,10 +230,10 @@ class Inbox:
             condition = "#last = :expected"
             values[":expected"] = {"N": str(expected)}
         if expected < envelope.seq - 1:
-            names.update({"#gap": "last_skipped", "#skipped": "skipped_events"})
-            values[":gap"] = {"S": f"{expected + 1}-{envelope.seq - 1}"}
-            values[":skipped"] = {"N": str(envelope.seq - 1 - expected)}
-            update = f"{update}, #gap = :gap ADD #skipped :skipped"
+            # Every skipped seq, not just the last range: one that arrives later must be recognised.
+            names["#skipped"] = SKIPPED_SEQS
+            values[":skipped"] = {"NS": [str(seq) for seq in range(expected + 1, envelope.seq)]}
+            update = f"{update} ADD #skipped :skipped"
         transaction.update(
             self._table,
             self._aggregate_key(envelope),
@@ -232,9 +242,7 @@ class Inbox:
             condition=condition,
             names=names,
             values=values,
-            on_condition_failed=lambda label, index, old: _NotNextError(
-                label, index=index, last_applied=_last_applied(old)
-            ),
+            on_condition_failed=lambda label, index, old: _NotNextError(label, index=index, record=old),
         )
 
 

@@ -6,9 +6,11 @@ from typing import Any
 import pytest
 from aws_cdk import App, Duration, Stack
 from aws_cdk import aws_sns as sns
+from aws_cdk.assertions import Template
 
 from outbox_cdk.consumers import InboxConsumer, InboxConsumerProps
 from outbox_cdk.errors import OutboxConstructError
+from outbox_cdk.functions import FunctionSettings
 from outbox_inbox.inbox import Ordering
 from tests.infra.template_queries import (
     actions_by_resource,
@@ -28,7 +30,8 @@ QUEUE_CONSUME = {
     "sqs:DeleteMessage",
     "sqs:GetQueueAttributes",
 }
-INBOX_ACTIONS = {"dynamodb:ConditionCheckItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"}
+# No GetItem: only external effects read first (the sample's consumers have none).
+INBOX_ACTIONS = {"dynamodb:ConditionCheckItem", "dynamodb:PutItem", "dynamodb:UpdateItem"}
 
 
 @pytest.mark.parametrize(
@@ -121,6 +124,29 @@ def test_the_summary_consumer_receives_every_order_event_type_and_the_cancellati
     }
 
 
+def test_what_sns_or_eventbridge_cannot_deliver_to_a_consumer_queue_goes_to_its_dead_letter_queue(
+    template: dict[str, Any],
+) -> None:
+    # Given the two delivery legs into the consumers' queues
+    summary_queue, _ = only(template, "AWS::SQS::Queue", "SampleConsumersOrderSummaryQueue")
+    summary_dead_letters, _ = only(template, "AWS::SQS::Queue", "SampleConsumersOrderSummaryDeadLetterQueue")
+    cancellations_dead_letters, _ = only(
+        template, "AWS::SQS::Queue", "SampleConsumersCancellationsDeadLetterQueue"
+    )
+    [subscription] = [
+        s["Properties"]
+        for s in resources(template, "AWS::SNS::Subscription").values()
+        if s["Properties"]["Endpoint"] == {"Fn::GetAtt": [summary_queue, "Arn"]}
+    ]
+    _, rule = only(template, "AWS::Events::Rule", "SampleConsumersCancellationsRule")
+    # Then neither drops what it cannot deliver: each sends it to the consumer's dead-letter queue
+    assert subscription["RedrivePolicy"] == {
+        "deadLetterTargetArn": {"Fn::GetAtt": [summary_dead_letters, "Arn"]}
+    }
+    [target] = rule["Properties"]["Targets"]
+    assert target["DeadLetterConfig"] == {"Arn": {"Fn::GetAtt": [cancellations_dead_letters, "Arn"]}}
+
+
 def _consumer(props: InboxConsumerProps) -> None:
     app = App()
     stack = Stack(app, "ConsumerStack")
@@ -150,3 +176,34 @@ def test_a_latest_consumer_may_choose_any_redrive() -> None:
 def test_a_fifo_consumer_takes_at_most_ten_messages_per_batch() -> None:
     with pytest.raises(OutboxConstructError, match="at most 10"):
         _consumer(InboxConsumerProps(fifo=True, batch_size=11))
+
+
+def test_a_timeout_too_short_for_one_record_is_refused() -> None:
+    with pytest.raises(OutboxConstructError, match="timeout of at least 24 s"):
+        _consumer(InboxConsumerProps(function=FunctionSettings(timeout=Duration.seconds(10))))
+
+
+def test_external_effects_in_latest_order_are_refused() -> None:
+    with pytest.raises(OutboxConstructError, match="external effects need strict or unordered ordering"):
+        _consumer(InboxConsumerProps(ordering=Ordering.LATEST, external_effects=True))
+
+
+def test_external_effects_add_exactly_what_powertools_idempotency_calls() -> None:
+    # Given a consumer construct with external effects
+    stack = Stack(App(), "ConsumerStack")
+    InboxConsumer(
+        stack,
+        "Consumer",
+        consumer_name="c",
+        handler=SUMMARY_HANDLER,
+        vendored=("outbox", "outbox_inbox", "order_consumers"),
+        description="test consumer",
+        props=InboxConsumerProps(external_effects=True),
+    )
+    # When its role is read
+    template = Template.from_stack(stack).to_json()
+    table, _ = only(template, "AWS::DynamoDB::Table", "ConsumerTable")
+    function = function_by_handler(template, SUMMARY_HANDLER)[1]
+    granted = actions_by_resource(statements_of_role(template, role_of(function)))
+    # Then it may also read (the inbox's check) and delete (Powertools' failed in-progress record)
+    assert granted[f"GetAtt:{table}.Arn"] == INBOX_ACTIONS | {"dynamodb:GetItem", "dynamodb:DeleteItem"}

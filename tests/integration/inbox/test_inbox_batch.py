@@ -2,13 +2,18 @@
 first failure, what can never be applied goes to the dead-letter queue instead of failing the batch."""
 
 import json
+import logging
 from datetime import UTC, datetime
 from typing import Any
 
-from order_consumers.projections import OrderSummaryProjection
+import pytest
+
+from order_consumers.projections import CancellationLedger, OrderSummaryProjection
+from outbox.errors import ConfigurationError
 from outbox.transaction import TableKeys, Transaction
 from outbox_inbox.batch import MIN_TIME_PER_RECORD_MS, handle_sqs_batch
 from outbox_inbox.envelope import Envelope
+from outbox_inbox.function import EventBridgeConsumerFunction
 from tests.support.aws import scan_all
 from tests.support.inbox import (
     FIFO_QUEUE_ARN,
@@ -101,16 +106,42 @@ def test_a_message_the_dead_letter_queue_refuses_is_handed_back_not_lost(consume
     assert failures(response) == [malformed["messageId"]]
 
 
-def test_records_are_not_started_without_time_left_for_their_calls(consumer: Consumer) -> None:
+def test_records_after_the_first_are_not_started_without_time_left_for_their_calls(
+    consumer: Consumer,
+) -> None:
     # Given an invocation with less time left than one record's calls can take
     inbox_consumer = consumer.build()
-    records = [sqs_record(event.envelope_json()) for event in order_events()[:2]]
+    events = order_events()[:3]
+    records = [sqs_record(event.envelope_json()) for event in events]
     context = FakeLambdaContext(remaining_ms=MIN_TIME_PER_RECORD_MS - 1)
     # When the batch is handled
     response = handle_sqs_batch({"Records": records}, inbox_consumer, context)
-    # Then every record is handed back untouched
-    assert failures(response) == [record["messageId"] for record in records]
-    assert scan_all(consumer.dynamodb, consumer.table) == []
+    # Then the first record still runs (a timeout in it would write nothing), so the queue always moves on,
+    # and the others are handed back untouched
+    assert failures(response) == [record["messageId"] for record in records[1:]]
+    written = {item["pk"]["S"] for item in scan_all(consumer.dynamodb, consumer.table)}
+    assert written == {"summary#aggregate#Order#o-1", f"summary#event#{events[0].event_id}"}
+
+
+def test_a_message_failing_for_another_reason_than_a_gap_is_logged_with_its_id_and_error_type(
+    consumer: Consumer, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Given a consumer whose effect's own condition fails
+    def refused(envelope: Envelope, transaction: Transaction) -> None:
+        transaction.condition_check(
+            TableKeys(consumer.table, "pk"), {"pk": {"S": "absent"}}, "attribute_exists(pk)", label="x"
+        )
+
+    inbox_consumer = consumer.build(effect=refused)
+    record = sqs_record(order_events()[0].envelope_json())
+    # When its batch is handled
+    with caplog.at_level(logging.WARNING, logger="outbox_inbox"):
+        response = handle_sqs_batch({"Records": [record]}, inbox_consumer, FakeLambdaContext())
+    # Then it is handed back, and a warning names the message and the error's type (never its data)
+    assert failures(response) == [record["messageId"]]
+    [warning] = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert warning.message_id == record["messageId"]  # type: ignore[attr-defined]
+    assert warning.error == "ConditionFailedError"  # type: ignore[attr-defined]
 
 
 def test_the_sample_consumers_handlers_answer_with_partial_batch_responses(
@@ -171,4 +202,48 @@ def test_the_cancellations_handler_applies_a_cancel_without_its_predecessors_and
     [letter] = consumer.dead_letters()
     assert letter["MessageAttributes"]["inbox_reason"]["StringValue"] == (
         "malformed payload: payload field previous_status is not a str"
+    )
+
+
+def test_a_strict_consumer_refuses_events_given_by_eventbridge_directly(consumer: Consumer) -> None:
+    # Given a strict consumer (it must be able to hand an early event back, which a direct invocation cannot)
+    inbox_consumer = consumer.build()
+    # When EventBridge invokes it with an event
+    # Then it fails loudly as misconfigured, instead of losing gaps to Lambda's two asynchronous retries
+    with pytest.raises(ConfigurationError, match="must read from an SQS queue"):
+        inbox_consumer.consume_eventbridge_event(
+            eventbridge_event(json.loads(cancelled("o-1", 3).envelope_json()))
+        )
+
+
+def test_a_latest_consumer_invoked_by_eventbridge_directly_applies_and_dead_letters_malformed_events(
+    consumer: Consumer, monkeypatch: Any
+) -> None:
+    # Given the EventBridge entry point of a latest-mode cancellations consumer
+    function = EventBridgeConsumerFunction(
+        "cancellations",
+        lambda config: CancellationLedger(config.inbox.table_name),
+        env={
+            "INBOX_TABLE_NAME": consumer.table,
+            "INBOX_CONSUMER": "cancellations",
+            "INBOX_ORDERING": "latest",
+            "INBOX_DEAD_LETTER_QUEUE_URL": consumer.dead_letter_url,
+            "POWERTOOLS_METRICS_NAMESPACE": "OutboxTests",
+        },
+    )
+    envelope = json.loads(cancelled("o-3", 3).envelope_json())
+    # When a rule invokes it with an OrderCancelled, the same again, and something that is no envelope
+    outcomes = [
+        function.handler(eventbridge_event(envelope), FakeLambdaContext())["outcome"],
+        function.handler(eventbridge_event(envelope), FakeLambdaContext())["outcome"],
+        function.handler({**eventbridge_event(envelope), "detail": {"seq": 1}}, FakeLambdaContext())[
+            "outcome"
+        ],
+    ]
+    # Then the cancel applied once and the malformed event is in the dead-letter queue with its reason
+    assert outcomes == ["applied", "duplicate", "dead_lettered"]
+    [letter] = consumer.dead_letters()
+    assert (
+        letter["MessageAttributes"]["inbox_reason"]["StringValue"]
+        == "malformed envelope: event_id is not a UUID"
     )

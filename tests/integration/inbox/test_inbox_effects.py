@@ -17,6 +17,7 @@ from outbox_inbox.envelope import Envelope
 from outbox_inbox.inbox import DEFAULT_DEDUPE_WINDOW_S
 from tests.support.aws import scan_all
 from tests.support.clock import START
+from tests.support.events import event
 from tests.support.inbox import Consumer, cancelled, order_events, sqs_record
 
 
@@ -176,12 +177,38 @@ def test_by_configuration_a_gap_that_waited_long_enough_is_applied_and_the_skip_
         TableName=consumer.table, Key={"pk": {"S": "summary#aggregate#Order#o-1"}}
     )["Item"]
     assert aggregate["last_seq"] == {"N": "4"}
-    assert (aggregate["last_skipped"], aggregate["skipped_events"]) == ({"S": "2-3"}, {"N": "2"})
-    # And a skipped event arriving late has no effect, as does a redelivery of seq 4
-    assert deliver(inbox_consumer, events[1]) is Outcome.DUPLICATE
+    assert sorted(aggregate["skipped_seqs"]["NS"]) == ["2", "3"]
+    # And a redelivery of seq 4 is a duplicate, and seq 5 follows directly
     assert inbox_consumer.consume_sqs_record(record) is Outcome.DUPLICATE
-    # And seq 5 follows directly
     assert deliver(inbox_consumer, events[4]) is Outcome.APPLIED
+    # And a skipped event that arrives after all is not dropped as a duplicate: it is dead-lettered, saying so
+    assert deliver(inbox_consumer, events[1]) is Outcome.DEAD_LETTERED
+    [letter] = consumer.dead_letters()
+    assert letter["MessageAttributes"]["inbox_reason"]["StringValue"] == (
+        "late: seq 2 arrived after the consumer applied past it (it was skipped)"
+    )
+
+
+def test_every_skipped_seq_stays_recognisable_after_a_second_skip(consumer: Consumer) -> None:
+    # Given a consumer that applies past gaps after 60 s, and one aggregate's events 1..9
+    events = [event("o-1", seq, payload={"n": seq}) for seq in range(1, 10)]
+    inbox_consumer = consumer.build(
+        settings=ConsumerSettings(max_gap_wait_s=60, on_gap_timeout=GapTimeout.APPLY)
+    )
+    assert deliver(inbox_consumer, events[0]) is Outcome.APPLIED
+    # When it skips 2-4 (seq 5 waited long enough), then 6-7 (seq 8 waited long enough)
+    for waiting in (events[4], events[7]):
+        record = sqs_record(waiting.envelope_json(), first_received=consumer.clock())
+        with pytest.raises(GapNotFilledError):
+            inbox_consumer.consume_sqs_record(record)
+        consumer.clock.advance(seconds=60)
+        assert inbox_consumer.consume_sqs_record(record) is Outcome.APPLIED_WITH_GAP
+    # Then seq 3 (skipped first) arriving now is recognised as late, as is seq 7
+    assert deliver(inbox_consumer, events[2]) is Outcome.DEAD_LETTERED
+    assert deliver(inbox_consumer, events[6]) is Outcome.DEAD_LETTERED
+    assert len(consumer.dead_letters()) == 2
+    # And seq 9 applies
+    assert deliver(inbox_consumer, events[8]) is Outcome.APPLIED
 
 
 def test_a_filtered_consumer_in_latest_mode_applies_order_cancelled_at_seq_3_with_no_wait(

@@ -1,13 +1,16 @@
 """Effects outside DynamoDB, through Powertools' Idempotency utility keyed by event_id: made once, only
 when the event is next in order, and not made again after a crash between the call and the record."""
 
+import json
 from typing import Any
 
 import pytest
+from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyAlreadyInProgressError
 
-from outbox.errors import AwsUnavailableError
-from outbox_inbox import GapNotFilledError, Outcome
+from outbox.errors import AwsUnavailableError, ConfigurationError, RetryableError
+from outbox_inbox import ConsumerSettings, GapNotFilledError, GapTimeout, Ordering, Outcome
 from outbox_inbox.envelope import Envelope
+from outbox_inbox.errors import ExternalCallInProgressError
 from outbox_inbox.external import IdempotentCall
 from tests.support.inbox import Consumer, order_events, sqs_record
 from tests.support.lambda_context import FakeLambdaContext
@@ -85,3 +88,43 @@ def test_a_crash_between_the_call_and_the_record_does_not_repeat_the_call(
     assert outcome is Outcome.APPLIED
     assert mailer.sent == [(placed.event_id, 1)]
     assert inbox_consumer.consume_sqs_record(record) is Outcome.DUPLICATE
+
+
+@pytest.mark.parametrize(
+    ("ordering", "on_gap_timeout", "message"),
+    [
+        (Ordering.LATEST, GapTimeout.DEAD_LETTER, "external effects need strict or unordered ordering"),
+        (Ordering.STRICT, GapTimeout.APPLY, "external effects cannot apply past gaps"),
+    ],
+)
+def test_external_effects_are_refused_where_a_later_call_could_overtake_an_earlier_one(
+    consumer: Consumer, ordering: Ordering, on_gap_timeout: GapTimeout, message: str
+) -> None:
+    # Given an ordering under which a later event could pass the inbox's check while an earlier one's call is
+    # made but not yet recorded
+    # When a consumer with an external effect is built with it
+    # Then it is refused at start-up, not discovered as reordered calls
+    with pytest.raises(ConfigurationError, match=message):
+        consumer.build(
+            ordering=ordering,
+            external=external(consumer, Mailer()),
+            settings=ConsumerSettings(on_gap_timeout=on_gap_timeout),
+            name="mailer",
+        )
+
+
+def test_an_idempotency_record_in_progress_elsewhere_is_a_typed_retryable_error(
+    consumer: Consumer, monkeypatch: Any
+) -> None:
+    # Given an external call whose Powertools record is held by another delivery
+    call = external(consumer, Mailer())
+
+    def in_progress(**_: Any) -> None:
+        raise IdempotencyAlreadyInProgressError("in progress")
+
+    monkeypatch.setattr(call, "_once", in_progress)
+    # When it is made
+    # Then the error is the inbox's own, retryable (the message is handed back and comes again)
+    with pytest.raises(ExternalCallInProgressError) as error:
+        call(Envelope.from_document(json.loads(order_events()[0].envelope_json())))
+    assert isinstance(error.value, RetryableError)
