@@ -116,7 +116,9 @@ def _object(value: object, allowed: frozenset[str], *, prefix: str) -> Mapping[s
         raise OrderValidationError("must be a JSON object", field=where)
     for name in sorted(value):
         if name not in allowed:
-            raise OrderValidationError("is not a known field", field=f"{prefix}.{name}" if prefix else name)
+            raise OrderValidationError(
+                "is not a known field", field=f"{prefix}.{name}" if prefix else name, field_is_input=True
+            )
     return value
 
 

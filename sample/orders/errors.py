@@ -12,11 +12,16 @@ class OrderError(Exception):
 
 
 class OrderValidationError(OrderError, ValueError):
-    """The request is malformed. `field` names the offending input, e.g. `items[0].quantity`."""
+    """The request is malformed. `field` names the offending input, e.g. `items[0].quantity`.
 
-    def __init__(self, message: str, *, field: str) -> None:
+    `field_is_input` is True when the name itself came from the request (an unknown key): it is returned to
+    the client that sent it, but never logged (a key name may hold personal data, or not even be text).
+    """
+
+    def __init__(self, message: str, *, field: str, field_is_input: bool = False) -> None:
         super().__init__(message)
         self.field = field
+        self.field_is_input = field_is_input
 
 
 class OrderNotFoundError(OrderError):

@@ -26,8 +26,9 @@ _ORDER_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 _CUSTOMER_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$")
 _SKU = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _CURRENCY = re.compile(r"^[A-Z]{3}$")
-# Digits, then at most one point: no sign, exponent, spaces or thousands separators.
-_DECIMAL_TEXT = re.compile(r"^\d{1,16}(\.\d{1,16})?$")
+# ASCII digits, then at most one point: no sign, exponent, spaces or thousands separators. [0-9], not \d:
+# \d matches every Unicode digit, and Decimal would then read "٩.٩٩" as 9.99.
+_DECIMAL_TEXT = re.compile(r"^[0-9]{1,16}(\.[0-9]{1,16})?$")
 
 # ISO-4217 currencies whose minor unit is not 1/100. Every other currency uses 2 decimals.
 _CURRENCY_EXPONENTS: Mapping[str, int] = {

@@ -13,6 +13,7 @@ with `set_service` and reset it with `set_service(None)`.
 
 from __future__ import annotations
 
+import binascii
 import json
 import os
 import re
@@ -124,8 +125,10 @@ _E = TypeVar("_E", bound=Exception)
 def _error_handler(exc_type: type[_E], status: int, code: str) -> None:
     def handle(error: _E) -> Response[str]:
         field = getattr(error, "field", None)
-        # The error type and code only: messages may carry ids, never request bodies.
-        logger.info("request rejected", extra={"error_code": code, "status": status, "field": field})
+        # The error type and code only: messages may carry ids, never request bodies; a field name that came
+        # from the request (an unknown key) is not logged either.
+        logged = "(a field the request named)" if getattr(error, "field_is_input", False) else field
+        logger.info("request rejected", extra={"error_code": code, "status": status, "field": logged})
         metrics.add_metric(name="RequestsRejected", unit=MetricUnit.Count, value=1)
         return error_response(status, code, str(error), field=field)
 
@@ -220,7 +223,11 @@ def _count(metric: str, result: CommandResult) -> None:
 
 
 def _json_body(*, required: bool) -> object:
-    raw = app.current_event.decoded_body or ""
+    try:
+        raw = app.current_event.decoded_body or ""
+    except (UnicodeDecodeError, binascii.Error):
+        # A body sent as binary (base64) that is not UTF-8 text cannot be JSON.
+        raise OrderValidationError("is not UTF-8 text", field="body") from None
     if len(raw.encode()) > MAX_BODY_BYTES:
         raise OrderValidationError(f"must be at most {MAX_BODY_BYTES} bytes", field="body")
     if not raw.strip():

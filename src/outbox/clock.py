@@ -8,7 +8,8 @@ from datetime import UTC, datetime
 
 Clock = Callable[[], datetime]
 
-_TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
+# [0-9], not \d: \d also matches Arabic-Indic, fullwidth and every other Unicode digit.
+_TIMESTAMP = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z$")
 
 
 def utc_now() -> datetime:

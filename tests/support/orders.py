@@ -42,11 +42,15 @@ def http_event(
     headers: dict[str, str] | None = None,
     request_id: str = "api-request-1",
     base64_encoded: bool = False,
+    raw_bytes: bytes | None = None,
 ) -> dict[str, Any]:
-    """An API Gateway HTTP API (payload 2.0) event, as AWS sends it (headers lower-cased)."""
+    """An API Gateway HTTP API (payload 2.0) event, as AWS sends it (headers lower-cased). `raw_bytes` is a
+    body API Gateway passes base64-encoded, as it does for a binary content type."""
     text = raw_body if raw_body is not None else (None if body is None else json.dumps(body))
     if text is not None and base64_encoded:
         text = base64.b64encode(text.encode()).decode()
+    if raw_bytes is not None:
+        text, base64_encoded = base64.b64encode(raw_bytes).decode(), True
     all_headers = {"content-type": "application/json", "host": "api.example.com"}
     all_headers.update({name.lower(): value for name, value in (headers or {}).items()})
     return {
