@@ -12,6 +12,7 @@ from outbox_cdk.destinations import DestinationsProps
 from outbox_cdk.errors import OutboxConstructError
 from outbox_cdk.functions import FunctionSettings
 from outbox_cdk.nag import add_nag_checks
+from outbox_cdk.queues import FailureQueuesProps
 from outbox_cdk.table import DataTableProps
 from sample_stack import constants as c
 from sample_stack.orders_api import OrdersApiSettings
@@ -61,8 +62,10 @@ def _reserved_concurrency(app: App) -> int | None:
 def props_from_context(app: App) -> OutboxStackProps:
     """Typed stack props from the few knobs the CLI exposes; everything else keeps its default."""
     api_defaults = OrdersApiSettings()
+    retain_data = _flag(app, CTX_RETAIN_DATA, default=True)
     return OutboxStackProps(
-        tables=DataTableProps(retain_data=_flag(app, CTX_RETAIN_DATA, default=True)),
+        tables=DataTableProps(retain_data=retain_data),
+        queues=FailureQueuesProps(retain_messages=retain_data),
         destinations=DestinationsProps(
             fifo_topic=_flag(app, CTX_FIFO_TOPIC, default=False),
             event_source=_optional_text(app, CTX_EVENT_SOURCE) or cdk.DEFAULT_EVENT_SOURCE,

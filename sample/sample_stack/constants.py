@@ -32,6 +32,10 @@ ORDERS_API_ROUTES: Final = (
 # with the code that calls it.
 ORDERS_API_ORDERS_TABLE_ACTIONS: Final = ("dynamodb:GetItem", "dynamodb:PutItem")
 ORDERS_API_OUTBOX_TABLE_ACTIONS: Final = ("dynamodb:PutItem",)
+# The partition keys the API writes: orders and idempotency records (orders.repository), the Order
+# aggregate's outbox rows (outbox.model.aggregate_key).
+ORDERS_TABLE_KEY_PATTERNS: Final = ("ORDER#*", "IDEMPOTENCY#*")
+OUTBOX_TABLE_KEY_PATTERNS: Final = ("Order#*",)
 
 # The sample's inbox consumers (sample_stack.consumers); their packages ship with the library's.
 CONSUMER_PACKAGES: Final = ("outbox", "outbox_inbox", "order_consumers")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import cast
+from typing import Any, cast
 
 from aws_cdk import Duration
 from aws_cdk import aws_apigatewayv2 as apigwv2
@@ -97,14 +97,20 @@ class OrdersApi(Construct):
         self.function: lambda_.Function = self._fn.function
         self.role: iam.Role = self._fn.role
         # Explicit statements: table.grant_*() would add index ARNs and actions the API never calls.
+        # Each statement is held to the partition keys the API writes (dynamodb:LeadingKeys): a compromised
+        # API function can forge neither another aggregate type's events nor other items of the Orders table.
         self.role.add_to_policy(
             iam.PolicyStatement(
-                actions=list(c.ORDERS_API_ORDERS_TABLE_ACTIONS), resources=[orders_table.table_arn]
+                actions=list(c.ORDERS_API_ORDERS_TABLE_ACTIONS),
+                resources=[orders_table.table_arn],
+                conditions=_leading_keys(c.ORDERS_TABLE_KEY_PATTERNS),
             )
         )
         self.role.add_to_policy(
             iam.PolicyStatement(
-                actions=list(c.ORDERS_API_OUTBOX_TABLE_ACTIONS), resources=[outbox_table.table_arn]
+                actions=list(c.ORDERS_API_OUTBOX_TABLE_ACTIONS),
+                resources=[outbox_table.table_arn],
+                conditions=_leading_keys(c.OUTBOX_TABLE_KEY_PATTERNS),
             )
         )
 
@@ -156,3 +162,8 @@ class OrdersApi(Construct):
         if settings.allow_unauthenticated:
             return apigwv2.HttpNoneAuthorizer()
         return settings.authorizer or authorizers.HttpIamAuthorizer()
+
+
+def _leading_keys(patterns: tuple[str, ...]) -> dict[str, Any]:
+    """Every item the request touches has a partition key matching one of `patterns`."""
+    return {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": list(patterns)}}

@@ -39,7 +39,7 @@ from outbox.errors import ConfigurationError
 from outbox_cdk import constants as c
 from outbox_cdk.errors import OutboxConstructError
 from outbox_cdk.functions import FunctionSettings, PythonFunction
-from outbox_cdk.queues import secure_queue
+from outbox_cdk.queues import retain_if, secure_queue
 from outbox_cdk.table import DataTableProps, data_table_options
 from outbox_inbox import config as inbox_env
 from outbox_inbox.batch import MIN_TIME_PER_RECORD_MS
@@ -111,6 +111,8 @@ class InboxConsumer(Construct):
         self.dead_letter_queue = secure_queue(
             self, "DeadLetterQueue", retention=props.retention, fifo=props.fifo
         )
+        # What it gave up on stays when the stack goes, like the table (DataTableProps.retain_data).
+        retain_if(self.dead_letter_queue, props.table.retain_data)
         self.queue = secure_queue(
             self,
             "Queue",

@@ -30,7 +30,14 @@ from outbox_cdk.nag import CFN_VALIDATE, acknowledge
 RUNTIME = lambda_.Runtime.PYTHON_3_13
 ARCHITECTURE = lambda_.Architecture.ARM_64
 
-_LAYER_ARN_PATTERN = r"^$|^arn:aws[a-z-]*:lambda:[a-z0-9-]+:\d{12}:layer:[A-Za-z0-9_-]+:\d+$"
+# AWS's own Powertools account only: a layer runs as the function's code, with its role. A layer of your
+# own goes in through the constructs' `powertools_layer` argument, reviewed in code, not a deploy parameter.
+POWERTOOLS_ACCOUNT = "017000801446"
+_LAYER_ARN_PATTERN = (
+    r"^$|^arn:aws[a-z-]*:lambda:[a-z0-9-]+:"
+    + POWERTOOLS_ACCOUNT
+    + r":layer:AWSLambdaPowertoolsPythonV3-[A-Za-z0-9_-]+:[0-9]+$"
+)
 
 
 @dataclass(frozen=True)

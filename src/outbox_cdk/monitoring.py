@@ -68,6 +68,8 @@ class AlarmTopic(Construct):
                 principals=[cloudwatch_principal],
                 actions=["kms:Decrypt", "kms:GenerateDataKey*"],
                 resources=["*"],  # in a key policy "*" means this key
+                # Only on behalf of this account's alarms (the confused-deputy guard AWS recommends).
+                conditions={"StringEquals": {"aws:SourceAccount": Stack.of(self).account}},
             )
         )
         self.topic = sns.Topic(self, "Topic", master_key=self.key, enforce_ssl=True)

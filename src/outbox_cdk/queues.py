@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from aws_cdk import Duration
+from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
@@ -46,6 +46,9 @@ class FailureQueuesProps:
     """Retention of what failed; the maximum SQS allows by default, to leave time to redrive."""
 
     retention: Duration = field(default_factory=lambda: Duration.days(c.QUEUE_RETENTION_DAYS))
+    # Like the tables: the queues hold events that were never delivered, so `cdk destroy` keeps them.
+    # False (dev/test stacks only) deletes them with the stack.
+    retain_messages: bool = True
 
 
 def create_poison_queue(
@@ -61,6 +64,7 @@ def create_poison_queue(
         retention=(props or FailureQueuesProps()).retention,
         max_message_bytes=SQS_MAX_MESSAGE_BYTES,
     )
+    retain_if(queue, (props or FailureQueuesProps()).retain_messages)
     _acknowledge_dead_letter_queue(queue)
     return queue
 
@@ -70,9 +74,16 @@ def create_on_failure_queue(
 ) -> sqs.Queue:
     """Lambda's on-failure destination for the stream mapping: it receives only metadata (shard,
     sequence range) of batches the mapping gave up on. The rows stay in the table."""
-    queue = secure_queue(scope, construct_id, retention=(props or FailureQueuesProps()).retention)
+    props = props or FailureQueuesProps()
+    queue = secure_queue(scope, construct_id, retention=props.retention)
+    retain_if(queue, props.retain_messages)
     _acknowledge_dead_letter_queue(queue)
     return queue
+
+
+def retain_if(queue: sqs.Queue, retain: bool) -> None:
+    """Keep a queue of undelivered events (and what it holds) when the stack is deleted."""
+    queue.apply_removal_policy(RemovalPolicy.RETAIN if retain else RemovalPolicy.DESTROY)
 
 
 def _acknowledge_dead_letter_queue(queue: sqs.Queue) -> None:
