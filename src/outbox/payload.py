@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from decimal import Decimal
 from typing import Any
 
 from outbox.errors import InvalidPayloadError
@@ -12,7 +13,10 @@ JsonObject = Mapping[str, Any]
 
 
 def encode_payload(payload: JsonObject) -> str:
-    """Compact JSON text of a payload; rejects anything that is not a plain JSON object."""
+    """Compact JSON text of a payload; rejects anything that is not a plain JSON object. A payload read back
+    from a row keeps the text it was stored as."""
+    if isinstance(payload, StoredPayload):
+        return payload.text
     if not isinstance(payload, Mapping):
         raise InvalidPayloadError("payload must be a JSON object", field="payload")
     try:
@@ -22,9 +26,23 @@ def encode_payload(payload: JsonObject) -> str:
         raise InvalidPayloadError(f"payload is not JSON-serialisable: {type(error).__name__}") from None
 
 
-def decode_payload(text: str) -> dict[str, Any]:
+class StoredPayload(dict[str, Any]):
+    """A payload read back from its stored text, which it keeps (`text`): the text is what is forwarded, byte
+    for byte. Its numbers are `Decimal`, exactly as written: `1e400` or a 5,000-digit integer is valid JSON
+    that no float or bounded int conversion may reject or round."""
+
+    text: str
+
+
+def decode_payload(text: str) -> StoredPayload:
     try:
-        value = json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_unique_keys)
+        value = json.loads(
+            text,
+            parse_constant=_reject_constant,
+            parse_float=Decimal,
+            parse_int=Decimal,
+            object_pairs_hook=_unique_keys,
+        )
     except _DuplicateKeyError:
         # Parsers disagree on which duplicate wins: forwarding such text would let consumers disagree.
         raise InvalidPayloadError("payload has duplicate keys", field="payload") from None
@@ -32,7 +50,9 @@ def decode_payload(text: str) -> dict[str, Any]:
         raise InvalidPayloadError("payload is not valid JSON", field="payload") from None
     if not isinstance(value, dict):
         raise InvalidPayloadError("payload must be a JSON object", field="payload")
-    return value
+    stored = StoredPayload(value)
+    stored.text = text
+    return stored
 
 
 def _reject_constant(name: str) -> float:

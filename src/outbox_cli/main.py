@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import TextIO
 
 from outbox_cli import operations
-from outbox_local.endpoint import DEFAULT_AWS_PORT, exports
 
 DEFAULT_TEMPLATE = Path("cdk.out/OutboxStack.template.json")
+LOCAL_AWS_PORT = 4566
+"""Where `outbox local up` serves the AWS endpoint by default (and `outbox local env` points)."""
 # What the local commands import beyond the base install.
 LOCAL_EXTRA_MODULES = frozenset({"moto", "werkzeug", "flask", "aws_lambda_powertools", "aws_xray_sdk"})
 
@@ -33,13 +34,13 @@ def build_parser() -> argparse.ArgumentParser:
     local = commands.add_parser("local", help="the local runtime (moto, no AWS account)")
     local_commands = local.add_subparsers(dest="local_command", required=True)
     up = local_commands.add_parser("up", help="run the synthesized stack locally until Ctrl-C")
-    _runtime_arguments(up, aws_port=DEFAULT_AWS_PORT, api_port=8080)
+    _runtime_arguments(up, aws_port=LOCAL_AWS_PORT, api_port=8080)
     up.add_argument("--verbose", action="store_true", help="log the runtime's own activity")
     up.set_defaults(run=_local_up)
     env = local_commands.add_parser(
         "env", help="print the exports that point a shell (SDKs, AWS CLI) at a running `outbox local up`"
     )
-    env.add_argument("--endpoint-url", default=f"http://127.0.0.1:{DEFAULT_AWS_PORT}")
+    env.add_argument("--endpoint-url", default=f"http://127.0.0.1:{LOCAL_AWS_PORT}")
     env.add_argument("--region", default="us-east-1")
     env.set_defaults(run=_local_env)
 
@@ -74,6 +75,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _local_env(arguments: argparse.Namespace, out: TextIO) -> int:
+    from outbox_local.endpoint import exports  # noqa: PLC0415 - `outbox --help` loads no local-runtime code
+
     out.write(exports(arguments.endpoint_url, arguments.region))
     return 0
 

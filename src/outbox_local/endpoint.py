@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Final
 
-DEFAULT_AWS_PORT: Final = 4566
 LOCAL_CREDENTIALS: Final = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
 
 

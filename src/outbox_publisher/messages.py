@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 from outbox.model import OutboxEvent
@@ -24,6 +26,11 @@ SNS_MAX_BATCH_BYTES = 262_144
 # PutEvents event entry size" (Source, DetailType, Detail in UTF-8, 14 bytes for Time, each Resource).
 EVENTBRIDGE_MAX_ENTRY_BYTES = 262_144
 EVENTBRIDGE_MAX_BATCH_BYTES = 262_144
+
+# EventBridge PutEvents: JSON integers only within the signed 64-bit range ("Amazon EventBridge events",
+# "Valid values"); SNS takes any text.
+EVENTBRIDGE_MIN_INTEGER = -(2**63)
+EVENTBRIDGE_MAX_INTEGER = 2**63 - 1
 
 # SQS's largest message (body plus attributes): the poison message's limit. The CDK construct gives the
 # poison queue exactly this maximum.
@@ -113,3 +120,31 @@ def eventbridge_entry(message: Message, *, source: str, event_bus_name: str) -> 
 def eventbridge_size(message: Message, *, source: str) -> int:
     # No Time and no Resources are sent, so only these three count.
     return len(source.encode()) + len(message.event.event_type.encode()) + len(message.body.encode())
+
+
+def eventbridge_refusal(event: OutboxEvent) -> str | None:
+    """Why EventBridge would refuse the event's Detail for good, found before the call (None: it would not).
+    Names no value: the reason reaches logs and `last_error`."""
+    for number in _integers(event.payload):
+        if not EVENTBRIDGE_MIN_INTEGER <= number <= EVENTBRIDGE_MAX_INTEGER:
+            return "the payload holds an integer outside EventBridge's signed 64-bit range"
+    return None
+
+
+def _integers(value: Any) -> Iterator[int | Decimal]:
+    """Every integer literal of a payload (a stored one reads them as exponent-0 Decimals)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif _is_integer(item):
+            yield item
+
+
+def _is_integer(item: Any) -> bool:
+    if isinstance(item, Decimal):
+        return item.is_finite() and item.as_tuple().exponent == 0
+    return isinstance(item, int) and not isinstance(item, bool)

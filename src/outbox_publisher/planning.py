@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from outbox.model import OutboxEvent
 from outbox_publisher.candidates import Candidate
-from outbox_publisher.messages import MAX_ENTRIES_PER_CALL, Message
+from outbox_publisher.messages import MAX_ENTRIES_PER_CALL, Message, eventbridge_refusal
 from outbox_publisher.poison import PoisonReason, Rejection
 from outbox_publisher.ports import DestinationPort
 from outbox_publisher.routing import Destination, Router
@@ -52,6 +52,11 @@ def plan(
                 f"{destination.value} entry is {size} bytes, over the {port.max_entry_bytes}-byte limit",
             )
         sizes[destination] = size
+        refusal = eventbridge_refusal(event) if destination is Destination.EVENTBRIDGE else None
+        if refusal is not None:
+            return Rejection(
+                PoisonReason.REJECTED, "InvalidEventBridgeDetail", f"{destination.value}: {refusal}"
+            )
     return Planned(index, candidate, event, message, destinations, sizes)
 
 
