@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import base64
 import enum
+import functools
+import json
 import uuid
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
@@ -53,6 +55,17 @@ class StreamRecord:
     sequence_number: str
     created_at: float
     """Epoch seconds the record was written (ApproximateCreationDateTime, full precision)."""
+
+    @functools.cached_property
+    def size(self) -> int:
+        """Its bytes in the invocation payload (plus the comma that separates it from the next)."""
+        return len(json.dumps(self.payload, separators=(",", ":")).encode()) + 1
+
+
+# Lambda's synchronous invocation payload limit: the mapping cuts a batch before it (and invokes a batch that
+# reached it without waiting out the batching window).
+MAX_INVOCATION_PAYLOAD_BYTES = 6 * 1024 * 1024
+_EMPTY_EVENT_BYTES = len(b'{"Records":[]}')
 
 
 @dataclass(frozen=True)
@@ -135,6 +148,7 @@ class ShardProcessor:
         self._clock = clock
         self._new_request_id = new_request_id
         self._pending: deque[tuple[StreamRecord, float]] = deque()
+        self._pending_bytes = 0
         self._work: deque[_Attempt] = deque()
         self._not_before = 0.0
         self._last_accepted: str | None = None
@@ -161,6 +175,7 @@ class ShardProcessor:
         for record in records:
             if self._settings.filters.accepts(record.payload):
                 self._pending.append((record, now))
+                self._pending_bytes += record.size
                 self._last_accepted = record.sequence_number
             else:
                 self.filtered_out += 1
@@ -179,10 +194,7 @@ class ShardProcessor:
                 return StepReport(StepKind.IDLE)
             if not self._batch_ready(now):
                 return StepReport(StepKind.WAITING)
-            batch = [
-                self._pending.popleft()[0] for _ in range(min(self._settings.batch_size, len(self._pending)))
-            ]
-            self._work.append(_Attempt(batch))
+            self._work.append(_Attempt(self._next_batch()))
         if now < self._not_before:
             return StepReport(StepKind.WAITING)
         attempt = self._work[0]
@@ -194,9 +206,25 @@ class ShardProcessor:
             return self._give_up(attempt, expired, "RecordAgeExceeded")
         return self._invoke_attempt(attempt, now)
 
+    def _next_batch(self) -> list[StreamRecord]:
+        """Up to BatchSize records, cut before the invocation payload would pass 6 MB (at least one)."""
+        batch: list[StreamRecord] = []
+        size = _EMPTY_EVENT_BYTES
+        while self._pending and len(batch) < self._settings.batch_size:
+            record = self._pending[0][0]
+            if batch and size + record.size > MAX_INVOCATION_PAYLOAD_BYTES:
+                break
+            self._pending.popleft()
+            self._pending_bytes -= record.size
+            size += record.size
+            batch.append(record)
+        return batch
+
     def _batch_ready(self, now: float) -> bool:
         window = self._settings.maximum_batching_window_s
         if window <= 0 or len(self._pending) >= self._settings.batch_size:
+            return True
+        if _EMPTY_EVENT_BYTES + self._pending_bytes >= MAX_INVOCATION_PAYLOAD_BYTES:
             return True
         first_received_at = self._pending[0][1]
         return now - first_received_at >= window

@@ -18,9 +18,11 @@ from aws_lambda_powertools.utilities.parser.models import (
 
 from outbox_local.invocation import InvocationResult
 from outbox_local.stream_mapping import (
+    MAX_INVOCATION_PAYLOAD_BYTES,
     MappingSettings,
     ShardProcessor,
     StepKind,
+    StreamRecord,
 )
 from tests.support.clock import FakeClock
 from tests.unit.local.shard_harness import (
@@ -63,6 +65,43 @@ def test_batch_size_bounds_the_records_of_each_invocation() -> None:
 
     # Then batches are cut at two records, in shard order
     assert function.batches == [["1", "2"], ["3", "4"], ["5"]]
+
+
+def test_a_batch_is_cut_before_its_invocation_payload_passes_6_mb() -> None:
+    # Given twenty records of about 400 KB each (the largest DynamoDB item): 8 MB, under BatchSize 100
+    function = ScriptedFunction()
+    shard = processor(function, batch_size=100)
+    records = [large_record(n, 400_000) for n in range(1, 21)]
+    shard.offer(records)
+
+    # When the mapping drains the shard
+    drain(shard)
+
+    # Then no invocation carried more than Lambda's 6 MB, none was empty, and every record went, in order
+    sizes = [sum(r.size for r in records if r.sequence_number in batch) for batch in function.batches]
+    assert len(function.batches) == 2
+    assert all(size <= MAX_INVOCATION_PAYLOAD_BYTES for size in sizes)
+    assert [n for batch in function.batches for n in batch] == [str(n) for n in range(1, 21)]
+
+
+def test_a_batch_that_reached_6_mb_is_sent_without_waiting_out_the_window() -> None:
+    # Given a 300 s batching window and 6 MB of records already gathered
+    clock = FakeClock(1_000)
+    function = ScriptedFunction()
+    shard = processor(function, clock, batch_size=1000, maximum_batching_window_s=300)
+    shard.offer([large_record(n, 400_000) for n in range(1, 17)])
+
+    # When the mapping steps, Then it invokes at once with what fits
+    assert shard.step().kind is StepKind.SUCCEEDED
+    assert len(function.batches[0]) == 15
+
+
+def large_record(sequence_number: int, payload_bytes: int) -> StreamRecord:
+    """A record whose new image holds `payload_bytes` of text."""
+    small = record(sequence_number)
+    payload = dict(small.payload)
+    payload["dynamodb"] = {**payload["dynamodb"], "NewImage": {"payload": {"S": "x" * payload_bytes}}}
+    return StreamRecord(payload, small.sequence_number, small.created_at)
 
 
 def test_batching_window_waits_for_a_full_batch_or_the_end_of_the_window() -> None:
