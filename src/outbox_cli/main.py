@@ -14,11 +14,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TextIO
 
-from outbox_cli import operations
+from outbox_cli import local_controls, operations
 
 DEFAULT_TEMPLATE = Path("cdk.out/OutboxStack.template.json")
-LOCAL_AWS_PORT = 4566
-"""Where `outbox local up` serves the AWS endpoint by default (and `outbox local env` points)."""
 # What the local commands import beyond the base install.
 LOCAL_EXTRA_MODULES = frozenset({"moto", "werkzeug", "flask", "aws_lambda_powertools", "aws_xray_sdk"})
 
@@ -34,15 +32,16 @@ def build_parser() -> argparse.ArgumentParser:
     local = commands.add_parser("local", help="the local runtime (moto, no AWS account)")
     local_commands = local.add_subparsers(dest="local_command", required=True)
     up = local_commands.add_parser("up", help="run the synthesized stack locally until Ctrl-C")
-    _runtime_arguments(up, aws_port=LOCAL_AWS_PORT, api_port=8080)
+    _runtime_arguments(up, aws_port=local_controls.LOCAL_PORT, api_port=8080)
     up.add_argument("--verbose", action="store_true", help="log the runtime's own activity")
     up.set_defaults(run=_local_up)
     env = local_commands.add_parser(
         "env", help="print the exports that point a shell (SDKs, AWS CLI) at a running `outbox local up`"
     )
-    env.add_argument("--endpoint-url", default=f"http://127.0.0.1:{LOCAL_AWS_PORT}")
+    env.add_argument("--endpoint-url", default=local_controls.LOCAL_ENDPOINT)
     env.add_argument("--region", default="us-east-1")
     env.set_defaults(run=_local_env)
+    local_controls.add_commands(local_commands)
 
     demo = commands.add_parser(
         "demo", help="run a narrated scenario on the local runtime and check invariants"

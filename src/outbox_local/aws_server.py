@@ -1,5 +1,6 @@
-"""The moto server the runtime provisions into: threaded, on 127.0.0.1, behind the fault injector and the
-runtime's own answer to Lambda's event source mapping read calls (`outbox_local.event_source_mapping_api`)."""
+"""The moto server the runtime provisions into: threaded, on 127.0.0.1, behind the fault injector, the
+runtime's own answer to Lambda's event source mapping read calls (`outbox_local.event_source_mapping_api`)
+and its controls (`outbox_local.control_api`)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from moto.moto_server.werkzeug_app import (
 )
 from werkzeug.serving import make_server
 
+from outbox_local.control_api import ControlApi
 from outbox_local.event_source_mapping_api import EventSourceMappingApi
 from outbox_local.faults import FaultInjector, WsgiApp
 
@@ -35,10 +37,12 @@ class LocalAwsServer(ThreadedMotoServer):
         port: int = 0,
         *,
         event_source_mappings: EventSourceMappingApi | None = None,
+        control: ControlApi | None = None,
     ) -> None:
         super().__init__(ip_address=host, port=port, verbose=False)
         self._faults = faults
         self._event_source_mappings = event_source_mappings
+        self._control = control
         logging.getLogger("werkzeug").setLevel(logging.ERROR)
 
     def _server_entry(self) -> None:
@@ -46,6 +50,9 @@ class LocalAwsServer(ThreadedMotoServer):
         if self._event_source_mappings is not None:
             app = self._event_source_mappings.wrap(app)
         app = self._faults.wrap(app)
+        if self._control is not None:
+            # Outermost: the runtime's own controls are never failed by an armed fault.
+            app = self._control.wrap(app)
         self._server = make_server(
             self._ip_address, self._port, app, True, request_handler=_ClosingRequestHandler
         )

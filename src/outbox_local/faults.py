@@ -12,6 +12,7 @@ import io
 import json
 import re
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -22,21 +23,44 @@ WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 _SCOPE = re.compile(r"Credential=[^/]+/[^/]+/[^/]+/([^/]+)/aws4_request")
 
 
+ANY_OPERATION = "*"
+
+
 @dataclass
 class FaultRule:
     service: str
     operation: str
+    """An operation name, or `*` for every operation of the service."""
     error_code: str
     http_status: int
     message: str
     remaining: int | None
     injected: int = 0
+    until: float | None = None
+    """The injector's clock (time.monotonic) after which the rule no longer fires (None: until disarmed)."""
+
+    def active(self, now: float) -> bool:
+        return self.remaining != 0 and (self.until is None or now < self.until)
+
+    def describe(self, now: float) -> dict[str, object]:
+        """What `outbox local faults` shows of the rule."""
+        return {
+            "service": self.service,
+            "operation": self.operation,
+            "error_code": self.error_code,
+            "http_status": self.http_status,
+            "remaining": self.remaining,
+            "seconds_left": None if self.until is None else max(0.0, round(self.until - now, 1)),
+            "injected": self.injected,
+            "active": self.active(now),
+        }
 
 
 class FaultInjector:
     """Armed rules fail matching requests until disarmed (or for a number of requests)."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
         self._rules: list[FaultRule] = []
         self._lock = threading.Lock()
         self._injected = threading.Condition(self._lock)
@@ -50,8 +74,10 @@ class FaultInjector:
         http_status: int = 500,
         message: str = "Injected fault: the service is unavailable",
         times: int | None = None,
+        duration_s: float | None = None,
     ) -> FaultRule:
-        rule = FaultRule(service, operation, error_code, http_status, message, times)
+        until = None if duration_s is None else self._clock() + duration_s
+        rule = FaultRule(service, operation, error_code, http_status, message, times, until=until)
         with self._lock:
             self._rules.append(rule)
         return rule
@@ -61,15 +87,22 @@ class FaultInjector:
         with self._lock:
             self._rules = [r for r in self._rules if rule is not None and r is not rule]
 
+    def rules(self) -> list[dict[str, object]]:
+        now = self._clock()
+        with self._lock:
+            return [rule.describe(now) for rule in self._rules]
+
     def wait_for_injections(self, rule: FaultRule, count: int, timeout_s: float) -> bool:
         """Block until `rule` has failed `count` requests (True) or the timeout passed (False)."""
         with self._injected:
             return self._injected.wait_for(lambda: rule.injected >= count, timeout_s)
 
     def _match(self, service: str, operation: str) -> FaultRule | None:
+        now = self._clock()
         with self._lock:
             for rule in self._rules:
-                if rule.service == service and rule.operation == operation and rule.remaining != 0:
+                matches = rule.service == service and rule.operation in (operation, ANY_OPERATION)
+                if matches and rule.active(now):
                     rule.injected += 1
                     if rule.remaining is not None:
                         rule.remaining -= 1

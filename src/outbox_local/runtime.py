@@ -16,6 +16,7 @@ import boto3
 from botocore.config import Config
 
 from outbox_local.aws_server import LocalAwsServer
+from outbox_local.control_api import ControlApi, mapping_report
 from outbox_local.emf_metrics import EmfMetricsForwarder
 from outbox_local.endpoint import LOCAL_CREDENTIALS, environment
 from outbox_local.errors import RuntimeStateError
@@ -125,6 +126,7 @@ class LocalRuntime:
             self.options.host,
             self.options.aws_port,
             event_source_mappings=self.event_source_mappings,
+            control=ControlApi(self.faults, lambda: mapping_report(self.mappings, self.queue_mappings)),
         )
         self._server.start()
         try:

@@ -165,6 +165,14 @@ class ShardProcessor:
         return self._shard_id
 
     @property
+    def oldest_unprocessed_at(self) -> float | None:
+        """When the oldest record not yet processed was written (epoch seconds): the iterator age's start."""
+        oldest = [attempt.records[0].created_at for attempt in self._work if attempt.records]
+        if self._pending:
+            oldest.append(self._pending[0][0].created_at)
+        return min(oldest) if oldest else None
+
+    @property
     def backlog(self) -> int:
         """Records received but not yet committed or discarded."""
         return len(self._pending) + sum(len(attempt.records) for attempt in self._work)

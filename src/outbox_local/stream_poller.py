@@ -39,6 +39,9 @@ class MappingStats:
     failed_invocations: int
     discarded_records: int
     backlog: int
+    iterator_age_s: float
+    """Age of the oldest record not yet processed (0 when none waits), as Lambda's IteratorAge measures it."""
+    last_processing_result: str
 
 
 class StreamMappingRunner:
@@ -99,12 +102,15 @@ class StreamMappingRunner:
 
     def stats(self) -> MappingStats:
         processors = list(self.shards.values())
+        oldest = [at for p in processors if (at := p.oldest_unprocessed_at) is not None]
         return MappingStats(
             name=self.name,
             invocations=sum(p.invocations for p in processors),
             failed_invocations=sum(p.failed_invocations for p in processors),
             discarded_records=sum(p.discarded_records for p in processors),
             backlog=sum(p.backlog for p in processors),
+            iterator_age_s=max(0.0, self._clock() - min(oldest)) if oldest else 0.0,
+            last_processing_result=self.last_processing_result,
         )
 
     def _processor(self, shard_id: str) -> ShardProcessor:

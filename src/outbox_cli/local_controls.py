@@ -1,0 +1,185 @@
+"""`outbox local fault`, `outbox local faults` and `outbox local mappings`: the running runtime's controls
+(`outbox_local.control_api`), reached over its AWS endpoint. Standard library only: they need neither moto
+nor the runtime in this process, only a running `outbox local up`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import urllib.error
+import urllib.request
+from typing import Any, TextIO
+
+from outbox_cli import rendering
+from outbox_cli.operations import duration
+
+LOCAL_PORT = 4566
+LOCAL_ENDPOINT = f"http://127.0.0.1:{LOCAL_PORT}"
+"""Where `outbox local up` serves the AWS endpoint by default."""
+# A throttle as each service's API spells it, with the status it answers (botocore retries both).
+THROTTLE_CODES = {"sns": "Throttling", "sqs": "Throttling"}
+DEFAULT_THROTTLE_CODE = "ThrottlingException"
+
+
+class ControlError(Exception):
+    """The runtime could not be reached, or refused the request."""
+
+
+def add_commands(local_commands: Any) -> None:
+    fault = local_commands.add_parser(
+        "fault",
+        help="make a service of a running `outbox local up` answer an AWS error (an outage, a throttle)",
+    )
+    fault.add_argument("service", help="the service's signing name: sns, events, sqs, dynamodb, lambda, ...")
+    fault.add_argument(
+        "operation", nargs="?", default="*", help="e.g. PublishBatch (default: every operation)"
+    )
+    kind = fault.add_mutually_exclusive_group()
+    kind.add_argument("--throttle", type=duration, metavar="DURATION", help="throttle it for this long (30s)")
+    kind.add_argument("--error", metavar="CODE", help="answer this error code (default InternalError)")
+    fault.add_argument("--status", type=int, help="its HTTP status (default 500; 400 for --throttle)")
+    fault.add_argument("--for", dest="for_", type=duration, metavar="DURATION", help="then stop by itself")
+    fault.add_argument("--times", type=int, help="fail only this many requests")
+    _endpoint(fault)
+    fault.set_defaults(run=arm)
+
+    faults = local_commands.add_parser("faults", help="the armed faults of a running `outbox local up`")
+    faults.add_argument("--clear", action="store_true", help="disarm them all")
+    faults.add_argument("--json", action="store_true")
+    _endpoint(faults)
+    faults.set_defaults(run=list_faults)
+
+    mappings = local_commands.add_parser(
+        "mappings", help="each event source mapping's backlog, iterator age, invocations and failures"
+    )
+    mappings.add_argument("--json", action="store_true")
+    _endpoint(mappings)
+    mappings.set_defaults(run=list_mappings)
+
+
+def arm(arguments: argparse.Namespace, out: TextIO) -> int:
+    request: dict[str, Any] = {"service": arguments.service, "operation": arguments.operation}
+    lasting = arguments.throttle or arguments.for_
+    if arguments.throttle is not None:
+        request["error_code"] = THROTTLE_CODES.get(arguments.service, DEFAULT_THROTTLE_CODE)
+        request["http_status"] = arguments.status or 400
+    else:
+        request["error_code"] = arguments.error or "InternalError"
+        request["http_status"] = arguments.status or 500
+    if lasting is not None:
+        request["duration_s"] = lasting.total_seconds()
+    if arguments.times is not None:
+        request["times"] = arguments.times
+    return _run(out, lambda: _render_faults(_call(arguments.endpoint_url, "POST", "faults", request), out))
+
+
+def list_faults(arguments: argparse.Namespace, out: TextIO) -> int:
+    method = "DELETE" if arguments.clear else "GET"
+    return _run(
+        out, lambda: _render_faults(_call(arguments.endpoint_url, method, "faults"), out, arguments.json)
+    )
+
+
+def list_mappings(arguments: argparse.Namespace, out: TextIO) -> int:
+    def render() -> None:
+        mappings = _call(arguments.endpoint_url, "GET", "mappings")["mappings"]
+        if arguments.json:
+            out.write(json.dumps(mappings, indent=2) + "\n")
+            return
+        headers = [
+            "mapping",
+            "kind",
+            "function",
+            "backlog",
+            "iterator age",
+            "invocations",
+            "failed",
+            "result",
+        ]
+        rows = [
+            [
+                m["name"],
+                m["kind"],
+                m["function"],
+                m["backlog"],
+                f"{m['iterator_age_s']} s" if "iterator_age_s" in m else "-",
+                m["invocations"],
+                m["failed_invocations"],
+                m.get("last_processing_result", "-"),
+            ]
+            for m in mappings
+        ]
+        out.write(rendering.table(headers, rows) + "\n")
+
+    return _run(out, render)
+
+
+def _render_faults(answer: dict[str, Any], out: TextIO, as_json: bool = False) -> None:
+    faults = answer["faults"]
+    if as_json:
+        out.write(json.dumps(faults, indent=2) + "\n")
+        return
+    if not faults:
+        out.write("no faults armed\n")
+        return
+    headers = ["service", "operation", "answers", "left", "injected", "active"]
+    rows = [
+        [
+            f["service"],
+            f["operation"],
+            f"{f['http_status']} {f['error_code']}",
+            _left(f),
+            f["injected"],
+            "yes" if f["active"] else "no",
+        ]
+        for f in faults
+    ]
+    out.write(rendering.table(headers, rows) + "\n")
+
+
+def _left(fault: dict[str, Any]) -> str:
+    parts = []
+    if fault["seconds_left"] is not None:
+        parts.append(f"{fault['seconds_left']} s")
+    if fault["remaining"] is not None:
+        parts.append(f"{fault['remaining']} requests")
+    return ", ".join(parts) or "until cleared"
+
+
+def _endpoint(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--endpoint-url",
+        default=LOCAL_ENDPOINT,
+        help=f"the runtime's AWS endpoint (default {LOCAL_ENDPOINT})",
+    )
+
+
+def _call(endpoint: str, method: str, path: str, body: object = None) -> dict[str, Any]:
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(  # noqa: S310 - a developer's own local endpoint
+        f"{endpoint.rstrip('/')}/_outbox/{path}",
+        data=data,
+        method=method,
+        headers={"content-type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310
+            answer: dict[str, Any] = json.loads(response.read())
+            return answer
+    except urllib.error.HTTPError as error:
+        detail = json.loads(error.read() or b"{}").get("error", error.reason)
+        raise ControlError(f"the local runtime refused it: {detail}") from None
+    except (urllib.error.URLError, OSError) as error:
+        raise ControlError(
+            f"no local runtime answers at {endpoint} ({error}): is `outbox local up` running?"
+        ) from None
+
+
+def _run(out: TextIO, action: Any) -> int:
+    try:
+        action()
+    except ControlError as error:
+        print(f"outbox: {error}", file=sys.stderr)
+        return 1
+    return 0

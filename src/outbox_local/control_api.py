@@ -1,0 +1,136 @@
+"""The running runtime's own controls, on its AWS endpoint under `/_outbox/`: what `outbox local fault`,
+`outbox local faults` and `outbox local mappings` call while `outbox local up` runs.
+
+- `GET /_outbox/faults`: the armed rules; `POST /_outbox/faults` arms one (JSON: service, operation (`*` for
+  every operation), error_code, http_status, times, duration_s); `DELETE /_outbox/faults` disarms them all.
+- `GET /_outbox/mappings`: each event source mapping's state, what Lambda's API does not say locally or at
+  all: backlog, iterator age, invocations, failures, discarded records.
+
+Plain JSON over the loopback endpoint, unsigned: like moto's own `/moto-api/`, it is a local developer tool.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from outbox_local.faults import FaultInjector, WsgiApp
+from outbox_local.queue_mapping import QueueMappingRunner
+from outbox_local.stream_poller import StreamMappingRunner
+
+PREFIX = "/_outbox/"
+MappingReport = Callable[[], list[dict[str, Any]]]
+_ARM_FIELDS = {"service", "operation", "error_code", "http_status", "times", "duration_s", "message"}
+
+
+class ControlApi:
+    def __init__(self, faults: FaultInjector, mappings: MappingReport) -> None:
+        self._faults = faults
+        self._mappings = mappings
+
+    def wrap(self, app: WsgiApp) -> WsgiApp:
+        def middleware(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+            path = environ.get("PATH_INFO", "")
+            if not path.startswith(PREFIX):
+                return app(environ, start_response)
+            method = environ.get("REQUEST_METHOD", "GET")
+            if path == f"{PREFIX}faults":
+                return self._faults_route(method, environ, start_response)
+            if path == f"{PREFIX}mappings" and method == "GET":
+                return _json(start_response, 200, {"mappings": self._mappings()})
+            return _json(start_response, 404, {"error": f"no {method} {path} here"})
+
+        return middleware
+
+    def _faults_route(
+        self, method: str, environ: dict[str, Any], start_response: Callable[..., Any]
+    ) -> Iterable[bytes]:
+        if method == "GET":
+            return _json(start_response, 200, {"faults": self._faults.rules()})
+        if method == "DELETE":
+            self._faults.disarm()
+            return _json(start_response, 200, {"faults": []})
+        if method != "POST":
+            return _json(start_response, 405, {"error": f"{method} is not allowed here"})
+        try:
+            request = _arm_request(environ)
+        except ValueError as error:
+            return _json(start_response, 400, {"error": str(error)})
+        self._faults.arm(**request)
+        return _json(start_response, 201, {"faults": self._faults.rules()})
+
+
+def mapping_report(
+    mappings: Sequence[StreamMappingRunner], queue_mappings: Sequence[QueueMappingRunner]
+) -> list[dict[str, Any]]:
+    """Each running event source mapping's state, for `outbox local mappings`."""
+    report: list[dict[str, Any]] = []
+    for mapping in mappings:
+        stats = mapping.stats()
+        report.append(
+            {
+                "name": stats.name,
+                "kind": "stream",
+                "function": mapping.settings.function_arn.rsplit(":", 1)[-1],
+                "source": mapping.settings.stream_arn,
+                "last_processing_result": stats.last_processing_result,
+                "backlog": stats.backlog,
+                "iterator_age_s": round(stats.iterator_age_s, 1),
+                "invocations": stats.invocations,
+                "failed_invocations": stats.failed_invocations,
+                "discarded_records": stats.discarded_records,
+            }
+        )
+    for queue_mapping in queue_mappings:
+        queue_stats = queue_mapping.stats()
+        report.append(
+            {
+                "name": queue_stats.name,
+                "kind": "queue",
+                "function": queue_mapping.settings.function_arn.rsplit(":", 1)[-1],
+                "source": queue_mapping.settings.queue_arn,
+                "backlog": queue_stats.held,
+                "invocations": queue_stats.invocations,
+                "failed_invocations": queue_stats.failed_invocations,
+                "partial_failures": queue_stats.partial_failures,
+                "deleted_messages": queue_stats.deleted_messages,
+            }
+        )
+    return report
+
+
+def _arm_request(environ: dict[str, Any]) -> dict[str, Any]:
+    length = int(environ.get("CONTENT_LENGTH") or 0)
+    try:
+        body = json.loads(environ["wsgi.input"].read(length) or b"{}")
+    except ValueError:
+        raise ValueError("the body is not JSON") from None
+    if not isinstance(body, dict):
+        raise ValueError("the body is not a JSON object")
+    unknown = set(body) - _ARM_FIELDS
+    if unknown:
+        raise ValueError(f"unknown fields {sorted(unknown)}")
+    if not isinstance(body.get("service"), str) or not isinstance(body.get("operation"), str):
+        raise ValueError("service and operation are required")
+    for name, kind in (("error_code", str), ("message", str)):
+        if name in body and not isinstance(body[name], kind):
+            raise ValueError(f"{name} must be text")
+    for name in ("http_status", "times"):
+        if name in body and (
+            not isinstance(body[name], int) or isinstance(body[name], bool) or body[name] < 1
+        ):
+            raise ValueError(f"{name} must be a positive whole number")
+    if "duration_s" in body and (not isinstance(body["duration_s"], int | float) or body["duration_s"] <= 0):
+        raise ValueError("duration_s must be a positive number")
+    return body
+
+
+def _json(start_response: Callable[..., Any], status: int, body: object) -> Iterable[bytes]:
+    text = json.dumps(body).encode()
+    reason = {200: "OK", 201: "Created", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed"}
+    start_response(
+        f"{status} {reason[status]}",
+        [("Content-Type", "application/json"), ("Content-Length", str(len(text)))],
+    )
+    return [text]
