@@ -3,6 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -238,3 +245,47 @@ def write_template(directory: Path, body: dict[str, Any]) -> Path:
 def options(path: Path, **overrides: Any) -> RuntimeOptions:
     settings: dict[str, Any] = {"code_root": HANDLERS, "background": False, "retry_delay_s": 0.0, **overrides}
     return RuntimeOptions(template_path=path, **settings)
+
+
+REPOSITORY = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class LocalUp:
+    """`outbox local up` running in its own process, as a developer starts it, once it said it is ready."""
+
+    process: subprocess.Popen[str]
+    printed: str
+
+    @property
+    def endpoint(self) -> str:
+        found = re.search(r"AWS endpoint\s+(http://127\.0\.0\.1:\d+)", self.printed)
+        assert found, self.printed
+        return found.group(1)
+
+
+@contextmanager
+def local_up(template_path: Path) -> Iterator[LocalUp]:
+    """Start `outbox local up` on free ports with the test handlers importable; kill it if still running."""
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPOSITORY), str(HANDLERS)])}
+    command = [sys.executable, "-m", "outbox_cli.main", "local", "up", "--template", str(template_path)]
+    process = subprocess.Popen(  # noqa: S603 - our own CLI, fixed arguments
+        [*command, "--aws-port", "0", "--api-port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=environment,
+        cwd=REPOSITORY,
+    )
+    try:
+        assert process.stdout is not None
+        printed = []
+        for line in process.stdout:
+            printed.append(line)
+            if line.startswith("ready"):
+                break
+        yield LocalUp(process, "".join(printed))
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()

@@ -16,7 +16,7 @@ from outbox_cli.demo import run_demo
 from outbox_cli.main import main
 from outbox_local.runtime import RuntimeOptions
 from tests.support.aws import moto_server
-from tests.support.local_templates import HANDLERS, template, write_template
+from tests.support.local_templates import local_up, template, write_template
 from tests.support.synth import Synthesized
 
 REPOSITORY = Path(__file__).resolve().parents[3]
@@ -24,29 +24,9 @@ REPOSITORY = Path(__file__).resolve().parents[3]
 
 def test_local_up_prints_what_to_use_and_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
     # Given `outbox local up` started on free ports in its own process
-    path = write_template(tmp_path, template())
-    environment = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(REPOSITORY), str(HANDLERS)]),
-    }
-    command = [sys.executable, "-m", "outbox_cli.main", "local", "up", "--template", str(path)]
-    process = subprocess.Popen(  # noqa: S603 - our own CLI, fixed arguments
-        [*command, "--aws-port", "0", "--api-port", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=environment,
-        cwd=REPOSITORY,
-    )
-    try:
+    with local_up(write_template(tmp_path, template())) as started:
         # When it reports ready
-        assert process.stdout is not None
-        printed = []
-        for line in process.stdout:
-            printed.append(line)
-            if line.startswith("ready"):
-                break
-        text = "".join(printed)
+        text = started.printed
 
         # Then it printed the endpoint, the API URL, how to operate it and the resources' names
         assert "AWS endpoint  http://127.0.0.1:" in text
@@ -57,13 +37,10 @@ def test_local_up_prints_what_to_use_and_stops_cleanly_on_ctrl_c(tmp_path: Path)
         assert "route     POST /items" in text
 
         # When it gets SIGINT (Ctrl-C), Then it stops by itself with exit status 0
-        process.send_signal(signal.SIGINT)
-        assert process.wait(timeout=30) == 0
-        assert "stopped" in process.stdout.read()
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+        started.process.send_signal(signal.SIGINT)
+        assert started.process.wait(timeout=30) == 0
+        assert started.process.stdout is not None
+        assert "stopped" in started.process.stdout.read()
 
 
 def test_a_template_that_cannot_run_makes_the_command_fail_with_a_message(

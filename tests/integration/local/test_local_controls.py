@@ -5,8 +5,6 @@ state is read back."""
 from __future__ import annotations
 
 import json
-import os
-import re
 import signal
 import subprocess
 import sys
@@ -18,38 +16,16 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from tests.support.local_templates import HANDLERS, template, write_template
-
-REPOSITORY = Path(__file__).resolve().parents[3]
+from tests.support.local_templates import REPOSITORY, local_up, template, write_template
 
 
 @pytest.fixture
 def running(tmp_path: Path) -> Iterator[str]:
     """`outbox local up` on free ports; yields its AWS endpoint once it is ready."""
-    path = write_template(tmp_path, template())
-    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPOSITORY), str(HANDLERS)])}
-    command = [sys.executable, "-m", "outbox_cli.main", "local", "up", "--template", str(path)]
-    process = subprocess.Popen(  # noqa: S603 - our own CLI, fixed arguments
-        [*command, "--aws-port", "0", "--api-port", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=environment,
-        cwd=REPOSITORY,
-    )
-    try:
-        assert process.stdout is not None
-        endpoint = None
-        for line in process.stdout:
-            found = re.search(r"AWS endpoint\s+(http://127\.0\.0\.1:\d+)", line)
-            endpoint = found.group(1) if found else endpoint
-            if line.startswith("ready"):
-                break
-        assert endpoint is not None
-        yield endpoint
-    finally:
-        process.send_signal(signal.SIGINT)
-        process.wait(timeout=30)
+    with local_up(write_template(tmp_path, template())) as started:
+        yield started.endpoint
+        started.process.send_signal(signal.SIGINT)
+        started.process.wait(timeout=30)
 
 
 def cli(endpoint: str, *argv: str) -> subprocess.CompletedProcess[str]:
