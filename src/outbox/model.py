@@ -76,9 +76,12 @@ class RowKey:
 
     aggregate_key: str
     seq: int
+    stored_seq: str | None = None
+    """The sort key as stored when it is no whole number (another writer's `N "1.5"`): such a row can only be
+    marked FAILED, addressed by exactly what is stored (`RowKey.stored`); the order gate never sees it."""
 
     def item(self) -> dict[str, dict[str, str]]:
-        return {PARTITION_KEY: {"S": self.aggregate_key}, SORT_KEY: {"N": str(self.seq)}}
+        return {PARTITION_KEY: {"S": self.aggregate_key}, SORT_KEY: {"N": self.stored_seq or str(self.seq)}}
 
     @property
     def predecessor(self) -> RowKey:
@@ -93,6 +96,20 @@ class RowKey:
         except (KeyError, TypeError, ValueError):
             return None
         return cls(str(aggregate_key), seq)
+
+    @classmethod
+    def stored(cls, item: Mapping[str, Any]) -> RowKey | None:
+        """The key of a row as stored, also when its seq is no whole number (to mark it FAILED)."""
+        key = cls.of(item)
+        if key is not None:
+            return key
+        try:
+            aggregate_key = str(item[PARTITION_KEY]["S"])
+            stored_seq = str(item[SORT_KEY]["N"])
+            number = Decimal(stored_seq)
+        except (KeyError, TypeError, ArithmeticError):
+            return None
+        return cls(aggregate_key, int(number) if number.is_finite() else 0, stored_seq)
 
 
 def outbox_table(table_name: str) -> TableKeys:

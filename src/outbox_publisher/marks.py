@@ -13,7 +13,7 @@ from datetime import datetime
 
 from outbox.deadline import Deadline
 from outbox.marking import FailedMark, Mark, MarkingReport, PublishedMark, RowMarker
-from outbox.model import generation_of
+from outbox.model import RowKey, generation_of
 from outbox_publisher.candidates import Candidate
 from outbox_publisher.report import EventOutcome, Status
 from outbox_publisher.routing import PoisonPolicy, Router
@@ -45,7 +45,9 @@ def marks_for(outcomes: Sequence[EventOutcome], router: Router, now: datetime) -
                     key, outcome.published_at, outcome.attempts, lease_owner=owner, generation=generation
                 )
             )
-        elif outcome.status is Status.POISONED and key is not None:
+        elif outcome.status is Status.POISONED and (key := key or RowKey.stored(candidate.row)) is not None:
+            # A row whose key the order gate cannot read (a seq of "1.5") is still marked FAILED, by its key
+            # as stored: else it would stay PENDING, poisoned again at every sweep.
             release = CONTINUES_PAST_POISON if continues_past_poison(candidate, router) else None
             error = outcome.detail or str(outcome.code)
             marks.append(

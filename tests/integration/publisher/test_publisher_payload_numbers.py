@@ -83,3 +83,23 @@ def test_an_integer_beyond_64_bits_goes_byte_for_byte_to_a_publisher_with_sns_on
     [topic_message] = world.drain(world.topic_queue)
     assert f'"payload":{{"big":{HUGE_INTEGER}}}' in topic_message["Body"]
     assert world.row(placed)["status"] == {"S": "PUBLISHED"}
+
+
+def test_a_row_whose_seq_is_no_whole_number_is_poisoned_and_marked_failed(world: World) -> None:
+    # Given a row another writer put with seq N "1.5" (hardening finding: it went to the poison queue but
+    # stayed PENDING forever, poisoned again at every sweep)
+    row = {**event("A", 1).to_item(), "seq": {"N": "1.5"}}
+    world.put_raw(row)
+    # When the publisher handles its record
+    response = world.invoke(world.publisher(), world.stream_event())
+    # Then it went whole to the poison queue, and the row, addressed by its key as stored, is FAILED
+    assert response == {"batchItemFailures": []}
+    [poison] = world.poison()
+    assert poison["row"]["seq"] == {"N": "1.5"}
+    stored = world.dynamodb.get_item(
+        TableName=world.tables.outbox,
+        Key={"aggregate_key": row["aggregate_key"], "seq": {"N": "1.5"}},
+        ConsistentRead=True,
+    )["Item"]
+    assert stored["status"] == {"S": "FAILED"}
+    assert "seq" in stored["last_error"]["S"]
