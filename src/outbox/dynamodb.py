@@ -138,7 +138,7 @@ def batch_get_rows(
     for _ in range(UNPROCESSED_ROUNDS):
         response = send(RequestItems=request)
         for item in response.get("Responses", {}).get(table, []):
-            key = RowKey.of(item)
+            key = RowKey.stored(item)
             if key is not None:
                 rows[key] = item
         request = response.get("UnprocessedKeys") or {}

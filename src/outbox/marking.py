@@ -186,7 +186,7 @@ class DynamoDBRowMarker:
                 self._table,
                 mark.key.item(),
                 expression,
-                label=f"mark {mark.key.aggregate_key} seq {mark.key.seq}",
+                label=f"mark {mark.key.aggregate_key} seq {mark.key.seq_text}",
                 condition=condition,
                 names=_NAMES,
                 values=values,

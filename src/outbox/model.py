@@ -76,12 +76,17 @@ class RowKey:
 
     aggregate_key: str
     seq: int
-    stored_seq: str | None = None
+    stored_seq: str = ""
     """The sort key as stored when it is no whole number (another writer's `N "1.5"`): such a row can only be
     marked FAILED, addressed by exactly what is stored (`RowKey.stored`); the order gate never sees it."""
 
+    @property
+    def seq_text(self) -> str:
+        """The seq as stored: what to show an operator."""
+        return self.stored_seq or str(self.seq)
+
     def item(self) -> dict[str, dict[str, str]]:
-        return {PARTITION_KEY: {"S": self.aggregate_key}, SORT_KEY: {"N": self.stored_seq or str(self.seq)}}
+        return {PARTITION_KEY: {"S": self.aggregate_key}, SORT_KEY: {"N": self.seq_text}}
 
     @property
     def predecessor(self) -> RowKey:

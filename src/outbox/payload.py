@@ -29,9 +29,16 @@ def encode_payload(payload: JsonObject) -> str:
 class StoredPayload(dict[str, Any]):
     """A payload read back from its stored text, which it keeps (`text`): the text is what is forwarded, byte
     for byte. Its numbers are `Decimal`, exactly as written: `1e400` or a 5,000-digit integer is valid JSON
-    that no float or bounded int conversion may reject or round."""
+    that no float or bounded int conversion may reject or round. Read-only: a change would not reach the
+    text that is published."""
 
     text: str
+
+    def _read_only(self, *_: Any, **__: Any) -> Any:
+        raise TypeError("a stored payload is read-only: build a new event to change it")
+
+    __setitem__ = __delitem__ = _read_only
+    clear = pop = popitem = setdefault = update = __ior__ = _read_only
 
 
 def decode_payload(text: str) -> StoredPayload:

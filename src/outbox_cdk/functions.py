@@ -30,13 +30,18 @@ from outbox_cdk.nag import CFN_VALIDATE, acknowledge
 RUNTIME = lambda_.Runtime.PYTHON_3_13
 ARCHITECTURE = lambda_.Architecture.ARM_64
 
-# AWS's own Powertools account only: a layer runs as the function's code, with its role. A layer of your
-# own goes in through the constructs' `powertools_layer` argument, reviewed in code, not a deploy parameter.
-POWERTOOLS_ACCOUNT = "017000801446"
-_LAYER_ARN_PATTERN = (
-    r"^$|^arn:aws[a-z-]*:lambda:[a-z0-9-]+:"
-    + POWERTOOLS_ACCOUNT
-    + r":layer:AWSLambdaPowertoolsPythonV3-[A-Za-z0-9_-]+:[0-9]+$"
+# AWS's own Powertools accounts only (its install docs list one per partition, two in GovCloud), and the
+# python3.13 arm64 build these functions run: a layer runs as the functions' code, with their roles. A layer
+# of your own goes in through the constructs' `powertools_layer` argument, reviewed in code.
+POWERTOOLS_ACCOUNTS = {
+    "aws": ("017000801446",),
+    "aws-cn": ("498634801083",),
+    "aws-us-gov": ("165087284144", "165093116878"),
+}
+_LAYER_ARN_PATTERN = "^$|" + "|".join(
+    rf"^arn:{partition}:lambda:[a-z0-9-]+:{account}:layer:AWSLambdaPowertoolsPythonV3-python313-arm64:[0-9]+$"
+    for partition, accounts in POWERTOOLS_ACCOUNTS.items()
+    for account in accounts
 )
 
 

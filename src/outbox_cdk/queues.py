@@ -82,8 +82,14 @@ def create_on_failure_queue(
 
 
 def retain_if(queue: sqs.Queue, retain: bool) -> None:
-    """Keep a queue of undelivered events (and what it holds) when the stack is deleted."""
-    queue.apply_removal_policy(RemovalPolicy.RETAIN if retain else RemovalPolicy.DESTROY)
+    """Keep a queue of undelivered events (and what it holds) when the stack is deleted, with its policy:
+    a kept queue must still refuse plain HTTP."""
+    policy = RemovalPolicy.RETAIN if retain else RemovalPolicy.DESTROY
+    queue.apply_removal_policy(policy)
+    # The queue policy CDK made (enforce_ssl, delivery grants) is its child "Policy".
+    queue_policy = queue.node.try_find_child("Policy")
+    if isinstance(queue_policy, sqs.QueuePolicy):
+        queue_policy.apply_removal_policy(policy)
 
 
 def _acknowledge_dead_letter_queue(queue: sqs.Queue) -> None:

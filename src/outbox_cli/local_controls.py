@@ -168,7 +168,10 @@ def _call(endpoint: str, method: str, path: str, body: object = None) -> dict[st
             answer: dict[str, Any] = json.loads(response.read())
             return answer
     except urllib.error.HTTPError as error:
-        detail = json.loads(error.read() or b"{}").get("error", error.reason)
+        try:
+            detail = json.loads(error.read() or b"{}").get("error", error.reason)
+        except ValueError:
+            detail = f"HTTP {error.code}"
         raise ControlError(f"the local runtime refused it: {detail}") from None
     except (urllib.error.URLError, OSError) as error:
         raise ControlError(

@@ -58,7 +58,7 @@ def failed_rows(rows: Sequence[FailedRow]) -> str:
             (
                 row.event_id or "-",
                 row.key.aggregate_key,
-                row.key.seq,
+                row.key.seq_text,
                 row.event_type or "-",
                 row.failed_at or "-",
                 row.attempts,
@@ -74,7 +74,7 @@ def failed_row(row: FailedRow) -> str:
     facts: list[tuple[str, object]] = [
         ("event_id", row.event_id or "-"),
         ("aggregate", row.key.aggregate_key),
-        ("seq", row.key.seq),
+        ("seq", row.key.seq_text),
         ("event_type", row.event_type or "-"),
         ("occurred_at", row.occurred_at or "-"),
         ("failed_at", row.failed_at or "-"),

@@ -24,6 +24,9 @@ _SCOPE = re.compile(r"Credential=[^/]+/[^/]+/[^/]+/([^/]+)/aws4_request")
 
 
 ANY_OPERATION = "*"
+INTERNAL_USER_AGENT = "outbox-local-runtime"
+"""In the user agent of the runtime's own clients (what AWS itself does: mapping polls, on-failure sends,
+provisioning, metrics): never faulted, so an outage reaches the functions' calls only."""
 
 
 @dataclass
@@ -114,7 +117,7 @@ class FaultInjector:
         def middleware(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
             with self._lock:
                 armed = bool(self._rules)
-            if armed:
+            if armed and INTERNAL_USER_AGENT not in environ.get("HTTP_USER_AGENT", ""):
                 service, operation = _identify(environ)
                 rule = self._match(service, operation)
                 if rule is not None:

@@ -26,7 +26,7 @@ from outbox_local.event_source_mapping_api import (
     PublishedMapping,
     PublishedQueueMapping,
 )
-from outbox_local.faults import FaultInjector
+from outbox_local.faults import INTERNAL_USER_AGENT, FaultInjector
 from outbox_local.functions import FunctionHost
 from outbox_local.http_api import HttpApiServer, Route
 from outbox_local.invocation import InvocationResult
@@ -171,16 +171,30 @@ class LocalRuntime:
         return next((api.url for api in self.apis.values()), None)
 
     def client(self, service: str) -> Any:
-        """A boto3 client on the local endpoint (cached; closed when the runtime stops)."""
-        if service not in self._clients:
-            self._clients[service] = boto3.client(
+        """A boto3 client on the local endpoint (cached; closed when the runtime stops). Armed faults apply to
+        it as to the functions' own clients."""
+        return self._client(service, internal=False)
+
+    def _internal_client(self, service: str) -> Any:
+        """A client for what AWS itself does around the functions (the mappings' polls and deletes, the
+        on-failure sends, provisioning, metrics): a fault armed on a service never fails these, so an outage
+        hits the functions' calls, as on AWS."""
+        return self._client(service, internal=True)
+
+    def _client(self, service: str, *, internal: bool) -> Any:
+        key = f"{service}/internal" if internal else service
+        if key not in self._clients:
+            self._clients[key] = boto3.client(
                 service,
                 endpoint_url=self.endpoint_url,
                 region_name=self.options.region,
-                config=Config(retries={"mode": "standard", "total_max_attempts": 3}),
+                config=Config(
+                    retries={"mode": "standard", "total_max_attempts": 3},
+                    user_agent_extra=INTERNAL_USER_AGENT if internal else None,
+                ),
                 **LOCAL_CREDENTIALS,
             )
-        return self._clients[service]
+        return self._clients[key]
 
     def invoke(self, function: str, event: Any) -> InvocationResult:
         if self.host is None:
@@ -244,14 +258,14 @@ class LocalRuntime:
         provisioner = Provisioner(
             template,
             resolver,
-            self.client,
+            self._internal_client,
             code_root_override=self.options.code_root,
             api_endpoint=self._open_api,
             retry_delay_s=self.options.retry_delay_s,
         )
         self.stack = provisioner.provision()
         # Created here, on the starting thread: invocations run on the poller's and the API's threads.
-        metrics = EmfMetricsForwarder(self.client("cloudwatch"))
+        metrics = EmfMetricsForwarder(self._internal_client("cloudwatch"))
         self.host = FunctionHost(
             self.function_environment(), self.options.function_environment, on_output=metrics.forward
         )
@@ -276,9 +290,11 @@ class LocalRuntime:
                 runner = StreamMappingRunner(
                     mapping.logical_id,
                     mapping.settings,
-                    streams_client=self.client("dynamodbstreams"),
+                    streams_client=self._internal_client("dynamodbstreams"),
                     invoke=_invoker(host, mapping.function_arn),
-                    send_to_destination=destination_sender(self.client, destination) if destination else None,
+                    send_to_destination=destination_sender(self._internal_client, destination)
+                    if destination
+                    else None,
                     clock=self._clock,
                     region=self.options.region,
                     starting_position=mapping.starting_position,
@@ -291,7 +307,7 @@ class LocalRuntime:
                 queue_runner = QueueMappingRunner(
                     queue_mapping.logical_id,
                     queue_mapping.settings,
-                    sqs_client=self.client("sqs"),
+                    sqs_client=self._internal_client("sqs"),
                     invoke=_invoker(host, queue_mapping.settings.function_arn),
                     clock=self._clock,
                 )
@@ -312,7 +328,7 @@ class LocalRuntime:
         self.outputs = {name: self._output(resolver, spec) for name, spec in template.outputs.items()}
         description = template.body.get("Description")
         register_stack(
-            self.client("cloudformation"),
+            self._internal_client("cloudformation"),
             self.options.stack_name,
             stack_outputs(template, resolver, self.outputs),
             description=description if isinstance(description, str) else None,

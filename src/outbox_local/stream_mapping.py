@@ -167,15 +167,17 @@ class ShardProcessor:
     @property
     def oldest_unprocessed_at(self) -> float | None:
         """When the oldest record not yet processed was written (epoch seconds): the iterator age's start."""
-        oldest = [attempt.records[0].created_at for attempt in self._work if attempt.records]
-        if self._pending:
-            oldest.append(self._pending[0][0].created_at)
+        # Copies first: the control API reads this on its own thread while the poller changes the queues.
+        work, pending = list(self._work), list(self._pending)
+        oldest = [attempt.records[0].created_at for attempt in work if attempt.records]
+        if pending:
+            oldest.append(pending[0][0].created_at)
         return min(oldest) if oldest else None
 
     @property
     def backlog(self) -> int:
         """Records received but not yet committed or discarded."""
-        return len(self._pending) + sum(len(attempt.records) for attempt in self._work)
+        return len(self._pending) + sum(len(attempt.records) for attempt in list(self._work))
 
     def offer(self, records: Sequence[StreamRecord]) -> None:
         """Hand over records read from the shard, in shard order."""

@@ -83,7 +83,7 @@ class FailedRow:
 
     @classmethod
     def of(cls, item: Mapping[str, Any]) -> FailedRow | None:
-        key = RowKey.of(item)
+        key = RowKey.stored(item)
         if key is None:
             return None
         return cls(
@@ -113,7 +113,7 @@ class FailedRow:
     def to_json(self) -> dict[str, Any]:
         document = {
             "aggregate_key": self.key.aggregate_key,
-            "seq": self.key.seq,
+            "seq": self.key.seq if not self.key.stored_seq else self.key.stored_seq,
             "event_id": self.event_id,
             "event_type": self.event_type,
             "occurred_at": self.occurred_at,
@@ -165,7 +165,7 @@ class FailedRows:
             key
             for shard in shards
             for page in self._pages(shard)
-            for key in (RowKey.of(item) for item in page.get("Items", []))
+            for key in (RowKey.stored(item) for item in page.get("Items", []))
             if key is not None and (where.aggregate_key is None or key.aggregate_key == where.aggregate_key)
         ]
         rows = (FailedRow.if_failed(item) for item in self.items(keys, show_payload=show_payload).values())
@@ -204,7 +204,7 @@ class FailedRows:
         added = 0
         while True:
             page = call("Scan", self._dynamodb.scan, **arguments)
-            for key in (RowKey.of(item) for item in page.get("Items", [])):
+            for key in (RowKey.stored(item) for item in page.get("Items", [])):
                 if key is not None and self._index(key):
                     added += 1
             if "LastEvaluatedKey" not in page:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.infra.template_queries import function_by_handler, only, role_of, statements_of_role
+from tests.infra.template_queries import function_by_handler, only, resources, role_of, statements_of_role
 
 
 def test_the_orders_api_may_write_only_the_partition_keys_it_owns(template: dict[str, Any]) -> None:
@@ -49,6 +49,14 @@ def test_the_queues_of_undelivered_events_are_retained_like_the_tables(
     # Then deleting the stack keeps it (it was deleted while the tables were retained)
     assert queue["DeletionPolicy"] == "Retain"
     assert queue["UpdateReplacePolicy"] == "Retain"
+    # And so is its policy: a kept queue still refuses plain HTTP
+    queue_id, _ = only(template, "AWS::SQS::Queue", queue_prefix)
+    [policy] = [
+        p
+        for p in resources(template, "AWS::SQS::QueuePolicy").values()
+        if {"Ref": queue_id} in p["Properties"]["Queues"]
+    ]
+    assert policy["DeletionPolicy"] == "Retain"
 
 
 def test_the_alarm_key_lets_cloudwatch_encrypt_only_for_this_account(template: dict[str, Any]) -> None:
@@ -70,6 +78,26 @@ def test_the_alarm_key_lets_cloudwatch_encrypt_only_for_this_account(template: d
         ("arn:aws:lambda:eu-west-1:017000801446:layer:AWSLambdaPowertoolsPythonV3-python313-arm64:18", True),
         ("arn:aws:lambda:eu-west-1:123456789012:layer:AWSLambdaPowertoolsPythonV3-python313-arm64:18", False),
         ("arn:aws:lambda:eu-west-1:017000801446:layer:SomethingElse:1", False),
+        (
+            "arn:aws:lambda:eu-west-1:017000801446:layer:AWSLambdaPowertoolsPythonV3-python312-x86_64:18",
+            False,
+        ),
+        (
+            "arn:aws-cn:lambda:cn-north-1:498634801083:layer:AWSLambdaPowertoolsPythonV3-python313-arm64:9",
+            True,
+        ),
+        (
+            "arn:aws-us-gov:lambda:us-gov-west-1:165093116878:layer:AWSLambdaPowertoolsPythonV3-python313-arm64:27",
+            True,
+        ),
+        (
+            "arn:aws-us-gov:lambda:us-gov-east-1:165087284144:layer:AWSLambdaPowertoolsPythonV3-python313-arm64:27",
+            True,
+        ),
+        (
+            "arn:aws-cn:lambda:cn-north-1:017000801446:layer:AWSLambdaPowertoolsPythonV3-python313-arm64:9",
+            False,
+        ),
     ],
 )
 def test_the_powertools_layer_parameter_accepts_only_aws_powertools_layers(

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from outbox_ops.failed import FailedRows
 from tests.integration.publisher.publisher_world import World
 from tests.support.events import event
 
@@ -103,3 +104,6 @@ def test_a_row_whose_seq_is_no_whole_number_is_poisoned_and_marked_failed(world:
     )["Item"]
     assert stored["status"] == {"S": "FAILED"}
     assert "seq" in stored["last_error"]["S"]
+    # And an operator sees it in the FAILED list, by its seq as stored
+    [failed] = FailedRows(world.dynamodb, world.tables.outbox).select()
+    assert (failed.key.aggregate_key, failed.key.seq_text) == ("Order#A", "1.5")

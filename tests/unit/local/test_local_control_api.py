@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from outbox_local.control_api import ControlApi
-from outbox_local.faults import FaultInjector
+from outbox_local.faults import INTERNAL_USER_AGENT, FaultInjector
 from tests.support.clock import FakeClock
 
 
@@ -72,3 +72,29 @@ def test_a_fault_with_a_duration_stops_by_itself() -> None:
     clock.advance(30)
     [rule] = faults.rules()
     assert rule["active"] is False
+
+
+def test_a_fault_never_fails_the_runtimes_own_calls() -> None:
+    # Given every DynamoDB operation throttled (which includes the streams API the mappings poll)
+    faults = FaultInjector()
+    faults.arm("dynamodb", "*", error_code="ThrottlingException", http_status=400)
+    app = faults.wrap(moto)
+    signed = "AWS4-HMAC-SHA256 Credential=testing/20261201/us-east-1/dynamodb/aws4_request"
+
+    def call(user_agent: str) -> str:
+        environ = {
+            "REQUEST_METHOD": "POST",
+            "PATH_INFO": "/",
+            "HTTP_AUTHORIZATION": signed,
+            "HTTP_X_AMZ_TARGET": "DynamoDBStreams_20120810.GetRecords",
+            "HTTP_USER_AGENT": user_agent,
+            "wsgi.input": io.BytesIO(b""),
+        }
+        status: list[str] = []
+        b"".join(app(environ, lambda line, _headers: status.append(line)))
+        return status[0]
+
+    # When a function's client and the runtime's own (the mapping's poller) call GetRecords
+    # Then the function's is throttled, the runtime's is not: the outage reaches the functions only
+    assert call("Boto3/1.44 md/Botocore#1.44").startswith("400")
+    assert call(f"Boto3/1.44 md/Botocore#1.44 {INTERNAL_USER_AGENT}").startswith("200")
