@@ -14,7 +14,6 @@ import urllib.error
 import urllib.request
 import uuid
 from collections import Counter
-from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
@@ -22,12 +21,12 @@ from outbox import outputs as stack_outputs
 from outbox.model import RowKey
 from outbox_cli import read_models
 from outbox_cli.narration import Narrator, percentiles
+from outbox_cli.stack_reader import DELIVERY_TIMEOUT_S, StackReader
 from outbox_cli.watching import QueueWatcher, from_bus, from_topic
 from outbox_local.queues import receive_all
 from outbox_local.runtime import LocalRuntime, RuntimeOptions
 from outbox_local.stream_mapping import StepKind, StepReport
 
-DELIVERY_TIMEOUT_S = 60.0
 OUTAGE_TIMEOUT_S = 60.0
 STEPS = 6
 # The demo's sweeper: the shortest grace the publisher allows, and schedules 12x faster (a sweep every 5 s),
@@ -35,11 +34,14 @@ STEPS = 6
 DEMO_SWEEP_GRACE_S = 30
 DEMO_SCHEDULE_SPEEDUP = 12.0
 SWEEP_TIMEOUT_S = DEMO_SWEEP_GRACE_S + 60.0
+# The runtime's alarm periods are the template's divided by the schedule speedup: 5 s "minutes" in the demo.
+ALARM_TIMEOUT_S = 30.0
 
 
 class Demo:
     def __init__(self, runtime: LocalRuntime, narrator: Narrator) -> None:
         self.runtime = runtime
+        self.read = StackReader(runtime)
         self.n = narrator
         outputs = runtime.outputs
         sqs = runtime.client("sqs")
@@ -146,14 +148,20 @@ class Demo:
             f"wrote row Order#{aggregate_id[:15]}… with payload '{{this is not json' straight to the table"
         )
         poison_url = self.runtime.outputs[stack_outputs.POISON_QUEUE_URL]
+        alarm = f"{self.runtime.options.stack_name}-PoisonQueueDepth"
+        fired = self.read.wait(lambda: self.read.alarm_state(alarm) == "ALARM", ALARM_TIMEOUT_S)
+        self.n.check(f"the {alarm} alarm went to ALARM (evaluated locally, as CloudWatch would)", fired)
         found = self._wait_for_poison(poison_url, event_id)
         self.n.check("the poison queue received the whole row", found)
+        self.n.say("the poison message was read and removed (an operator would fix the writer, then redrive)")
+        cleared = self.read.wait(lambda: self.read.alarm_state(alarm) == "OK", ALARM_TIMEOUT_S)
+        self.n.check(f"the {alarm} alarm went back to OK once a period passed without it", cleared)
         self.runtime.wait_until_idle(DELIVERY_TIMEOUT_S)
         self.topic_queue.collect()
         self.bus_queue.collect()
         leaked = event_id in self.topic_queue.event_ids() | self.bus_queue.event_ids()
         self.n.check("no consumer received the poison event", not leaked)
-        status = self._row_status(f"Order#{aggregate_id}", 1)
+        status = self.read.row_status(f"Order#{aggregate_id}", 1)
         self.n.check(f"the poison row is marked FAILED (status {status})", status == "FAILED")
 
     def _wait_for_poison(self, url: str, event_id: str) -> bool:
@@ -173,7 +181,7 @@ class Demo:
         order_id = self.place("customer-outage", "SKU-9", "99.00")
         event_id = self.acknowledged[-1]
         hit = self.runtime.faults.wait_for_injections(rule, 1, OUTAGE_TIMEOUT_S)
-        retried = self._wait(lambda: len(self.failed_steps) > failed_before, OUTAGE_TIMEOUT_S)
+        retried = self.read.wait(lambda: len(self.failed_steps) > failed_before, OUTAGE_TIMEOUT_S)
         self.n.say(
             f"publisher hit the outage {rule.injected} time(s); it handed the batch back "
             f"({len(self.failed_steps) - failed_before} failed invocation(s)), the stream mapping retries it"
@@ -199,7 +207,7 @@ class Demo:
         )
         order_id = self.place("customer-stranded", "SKU-7", "7.00")
         placed = self.acknowledged[-1]
-        discarded = self._wait(lambda: self._queue_depth(on_failure_url) >= 1, OUTAGE_TIMEOUT_S)
+        discarded = self.read.wait(lambda: self.read.queue_depth(on_failure_url) >= 1, OUTAGE_TIMEOUT_S)
         self.n.say(
             f"the publisher was refused {rule.injected} time(s); the mapping ran out of retries and "
             "discarded the record to its on-failure queue (metadata only): the row is still PENDING"
@@ -232,13 +240,13 @@ class Demo:
         self.n.step(5, STEPS, "Inbox consumers: the order summary and the cancellations ledger")
         self.runtime.wait_until_idle(DELIVERY_TIMEOUT_S)
         outputs = self.runtime.outputs
-        orders = self._scan(outputs[stack_outputs.ORDERS_TABLE_NAME])
-        summary_items = self._scan(outputs[stack_outputs.ORDER_SUMMARY_TABLE_NAME])
+        orders = self.read.scan(outputs[stack_outputs.ORDERS_TABLE_NAME])
+        summary_items = self.read.scan(outputs[stack_outputs.ORDER_SUMMARY_TABLE_NAME])
         expected = read_models.summaries_from_orders(orders)
         deadline = time.monotonic() + DELIVERY_TIMEOUT_S
         while read_models.summaries(summary_items) != expected and time.monotonic() < deadline:
             self.runtime.wait_until_idle(0.5)
-            summary_items = self._scan(outputs[stack_outputs.ORDER_SUMMARY_TABLE_NAME])
+            summary_items = self.read.scan(outputs[stack_outputs.ORDER_SUMMARY_TABLE_NAME])
         summary = read_models.summaries(summary_items)
         self.n.say("the order-summary read model (strict order, applied once per event):")
         for order_id, (customer, currency, total, status, seq) in sorted(summary.items()):
@@ -246,7 +254,7 @@ class Demo:
                 f"  order {order_id[:8]}  {customer:<18} {total:>7} {currency}  {status:<10} seq {seq}"
             )
         self.n.check("the order summary equals what the Orders table says", summary == expected)
-        ledger = read_models.cancellations(self._scan(outputs[stack_outputs.CANCELLATIONS_TABLE_NAME]))
+        ledger = read_models.cancellations(self.read.scan(outputs[stack_outputs.CANCELLATIONS_TABLE_NAME]))
         cancelled = read_models.cancelled_orders(orders)
         self.n.say(f"the cancellations ledger (OrderCancelled only, latest order): {len(ledger)} order(s)")
         self.n.check("the cancellations ledger holds exactly the cancelled orders", ledger == cancelled)
@@ -254,7 +262,7 @@ class Demo:
             stack_outputs.ORDER_SUMMARY_DEAD_LETTER_QUEUE_URL,
             stack_outputs.CANCELLATIONS_DEAD_LETTER_QUEUE_URL,
         ):
-            depth = self._queue_depth(outputs[output])
+            depth = self.read.queue_depth(outputs[output])
             self.n.check(f"nothing in {output.removesuffix('QueueUrl')} ({depth})", depth == 0)
 
     def verify(self) -> None:
@@ -262,7 +270,7 @@ class Demo:
         self.runtime.wait_until_idle(DELIVERY_TIMEOUT_S)
         for watcher in (self.topic_queue, self.bus_queue):
             watcher.collect()
-        rows = self._outbox_rows()
+        rows = self.read.outbox_rows()
         saved = {row["event_id"]["S"] for row in rows}
         statuses = Counter(row["status"]["S"] for row in rows)
         delivered = self.topic_queue.event_ids() | self.bus_queue.event_ids()
@@ -280,7 +288,7 @@ class Demo:
             "every row except the poison one is PUBLISHED",
             statuses.get("PUBLISHED", 0) == len(rows) - 1 and statuses.get("FAILED", 0) == 1,
         )
-        on_failure = self._queue_depth(self.runtime.outputs[stack_outputs.ON_FAILURE_QUEUE_URL])
+        on_failure = self.read.queue_depth(self.runtime.outputs[stack_outputs.ON_FAILURE_QUEUE_URL])
         self.n.check(
             f"the on-failure destination holds only the discard of step 4 ({on_failure} message(s))",
             on_failure == self.on_failure_expected,
@@ -290,7 +298,7 @@ class Demo:
             for d in self.topic_queue.deliveries + self.bus_queue.deliveries
         ]
         stats = [m.stats() for m in self.runtime.mappings]
-        self.poison_seen.extend(self._drain_bodies(self.runtime.outputs[stack_outputs.POISON_QUEUE_URL]))
+        self.poison_seen.extend(self.read.drain_bodies(self.runtime.outputs[stack_outputs.POISON_QUEUE_URL]))
         summary = [
             ("events written (outbox rows)", str(len(rows))),
             ("published (rows PUBLISHED)", str(statuses.get("PUBLISHED", 0))),
@@ -316,55 +324,6 @@ class Demo:
         width = max(len(label) for label, _ in summary)
         for label, value in summary:
             self.n.out.write(f"      {label:<{width}}  {value}\n")
-
-    # --- helpers ---------------------------------------------------------------------------------------
-
-    def _outbox_rows(self) -> list[dict[str, Any]]:
-        return self._scan(self.runtime.outputs[stack_outputs.OUTBOX_TABLE_NAME])
-
-    def _scan(self, table: str) -> list[dict[str, Any]]:
-        paginator = self.runtime.client("dynamodb").get_paginator("scan")
-        return [
-            item
-            for page in paginator.paginate(TableName=table, ConsistentRead=True)
-            for item in page["Items"]
-        ]
-
-    def _row_status(self, aggregate_key: str, seq: int) -> str:
-        deadline = time.monotonic() + DELIVERY_TIMEOUT_S
-        status = "?"
-        while time.monotonic() < deadline:
-            item = (
-                self.runtime.client("dynamodb")
-                .get_item(
-                    TableName=self.runtime.outputs[stack_outputs.OUTBOX_TABLE_NAME],
-                    Key=RowKey(aggregate_key, seq).item(),
-                )
-                .get("Item", {})
-            )
-            status = str(item.get("status", {}).get("S", "?"))
-            if status != "PENDING":
-                return status
-            self.runtime.wait_until_idle(1.0)
-        return status
-
-    def _drain_bodies(self, url: str) -> list[str]:
-        return [message["Body"] for message in receive_all(self.runtime.client("sqs"), url)]
-
-    def _queue_depth(self, url: str) -> int:
-        attributes = self.runtime.client("sqs").get_queue_attributes(
-            QueueUrl=url,
-            AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
-        )["Attributes"]
-        return int(attributes["ApproximateNumberOfMessages"]) + int(
-            attributes["ApproximateNumberOfMessagesNotVisible"]
-        )
-
-    def _wait(self, condition: Callable[[], bool], timeout_s: float) -> bool:
-        deadline = time.monotonic() + timeout_s
-        while not condition() and time.monotonic() < deadline:
-            self.runtime.wait_until_idle(0.5)
-        return condition()
 
 
 def _now_iso() -> str:

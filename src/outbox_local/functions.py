@@ -28,6 +28,7 @@ import sys
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -99,6 +100,8 @@ class FunctionHost:
         self._clock = clock
         self._on_output = on_output
         self._functions: dict[str, FunctionSpec] = {}
+        self.errors: Counter[str] = Counter()
+        """Failed invocations by function name, as Lambda's `Errors` metric counts them."""
         self._handlers: dict[str, Handler] = {}
         self._modules: dict[str, dict[str, ModuleType]] = {}
         """Logical id -> that function's own imported modules, between its invocations."""
@@ -156,16 +159,22 @@ class FunctionHost:
         """Invoke like Lambda's synchronous Invoke: errors come back in the result, never raised."""
         spec = self.find(name_or_arn)
         with self._lock:
-            if self._on_output is None:
-                return self._run(spec, event)
-            tee = _StdoutTee(sys.stdout)
-            installed = sys.stdout = cast(TextIO, tee)
-            try:
-                return self._run(spec, event)
-            finally:
-                if sys.stdout is installed:  # not if something else replaced it meanwhile: theirs stays
-                    sys.stdout = tee.target
-                self._hand_over_output(spec, tee.release())
+            result = self._run_capturing(spec, event)
+            if result.failed:
+                self.errors[spec.name] += 1
+            return result
+
+    def _run_capturing(self, spec: FunctionSpec, event: Any) -> InvocationResult:
+        if self._on_output is None:
+            return self._run(spec, event)
+        tee = _StdoutTee(sys.stdout)
+        installed = sys.stdout = cast(TextIO, tee)
+        try:
+            return self._run(spec, event)
+        finally:
+            if sys.stdout is installed:  # not if something else replaced it meanwhile: theirs stays
+                sys.stdout = tee.target
+            self._hand_over_output(spec, tee.release())
 
     def _hand_over_output(self, spec: FunctionSpec, output: str) -> None:
         if self._on_output is None or not output:

@@ -15,6 +15,7 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
+from outbox_local.alarms import AlarmEvaluator, Transition
 from outbox_local.aws_server import LocalAwsServer
 from outbox_local.control_api import ControlApi, mapping_report
 from outbox_local.emf_metrics import EmfMetricsForwarder
@@ -36,11 +37,12 @@ from outbox_local.provisioning.cloudformation import register_stack, stack_outpu
 from outbox_local.queue_mapping import QueueMappingRunner
 from outbox_local.schedules import ScheduleRunner
 from outbox_local.stream_mapping import StepKind
-from outbox_local.stream_poller import StreamMappingRunner, destination_sender
+from outbox_local.stream_poller import StreamMappingRunner, destination_sender, iterator_age_ms
 from outbox_local.template import Resolver, Template
 
 logger = logging.getLogger("outbox_local.runtime")
 _WAIT_STEP_S = 0.05
+ALARM_TICK_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -93,6 +95,9 @@ class LocalRuntime:
         self.queue_mappings: list[QueueMappingRunner] = []
         """The SQS queue mappings the runtime runs."""
         self.schedules: ScheduleRunner | None = None
+        self.alarms: AlarmEvaluator | None = None
+        """The template's alarms, evaluated by `evaluate_alarms()` (each second in the background)."""
+        self._alarms_due = 0.0
         self.stack: ProvisionedStack | None = None
         self.outputs: dict[str, Any] = {}
         self._stop = threading.Event()
@@ -317,6 +322,15 @@ class LocalRuntime:
         self.schedules = ScheduleRunner(
             host.invoke, time.monotonic, region=self.options.region, speedup=self.options.schedule_speedup
         )
+        self.alarms = AlarmEvaluator(
+            self._internal_client("cloudwatch"),
+            self._internal_client("sqs"),
+            self._internal_client("sns"),
+            iterator_age_ms=lambda function: iterator_age_ms(self.mappings, function),
+            errors=lambda function: host.errors[function],
+            clock=self._clock,
+            speedup=self.options.schedule_speedup,
+        )
         for schedule in self.stack.schedules:
             self.schedules.add(
                 schedule.rule_name,
@@ -356,6 +370,12 @@ class LocalRuntime:
                 value = value.replace(remote, api.url)
         return value
 
+    def evaluate_alarms(self) -> list[Transition]:
+        """Evaluate every alarm now (the background poller does it each second)."""
+        if self.alarms is None:
+            raise RuntimeStateError("the runtime is not started")
+        return self.alarms.tick()
+
     def _pollers(self) -> list[StreamMappingRunner | QueueMappingRunner]:
         return [*self.mappings, *self.queue_mappings]
 
@@ -371,6 +391,12 @@ class LocalRuntime:
                 busy = busy or any(r.kind not in {StepKind.IDLE, StepKind.WAITING} for r in reports)
             if self.schedules is not None:
                 self.schedules.tick()
+            if self.alarms is not None and time.monotonic() >= self._alarms_due:
+                self._alarms_due = time.monotonic() + ALARM_TICK_S
+                try:
+                    self.alarms.tick()
+                except Exception:
+                    logger.exception("the alarms could not be evaluated")
             if not busy:
                 self._stop.wait(self.options.poll_interval_s)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -170,3 +170,13 @@ def destination_sender(
     raise UnsupportedResourceError(
         f"on-failure destination {destination_arn}: only SQS and SNS are supported"
     )
+
+
+def iterator_age_ms(mappings: Sequence[StreamMappingRunner], function_name: str) -> float | None:
+    """Lambda's `IteratorAge` of a function: the oldest record its stream mappings have not processed."""
+    ages = [
+        mapping.stats().iterator_age_s * 1000
+        for mapping in mappings
+        if mapping.settings.function_arn.rsplit(":", 1)[-1] == function_name
+    ]
+    return max(ages) if ages else None

@@ -1,0 +1,70 @@
+"""What `outbox demo` reads of the stack it runs on: tables, queues, alarms, with bounded waits."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from outbox import outputs as stack_outputs
+from outbox.model import RowKey
+from outbox_local.queues import receive_all
+from outbox_local.runtime import LocalRuntime
+
+DELIVERY_TIMEOUT_S = 60.0
+
+
+class StackReader:
+    def __init__(self, runtime: LocalRuntime) -> None:
+        self.runtime = runtime
+
+    def outbox_rows(self) -> list[dict[str, Any]]:
+        return self.scan(self.runtime.outputs[stack_outputs.OUTBOX_TABLE_NAME])
+
+    def scan(self, table: str) -> list[dict[str, Any]]:
+        paginator = self.runtime.client("dynamodb").get_paginator("scan")
+        return [
+            item
+            for page in paginator.paginate(TableName=table, ConsistentRead=True)
+            for item in page["Items"]
+        ]
+
+    def row_status(self, aggregate_key: str, seq: int) -> str:
+        deadline = time.monotonic() + DELIVERY_TIMEOUT_S
+        status = "?"
+        while time.monotonic() < deadline:
+            item = (
+                self.runtime.client("dynamodb")
+                .get_item(
+                    TableName=self.runtime.outputs[stack_outputs.OUTBOX_TABLE_NAME],
+                    Key=RowKey(aggregate_key, seq).item(),
+                )
+                .get("Item", {})
+            )
+            status = str(item.get("status", {}).get("S", "?"))
+            if status != "PENDING":
+                return status
+            self.runtime.wait_until_idle(1.0)
+        return status
+
+    def drain_bodies(self, url: str) -> list[str]:
+        return [message["Body"] for message in receive_all(self.runtime.client("sqs"), url)]
+
+    def alarm_state(self, name: str) -> str:
+        alarms = self.runtime.client("cloudwatch").describe_alarms(AlarmNames=[name])["MetricAlarms"]
+        return str(alarms[0]["StateValue"]) if alarms else "?"
+
+    def queue_depth(self, url: str) -> int:
+        attributes = self.runtime.client("sqs").get_queue_attributes(
+            QueueUrl=url,
+            AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+        )["Attributes"]
+        return int(attributes["ApproximateNumberOfMessages"]) + int(
+            attributes["ApproximateNumberOfMessagesNotVisible"]
+        )
+
+    def wait(self, condition: Callable[[], bool], timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while not condition() and time.monotonic() < deadline:
+            self.runtime.wait_until_idle(0.5)
+        return condition()

@@ -1,0 +1,120 @@
+"""The template's CloudWatch alarms, evaluated by the local runtime on the synthesized app: each goes to
+ALARM when its metric breaches and back to OK when it recovers, with the state in CloudWatch and a
+notification on the alarm topic, driven by the runtime's virtual clock (no waiting)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from outbox import metrics, outputs
+from outbox_local.queues import receive_all
+from outbox_local.runtime import LocalRuntime, RuntimeOptions
+from tests.support.synth import Synthesized
+
+
+@pytest.fixture
+def runtime(synthesized: Synthesized) -> Iterator[LocalRuntime]:
+    options = RuntimeOptions(
+        template_path=synthesized.template_path,
+        background=False,
+        function_environment={"POWERTOOLS_METRICS_DISABLED": "true"},
+    )
+    with LocalRuntime(options) as started:
+        yield started
+
+
+def state(runtime: LocalRuntime, alarm: str) -> str:
+    [found] = runtime.client("cloudwatch").describe_alarms(AlarmNames=[alarm])["MetricAlarms"]
+    return str(found["StateValue"])
+
+
+def notifications(runtime: LocalRuntime, queue_url: str) -> list[dict[str, Any]]:
+    return [
+        json.loads(json.loads(m["Body"])["Message"]) for m in receive_all(runtime.client("sqs"), queue_url)
+    ]
+
+
+@pytest.fixture
+def alarm_inbox(runtime: LocalRuntime) -> str:
+    """A queue subscribed to the stack's alarm topic: what an on-call subscription would receive."""
+    sqs = runtime.client("sqs")
+    url = sqs.create_queue(QueueName="on-call")["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    runtime.client("sns").subscribe(
+        TopicArn=runtime.outputs[outputs.ALARM_TOPIC_ARN], Protocol="sqs", Endpoint=arn
+    )
+    return str(url)
+
+
+def test_the_poison_queue_alarm_fires_on_a_message_and_clears_a_period_after_it_is_gone(
+    runtime: LocalRuntime, alarm_inbox: str
+) -> None:
+    # Given the stack's alarms evaluated once with nothing wrong
+    runtime.evaluate_alarms()
+    assert state(runtime, "OutboxStack-PoisonQueueDepth") == "OK"
+    # (each alarm's first OK was notified, as CloudWatch notifies INSUFFICIENT_DATA -> OK)
+    assert {n["AlarmName"] for n in notifications(runtime, alarm_inbox)} >= {"OutboxStack-PoisonQueueDepth"}
+    sqs = runtime.client("sqs")
+    poison = runtime.outputs[outputs.POISON_QUEUE_URL]
+    # When a message lands on the poison queue
+    sqs.send_message(QueueUrl=poison, MessageBody="{}")
+    moved = runtime.evaluate_alarms()
+    # Then PoisonQueueDepth goes to ALARM, and the alarm topic says so
+    assert ("OutboxStack-PoisonQueueDepth", "OK", "ALARM") in [(t.alarm, t.old, t.new) for t in moved]
+    assert state(runtime, "OutboxStack-PoisonQueueDepth") == "ALARM"
+    [notice] = notifications(runtime, alarm_inbox)
+    assert (notice["AlarmName"], notice["NewStateValue"]) == ("OutboxStack-PoisonQueueDepth", "ALARM")
+    # When the message is taken off the queue, Then the alarm holds for the rest of the period (its maximum
+    # was 1), and is OK once a period without messages has begun
+    receive_all(sqs, poison)
+    runtime.evaluate_alarms()
+    assert state(runtime, "OutboxStack-PoisonQueueDepth") == "ALARM"
+    runtime.clock.advance(60)
+    runtime.evaluate_alarms()
+    assert state(runtime, "OutboxStack-PoisonQueueDepth") == "OK"
+    [notice] = notifications(runtime, alarm_inbox)
+    assert notice["NewStateValue"] == "OK"
+
+
+def test_an_alarm_on_a_functions_emf_metric_fires_from_what_the_function_emitted(
+    runtime: LocalRuntime,
+) -> None:
+    # Given the sweeper's HeldAggregates metric, as its EMF output reaches CloudWatch locally
+    runtime.evaluate_alarms()
+    assert state(runtime, "OutboxStack-HeldAggregates") == "OK"
+    runtime.client("cloudwatch").put_metric_data(
+        Namespace=metrics.NAMESPACE,
+        MetricData=[
+            {
+                "MetricName": metrics.HELD_AGGREGATES,
+                "Dimensions": [{"Name": metrics.SERVICE_DIMENSION, "Value": metrics.SWEEPER_SERVICE}],
+                "Timestamp": datetime.fromtimestamp(runtime.clock(), UTC),
+                "Value": 2,
+                "Unit": "Count",
+            }
+        ],
+    )
+    # When the alarms are evaluated, Then HeldAggregates is in ALARM
+    runtime.evaluate_alarms()
+    assert state(runtime, "OutboxStack-HeldAggregates") == "ALARM"
+
+
+def test_publisher_errors_fire_only_after_three_failing_periods_of_five(runtime: LocalRuntime) -> None:
+    # Given the publisher failing in each of three periods (Lambda's Errors metric, from the function host)
+    assert runtime.host is not None
+    publisher = next(
+        spec.name for spec in runtime.host.functions if spec.handler.startswith("outbox_publisher")
+    )
+    runtime.evaluate_alarms()
+    for period in range(3):
+        runtime.host.errors[publisher] += 1
+        runtime.evaluate_alarms()
+        # Then it stays OK for the first two, and is ALARM at the third (3 of 5 datapoints)
+        expected = "ALARM" if period == 2 else "OK"
+        assert state(runtime, "OutboxStack-PublisherErrors") == expected
+        runtime.clock.advance(60)
