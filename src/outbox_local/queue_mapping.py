@@ -163,7 +163,15 @@ class QueueMappingRunner:
                     continue
                 if not self._held:
                     self._held_since = self._clock()
-                self._held.append(record)
+                held = next(
+                    (i for i, r in enumerate(self._held) if r["messageId"] == record["messageId"]), None
+                )
+                if held is None:
+                    self._held.append(record)
+                else:
+                    # Its visibility ran out while it was held for the window and SQS handed it out again:
+                    # one copy, with the newest receipt handle (the only one that can delete it).
+                    self._held[held] = record
             if settings.maximum_batching_window_s <= 0:
                 break  # without a window, what one receive hands out is the batch
         self.filtered_out += len(dropped)

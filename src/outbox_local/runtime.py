@@ -32,6 +32,7 @@ from outbox_local.functions import FunctionHost
 from outbox_local.http_api import HttpApiServer, Route
 from outbox_local.invocation import InvocationResult
 from outbox_local.moto_transactions import atomic_transactions
+from outbox_local.poll_activity import PollActivity
 from outbox_local.provisioning import ProvisionedStack, Provisioner
 from outbox_local.provisioning.cloudformation import register_stack, stack_outputs
 from outbox_local.queue_mapping import QueueMappingRunner
@@ -98,6 +99,8 @@ class LocalRuntime:
         self.alarms: AlarmEvaluator | None = None
         """The template's alarms, evaluated by `evaluate_alarms()` (each second in the background)."""
         self._alarms_due = 0.0
+        self._rounds = PollActivity()
+        """Rounds of the background poller (every mapping polled once): what `wait_until_idle` waits on."""
         self.stack: ProvisionedStack | None = None
         self.outputs: dict[str, Any] = {}
         self._stop = threading.Event()
@@ -225,15 +228,10 @@ class LocalRuntime:
         raise RuntimeStateError(f"event source mappings still busy after {max_steps} steps")
 
     def wait_until_idle(self, timeout_s: float) -> bool:
-        """With the background poller: block until every mapping found nothing to do."""
-        deadline = time.monotonic() + timeout_s
-        pollers = self._pollers()
-        # Marks first: records written before this call must be vouched for by polls started after it.
-        marks = [mapping.activity_mark() for mapping in pollers]
-        return all(
-            mapping.wait_until_idle(max(0.0, deadline - time.monotonic()), after=mark)
-            for mapping, mark in zip(pollers, marks, strict=True)
-        )
+        """With the background poller: block until a whole round of polls, started after this call, found
+        nothing to do in any mapping. One round for all: a mapping idle on its own may still get work from a
+        function another mapping invokes later in the same round."""
+        return self._rounds.wait_until_idle(timeout_s, after=self._rounds.mark())
 
     def resource_names(self) -> list[tuple[str, str, str]]:
         """(logical id, type, physical id) of every provisioned resource."""
@@ -382,13 +380,18 @@ class LocalRuntime:
     def _poll_forever(self) -> None:
         while not self._stop.is_set():
             busy = False
+            this_round = self._rounds.begin()
+            idle = True
             for mapping in self._pollers():
                 try:
                     reports = mapping.poll_once()
                 except Exception:
                     logger.exception("event source mapping %s failed to poll", mapping.name)
+                    idle = False
                     continue
                 busy = busy or any(r.kind not in {StepKind.IDLE, StepKind.WAITING} for r in reports)
+                idle = idle and all(r.kind is StepKind.IDLE for r in reports)
+            self._rounds.end(this_round, idle=idle)
             if self.schedules is not None:
                 self.schedules.tick()
             if self.alarms is not None and time.monotonic() >= self._alarms_due:

@@ -158,7 +158,8 @@ def test_malformed_emf_never_fails_an_invocation_and_valid_documents_still_count
 def test_a_cloudwatch_outage_never_fails_an_invocation(
     runtime: LocalRuntime, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Given CloudWatch refusing PutMetricData (the runtime's CloudWatch client is the one metrics go through)
+    # Given CloudWatch refusing PutMetricData (metrics go through the runtime's own client, which no armed
+    # fault touches: refused here by hand)
     refused = []
 
     def refuse(**request: Any) -> None:
@@ -167,7 +168,7 @@ def test_a_cloudwatch_outage_never_fails_an_invocation(
             {"Error": {"Code": "InternalFailure", "Message": "unavailable"}}, "PutMetricData"
         )
 
-    monkeypatch.setattr(runtime.client("cloudwatch"), "put_metric_data", refuse)
+    monkeypatch.setattr(runtime._internal_client("cloudwatch"), "put_metric_data", refuse)
 
     # When a function emits metrics
     with caplog.at_level(logging.WARNING, logger="outbox_local.metrics"):
