@@ -99,9 +99,9 @@ CONSUMER_VISIBILITY_TIMEOUT_FACTOR: Final = 6
 # Receives beyond the gap wait's own, for transient failures (throttling, a timeout) before the redrive.
 CONSUMER_SPARE_RECEIVES: Final = 3
 # The inbox puts processed-event records and updates the aggregate's last seq (PutItem, UpdateItem: its
-# TransactWriteItems is authorized per action); effects write with the same actions or check with
-# ConditionCheckItem. With external effects it also reads its records first (GetItem), and Powertools'
-# idempotency reads, writes and, when a call fails, deletes its own record (GetItem, PutItem, UpdateItem,
-# DeleteItem).
-INBOX_TABLE_ACTIONS: Final = ("dynamodb:ConditionCheckItem", "dynamodb:PutItem", "dynamodb:UpdateItem")
+# TransactWriteItems is authorized per action). An effect that also deletes or checks items needs those
+# actions too (`InboxConsumerProps.effect_actions`). With external effects the inbox reads its records first
+# (GetItem), and Powertools' idempotency reads, writes and, when a call fails, deletes its own record
+# (GetItem, PutItem, UpdateItem, DeleteItem).
+INBOX_TABLE_ACTIONS: Final = ("dynamodb:PutItem", "dynamodb:UpdateItem")
 INBOX_EXTERNAL_EFFECT_ACTIONS: Final = ("dynamodb:DeleteItem", "dynamodb:GetItem")

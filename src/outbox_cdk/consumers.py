@@ -72,6 +72,9 @@ class InboxConsumerProps:
     max_receive_count: int | None = None
     """None: derived from the gap wait and the visibility timeout (see the module doc)."""
     external_effects: bool = False
+    effect_actions: Sequence[str] = ()
+    """DynamoDB actions the effect needs on the table beyond PutItem and UpdateItem (e.g.
+    `dynamodb:ConditionCheckItem`, `dynamodb:DeleteItem`): least privilege, named by the consumer."""
     """The handler makes calls outside DynamoDB through `outbox_inbox.external` (Powertools idempotency)."""
     function: FunctionSettings = field(default_factory=_default_consumer_function)
     table: DataTableProps = field(default_factory=DataTableProps)
@@ -146,10 +149,8 @@ class InboxConsumer(Construct):
         )
         self.function: lambda_.Function = self._function.function
         self.role: iam.Role = self._function.role
-        actions = [
-            *c.INBOX_TABLE_ACTIONS,
-            *(c.INBOX_EXTERNAL_EFFECT_ACTIONS if props.external_effects else ()),
-        ]
+        external = c.INBOX_EXTERNAL_EFFECT_ACTIONS if props.external_effects else ()
+        actions = sorted({*c.INBOX_TABLE_ACTIONS, *props.effect_actions, *external})
         self.role.add_to_policy(iam.PolicyStatement(actions=actions, resources=[self.table.table_arn]))
         if props.table.encryption_key is not None:
             props.table.encryption_key.grant(self.role, *c.TABLE_KEY_ACTIONS)

@@ -31,7 +31,7 @@ QUEUE_CONSUME = {
     "sqs:GetQueueAttributes",
 }
 # No GetItem: only external effects read first (the sample's consumers have none).
-INBOX_ACTIONS = {"dynamodb:ConditionCheckItem", "dynamodb:PutItem", "dynamodb:UpdateItem"}
+INBOX_ACTIONS = {"dynamodb:PutItem", "dynamodb:UpdateItem"}
 
 
 @pytest.mark.parametrize(

@@ -21,30 +21,9 @@ from outbox_ops.clients import OpsClients
 from tests.integration.ops.conftest import Ops
 from tests.integration.ops.test_ops_redrive_and_skip import fix_payload, poisoned
 from tests.integration.ops.test_ops_status_and_failed import new
+from tests.support.iam import iam_actions
 
 POLICY_DOC = Path(__file__).parents[3] / "docs" / "operations.md"
-_TRANSACTION_ACTIONS = {
-    "ConditionCheck": "ConditionCheckItem",
-    "Update": "UpdateItem",
-    "Put": "PutItem",
-    "Delete": "DeleteItem",
-}
-# Batch calls are authorized as their single-entry action.
-_BATCH_ACTIONS = {
-    "DeleteMessageBatch": "DeleteMessage",
-    "ChangeMessageVisibilityBatch": "ChangeMessageVisibility",
-}
-_IAM_PREFIX = {"dynamodbstreams": "dynamodb"}
-_FREE = {"sts:GetCallerIdentity"}
-"""Allowed to every principal: no policy grants or denies it."""
-
-
-def iam_actions(service: str, operation: str, params: Mapping[str, Any]) -> set[str]:
-    prefix = _IAM_PREFIX.get(service, service)
-    if operation == "TransactWriteItems":
-        return {f"dynamodb:{_TRANSACTION_ACTIONS[kind]}" for item in params["TransactItems"] for kind in item}
-    action = f"{prefix}:{_BATCH_ACTIONS.get(operation, operation)}"
-    return set() if action in _FREE else {action}
 
 
 def policy_actions() -> set[str]:

@@ -1,0 +1,153 @@
+"""Least privilege, provably: every function of the synthesized app runs through its paths in the local
+runtime while every AWS call it makes is recorded as the IAM action AWS would check; each role must grant
+each recorded action, and grant nothing its function never calls (bar what the Lambda service itself calls
+with the role, each named below with why)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from collections import defaultdict
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from botocore.client import BaseClient
+
+from outbox import outputs
+from outbox.model import OutboxEvent
+from outbox_local.faults import INTERNAL_USER_AGENT
+from outbox_local.runtime import LocalRuntime, RuntimeOptions
+from tests.infra.template_queries import function_by_handler, role_of, statements_of_role
+from tests.support.events import event
+from tests.support.iam import iam_actions
+from tests.support.orders import http_event, place_body
+from tests.support.synth import Synthesized
+
+# What the Lambda service calls with a function's role, not the function's code.
+SERVICE_CALLS = {
+    "logs:CreateLogStream": "Lambda writes the function's logs",
+    "logs:PutLogEvents": "Lambda writes the function's logs",
+    "xray:PutTraceSegments": "active tracing",
+    "xray:PutTelemetryRecords": "active tracing",
+    "dynamodb:DescribeStream": "the stream event source mapping polls the stream",
+    "dynamodb:GetRecords": "the stream event source mapping polls the stream",
+    "dynamodb:GetShardIterator": "the stream event source mapping polls the stream",
+    "dynamodb:ListStreams": "the stream event source mapping polls the stream",
+    "sqs:ReceiveMessage": "the SQS event source mapping polls the queue",
+    "sqs:DeleteMessage": "the SQS event source mapping deletes what the function processed",
+    "sqs:ChangeMessageVisibility": "the SQS event source mapping",
+    "sqs:GetQueueAttributes": "the SQS event source mapping",
+    "sqs:GetQueueUrl": "the SQS event source mapping",
+}
+HANDLERS = {
+    "orders_api.handler.handler": "orders api",
+    "outbox_publisher.handler.handler": "publisher",
+    "outbox_sweeper.handler.handler": "sweeper",
+    "order_consumers.summary_handler.handler": "order summary",
+    "order_consumers.cancellations_handler.handler": "cancellations",
+}
+
+
+@pytest.fixture
+def runtime(synthesized: Synthesized) -> Iterator[LocalRuntime]:
+    options = RuntimeOptions(
+        template_path=synthesized.template_path,
+        background=False,
+        function_environment={"POWERTOOLS_METRICS_DISABLED": "true", "SWEEP_GRACE_SECONDS": "30"},
+    )
+    with LocalRuntime(options) as started:
+        yield started
+
+
+@pytest.fixture
+def called(runtime: LocalRuntime, monkeypatch: pytest.MonkeyPatch) -> dict[str, set[str]]:
+    """Handler -> the IAM actions its invocations needed, recorded at botocore's call boundary."""
+    assert runtime.host is not None
+    host = runtime.host
+    current = threading.local()
+    actions: dict[str, set[str]] = defaultdict(set)
+    make_api_call = BaseClient._make_api_call
+    invoke = host.invoke
+
+    def recording_call(client: Any, operation: str, params: dict[str, Any]) -> Any:
+        handler = getattr(current, "handler", None)
+        # The runtime's own clients (e.g. the EMF metrics it forwards) do what AWS itself would: not recorded.
+        internal = INTERNAL_USER_AGENT in (client.meta.config.user_agent_extra or "")
+        if handler is not None and not internal:
+            actions[handler].update(iam_actions(client.meta.service_model.service_name, operation, params))
+        return make_api_call(client, operation, params)
+
+    def invoking(name_or_arn: str, event: Any) -> Any:
+        current.handler = host.find(name_or_arn).handler
+        try:
+            return invoke(name_or_arn, event)
+        finally:
+            current.handler = None
+
+    monkeypatch.setattr(BaseClient, "_make_api_call", recording_call)
+    monkeypatch.setattr(host, "invoke", invoking)
+    return actions
+
+
+def function_named(runtime: LocalRuntime, handler: str) -> str:
+    assert runtime.host is not None
+    return next(spec.name for spec in runtime.host.functions if spec.handler == handler)
+
+
+def exercise(runtime: LocalRuntime) -> None:
+    """Every path the functions' code takes to AWS: orders through the API (with an idempotency key),
+    publishing to both destinations, a poison row, an event whose predecessor is missing (the gate's reads),
+    the sweeper's run, and a message each consumer cannot read (its dead-letter queue)."""
+    api = function_named(runtime, "orders_api.handler.handler")
+    created = runtime.invoke(
+        api, http_event("POST", "/orders", body=place_body(), headers={"Idempotency-Key": str(uuid.uuid4())})
+    )
+    order_id = json.loads(created.payload["body"])["order_id"]
+    runtime.invoke(api, http_event("GET", f"/orders/{order_id}"))
+    runtime.invoke(api, http_event("POST", f"/orders/{order_id}/confirm", body={}))
+    runtime.invoke(api, http_event("POST", f"/orders/{order_id}/cancel", body={}))
+    dynamodb = runtime.client("dynamodb")
+    outbox = runtime.outputs[outputs.OUTBOX_TABLE_NAME]
+    poison = {**event("poison", 1).to_item(), "payload": {"S": "{not json"}}
+    dynamodb.put_item(TableName=outbox, Item=poison)
+    held: OutboxEvent = event("held", 2)
+    dynamodb.put_item(TableName=outbox, Item=held.to_item())
+    runtime.drain_streams()
+    # Rows the stream has not delivered yet, older than the grace (events occur two days back): the sweeper
+    # publishes two events in order, poisons one row and holds one whose predecessor is missing.
+    for row in (
+        event("swept", 1).to_item(),
+        event("swept", 2).to_item(),
+        {**event("swept-poison", 1).to_item(), "payload": {"S": "{not json"}},
+        event("swept-held", 2).to_item(),
+    ):
+        dynamodb.put_item(TableName=outbox, Item=row)
+    runtime.invoke(function_named(runtime, "outbox_sweeper.handler.handler"), {"source": "aws.events"})
+    sqs = runtime.client("sqs")
+    for mapping in runtime.queue_mappings:
+        sqs.send_message(QueueUrl=mapping.settings.queue_url, MessageBody="not an envelope")
+    runtime.drain_streams()
+
+
+def test_each_role_grants_exactly_what_its_function_calls(
+    runtime: LocalRuntime, called: dict[str, set[str]], synthesized: Synthesized
+) -> None:
+    # Given every function run through its paths, its AWS calls recorded
+    exercise(runtime)
+    template = synthesized.template
+    for handler, label in HANDLERS.items():
+        # When the actions its role grants are compared with those its code called
+        statements = statements_of_role(template, role_of(function_by_handler(template, handler)[1]))
+        granted = {
+            action
+            for s in statements
+            for action in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])
+        }
+        needed = called[handler]
+        # Then it was granted every one, and grants nothing else but what the Lambda service calls with it
+        assert needed, f"{label} made no AWS call: the scenario does not exercise it"
+        assert needed - granted == set(), f"{label} calls what its role lacks"
+        unused = granted - needed - set(SERVICE_CALLS)
+        assert unused == set(), f"{label}'s role grants what its code never calls"
