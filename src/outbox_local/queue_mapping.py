@@ -36,7 +36,8 @@ from outbox_local.filtering import FilterCriteria, accepts_queue_record
 from outbox_local.invocation import InvocationResult
 from outbox_local.poll_activity import PollActivity
 from outbox_local.queues import SQS_MAX_MESSAGES_PER_RECEIVE
-from outbox_local.stream_mapping import Clock, StepKind, StepReport, base64_text
+from outbox_local.stream_mapping import Clock, StepKind, StepReport
+from outbox_local.stream_records import base64_text
 
 logger = logging.getLogger("outbox_local.queues")
 

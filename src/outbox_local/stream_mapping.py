@@ -28,13 +28,10 @@ Time comes from an injected clock so tests drive the processor step by step with
 
 from __future__ import annotations
 
-import base64
 import enum
-import functools
-import json
 import uuid
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -42,24 +39,10 @@ from typing import Any
 from outbox_local.batch_response import reported_failures
 from outbox_local.filtering import FilterCriteria
 from outbox_local.invocation import InvocationResult
+from outbox_local.stream_records import StreamRecord
 
 Clock = Callable[[], float]
 NO_LIMIT = -1
-
-
-@dataclass(frozen=True)
-class StreamRecord:
-    """One record as Lambda sends it (`payload`), plus what the emulator needs to schedule it."""
-
-    payload: Mapping[str, Any]
-    sequence_number: str
-    created_at: float
-    """Epoch seconds the record was written (ApproximateCreationDateTime, full precision)."""
-
-    @functools.cached_property
-    def size(self) -> int:
-        """Its bytes in the invocation payload (plus the comma that separates it from the next)."""
-        return len(json.dumps(self.payload, separators=(",", ":")).encode()) + 1
 
 
 # Lambda's synchronous invocation payload limit: the mapping cuts a batch before it (and invokes a batch that
@@ -393,55 +376,6 @@ def on_failure_record(
             "streamArn": settings.stream_arn,
         },
     }
-
-
-def lambda_record(raw: Mapping[str, Any], stream_arn: str, region: str) -> StreamRecord:
-    """Shape a `GetRecords` record as Lambda delivers it (moto's lack eventSourceARN and carry a datetime)."""
-    stream = raw["dynamodb"]
-    created = stream.get("ApproximateCreationDateTime")
-    created_at = created.timestamp() if isinstance(created, datetime) else float(created or 0)
-    shaped_stream: dict[str, Any] = {"ApproximateCreationDateTime": int(created_at)}
-    for key in ("SequenceNumber", "SizeBytes", "StreamViewType"):
-        if key in stream:
-            shaped_stream[key] = stream[key]
-    for key in ("Keys", "NewImage", "OldImage"):
-        if key in stream:
-            shaped_stream[key] = _as_sent(stream[key])
-    payload: dict[str, Any] = {
-        "eventID": raw["eventID"],
-        "eventName": raw["eventName"],
-        "eventVersion": "1.1",
-        "eventSource": "aws:dynamodb",
-        "awsRegion": region,
-        "dynamodb": shaped_stream,
-        "eventSourceARN": stream_arn,
-    }
-    if "userIdentity" in raw:
-        payload["userIdentity"] = raw["userIdentity"]
-    return StreamRecord(payload=payload, sequence_number=str(stream["SequenceNumber"]), created_at=created_at)
-
-
-def _as_sent(item: Mapping[str, Any]) -> dict[str, Any]:
-    """An item as Lambda's event carries it: boto3 hands Binary values over as bytes, Lambda sends them as
-    base64 text (JSON has no bytes), in B and BS and inside M and L."""
-    return {name: _value_as_sent(value) for name, value in item.items()}
-
-
-def _value_as_sent(value: Mapping[str, Any]) -> dict[str, Any]:
-    if "B" in value:
-        return {"B": base64_text(value["B"])}
-    if "BS" in value:
-        return {"BS": [base64_text(element) for element in value["BS"]]}
-    if "M" in value:
-        return {"M": _as_sent(value["M"])}
-    if "L" in value:
-        return {"L": [_value_as_sent(element) for element in value["L"]]}
-    return dict(value)
-
-
-def base64_text(data: bytes | str) -> str:
-    """Binary as Lambda events carry it (JSON has no bytes): base64 text."""
-    return data if isinstance(data, str) else base64.b64encode(data).decode("ascii")
 
 
 def _iso_seconds(epoch: float) -> str:

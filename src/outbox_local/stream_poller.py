@@ -20,8 +20,8 @@ from outbox_local.stream_mapping import (
     ShardProcessor,
     StepKind,
     StepReport,
-    lambda_record,
 )
+from outbox_local.stream_records import lambda_record
 
 logger = logging.getLogger("outbox_local.streams")
 

@@ -2,7 +2,7 @@
 
 Reads the outbox table's stream the way the Lambda poller does (DescribeStream, GetShardIterator
 TRIM_HORIZON, GetRecords) and shapes each record as Lambda delivers it with the local runtime's
-`outbox_local.stream_mapping.lambda_record` (one shaping for the emulator and the tests: it adds the
+`outbox_local.stream_records.lambda_record` (one shaping for the emulator and the tests: it adds the
 `eventSourceARN` moto lacks and turns ApproximateCreationDateTime into epoch seconds).
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from outbox_local.stream_mapping import lambda_record
+from outbox_local.stream_records import lambda_record
 from tests.support.aws import REGION
 
 

@@ -18,7 +18,7 @@ from outbox.model import OutboxEvent, RowKey
 from outbox_cli.main import main
 from outbox_local.endpoint import LOCAL_CREDENTIALS
 from outbox_local.runtime import LocalRuntime, RuntimeOptions
-from outbox_local.stream_mapping import lambda_record
+from outbox_local.stream_records import lambda_record
 from tests.support.synth import Synthesized
 
 

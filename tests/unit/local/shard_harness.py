@@ -13,9 +13,8 @@ from outbox_local.stream_mapping import (
     MappingSettings,
     ShardProcessor,
     StepKind,
-    StreamRecord,
-    lambda_record,
 )
+from outbox_local.stream_records import StreamRecord, lambda_record
 from tests.support.clock import FakeClock
 
 STREAM_ARN = "arn:aws:dynamodb:us-east-1:123456789012:table/Outbox/stream/2026-01-01T00:00:00.000"

@@ -22,8 +22,8 @@ from outbox_local.stream_mapping import (
     MappingSettings,
     ShardProcessor,
     StepKind,
-    StreamRecord,
 )
+from outbox_local.stream_records import StreamRecord
 from tests.support.clock import FakeClock
 from tests.unit.local.shard_harness import (
     FUNCTION_ARN,
