@@ -1,4 +1,5 @@
-"""The runtime fixture: a local runtime on the hand-written template of tests/support/local_templates.py."""
+"""The runtime fixtures: a local runtime on the hand-written template of tests/support/local_templates.py, and
+one on the synthesized sample app."""
 
 from __future__ import annotations
 
@@ -8,13 +9,26 @@ from pathlib import Path
 import pytest
 from aws_lambda_powertools import Metrics
 
-from outbox_local.runtime import LocalRuntime
+from outbox_local.runtime import LocalRuntime, RuntimeOptions
 from tests.support.local_templates import options, template, write_template
+from tests.support.synth import Synthesized
 
 
 @pytest.fixture
 def runtime(tmp_path: Path) -> Iterator[LocalRuntime]:
     with LocalRuntime(options(write_template(tmp_path, template()))) as started:
+        yield started
+
+
+@pytest.fixture
+def app_runtime(synthesized: Synthesized) -> Iterator[LocalRuntime]:
+    """The sample app as `cdk synth` wrote it, driven step by step (`drain_streams`), metrics off."""
+    app_options = RuntimeOptions(
+        template_path=synthesized.template_path,
+        background=False,
+        function_environment={"POWERTOOLS_METRICS_DISABLED": "true"},
+    )
+    with LocalRuntime(app_options) as started:
         yield started
 
 

@@ -5,7 +5,6 @@ notification on the alarm topic, driven by the runtime's virtual clock (no waiti
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -13,19 +12,12 @@ import pytest
 
 from outbox import metrics, outputs
 from outbox_local.queues import receive_all
-from outbox_local.runtime import LocalRuntime, RuntimeOptions
-from tests.support.synth import Synthesized
+from outbox_local.runtime import LocalRuntime
 
 
 @pytest.fixture
-def runtime(synthesized: Synthesized) -> Iterator[LocalRuntime]:
-    options = RuntimeOptions(
-        template_path=synthesized.template_path,
-        background=False,
-        function_environment={"POWERTOOLS_METRICS_DISABLED": "true"},
-    )
-    with LocalRuntime(options) as started:
-        yield started
+def runtime(app_runtime: LocalRuntime) -> LocalRuntime:
+    return app_runtime
 
 
 def state(runtime: LocalRuntime, alarm: str) -> str:

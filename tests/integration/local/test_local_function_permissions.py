@@ -9,7 +9,6 @@ import json
 import threading
 import uuid
 from collections import defaultdict
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -18,7 +17,7 @@ from botocore.client import BaseClient
 from outbox import outputs
 from outbox.model import OutboxEvent
 from outbox_local.faults import INTERNAL_USER_AGENT
-from outbox_local.runtime import LocalRuntime, RuntimeOptions
+from outbox_local.runtime import LocalRuntime
 from tests.infra.template_queries import function_by_handler, role_of, statements_of_role
 from tests.support.events import event
 from tests.support.iam import iam_actions
@@ -51,14 +50,8 @@ HANDLERS = {
 
 
 @pytest.fixture
-def runtime(synthesized: Synthesized) -> Iterator[LocalRuntime]:
-    options = RuntimeOptions(
-        template_path=synthesized.template_path,
-        background=False,
-        function_environment={"POWERTOOLS_METRICS_DISABLED": "true", "SWEEP_GRACE_SECONDS": "30"},
-    )
-    with LocalRuntime(options) as started:
-        yield started
+def runtime(app_runtime: LocalRuntime) -> LocalRuntime:
+    return app_runtime
 
 
 @pytest.fixture

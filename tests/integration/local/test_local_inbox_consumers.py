@@ -2,28 +2,20 @@
 reach each consumer's queue (the summary's through its topic filter, the ledger's through its bus rule),
 its SQS mapping invokes its function, and its read model follows."""
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from outbox import outputs
-from outbox_local.runtime import LocalRuntime, RuntimeOptions
+from outbox_local.runtime import LocalRuntime
 from tests.support.aws import scan_all
 from tests.support.events import event
 from tests.support.inbox import cancelled, order_events
-from tests.support.synth import Synthesized
 
 
 @pytest.fixture
-def runtime(synthesized: Synthesized) -> Iterator[LocalRuntime]:
-    options = RuntimeOptions(
-        template_path=synthesized.template_path,
-        background=False,
-        function_environment={"POWERTOOLS_METRICS_DISABLED": "true"},
-    )
-    with LocalRuntime(options) as started:
-        yield started
+def runtime(app_runtime: LocalRuntime) -> LocalRuntime:
+    return app_runtime
 
 
 def items(runtime: LocalRuntime, output: str) -> dict[str, dict[str, Any]]:
