@@ -21,8 +21,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from aws_cdk import Duration, Stack
-from aws_cdk import aws_cloudwatch as cloudwatch
-from aws_cdk import aws_cloudwatch_actions as cw_actions
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
@@ -39,6 +37,7 @@ from outbox.errors import ConfigurationError
 from outbox_cdk import constants as c
 from outbox_cdk.errors import OutboxConstructError
 from outbox_cdk.functions import FunctionSettings, PythonFunction
+from outbox_cdk.monitoring import queue_depth, threshold_alarm
 from outbox_cdk.queues import retain_if, secure_queue
 from outbox_cdk.table import DataTableProps, data_table_options
 from outbox_inbox import config as inbox_env
@@ -164,26 +163,18 @@ class InboxConsumer(Construct):
                 self.queue, batch_size=props.batch_size, report_batch_item_failures=True
             )
         )
-        self.dead_letter_alarm = cloudwatch.Alarm(
+        self.dead_letter_alarm = threshold_alarm(
             self,
             "DeadLetterDepthAlarm",
-            alarm_name=f"{Stack.of(self).stack_name}-{construct_id}DeadLetters",
-            alarm_description=(
+            name=f"{Stack.of(self).stack_name}-{construct_id}DeadLetters",
+            description=(
                 f"Consumer {consumer_name} gave up on a message (its reason is on the message). "
                 "Runbook: README.md#consumerdeadletters"
             ),
-            metric=self.dead_letter_queue.metric_approximate_number_of_messages_visible(
-                statistic="Maximum", period=Duration.minutes(c.ALARM_PERIOD_MINUTES)
-            ),
+            metric=queue_depth(self.dead_letter_queue),
             threshold=c.QUEUE_DEPTH_THRESHOLD,
-            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-            evaluation_periods=1,
-            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            topic=alarm_topic,
         )
-        if alarm_topic is not None:
-            action = cw_actions.SnsAction(alarm_topic)
-            self.dead_letter_alarm.add_alarm_action(action)
-            self.dead_letter_alarm.add_ok_action(action)
 
     def subscribe(self, topic: sns.ITopic, *, event_types: Sequence[str] = ()) -> None:
         """Raw delivery from the outbox's topic (the body is the envelope), filtered on `event_type` when

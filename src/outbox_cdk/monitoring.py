@@ -108,12 +108,8 @@ class OutboxMonitoring(Construct):
 
         iterator_age = publisher_function.metric("IteratorAge", statistic="Maximum", period=period)
         errors = publisher_function.metric_errors(statistic="Sum", period=period)
-        poison_depth = poison_queue.metric_approximate_number_of_messages_visible(
-            statistic="Maximum", period=period
-        )
-        on_failure_depth = on_failure_queue.metric_approximate_number_of_messages_visible(
-            statistic="Maximum", period=period
-        )
+        poison_depth = queue_depth(poison_queue)
+        on_failure_depth = queue_depth(on_failure_queue)
         sweeper = metrics.SWEEPER_SERVICE
         pending_age = service_metric(metrics.OLDEST_PENDING_AGE_SECONDS, sweeper, "Maximum")
         held_aggregates = service_metric(metrics.HELD_AGGREGATES, sweeper, "Maximum")
@@ -262,19 +258,55 @@ class OutboxMonitoring(Construct):
         # No data means no traffic, which is healthy for every alarm but the sweeper's age.
         missing: cloudwatch.TreatMissingData = cloudwatch.TreatMissingData.NOT_BREACHING,
     ) -> cloudwatch.Alarm:
-        alarm = cloudwatch.Alarm(
+        return threshold_alarm(
             self,
             construct_id,
-            alarm_name=name,
-            alarm_description=description,
+            name=name,
+            description=description,
             metric=metric,
             threshold=threshold,
-            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            topic=self.alarm_topic,
             evaluation_periods=evaluation_periods,
             datapoints_to_alarm=datapoints_to_alarm,
-            treat_missing_data=missing,
+            missing=missing,
         )
-        action = cw_actions.SnsAction(self.alarm_topic)
+
+
+def threshold_alarm(
+    scope: Construct,
+    construct_id: str,
+    *,
+    name: str,
+    description: str,
+    metric: cloudwatch.IMetric,
+    threshold: float,
+    topic: sns.ITopic | None,
+    evaluation_periods: int = 1,
+    datapoints_to_alarm: int | None = None,
+    missing: cloudwatch.TreatMissingData = cloudwatch.TreatMissingData.NOT_BREACHING,
+) -> cloudwatch.Alarm:
+    """An alarm at `metric` >= `threshold`, notifying `topic` (when given) on ALARM and on OK."""
+    alarm = cloudwatch.Alarm(
+        scope,
+        construct_id,
+        alarm_name=name,
+        alarm_description=description,
+        metric=metric,
+        threshold=threshold,
+        comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+        evaluation_periods=evaluation_periods,
+        datapoints_to_alarm=datapoints_to_alarm,
+        treat_missing_data=missing,
+    )
+    if topic is not None:
+        action = cw_actions.SnsAction(topic)
         alarm.add_alarm_action(action)
         alarm.add_ok_action(action)
-        return alarm
+    return alarm
+
+
+def queue_depth(queue: sqs.IQueue) -> cloudwatch.Metric:
+    """Messages waiting in `queue`, at most, per alarm period: what every queue-depth alarm watches."""
+    return queue.metric_approximate_number_of_messages_visible(
+        statistic="Maximum", period=Duration.minutes(c.ALARM_PERIOD_MINUTES)
+    )
