@@ -147,9 +147,9 @@ def test_what_sns_or_eventbridge_cannot_deliver_to_a_consumer_queue_goes_to_its_
     assert target["DeadLetterConfig"] == {"Arn": {"Fn::GetAtt": [cancellations_dead_letters, "Arn"]}}
 
 
-def _consumer(props: InboxConsumerProps) -> None:
-    app = App()
-    stack = Stack(app, "ConsumerStack")
+def _consumer(props: InboxConsumerProps) -> dict[str, Any]:
+    """A stack holding only an InboxConsumer with `props`: its template."""
+    stack = Stack(App(), "ConsumerStack")
     InboxConsumer(
         stack,
         "Consumer",
@@ -160,6 +160,8 @@ def _consumer(props: InboxConsumerProps) -> None:
         props=props,
         alarm_topic=sns.Topic(stack, "Alarms"),
     )
+    template = dict(Template.from_stack(stack).to_json())
+    return template
 
 
 def test_a_redrive_that_would_cut_a_gap_wait_short_is_refused() -> None:
@@ -190,18 +192,8 @@ def test_external_effects_in_latest_order_are_refused() -> None:
 
 def test_external_effects_add_exactly_what_powertools_idempotency_calls() -> None:
     # Given a consumer construct with external effects
-    stack = Stack(App(), "ConsumerStack")
-    InboxConsumer(
-        stack,
-        "Consumer",
-        consumer_name="c",
-        handler=SUMMARY_HANDLER,
-        vendored=("outbox", "outbox_inbox", "order_consumers"),
-        description="test consumer",
-        props=InboxConsumerProps(external_effects=True),
-    )
     # When its role is read
-    template = Template.from_stack(stack).to_json()
+    template = _consumer(InboxConsumerProps(external_effects=True))
     table, _ = only(template, "AWS::DynamoDB::Table", "ConsumerTable")
     function = function_by_handler(template, SUMMARY_HANDLER)[1]
     granted = actions_by_resource(statements_of_role(template, role_of(function)))
