@@ -9,6 +9,7 @@ import json
 import sys
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from typing import Any, TextIO
 
 from outbox_cli import rendering
@@ -71,14 +72,12 @@ def arm(arguments: argparse.Namespace, out: TextIO) -> int:
         request["duration_s"] = lasting.total_seconds()
     if arguments.times is not None:
         request["times"] = arguments.times
-    return _run(out, lambda: _render_faults(_call(arguments.endpoint_url, "POST", "faults", request), out))
+    return _run(lambda: _render_faults(_call(arguments.endpoint_url, "POST", "faults", request), out))
 
 
 def list_faults(arguments: argparse.Namespace, out: TextIO) -> int:
     method = "DELETE" if arguments.clear else "GET"
-    return _run(
-        out, lambda: _render_faults(_call(arguments.endpoint_url, method, "faults"), out, arguments.json)
-    )
+    return _run(lambda: _render_faults(_call(arguments.endpoint_url, method, "faults"), out, arguments.json))
 
 
 def list_mappings(arguments: argparse.Namespace, out: TextIO) -> int:
@@ -112,7 +111,7 @@ def list_mappings(arguments: argparse.Namespace, out: TextIO) -> int:
         ]
         out.write(rendering.table(headers, rows) + "\n")
 
-    return _run(out, render)
+    return _run(render)
 
 
 def _render_faults(answer: dict[str, Any], out: TextIO, as_json: bool = False) -> None:
@@ -179,7 +178,7 @@ def _call(endpoint: str, method: str, path: str, body: object = None) -> dict[st
         ) from None
 
 
-def _run(out: TextIO, action: Any) -> int:
+def _run(action: Callable[[], None]) -> int:
     try:
         action()
     except ControlError as error:

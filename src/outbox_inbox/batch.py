@@ -38,13 +38,12 @@ def handle_sqs_batch(
     """The partial batch response for one SQS event (`{"batchItemFailures": [...]}`)."""
     records = event.get("Records") or []
     fifo = any(str(record.get("eventSourceARN", "")).endswith(".fifo") for record in records)
-    processor: BatchProcessor
-    if fifo:
-        processor = SqsFifoPartialProcessor(skip_group_on_error=True)
-    else:
-        processor = BatchProcessor(EventType.SQS, raise_on_entire_batch_failure=False)
+    processor: BatchProcessor = (
+        SqsFifoPartialProcessor(skip_group_on_error=True) if fifo else BatchProcessor(EventType.SQS)
+    )
     # A batch whose every message is handed back (all waiting for a predecessor, say) is an answer, not an
-    # invocation error: report them all instead of failing the invocation.
+    # invocation error: report them all instead of failing the invocation. (Set on the processor: the FIFO
+    # one takes no such argument.)
     processor.raise_on_entire_batch_failure = False
     consumer.register_lambda_context(context)
 
