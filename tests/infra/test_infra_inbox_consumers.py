@@ -160,8 +160,7 @@ def _consumer(props: InboxConsumerProps) -> dict[str, Any]:
         props=props,
         alarm_topic=sns.Topic(stack, "Alarms"),
     )
-    template = dict(Template.from_stack(stack).to_json())
-    return template
+    return dict(Template.from_stack(stack).to_json())
 
 
 def test_a_redrive_that_would_cut_a_gap_wait_short_is_refused() -> None:
