@@ -15,7 +15,8 @@ below hold whoever publishes.
   the lease and backoff attributes (outbox.leases). A mark made under a lease requires that lease's owner:
   a path that lost its lease cannot mark the row. Every mark also requires the row's `generation` as the
   caller read it: once an operator redrove the row, a stale stream record of its earlier life (a
-  re-delivered INSERT) cannot mark it.
+  re-delivered INSERT) cannot mark it; and the row's `event_id` as the caller read it: a slot another writer
+  rewrote meanwhile (outbox_publisher.writer_contract) is not marked for the event it no longer holds.
 - A FAILED mark may release the row at once (`released_at`, `release_reason`): its route lets the
   aggregate's later events continue past a poison event, so the order gate does not hold them.
 - A deadline, when given, is checked before each call: with less than `MARKING_CALL_MS` left, the rest stay
@@ -90,6 +91,7 @@ _CONDITION = "#status = :pending"
 _LEASED_CONDITION = f" AND {LEASE_OWNER} = :owner"
 _FIRST_GENERATION = f" AND attribute_not_exists({GENERATION})"
 _GENERATION = f" AND {GENERATION} = :generation"
+_EVENT = " AND event_id = :event_id"
 _NAMES = {"#status": "status"}
 # One marking call ends within this (outbox.aws.invocation_client), plus a moment to answer Lambda.
 MARKING_CALL_MS = (INVOCATION_CALL_S + 1) * 1000
@@ -104,6 +106,8 @@ class PublishedMark:
     """Set when the row was claimed: only that lease's owner may mark it."""
     generation: int = 0
     """The row's `generation` as the caller read it (outbox.model.generation_of)."""
+    event_id: str | None = None
+    """The row's `event_id` as the caller read it: a slot another writer rewrote meanwhile is not marked."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +121,7 @@ class FailedMark:
     release_reason: str | None = None
     """Set when the aggregate's later events may go on past this one (its route continues past poison)."""
     generation: int = 0
+    event_id: str | None = None
 
 
 Mark = PublishedMark | FailedMark
@@ -248,6 +253,9 @@ class DynamoDBRowMarker:
         else:
             condition += _GENERATION
             values[":generation"] = {"N": str(mark.generation)}
+        if mark.event_id is not None:
+            condition += _EVENT
+            values[":event_id"] = {"S": mark.event_id}
         if isinstance(mark, PublishedMark):
             values[":published"] = {"S": OutboxStatus.PUBLISHED.value}
             values[":published_at"] = {"S": format_timestamp(mark.published_at)}

@@ -26,6 +26,9 @@ PUBLISH_LATENCY_MS: Final = "PublishLatencyMs"
 HELD_EVENTS: Final = "HeldEvents"
 """Events the order gate kept back (left PENDING for later)."""
 CONFIGURATION_ERRORS: Final = "ConfigurationErrors"
+WRITER_CONTRACT_VIOLATIONS: Final = "WriterContractViolations"
+"""Another writer broke the row contract: a slot rewritten, a pending row deleted, an event_id reused (the
+publisher; the sweeper too, for an event_id reused within its run)."""
 """Invocations failed because a record showed the wiring is wrong (another table, no new image)."""
 
 # Emitted by the sweeper on every run, also when there is nothing to do.

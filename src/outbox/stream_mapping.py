@@ -18,6 +18,30 @@ from typing import Final
 STARTING_POSITIONS: Final = ("TRIM_HORIZON", "LATEST")
 INFINITE: Final = -1
 INSERT_EVENT_NAME: Final = "INSERT"
+MODIFY_EVENT_NAME: Final = "MODIFY"
+REMOVE_EVENT_NAME: Final = "REMOVE"
+
+_PENDING: Final = "PENDING"
+_PUBLISHED: Final = "PUBLISHED"
+PUBLISHER_FILTER_PATTERNS: Final[tuple[Mapping[str, object], ...]] = (
+    # New rows: the events.
+    {"eventName": [INSERT_EVENT_NAME]},
+    # A PENDING row rewritten, or a PUBLISHED one made PENDING again: the publishing paths' own updates of a
+    # pending row (a sweeper's lease, a released predecessor) match too and are skipped; another writer
+    # replacing the slot's event is a writer-contract break (outbox_publisher.writer_contract). Needs a
+    # NEW_AND_OLD_IMAGES stream: on a NEW_IMAGE stream no MODIFY has an OldImage, so none match.
+    {
+        "eventName": [MODIFY_EVENT_NAME],
+        "dynamodb": {
+            "OldImage": {"status": {"S": [_PENDING, _PUBLISHED]}},
+            "NewImage": {"status": {"S": [_PENDING]}},
+        },
+    },
+    # A PENDING row deleted: an event lost before it was published (TTL never deletes a pending row).
+    {"eventName": [REMOVE_EVENT_NAME], "dynamodb": {"OldImage": {"status": {"S": [_PENDING]}}}},
+)
+"""The publisher mapping's FilterCriteria patterns (any one matches). Our own status updates (PENDING to
+PUBLISHED or FAILED), redrives and TTL deletions match none, so they cost no invocations."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -286,12 +286,10 @@ class OutboxPublisher(Construct):
             parallelization_factor=stream.parallelization_factor,
             report_batch_item_failures=True,
             enabled=stream.enabled,
-            # Only new rows are events; the publisher's own status updates (MODIFY) and TTL
-            # deletions (REMOVE) never reach it, so they cost no invocations.
+            # New rows, and the few changes that can break the writer contract; the publisher's own
+            # status updates and TTL deletions never reach it, so they cost no invocations.
             filters=[
-                lambda_.FilterCriteria.filter(
-                    {"eventName": lambda_.FilterRule.is_equal(mapping.INSERT_EVENT_NAME)}
-                )
+                lambda_.FilterCriteria.filter(dict(pattern)) for pattern in mapping.PUBLISHER_FILTER_PATTERNS
             ],
         )
         # The on-failure destination is set on the L1 resource: the L2 SqsDlq helper would also

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from aws_cdk import RemovalPolicy, Stack
+from aws_cdk import Annotations, RemovalPolicy, Stack
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_kms as kms
 from constructs import Construct
@@ -63,7 +63,8 @@ class OutboxTable(dynamodb.Table):
     """A DynamoDB table for outbox rows: a `dynamodb.Table`, with the outbox's schema built in.
 
     - keys `aggregate_key` (partition) and `seq` (sort): all events of one aggregate share a partition;
-    - a NEW_IMAGE stream, all the publisher needs (it reads each row from the record's new image);
+    - a NEW_AND_OLD_IMAGES stream: the publisher reads each row from the record's new image, and compares
+      old and new images to see another writer replace a slot's event (outbox_publisher.writer_contract);
     - the sparse `pending` index (`pending_shard`, `occurred_at`, with `next_attempt_at` and
       `predecessor_released_at`): the library sets `pending_shard` only while a row is PENDING, so the
       index holds exactly what the sweeper must see;
@@ -87,7 +88,7 @@ class OutboxTable(dynamodb.Table):
             table_name=table_name,
             partition_key=dynamodb.Attribute(name=PARTITION_KEY, type=dynamodb.AttributeType.STRING),
             sort_key=dynamodb.Attribute(name=SORT_KEY, type=dynamodb.AttributeType.NUMBER),
-            stream=dynamodb.StreamViewType.NEW_IMAGE,
+            stream=dynamodb.StreamViewType.NEW_AND_OLD_IMAGES,
             **data_table_options(props or DataTableProps()),
         )
         add_pending_index(self)
@@ -187,6 +188,12 @@ def check_outbox_table(table: dynamodb.ITable) -> None:
         raise OutboxConstructError(
             f"the outbox table's stream is {view_type}: the publisher reads each row from the record's new "
             f"image, so the stream must be one of {', '.join(sorted(STREAM_VIEW_TYPES_WITH_NEW_IMAGES))}"
+        )
+    if view_type != "NEW_AND_OLD_IMAGES":
+        Annotations.of(table).add_warning_v2(
+            "outbox:stream-without-old-images",
+            "the outbox table's stream has no old images: the publisher cannot see another writer replace a "
+            "pending row's event (README, 'Outbox row'); use a NEW_AND_OLD_IMAGES stream",
         )
     keys = {
         _field(key, "key_type"): _field(key, "attribute_name") for key in _listed(properties.get("keySchema"))

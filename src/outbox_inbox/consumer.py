@@ -48,6 +48,7 @@ METRIC_NAMES: Final = {
     Outcome.STALE: "InboxStale",
     Outcome.GAP: "InboxGapsHandedBack",
     Outcome.SKIPPED_LATE: "InboxSkippedLate",
+    Outcome.EVENT_ID_REUSED: "InboxEventIdReused",
     Outcome.DEAD_LETTERED: "InboxDeadLettered",
 }
 
@@ -180,6 +181,10 @@ class InboxConsumer:
         if result.outcome is Outcome.SKIPPED_LATE:
             self._observe(Outcome.SKIPPED_LATE, envelope)
             reason = f"late: seq {envelope.seq} arrived after the consumer applied past it (it was skipped)"
+            return self._give_up(envelope, letter(reason))
+        if result.outcome is Outcome.EVENT_ID_REUSED:
+            self._observe(Outcome.EVENT_ID_REUSED, envelope)
+            reason = "event_id_reused: the consumer applied this event_id for another aggregate or seq"
             return self._give_up(envelope, letter(reason))
         self._observe(result.outcome, envelope)
         return result.outcome

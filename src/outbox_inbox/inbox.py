@@ -70,6 +70,9 @@ class Outcome(StrEnum):
     """`strict` mode: a seq above the next one: not applied, waits."""
     SKIPPED_LATE = "skipped_late"
     """A seq the consumer skipped (`GapTimeout.APPLY`) that arrived after all: not applied, dead-lettered."""
+    EVENT_ID_REUSED = "event_id_reused"
+    """Its event_id was applied for another aggregate or seq: another writer broke the row contract. Not
+    applied (it is not a duplicate), dead-lettered."""
     DEAD_LETTERED = "dead_lettered"
 
 
@@ -113,7 +116,9 @@ class InboxReader(Protocol):
 
 
 class _AlreadyProcessedError(ConditionFailedError):
-    pass
+    def __init__(self, action: str, *, index: int, record: Item | None) -> None:
+        super().__init__(action, index=index)
+        self.record = record
 
 
 class _NotNextError(ConditionFailedError):
@@ -152,8 +157,8 @@ class Inbox:
         effect(envelope, transaction)
         try:
             self._executor.execute(transaction)
-        except _AlreadyProcessedError:
-            return Result(Outcome.DUPLICATE)
+        except _AlreadyProcessedError as refused:
+            return _seen(envelope, refused.record)
         except _NotNextError as refused:
             return self._refusal(envelope, refused.record)
         if skip_after is not None and skip_after < envelope.seq - 1:
@@ -163,8 +168,9 @@ class Inbox:
     def check(self, envelope: Envelope, *, skip_after: int | None = None) -> Result | None:
         """What `apply` would answer if it could not apply the event now, from two consistent reads; None
         when it would apply it. For effects outside DynamoDB, which must not start for a refused event."""
-        if self._reader.get(self._table.table_name, self._event_key(envelope)) is not None:
-            return Result(Outcome.DUPLICATE)
+        processed = self._reader.get(self._table.table_name, self._event_key(envelope))
+        if processed is not None:
+            return _seen(envelope, processed)
         if self.settings.ordering is Ordering.UNORDERED:
             return None
         record = self._reader.get(self._table.table_name, self._aggregate_key(envelope))
@@ -205,7 +211,9 @@ class Inbox:
             label="inbox event record",
             condition="attribute_not_exists(#pk)",
             names={"#pk": PARTITION_KEY},
-            on_condition_failed=lambda label, index, _old: _AlreadyProcessedError(label, index=index),
+            on_condition_failed=lambda label, index, old: _AlreadyProcessedError(
+                label, index=index, record=old
+            ),
         )
 
     def _advance_aggregate(
@@ -244,6 +252,16 @@ class Inbox:
             values=values,
             on_condition_failed=lambda label, index, old: _NotNextError(label, index=index, record=old),
         )
+
+
+def _seen(envelope: Envelope, processed: Item | None) -> Result:
+    """A duplicate, unless the processed record under its event_id is another event's."""
+    if processed is not None and (
+        processed.get("aggregate_key") != {"S": envelope.aggregate_key}
+        or processed.get("seq") != {"N": str(envelope.seq)}
+    ):
+        return Result(Outcome.EVENT_ID_REUSED)
+    return Result(Outcome.DUPLICATE)
 
 
 def _expected(envelope: Envelope, skip_after: int | None) -> int:

@@ -19,8 +19,9 @@ The stream publisher feeds it a shard's batch; the sweeper feeds it rows it clai
   published again on redelivery. That duplicate is the at-least-once promise (README, "Delivery
   guarantees"): consumers deduplicate by `event_id`. Order per aggregate holds, because a call never
   holds two of one aggregate.
-- Poison (can never succeed: unreadable row, no route, too large, refused for a permanent reason): once
-  the gate lets it (its predecessor is out, as for any event), the row goes WHOLE to the poison queue
+- Poison (can never succeed: unreadable row, no route, too large, refused for a permanent reason, another
+  writer's break of the row contract): once the gate lets it (its predecessor is out, as for any event; a
+  contract break at once, outbox_publisher.writer_contract), the row goes WHOLE to the poison queue
   with the reason, the error code and the attempt count, its row is marked FAILED, and the batch goes on.
   If the poison queue does not take it, it is a transient failure like any other: retried, never
   dropped. A candidate on its last chance (the sweeper's cutoff) that fails transiently is poison too
@@ -58,6 +59,7 @@ from outbox_publisher.ports import DestinationPort, PoisonQueue
 from outbox_publisher.report import EventOutcome, PublishReport, Status
 from outbox_publisher.retry import Random, RetryPolicy, Sleep, system_random, system_sleep
 from outbox_publisher.routing import DESTINATION_ORDER, Destination, Router
+from outbox_publisher.writer_contract import reject_reused_event_ids
 
 _log = logging.getLogger(__name__)
 
@@ -113,7 +115,7 @@ class _Run:
         publish_until: datetime | None,
     ) -> None:
         self.engine = engine
-        self.candidates = candidates
+        self.candidates = reject_reused_event_ids(candidates)
         self.deadline = deadline
         self.outcomes: dict[int, EventOutcome] = {}
         self.stopped_at: int | None = None
@@ -159,6 +161,11 @@ class _Run:
             # Earlier events go first; and if the poison queue then fails, nothing after it is sent.
             group = self._flushed(group)
             if self.stopped_at is not None:
+                return group
+            if plan.reason is PoisonReason.WRITER_CONTRACT:
+                # At once, whatever its predecessor: only this run saw the break (outbox_publisher.
+                # writer_contract), and the row is never released, so nothing after it can go first.
+                self._poison(index, candidate, plan, attempts=0, delivered_to=())
                 return group
         try:
             # Poison too waits for its predecessor: on a route that continues past poison, poisoning it lets

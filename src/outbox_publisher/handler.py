@@ -149,6 +149,9 @@ def _observe(result: StreamBatchResult, handed_back: int) -> None:
         name=metric_names.ROWS_ALREADY_MOVED, unit=MetricUnit.Count, value=len(report.marking.already_moved)
     )
     metrics.add_metric(name=metric_names.HELD_EVENTS, unit=MetricUnit.Count, value=sum(result.held.values()))
+    metrics.add_metric(
+        name=metric_names.WRITER_CONTRACT_VIOLATIONS, unit=MetricUnit.Count, value=result.contract_breaks
+    )
     for outcome in published:
         latency = outcome.latency_ms
         if latency is not None:
@@ -167,6 +170,7 @@ def _observe(result: StreamBatchResult, handed_back: int) -> None:
         "poisoned": report.count(Status.POISONED),
         "skipped": result.skipped,
         "held": result.held,
+        "writer_contract_violations": result.contract_breaks,
         "claims": result.claims,
         "gate_reads": report.gate_reads,
         "handed_back": handed_back,

@@ -13,7 +13,7 @@ from datetime import datetime
 
 from outbox.deadline import Deadline
 from outbox.marking import FailedMark, Mark, MarkingReport, PublishedMark, RowMarker
-from outbox.model import RowKey, generation_of
+from outbox.model import RowKey, generation_of, string_attribute
 from outbox_publisher.candidates import Candidate
 from outbox_publisher.report import EventOutcome, Status
 from outbox_publisher.routing import PoisonPolicy, Router
@@ -39,10 +39,17 @@ def marks_for(outcomes: Sequence[EventOutcome], router: Router, now: datetime) -
         key = candidate.key
         owner = candidate.lease.owner if candidate.lease is not None else None
         generation = generation_of(candidate.row)
+        event = candidate.event
+        event_id = event.event_id if event is not None else string_attribute(candidate.row, "event_id")
         if outcome.status is Status.PUBLISHED and outcome.published_at is not None and key is not None:
             marks.append(
                 PublishedMark(
-                    key, outcome.published_at, outcome.attempts, lease_owner=owner, generation=generation
+                    key,
+                    outcome.published_at,
+                    outcome.attempts,
+                    lease_owner=owner,
+                    generation=generation,
+                    event_id=event_id,
                 )
             )
         elif outcome.status is Status.POISONED and (key := key or RowKey.stored(candidate.row)) is not None:
@@ -59,6 +66,7 @@ def marks_for(outcomes: Sequence[EventOutcome], router: Router, now: datetime) -
                     lease_owner=owner,
                     release_reason=release,
                     generation=generation,
+                    event_id=event_id,
                 )
             )
         elif outcome.status in (Status.PUBLISHED, Status.POISONED):

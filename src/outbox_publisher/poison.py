@@ -30,6 +30,8 @@ class PoisonReason(StrEnum):
     """A destination refused the entry for a permanent reason."""
     GAVE_UP = "gave_up"
     """Transient failures outlasted the sweeper's limit (attempts or age): kept FAILED for an operator."""
+    WRITER_CONTRACT = "writer_contract"
+    """Another writer broke the row contract (outbox_publisher.writer_contract): FAILED, for an operator."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +60,8 @@ class PoisonMessage:
     source: Mapping[str, str] = field(default_factory=dict)
     row_omitted: str | None = None
     """Set (and `row` cut down to its keys) only when the whole row cannot fit in a queue message."""
+    replaced_row: Mapping[str, Any] | None = None
+    """A rewritten slot's earlier row, as the stream showed it (outbox_publisher.writer_contract)."""
 
     @classmethod
     def of(
@@ -83,12 +87,13 @@ class PoisonMessage:
             seq=key.seq if key else None,
             delivered_to=delivered_to,
             source=candidate.source,
+            replaced_row=candidate.replaced,
         )
 
     def without_row(self, why: str) -> PoisonMessage:
         """The same message with only the row's keys: the row itself stays in the table (FAILED, no TTL)."""
         keys = {name: self.row[name] for name in (PARTITION_KEY, SORT_KEY) if name in self.row}
-        return replace(self, row=keys, row_omitted=why)
+        return replace(self, row=keys, row_omitted=why, replaced_row=None)
 
     def to_json(self) -> str:
         document: dict[str, Any] = {
@@ -104,6 +109,8 @@ class PoisonMessage:
             "source": dict(self.source),
             "row": self.row,
         }
+        if self.replaced_row is not None:
+            document["replaced_row"] = self.replaced_row
         if self.row_omitted is not None:
             document["row_omitted"] = self.row_omitted
         return json.dumps(document, separators=(",", ":"), ensure_ascii=False)

@@ -79,3 +79,8 @@ class PublishReport:
 
     def count(self, status: Status) -> int:
         return sum(1 for outcome in self.outcomes if outcome.status is status)
+
+    @property
+    def contract_breaks(self) -> int:
+        """Rows poisoned because another writer broke the row contract (outbox_publisher.writer_contract)."""
+        return sum(1 for outcome in self.outcomes if outcome.poison_reason is PoisonReason.WRITER_CONTRACT)

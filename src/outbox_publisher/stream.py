@@ -1,7 +1,10 @@
 """The DynamoDB-stream layer: Lambda's stream records in, the engine in the middle, batchItemFailures out.
 
-Only INSERTs of PENDING outbox rows are publishable. MODIFY (our own marking), REMOVE (TTL expiry, clean-up)
-and INSERTs of rows already PUBLISHED or FAILED (a backfill, a copy) are skipped and counted. A record that
+Only INSERTs of PENDING outbox rows are publishable. MODIFY (a lease, a released predecessor), REMOVE and
+INSERTs of rows already PUBLISHED or FAILED (a backfill, a copy) are skipped and counted, except another
+writer's breaks of the row contract: a MODIFY that replaced a slot's event makes the row poison, a REMOVE of
+a PENDING row is reported (outbox_publisher.writer_contract). The mapping's filter lets only those few
+MODIFY and REMOVE records through (outbox.stream_mapping.PUBLISHER_FILTER_PATTERNS). A record that
 shows the publisher is wired wrong (from another table's stream, or without a new image) fails the whole
 invocation (`StreamConfigurationError`): it is neither skipped nor poison, so the mapping retries and the
 alarms fire until the configuration is fixed.
@@ -39,13 +42,15 @@ from outbox.errors import OutboxError
 from outbox.leases import STREAM_PUBLISHER, Claim, Lease, RowClaimer
 from outbox.marking import MarkingReport
 from outbox.model import OutboxStatus
-from outbox.stream_mapping import INSERT_EVENT_NAME
+from outbox.stream_mapping import INSERT_EVENT_NAME, MODIFY_EVENT_NAME, REMOVE_EVENT_NAME
+from outbox_publisher import writer_contract
 from outbox_publisher.candidates import Candidate
 from outbox_publisher.engine import PublishingEngine
 from outbox_publisher.errors import InvalidStreamEventError, StreamConfigurationError
 from outbox_publisher.gate import HoldReason
 from outbox_publisher.report import PublishReport, Status
 from outbox_publisher.retry import RetryPolicy
+from outbox_publisher.writer_contract import Violation
 
 INSERT = INSERT_EVENT_NAME
 PUBLISH_HORIZON = timedelta(seconds=20)
@@ -77,6 +82,11 @@ class StreamBatchResult:
     """Events held, by reason (the engine's order gate, and late rows another path holds)."""
     claims: int = 0
 
+    @property
+    def contract_breaks(self) -> int:
+        """Another writer's row contract breaks in this batch (outbox_publisher.writer_contract)."""
+        return self.report.contract_breaks + self.skipped.get(Violation.PENDING_DELETED.value, 0)
+
 
 def classify(record: DynamoDBRecord, table_name: str) -> Candidate | Skipped:
     """A publishable candidate, or why the record is skipped. Raises StreamConfigurationError."""
@@ -88,14 +98,17 @@ def classify(record: DynamoDBRecord, table_name: str) -> Candidate | Skipped:
             "OUTBOX_TABLE_NAME disagree"
         )
     event_name = raw.get("eventName")
-    if event_name != INSERT:
-        return Skipped(str(event_name).lower() if event_name else "unknown")
     stream = raw.get("dynamodb") or {}
+    if event_name == REMOVE_EVENT_NAME and writer_contract.is_pending_deleted(stream.get("OldImage")):
+        writer_contract.report_pending_deleted(stream.get("Keys") or {}, stream["OldImage"])
+        return Skipped(Violation.PENDING_DELETED.value)
+    if event_name not in (INSERT, MODIFY_EVENT_NAME):
+        return Skipped(str(event_name).lower() if event_name else "unknown")
     sequence_number = sequence_number_of(raw)
     source = {
         "event_source_arn": str(source_arn or ""),
         "sequence_number": sequence_number,
-        "event_name": INSERT,
+        "event_name": str(event_name),
     }
     image = stream.get("NewImage")
     if not isinstance(image, dict):
@@ -104,10 +117,28 @@ def classify(record: DynamoDBRecord, table_name: str) -> Candidate | Skipped:
             f"a record carries no new image (stream view type {view}): the publisher needs a NEW_IMAGE or "
             "NEW_AND_OLD_IMAGES stream"
         )
+    if event_name == MODIFY_EVENT_NAME:
+        return _modified(sequence_number, stream, image, source)
     status = image.get("status", {}).get("S") if isinstance(image.get("status"), dict) else None
     if status is not None and status != OutboxStatus.PENDING:
         return Skipped("not_pending")
     return Candidate.from_row(sequence_number, image, keys=stream.get("Keys"), source=source)
+
+
+def _modified(
+    sequence_number: str, stream: dict[str, Any], image: dict[str, Any], source: dict[str, str]
+) -> Candidate | Skipped:
+    """A MODIFY is skipped, unless another writer replaced the slot's event: then the row is poison."""
+    old_image = stream.get("OldImage")
+    changed = writer_contract.rewritten_fields(old_image, image)
+    if not changed:
+        return Skipped("modify")
+    keys = stream.get("Keys") or image
+    writer_contract.report_rewritten(keys, old_image or {}, changed)
+    rejected = Candidate.rejected(
+        sequence_number, image, writer_contract.slot_rewritten(changed), keys=keys, source=source
+    )
+    return rejected.but(replaced=old_image)
 
 
 def sequence_number_of(raw: dict[str, Any]) -> str:
@@ -158,7 +189,7 @@ class StreamPublisher:
                     stop = position
                     break
                 try:
-                    candidate = self._claim(verdict, lease, started, result)
+                    candidate = self._claim(verdict, lease, started, result, deadline)
                 except OutboxError:
                     stop = position  # a claim DynamoDB did not answer: resume from this record
                     break
@@ -200,13 +231,24 @@ class StreamPublisher:
         return now - parse_timestamp(event.occurred_at) >= self._claim_from_age
 
     def _claim(
-        self, candidate: Candidate, lease: Lease, now: datetime, result: StreamBatchResult
+        self,
+        candidate: Candidate,
+        lease: Lease,
+        now: datetime,
+        result: StreamBatchResult,
+        deadline: Deadline,
     ) -> Candidate | None:
         """The candidate as claimed (its row as stored now), or None when it is not this path's to publish."""
         assert candidate.key is not None  # noqa: S101 - _late checked it
         result.claims += 1
         claim = self._claimer.claim(candidate.key, lease, now)
         if claim.claim is Claim.CLAIMED and claim.row is not None:
+            if writer_contract.changed_fields(candidate.row, claim.row):
+                # Another writer rewrote the slot since this INSERT: its MODIFY record, later in the shard,
+                # makes the row poison (outbox_publisher.writer_contract); this record is not the row's now.
+                self._release(candidate.but(lease=lease), deadline)
+                _count(result.skipped, "rewritten")
+                return None
             return Candidate.from_row(candidate.ref, claim.row, source=candidate.source).but(lease=lease)
         if claim.claim is Claim.LEASED:
             _count(result.held, HoldReason.LEASED.value)

@@ -143,5 +143,8 @@ def _observe(report: SweepReport) -> None:
     metrics.add_metric(
         name=metric_names.MARKING_FAILURES, unit=count, value=len(report.publish.marking.failed)
     )
+    metrics.add_metric(
+        name=metric_names.WRITER_CONTRACT_VIOLATIONS, unit=count, value=report.publish.contract_breaks
+    )
     level = logger.warning if report.held_aggregates or report.gave_up or report.backed_off else logger.info
     level("sweep done", extra=summary(report))

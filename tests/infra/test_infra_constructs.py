@@ -106,9 +106,9 @@ def test_only_an_event_bus_and_a_table_created_by_the_construct(tmp_path: Path) 
     # When it is synthesized
     template = _synth(tmp_path, build)
 
-    # Then its own table is the outbox table (keys, NEW_IMAGE stream, its indexes) and SNS is absent
+    # Then its own table is the outbox table (keys, NEW_AND_OLD_IMAGES stream, its indexes) and SNS is absent
     _, table = only(template, "AWS::DynamoDB::Table")
-    assert table["Properties"]["StreamSpecification"] == {"StreamViewType": "NEW_IMAGE"}
+    assert table["Properties"]["StreamSpecification"] == {"StreamViewType": "NEW_AND_OLD_IMAGES"}
     assert [index["IndexName"] for index in table["Properties"]["GlobalSecondaryIndexes"]] == [
         "pending",
         "failed",
@@ -432,3 +432,21 @@ def test_the_other_wrong_settings_are_refused() -> None:
             on_failure_queue=sqs.Queue(stack, "F"),
             queue_props=FailureQueuesProps(),
         )
+
+
+def test_a_users_table_without_old_images_is_accepted_with_a_warning_that_rewrites_go_unseen() -> None:
+    from aws_cdk import App, Stack
+    from aws_cdk import aws_dynamodb as dynamodb
+    from aws_cdk import aws_sns as sns
+    from aws_cdk.assertions import Annotations, Match
+
+    from outbox_cdk import OutboxPublisher
+
+    # Given a table of the user's with a NEW_IMAGE stream, and one with NEW_AND_OLD_IMAGES
+    warned, quiet = Stack(App(), "NewImage"), Stack(App(), "NewAndOld")
+    for stack, stream in ((warned, dynamodb.StreamViewType.NEW_IMAGE), (quiet, None)):
+        OutboxPublisher(stack, "Publisher", table=own_table(stack, stream), topic=sns.Topic(stack, "T"))
+
+    # Then the first synthesizes with a warning naming what is lost; the second without
+    Annotations.from_stack(warned).has_warning("*", Match.string_like_regexp("cannot see another writer"))
+    Annotations.from_stack(quiet).has_no_warning("*", Match.string_like_regexp("cannot see another writer"))

@@ -39,15 +39,27 @@ def test_stream_mapping_has_the_safe_defaults(template: dict[str, Any]) -> None:
     assert props["Enabled"] is True
 
 
-def test_stream_mapping_only_delivers_inserts(template: dict[str, Any]) -> None:
+def test_stream_mapping_delivers_inserts_and_only_the_changes_that_can_break_the_row_contract(
+    template: dict[str, Any],
+) -> None:
     # Given the stream mapping
     _, mapping = only(template, "AWS::Lambda::EventSourceMapping", "PublisherStreamMapping")
 
     # When its filter criteria are parsed
     patterns = [json.loads(f["Pattern"]) for f in mapping["Properties"]["FilterCriteria"]["Filters"]]
 
-    # Then only INSERT records reach the function (no MODIFY from status updates, no TTL REMOVE)
-    assert patterns == [{"eventName": ["INSERT"]}]
+    # Then INSERTs reach the function, and MODIFY/REMOVE only where another writer may have replaced or
+    # deleted a pending event (no MODIFY from our status updates, no TTL REMOVE of a published row). What
+    # each lets through on moto's records: tests/integration/publisher/test_publisher_writer_contract.py
+    pending = {"status": {"S": ["PENDING"]}}
+    assert patterns == [
+        {"eventName": ["INSERT"]},
+        {
+            "eventName": ["MODIFY"],
+            "dynamodb": {"OldImage": {"status": {"S": ["PENDING", "PUBLISHED"]}}, "NewImage": pending},
+        },
+        {"eventName": ["REMOVE"], "dynamodb": {"OldImage": pending}},
+    ]
 
 
 def test_publisher_function_runtime_packaging_and_environment(template: dict[str, Any]) -> None:

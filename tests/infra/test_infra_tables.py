@@ -34,7 +34,7 @@ def test_outbox_table_has_new_image_stream_ttl_pitr_encryption_and_on_demand(
         {"AttributeName": "aggregate_key", "KeyType": "HASH"},
         {"AttributeName": "seq", "KeyType": "RANGE"},
     ]
-    assert props["StreamSpecification"] == {"StreamViewType": "NEW_IMAGE"}
+    assert props["StreamSpecification"] == {"StreamViewType": "NEW_AND_OLD_IMAGES"}
     assert props["TimeToLiveSpecification"] == {"AttributeName": "expires_at", "Enabled": True}
     assert props["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
     assert props["SSESpecification"] == {"SSEEnabled": True}

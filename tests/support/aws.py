@@ -24,7 +24,7 @@ class Tables:
 
 
 def create_tables(dynamodb: Any, *, orders: str = "orders", outbox: str = "outbox") -> Tables:
-    """Orders (pk) and Outbox (aggregate_key, seq; stream NEW_IMAGE; sparse `pending` and `failed`
+    """Orders (pk) and Outbox (aggregate_key, seq; stream NEW_AND_OLD_IMAGES; sparse `pending` and `failed`
     indexes), as deployed."""
     dynamodb.create_table(
         TableName=orders,
@@ -68,7 +68,7 @@ def create_tables(dynamodb: Any, *, orders: str = "orders", outbox: str = "outbo
                 "Projection": {"ProjectionType": "KEYS_ONLY"},
             },
         ],
-        StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_IMAGE"},
+        StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
     )
     return Tables(orders, outbox, description["TableDescription"]["LatestStreamArn"])
 

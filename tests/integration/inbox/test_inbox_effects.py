@@ -1,6 +1,7 @@
 """The inbox on moto: each event's effect once, an aggregate's events in order, gaps that wait, and nothing
 half-written. The effect is the sample's order-summary projection (a real read model)."""
 
+import dataclasses
 import itertools
 import json
 from datetime import timedelta
@@ -324,3 +325,26 @@ def test_the_wait_counts_from_the_first_receipt_not_from_publication(consumer: C
     # Then it waits (it has not waited 60 s since SQS first handed it out)
     with pytest.raises(GapNotFilledError):
         deliver(inbox_consumer, confirmed, first_received=consumer.clock())
+
+
+@pytest.mark.parametrize("ordering", list(Ordering))
+def test_an_event_id_another_writer_reused_for_another_aggregate_is_dead_lettered_not_dropped(
+    consumer: Consumer, ordering: Ordering
+) -> None:
+    # Given o-1's OrderPlaced applied, and o-2's OrderPlaced published under the same event_id (another
+    # writer broke the row contract)
+    inbox_consumer = consumer.build(ordering=ordering, effect=OrderSummaryProjection(consumer.table))
+    placed = order_events("o-1")[0]
+    reused = dataclasses.replace(order_events("o-2")[0], event_id=placed.event_id)
+    assert deliver(inbox_consumer, placed) is Outcome.APPLIED
+
+    # When o-2's event arrives
+    outcome = deliver(inbox_consumer, reused)
+
+    # Then it is not taken for a duplicate and silently acknowledged: it is dead-lettered with the reason,
+    # without its effect, while o-1's own redelivery is still a duplicate
+    assert outcome is Outcome.DEAD_LETTERED
+    [letter] = consumer.dead_letters()
+    assert letter["MessageAttributes"]["inbox_reason"]["StringValue"].startswith("event_id_reused")
+    assert summary(consumer, "o-2") is None
+    assert deliver(inbox_consumer, placed) is Outcome.DUPLICATE

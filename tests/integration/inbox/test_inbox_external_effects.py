@@ -1,6 +1,7 @@
 """Effects outside DynamoDB, through Powertools' Idempotency utility keyed by event_id: made once, only
 when the event is next in order, and not made again after a crash between the call and the record."""
 
+import dataclasses
 import json
 from typing import Any
 
@@ -128,3 +129,23 @@ def test_an_idempotency_record_in_progress_elsewhere_is_a_typed_retryable_error(
     with pytest.raises(ExternalCallInProgressError) as error:
         call(Envelope.from_document(json.loads(order_events()[0].envelope_json())))
     assert isinstance(error.value, RetryableError)
+
+
+def test_an_external_call_is_not_made_for_an_event_id_applied_for_another_aggregate(
+    consumer: Consumer,
+) -> None:
+    # Given o-1's OrderPlaced applied with its external call, and o-2's published under the same event_id
+    mailer = Mailer()
+    inbox_consumer = consumer.build(external=external(consumer, mailer), name="mailer")
+    placed = order_events("o-1")[0]
+    reused = dataclasses.replace(order_events("o-2")[0], event_id=placed.event_id)
+    inbox_consumer.consume_sqs_record(sqs_record(placed.envelope_json()))
+
+    # When o-2's event arrives
+    outcome = inbox_consumer.consume_sqs_record(sqs_record(reused.envelope_json()))
+
+    # Then it is dead-lettered with the reason and no call is made for it
+    assert outcome is Outcome.DEAD_LETTERED
+    assert mailer.sent == [(placed.event_id, 1)]
+    [letter] = consumer.dead_letters()
+    assert letter["MessageAttributes"]["inbox_reason"]["StringValue"].startswith("event_id_reused")

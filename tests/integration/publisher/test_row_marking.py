@@ -164,3 +164,23 @@ def test_a_mark_made_at_an_older_generation_never_marks_a_redriven_row(dynamodb:
     # Then it is PUBLISHED
     assert current.marked == [key]
     assert get(dynamodb, tables.outbox, key)["status"] == {"S": "PUBLISHED"}
+
+
+def test_a_mark_for_the_event_a_slot_held_never_marks_the_event_another_writer_put_there(
+    dynamodb: Any, tables: Tables
+) -> None:
+    # Given two pending rows, one of which another writer rewrote with a new event after it was read
+    keys = seed(dynamodb, tables.outbox, 2)
+    read = [get(dynamodb, tables.outbox, key)["event_id"]["S"] for key in keys]
+    dynamodb.put_item(TableName=tables.outbox, Item=event("A", 2).to_item())
+    marker = DynamoDBRowMarker(dynamodb, tables.outbox)
+
+    # When both are marked (in one transaction) for the events the publisher read
+    report = marker.mark(
+        [PublishedMark(key, START, 1, event_id=event_id) for key, event_id in zip(keys, read, strict=True)]
+    )
+
+    # Then the untouched row is PUBLISHED; the rewritten one stays PENDING, its new event unannounced
+    assert report.marked == [keys[0]]
+    assert report.already_moved == [keys[1]]
+    assert get(dynamodb, tables.outbox, keys[1])["status"] == {"S": "PENDING"}

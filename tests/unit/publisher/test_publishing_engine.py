@@ -31,7 +31,9 @@ def test_distinct_aggregates_share_one_call_per_destination() -> None:
     assert [outcome.status for outcome in report.outcomes] == [Status.PUBLISHED] * 10
     assert report.stopped_at is None
     assert report.calls == 2
-    assert h.marker.marks == [PublishedMark(RowKey(e.aggregate_key, 1), START, 1) for e in events]
+    assert h.marker.marks == [
+        PublishedMark(RowKey(e.aggregate_key, 1), START, 1, event_id=e.event_id) for e in events
+    ]
     assert all(outcome.latency_ms == 2000 for outcome in report.outcomes)
 
 
@@ -92,7 +94,9 @@ def test_an_entry_over_256_kb_is_poison_and_the_batch_goes_on() -> None:
     assert [o.status for o in report.outcomes] == [Status.PUBLISHED, Status.POISONED, Status.PUBLISHED]
     assert report.stopped_at is None
     failed = [mark for mark in h.marker.marks if isinstance(mark, FailedMark)]
-    assert failed == [FailedMark(RowKey(huge.aggregate_key, 1), failed[0].error, 0, h.clock())]
+    assert failed == [
+        FailedMark(RowKey(huge.aggregate_key, 1), failed[0].error, 0, h.clock(), event_id=huge.event_id)
+    ]
     assert failed[0].error.startswith("too_large: EntryTooLarge: sns entry is ")
     assert "x" * 20 not in failed[0].error
 

@@ -1,0 +1,144 @@
+"""Another writer's breaks of the row contract (README, "Outbox row"), found where they show, never published
+or dropped without a word.
+
+- **A slot rewritten.** A stream MODIFY whose old image was PENDING or PUBLISHED and whose new image is a
+  PENDING row holding another event (another `event_id`, or the same one with other content): a writer
+  replaced the slot without `attribute_not_exists`. The row as it is now is poison (`writer_contract`,
+  `SlotRewritten`): whole to the poison queue and marked FAILED, at once, without waiting for its
+  predecessor (the sweeper, which sees only the row as it is now, could not tell), and never released, so
+  the aggregate's later events wait for an operator: redrive publishes the new event, skip drops it. The
+  publishing paths' own updates of a pending row (a lease, a released predecessor) change no event field
+  and pass. The poison message carries the replaced row too (`replaced_row`, the stream's old image). A
+  late INSERT whose claim finds the slot already rewritten is left to that MODIFY record. Needs old images
+  in the stream (NEW_AND_OLD_IMAGES, as `OutboxTable` has): on a NEW_IMAGE stream the rewrite passes
+  unseen and the sweeper publishes the new event as the slot's.
+- **A pending row deleted.** A stream REMOVE of a PENDING row: its event is gone before it was published.
+  Nothing is left to mark; it is reported, and the aggregate's next event is held as its predecessor is
+  missing (order gate).
+- **An event_id reused.** Two rows of one run with one `event_id` and different keys: the second is poison
+  (`EventIdReused`). Across runs the publisher cannot tell without a read per event; each inbox consumer
+  refuses an `event_id` it applied for another `aggregate_key` or `seq` (outbox_inbox).
+
+Every report names the kind; logs carry ids and field names only.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from enum import StrEnum
+from typing import Any, Final
+
+from outbox.model import OutboxStatus, RowKey, string_attribute
+from outbox_publisher.candidates import Candidate
+from outbox_publisher.poison import PoisonReason, Rejection
+
+EVENT_FIELDS: Final = (
+    "event_id",
+    "event_type",
+    "schema_version",
+    "aggregate_type",
+    "aggregate_id",
+    "payload",
+    "occurred_at",
+    "correlation_id",
+)
+"""What a row's event is: the publishing paths and operators never change these on a PENDING row."""
+_REWRITABLE_FROM: Final = frozenset({OutboxStatus.PENDING.value, OutboxStatus.PUBLISHED.value})
+_CONTRACT: Final = "the row contract's attribute_not_exists condition"
+
+_log = logging.getLogger(__name__)
+
+
+class Violation(StrEnum):
+    SLOT_REWRITTEN = "slot_rewritten"
+    PENDING_DELETED = "pending_deleted"
+    EVENT_ID_REUSED = "event_id_reused"
+
+
+def rewritten_fields(old_image: Mapping[str, Any] | None, new_image: Mapping[str, Any]) -> list[str]:
+    """The event fields a MODIFY changed on a slot it may not rewrite; empty when it is no such break."""
+    if old_image is None:
+        return []  # a NEW_IMAGE stream: nothing to compare
+    if string_attribute(old_image, "status") not in _REWRITABLE_FROM:
+        return []  # a FAILED row: an operator may fix its payload before a redrive
+    if string_attribute(new_image, "status") != OutboxStatus.PENDING.value:
+        return []
+    return changed_fields(old_image, new_image)
+
+
+def changed_fields(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
+    """The event fields that differ between two images of one slot."""
+    return [name for name in EVENT_FIELDS if before.get(name) != after.get(name)]
+
+
+def slot_rewritten(changed: Sequence[str]) -> Rejection:
+    return Rejection(
+        PoisonReason.WRITER_CONTRACT,
+        "SlotRewritten",
+        f"another writer replaced the row's event (changed: {', '.join(changed)}) without {_CONTRACT}",
+    )
+
+
+def report_rewritten(keys: Mapping[str, Any], old_image: Mapping[str, Any], changed: Sequence[str]) -> None:
+    _log.error(
+        "writer contract broken: a slot's event was replaced",
+        extra={
+            "violation": Violation.SLOT_REWRITTEN.value,
+            **_ids(keys, old_image),
+            "changed": list(changed),
+        },
+    )
+
+
+def is_pending_deleted(old_image: Mapping[str, Any] | None) -> bool:
+    return old_image is not None and string_attribute(old_image, "status") == OutboxStatus.PENDING.value
+
+
+def report_pending_deleted(keys: Mapping[str, Any], old_image: Mapping[str, Any]) -> None:
+    _log.error(
+        "writer contract broken: a pending row was deleted before its event was published",
+        extra={"violation": Violation.PENDING_DELETED.value, **_ids(keys, old_image)},
+    )
+
+
+def reject_reused_event_ids(candidates: Sequence[Candidate]) -> list[Candidate]:
+    """`candidates`, each one whose `event_id` an earlier one of another key holds made poison."""
+    holders: dict[str, RowKey | None] = {}
+    checked: list[Candidate] = []
+    for candidate in candidates:
+        event = candidate.event
+        if event is None:
+            checked.append(candidate)
+            continue
+        holder = holders.setdefault(event.event_id, candidate.key)
+        if holder == candidate.key:
+            checked.append(candidate)
+            continue
+        _log.error(
+            "writer contract broken: one event_id on two rows",
+            extra={
+                "violation": Violation.EVENT_ID_REUSED.value,
+                "event_id": event.event_id,
+                "aggregate_key": event.aggregate_key,
+                "seq": event.seq,
+                "also_on": f"{holder.aggregate_key}/{holder.seq_text}" if holder else None,
+            },
+        )
+        rejection = Rejection(
+            PoisonReason.WRITER_CONTRACT,
+            "EventIdReused",
+            f"another row of this run has the same event_id; each event needs its own ({_CONTRACT} keeps a "
+            "slot unique, not an event_id: the writer must draw a new one)",
+        )
+        checked.append(candidate.but(event=None, rejection=rejection))
+    return checked
+
+
+def _ids(keys: Mapping[str, Any], image: Mapping[str, Any]) -> dict[str, Any]:
+    key = RowKey.stored(keys)
+    return {
+        "aggregate_key": key.aggregate_key if key else None,
+        "seq": key.seq_text if key else None,
+        "event_id": string_attribute(image, "event_id"),
+    }
