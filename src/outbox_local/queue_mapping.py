@@ -19,13 +19,16 @@ What AWS documents ("Using Lambda with Amazon SQS", "Handling errors for an SQS 
 
 Local choices: ReceiveMessage never long-polls (the one poller thread also serves the streams and the
 schedules), and one batch is in flight at a time (Lambda may run up to `ScalingConfig.MaximumConcurrency`
-batches at once; one at a time is one of the orders it may produce). Batches are not cut at Lambda's 6 MB
-invocation payload limit. Time comes from an injected clock, so a caller driving the runtime step by step
+batches at once; one at a time is one of the orders it may produce). A batch is cut before its invocation
+payload would pass Lambda's 6 MB limit (at least one message), and a batch that reached it is invoked without
+waiting out the window; what did not fit stays held for the next batch. Time comes from an injected clock,
+so a caller driving the runtime step by step
 moves a virtual clock through a batching window instead of sleeping.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -36,7 +39,7 @@ from outbox_local.filtering import FilterCriteria, accepts_queue_record
 from outbox_local.invocation import InvocationResult
 from outbox_local.poll_activity import PollActivity
 from outbox_local.queues import SQS_MAX_MESSAGES_PER_RECEIVE
-from outbox_local.stream_mapping import Clock, StepKind, StepReport
+from outbox_local.stream_mapping import MAX_INVOCATION_PAYLOAD_BYTES, Clock, StepKind, StepReport
 from outbox_local.stream_records import base64_text
 
 logger = logging.getLogger("outbox_local.queues")
@@ -88,6 +91,8 @@ class QueueMappingRunner:
         self._invoke = invoke
         self._clock = clock
         self._held: list[dict[str, Any]] = []
+        self._held_bytes = _EMPTY_EVENT_BYTES
+        """The invocation payload the held messages would make."""
         self._held_since = 0.0
         self._activity = PollActivity()
         self.listeners: list[Callable[[StepReport], None]] = []
@@ -139,14 +144,26 @@ class QueueMappingRunner:
             return StepReport(StepKind.SUCCEEDED, committed=dropped) if dropped else StepReport(StepKind.IDLE)
         if not self._batch_ready(self._clock()):
             return StepReport(StepKind.WAITING, committed=dropped)
-        batch, self._held = self._held, []
-        return self._invoke_batch(batch, dropped)
+        return self._invoke_batch(self._next_batch(), dropped)
+
+    def _next_batch(self) -> list[dict[str, Any]]:
+        """The held messages up to the 6 MB payload limit (at least one); the rest stay held."""
+        size, cut = _EMPTY_EVENT_BYTES, 0
+        while cut < len(self._held):
+            record_bytes = _record_bytes(self._held[cut])
+            if cut and size + record_bytes > MAX_INVOCATION_PAYLOAD_BYTES:
+                break
+            size += record_bytes
+            cut += 1
+        batch, self._held = self._held[:cut], self._held[cut:]
+        self._held_bytes -= size - _EMPTY_EVENT_BYTES
+        return batch
 
     def _receive(self) -> tuple[str, ...]:
         """Top up the held batch from the queue; delete (and return) the messages the filters drop."""
         settings = self.settings
         dropped: list[dict[str, Any]] = []
-        while len(self._held) < settings.batch_size:
+        while len(self._held) < settings.batch_size and self._held_bytes < MAX_INVOCATION_PAYLOAD_BYTES:
             wanted = min(SQS_MAX_MESSAGES_PER_RECEIVE, settings.batch_size - len(self._held))
             messages = self._sqs.receive_message(
                 QueueUrl=settings.queue_url,
@@ -172,7 +189,9 @@ class QueueMappingRunner:
                 else:
                     # Its visibility ran out while it was held for the window and SQS handed it out again:
                     # one copy, with the newest receipt handle (the only one that can delete it).
+                    self._held_bytes -= _record_bytes(self._held[held])
                     self._held[held] = record
+                self._held_bytes += _record_bytes(record)
             if settings.maximum_batching_window_s <= 0:
                 break  # without a window, what one receive hands out is the batch
         self.filtered_out += len(dropped)
@@ -180,7 +199,8 @@ class QueueMappingRunner:
 
     def _batch_ready(self, now: float) -> bool:
         window = self.settings.maximum_batching_window_s
-        if window <= 0 or len(self._held) >= self.settings.batch_size:
+        full = len(self._held) >= self.settings.batch_size or self._held_bytes >= MAX_INVOCATION_PAYLOAD_BYTES
+        if window <= 0 or full:
             return True
         return now - self._held_since >= window
 
@@ -231,6 +251,14 @@ class QueueMappingRunner:
                 )
         self.deleted_messages += len(deleted)
         return tuple(deleted)
+
+
+_EMPTY_EVENT_BYTES = len(b'{"Records":[]}')
+
+
+def _record_bytes(record: Mapping[str, Any]) -> int:
+    """What the record adds to the invocation payload: its JSON and a separating comma."""
+    return len(json.dumps(record).encode()) + 1
 
 
 def lambda_record(message: Mapping[str, Any], queue_arn: str) -> dict[str, Any]:

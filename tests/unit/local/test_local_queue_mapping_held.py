@@ -1,12 +1,17 @@
-"""A message the queue mapping holds for its batching window and that SQS hands out again (its visibility
-ran out meanwhile) goes to the function once, with the receipt handle that can still delete it."""
+"""What the queue mapping holds for its batching window: a message SQS hands out again (its visibility ran
+out meanwhile) goes to the function once, with the receipt handle that can still delete it; and a batch
+stops at Lambda's 6 MB invocation payload."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
+
+import boto3
 
 from outbox_local.invocation import InvocationResult
 from outbox_local.queue_mapping import QueueMappingRunner, QueueMappingSettings
+from outbox_local.stream_mapping import MAX_INVOCATION_PAYLOAD_BYTES
 from tests.support.clock import FakeClock
 
 QUEUE_ARN = "arn:aws:sqs:us-east-1:123456789012:work"
@@ -62,3 +67,45 @@ def test_a_held_message_handed_out_again_is_invoked_once_with_its_newest_receipt
     # Then the function got it once, and the handle deleted is the newest
     assert [[record["receiptHandle"] for record in event["Records"]] for event in events] == [["handle-2"]]
     assert queue.deleted == ["handle-2"]
+
+
+def test_a_batch_is_cut_before_lambdas_6_mb_payload_limit_and_a_full_one_does_not_wait_for_the_window(
+    aws: None,
+) -> None:
+    # Given 40 messages of 200 KB (8 MB in all) on a moto queue, and a mapping of BatchSize 100 with a 5 s
+    # batching window
+    sqs = boto3.client("sqs", region_name="us-east-1")
+    url = sqs.create_queue(QueueName="work")["QueueUrl"]
+    bodies = [f"{n:03d}".ljust(200_000, "x") for n in range(40)]
+    for body in bodies:
+        sqs.send_message(QueueUrl=url, MessageBody=body)
+    clock = FakeClock(1_000)
+    events: list[dict[str, Any]] = []
+
+    def invoke(event: dict[str, Any]) -> InvocationResult:
+        events.append(event)
+        return InvocationResult(payload=None)
+
+    settings = QueueMappingSettings(
+        function_arn="arn:aws:lambda:us-east-1:123456789012:function:f",
+        queue_arn=QUEUE_ARN,
+        queue_url=url,
+        batch_size=100,
+        maximum_batching_window_s=5,
+    )
+    runner = QueueMappingRunner("WorkMapping", settings, sqs_client=sqs, invoke=invoke, clock=clock.seconds)
+
+    # When it polls once at once, then again once the window has passed
+    runner.poll_once()
+    invoked_at_once = len(events)
+    clock.advance(5)
+    runner.poll_once()
+
+    # Then the first batch went without waiting (it reached 6 MB), every payload is within 6 MB, and every
+    # message reached the function once, in the order received
+    assert invoked_at_once == 1
+    assert len(events) == 2
+    assert all(len(json.dumps(event).encode()) <= MAX_INVOCATION_PAYLOAD_BYTES for event in events)
+    received = [record["body"] for event in events for record in event["Records"]]
+    assert sorted(received) == bodies
+    assert len(events[0]["Records"]) > 1
