@@ -25,6 +25,11 @@ CTX_RETAIN_DATA = "retain_data"
 CTX_EVENT_SOURCE = "event_source"
 CTX_ALARM_TOPIC_ARN = "alarm_topic_arn"
 CTX_API_RESERVED_CONCURRENCY = "api_reserved_concurrency"
+CTX_KMS_KEY = "kms_key"
+
+# `kms_key` values: AWS's own keys (each resource's default), or one customer-managed key for all of them.
+KMS_KEY_AWS_MANAGED = "aws-managed"
+KMS_KEY_CUSTOMER = "customer"
 
 _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off"}
@@ -59,6 +64,19 @@ def _reserved_concurrency(app: App) -> int | None:
     return int(value)
 
 
+def _customer_managed_key(app: App) -> bool:
+    value = _optional_text(app, CTX_KMS_KEY)
+    if value is None:
+        return False
+    choice = value.strip().lower()
+    if choice not in (KMS_KEY_AWS_MANAGED, KMS_KEY_CUSTOMER):
+        raise OutboxConstructError(
+            f"context {CTX_KMS_KEY!r} must be {KMS_KEY_AWS_MANAGED!r} (AWS's own keys, the default) or "
+            f"{KMS_KEY_CUSTOMER!r} (one customer-managed key for every resource), got {value!r}"
+        )
+    return choice == KMS_KEY_CUSTOMER
+
+
 def props_from_context(app: App) -> OutboxStackProps:
     """Typed stack props from the few knobs the CLI exposes; everything else keeps its default."""
     api_defaults = OrdersApiSettings()
@@ -79,6 +97,7 @@ def props_from_context(app: App) -> OutboxStackProps:
         ),
         alarm_topic_arn=_optional_text(app, CTX_ALARM_TOPIC_ARN),
         sample_consumers=_flag(app, CTX_SAMPLE_CONSUMERS, default=True),
+        customer_managed_key=_customer_managed_key(app),
     )
 
 

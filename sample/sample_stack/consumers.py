@@ -12,8 +12,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from aws_cdk import Duration
 from aws_cdk import aws_events as events
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subscriptions
@@ -42,8 +45,12 @@ class SampleConsumers(Construct):
         tables: DataTableProps,
         alarm_topic: sns.ITopic,
         powertools_layer: lambda_.ILayerVersion,
+        encryption_key: kms.IKey | None = None,
     ) -> None:
+        """`encryption_key`: the customer-managed key of their queues and log groups (their tables take theirs
+        from `tables`); None: AWS's own keys."""
         super().__init__(scope, construct_id)
+        function = replace(InboxConsumerProps().function, log_encryption_key=encryption_key)
         self.order_summary = InboxConsumer(
             self,
             "OrderSummary",
@@ -52,7 +59,13 @@ class SampleConsumers(Construct):
             vendored=sample.CONSUMER_PACKAGES,
             description="Sample consumer: the order-summary read model (strict order, every Order event)",
             # A FIFO topic only delivers to FIFO queues.
-            props=InboxConsumerProps(ordering=Ordering.STRICT, fifo=fifo_topic, table=tables),
+            props=InboxConsumerProps(
+                ordering=Ordering.STRICT,
+                fifo=fifo_topic,
+                table=tables,
+                function=function,
+                queue_encryption_key=encryption_key,
+            ),
             alarm_topic=alarm_topic,
             powertools_layer=powertools_layer,
         )
@@ -64,7 +77,12 @@ class SampleConsumers(Construct):
             handler=sample.CANCELLATIONS_HANDLER,
             vendored=sample.CONSUMER_PACKAGES,
             description="Sample consumer: the cancellations ledger (OrderCancelled only, latest order)",
-            props=InboxConsumerProps(ordering=Ordering.LATEST, table=tables),
+            props=InboxConsumerProps(
+                ordering=Ordering.LATEST,
+                table=tables,
+                function=function,
+                queue_encryption_key=encryption_key,
+            ),
             alarm_topic=alarm_topic,
             powertools_layer=powertools_layer,
         )
@@ -75,10 +93,14 @@ class SampleConsumers(Construct):
         )
 
         retention = Duration.days(c.QUEUE_RETENTION_DAYS)
-        self.topic_queue = secure_queue(self, "TopicConsumerQueue", retention=retention, fifo=fifo_topic)
+        self.topic_queue = secure_queue(
+            self, "TopicConsumerQueue", retention=retention, fifo=fifo_topic, encryption_key=encryption_key
+        )
         # Raw delivery: the queue gets the envelope itself, not wrapped in an SNS notification.
         topic.add_subscription(subscriptions.SqsSubscription(self.topic_queue, raw_message_delivery=True))
-        self.bus_queue = secure_queue(self, "BusConsumerQueue", retention=retention)
+        self.bus_queue = secure_queue(
+            self, "BusConsumerQueue", retention=retention, encryption_key=encryption_key
+        )
         self.rule = route_to_queue(
             self,
             "BusConsumerRule",

@@ -63,7 +63,8 @@ class OrdersApi(Construct):
     """HTTP API routes -> Orders function, which writes an order and its outbox row in one transaction.
 
     The function may only: GetItem and PutItem on Orders (its TransactWriteItems is authorized per
-    item, and it only Puts) and PutItem on Outbox.
+    item, and it only Puts) and PutItem on Outbox; with customer-managed keys, use each table's key for
+    what DynamoDB does with it on the function's behalf.
     """
 
     def __init__(
@@ -113,6 +114,10 @@ class OrdersApi(Construct):
                 conditions=_leading_keys(c.OUTBOX_TABLE_KEY_PATTERNS),
             )
         )
+        # Customer-managed keys: DynamoDB encrypts and decrypts the items with each table's key.
+        for table in (orders_table, outbox_table):
+            if table.encryption_key is not None:
+                table.encryption_key.grant(self.role, *cdk.TABLE_KEY_ACTIONS)
 
         self.http_api = apigwv2.HttpApi(
             self,
@@ -131,7 +136,13 @@ class OrdersApi(Construct):
                 rate_limit=settings.throttle_rate_limit, burst_limit=settings.throttle_burst_limit
             ),
         )
-        self.access_log_group = logs.LogGroup(self, "AccessLogs", retention=settings.access_log_retention)
+        # Kept under the function's log key, if it has one.
+        self.access_log_group = logs.LogGroup(
+            self,
+            "AccessLogs",
+            retention=settings.access_log_retention,
+            encryption_key=settings.function.log_encryption_key,
+        )
         # HttpStage takes access log settings only as a jsii interface; the L1 property is plain data.
         cfn_stage = cast(apigwv2.CfnStage, self.stage.node.default_child)
         cfn_stage.access_log_settings = apigwv2.CfnStage.AccessLogSettingsProperty(

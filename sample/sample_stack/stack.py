@@ -3,23 +3,30 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from aws_cdk import CfnOutput, Stack
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from outbox import outputs
 from outbox.marking import DEFAULT_PUBLISHED_RETENTION_DAYS
 from outbox_cdk.destinations import DestinationsProps, OutboxDestinations
+from outbox_cdk.encryption import OutboxKey
 from outbox_cdk.errors import OutboxConstructError
-from outbox_cdk.functions import powertools_layer
+from outbox_cdk.functions import FunctionSettings, powertools_layer
 from outbox_cdk.monitoring import AlarmThresholds, OutboxMonitoring
 from outbox_cdk.operators import OutboxOperatorPolicy
-from outbox_cdk.publisher import OutboxPublisher, PublisherSettings, StreamMappingProps
+from outbox_cdk.publisher import (
+    OutboxPublisher,
+    PublisherSettings,
+    StreamMappingProps,
+    default_publisher_function,
+)
 from outbox_cdk.queues import FailureQueues, FailureQueuesProps
-from outbox_cdk.sweeper import OutboxSweeper, SweeperSettings
+from outbox_cdk.sweeper import OutboxSweeper, SweeperSettings, default_sweeper_function
 from outbox_cdk.table import DataTableProps
 from outbox_publisher.config import DEFAULT_SWEEP_GRACE_SECONDS
 from outbox_publisher.routing import Destination, Route
@@ -50,6 +57,31 @@ class OutboxStackProps:
     alarm_thresholds: AlarmThresholds = field(default_factory=AlarmThresholds)
     # Off by default in the props; the CDK app (sample/app.py) turns it on for the demo.
     sample_consumers: bool = False
+    # One customer-managed key (outbox_cdk.encryption.OutboxKey) for every table, queue, topic, log group, the
+    # bus and its archive. False: AWS's own keys, as each construct defaults to.
+    customer_managed_key: bool = False
+    # Sizing of the publisher function. None: the construct's (512 MB, 60 s).
+    publisher_function: FunctionSettings | None = None
+
+
+def under_key(props: OutboxStackProps, key: kms.IKey) -> OutboxStackProps:
+    """`props` with everything the stack keeps at rest under `key`: each construct takes it where it creates
+    something that holds data (the monitoring and the sample consumers take it from the stack)."""
+
+    def logs_under_key(settings: FunctionSettings) -> FunctionSettings:
+        return replace(settings, log_encryption_key=key)
+
+    return replace(
+        props,
+        tables=replace(props.tables, encryption_key=key),
+        queues=replace(props.queues, encryption_key=key),
+        destinations=replace(props.destinations, encryption_key=key),
+        orders_api=replace(props.orders_api, function=logs_under_key(props.orders_api.function)),
+        publisher_function=logs_under_key(props.publisher_function or default_publisher_function()),
+        sweeper=replace(
+            props.sweeper, function=logs_under_key(props.sweeper.function or default_sweeper_function())
+        ),
+    )
 
 
 class OutboxStack(Stack):
@@ -66,6 +98,11 @@ class OutboxStack(Stack):
         super().__init__(scope, construct_id, **stack_kwargs)
         props = props or OutboxStackProps()
         layer = powertools_layer(self)
+        self.key: kms.IKey | None = None
+        if props.customer_managed_key:
+            # Kept on stack deletion like the tables: without it, what they retain could not be read.
+            self.key = OutboxKey(self, "DataKey", retain=props.tables.retain_data).key
+            props = under_key(props, self.key)
 
         self.tables = SampleTables(self, "Tables", props.tables)
         self.queues = FailureQueues(self, "FailureQueues", props.queues)
@@ -93,6 +130,7 @@ class OutboxStack(Stack):
                 published_retention_days=props.published_retention_days,
                 sweep_grace_seconds=props.sweep_grace_seconds,
                 stream=props.stream,
+                function=props.publisher_function,
             ),
             powertools_layer=layer,
         )
@@ -113,6 +151,7 @@ class OutboxStack(Stack):
             on_failure_queue=self.queues.on_failure_queue,
             alarm_topic=alarm_topic,
             thresholds=props.alarm_thresholds,
+            encryption_key=self.key,
         )
         # Attach to the role your operators assume to run `outbox redrive` / `skip` (docs/operations.md).
         self.operator_policy = OutboxOperatorPolicy(self, "OperatorPolicy", publisher=self.publisher)
@@ -130,6 +169,7 @@ class OutboxStack(Stack):
                 tables=props.tables,
                 alarm_topic=self.monitoring.alarm_topic,
                 powertools_layer=layer,
+                encryption_key=self.key,
             )
         self._outputs()
 

@@ -16,6 +16,7 @@ app" section has a complete example.
 """
 
 from outbox_cdk.destinations import DestinationsProps, OutboxDestinations
+from outbox_cdk.encryption import OutboxKey, allow_outbox_services
 from outbox_cdk.errors import OutboxConstructError
 from outbox_cdk.functions import FunctionSettings, PowertoolsLayer, PythonFunction, powertools_layer
 from outbox_cdk.monitoring import AlarmThresholds, AlarmTopic, OutboxMonitoring
@@ -40,6 +41,7 @@ __all__ = [
     "OperatorAccess",
     "OutboxConstructError",
     "OutboxDestinations",
+    "OutboxKey",
     "OutboxMonitoring",
     "OutboxOperatorPolicy",
     "OutboxPublisher",
@@ -56,5 +58,6 @@ __all__ = [
     "add_failed_index",
     "add_nag_checks",
     "add_pending_index",
+    "allow_outbox_services",
     "powertools_layer",
 ]

@@ -89,7 +89,30 @@ QUEUE_SEND_ACTIONS: Final = ("sqs:SendMessage",)
 # on the caller's behalf; SQS needs a data key to encrypt each message sent. Scoped to each key.
 TABLE_KEY_ACTIONS: Final = ("kms:Decrypt", "kms:DescribeKey", "kms:Encrypt", "kms:GenerateDataKey")
 QUEUE_KEY_ACTIONS: Final = ("kms:Decrypt", "kms:GenerateDataKey")
+# Publishing to a topic under a customer-managed key (SNS developer guide: the publisher needs both).
+TOPIC_PUBLISH_ACTIONS: Final = ("sns:Publish",)  # PublishBatch is authorized as Publish
+TOPIC_KEY_ACTIONS: Final = ("kms:Decrypt", "kms:GenerateDataKey")
 LOG_WRITE_ACTIONS: Final = ("logs:CreateLogStream", "logs:PutLogEvents")
+
+# --- The customer-managed key (outbox_cdk.encryption): what each AWS service may do with it ----------
+# CloudWatch Logs encrypting and reading a log group's events (CloudWatch Logs user guide, "Encrypt log
+# data in CloudWatch Logs using AWS KMS").
+LOGS_KEY_ACTIONS: Final = (
+    "kms:Decrypt*",
+    "kms:Describe*",
+    "kms:Encrypt*",
+    "kms:GenerateDataKey*",
+    "kms:ReEncrypt*",
+)
+# SNS and EventBridge sending to a queue under the key (SQS developer guide, "Configure KMS permissions for
+# AWS services").
+QUEUE_DELIVERY_KEY_ACTIONS: Final = ("kms:Decrypt", "kms:GenerateDataKey")
+# CloudWatch alarm actions publishing to a topic under the key (as the alarm topic's own key allows).
+ALARM_TOPIC_KEY_ACTIONS: Final = ("kms:Decrypt", "kms:GenerateDataKey*")
+# EventBridge keeping an archive's events under the key (EventBridge user guide, "Encrypting EventBridge
+# archives"); DescribeKey, which carries no encryption context, in a statement of its own.
+ARCHIVE_KEY_ACTIONS: Final = ("kms:Decrypt", "kms:GenerateDataKey", "kms:ReEncrypt*")
+ARCHIVE_DESCRIBE_KEY_ACTIONS: Final = ("kms:DescribeKey",)
 
 # --- Inbox consumers (outbox_cdk.consumers) ------------------------------------------------------
 CONSUMER_TIMEOUT_SECONDS: Final = 30

@@ -25,6 +25,7 @@ from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as event_sources
 from aws_cdk import aws_sns as sns
@@ -78,6 +79,9 @@ class InboxConsumerProps:
     function: FunctionSettings = field(default_factory=_default_consumer_function)
     table: DataTableProps = field(default_factory=DataTableProps)
     retention: Duration = field(default_factory=lambda: Duration.days(c.QUEUE_RETENTION_DAYS))
+    queue_encryption_key: kms.IKey | None = None
+    """The queue's and the dead-letter queue's (None: SSE-SQS). Its policy must let SNS or EventBridge
+    deliver to them (outbox_cdk.encryption.OutboxKey's does); the function gets what it needs on it."""
 
 
 class InboxConsumer(Construct):
@@ -111,7 +115,11 @@ class InboxConsumer(Construct):
             **data_table_options(props.table, ttl_attribute=TTL_ATTRIBUTE),
         )
         self.dead_letter_queue = secure_queue(
-            self, "DeadLetterQueue", retention=props.retention, fifo=props.fifo
+            self,
+            "DeadLetterQueue",
+            retention=props.retention,
+            fifo=props.fifo,
+            encryption_key=props.queue_encryption_key,
         )
         # What it gave up on stays when the stack goes, like the table (DataTableProps.retain_data).
         retain_if(self.dead_letter_queue, props.table.retain_data)
@@ -124,6 +132,7 @@ class InboxConsumer(Construct):
             dead_letter_queue=sqs.DeadLetterQueue(
                 max_receive_count=max_receive_count, queue=self.dead_letter_queue
             ),
+            encryption_key=props.queue_encryption_key,
         )
         self._function = PythonFunction(
             self,
@@ -158,6 +167,9 @@ class InboxConsumer(Construct):
                 actions=list(c.QUEUE_SEND_ACTIONS), resources=[self.dead_letter_queue.queue_arn]
             )
         )
+        if self.dead_letter_queue.encryption_master_key is not None:
+            self.dead_letter_queue.encryption_master_key.grant(self.role, *c.QUEUE_KEY_ACTIONS)
+        # Receiving from an encrypted queue: the event source grants kms:Decrypt on its key.
         self.function.add_event_source(
             event_sources.SqsEventSource(
                 self.queue, batch_size=props.batch_size, report_batch_item_failures=True
@@ -219,15 +231,37 @@ def route_to_queue(
     description: str,
     dead_letters: sqs.IQueue | None = None,
 ) -> events.Rule:
-    """A rule on `bus` sending what matches `pattern` to `queue` (what it cannot deliver: `dead_letters`)."""
+    """A rule on `bus` sending what matches `pattern` to `queue` (what it cannot deliver: `dead_letters`).
+
+    Only this rule may send to the queue (`aws:SourceArn`). CDK's target drops that condition for a queue
+    under a customer-managed key (its replacement, `aws:SourceAccount`, needs a feature flag), so such a queue
+    is targeted through a view of it without its key, and its policy gets the rule's statement here.
+    """
+    encrypted = queue.encryption_master_key is not None
+    target_queue = (
+        sqs.Queue.from_queue_attributes(
+            scope, f"{construct_id}Target", queue_arn=queue.queue_arn, queue_url=queue.queue_url
+        )
+        if encrypted
+        else queue
+    )
     rule = events.Rule(
         scope,
         construct_id,
         event_bus=bus,
         description=description,
         event_pattern=pattern,
-        targets=[targets.SqsQueue(queue, dead_letter_queue=dead_letters)],
+        targets=[targets.SqsQueue(target_queue, dead_letter_queue=dead_letters)],
     )
+    if encrypted:
+        queue.add_to_resource_policy(
+            iam.PolicyStatement(
+                principals=[iam.ServicePrincipal("events.amazonaws.com")],
+                actions=list(c.QUEUE_SEND_ACTIONS),
+                resources=[queue.queue_arn],
+                conditions={"ArnEquals": {"aws:SourceArn": rule.rule_arn}},
+            )
+        )
     # Ref and GetAtt Name resolve to the same bus name on AWS; GetAtt also lets a local
     # CloudFormation emulator (moto) create the rule, which it cannot do from a Ref.
     cfn_bus = bus.node.default_child

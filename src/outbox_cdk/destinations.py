@@ -11,6 +11,7 @@ from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from outbox_cdk import constants as c
+from outbox_cdk.encryption import key_reference
 from outbox_cdk.errors import OutboxConstructError
 from outbox_publisher.config import event_source_problem
 
@@ -29,6 +30,9 @@ class DestinationsProps:
     # None: CloudFormation generates a unique bus name (read it from the EventBusName output).
     event_bus_name: str | None = None
     archive_retention: Duration = field(default_factory=lambda: Duration.days(c.EVENT_ARCHIVE_RETENTION_DAYS))
+    # None: the topic under the AWS-managed SNS key, the bus and the archive under AWS-owned keys. A
+    # customer-managed key for all three must let EventBridge keep archives with it (OutboxKey does).
+    encryption_key: kms.IKey | None = None
 
     def __post_init__(self) -> None:
         if not self.topic and not self.event_bus:
@@ -42,9 +46,10 @@ class DestinationsProps:
 class OutboxDestinations(Construct):
     """The SNS topic and the EventBridge bus the publisher announces events on.
 
-    The topic is encrypted with the AWS-managed SNS key: only the publisher Lambda (an IAM
+    By default the topic is encrypted with the AWS-managed SNS key: only the publisher Lambda (an IAM
     principal of this account) publishes to it, and SNS decrypts for delivery itself, so a
-    customer-managed key would add cost and a key policy without protecting anything more.
+    customer-managed key adds cost and a key policy, for those who need every resource under their own
+    key (`DestinationsProps.encryption_key`: topic, bus and archive).
     The bus is encrypted at rest by EventBridge; its archive keeps this source's events so they
     can be replayed to a consumer that lost them.
     """
@@ -65,14 +70,26 @@ class OutboxDestinations(Construct):
                 # The publisher sets MessageDeduplicationId = event_id; content-based dedup would
                 # merge two distinct events that happen to have the same body.
                 content_based_deduplication=False if props.fifo_topic else None,
-                master_key=kms.Alias.from_alias_name(self, "SnsAwsManagedKey", c.SNS_AWS_MANAGED_KEY_ALIAS),
+                master_key=props.encryption_key
+                or kms.Alias.from_alias_name(self, "SnsAwsManagedKey", c.SNS_AWS_MANAGED_KEY_ALIAS),
                 enforce_ssl=True,
             )
         if props.event_bus:
-            self.event_bus = events.EventBus(self, "EventBus", event_bus_name=props.event_bus_name)
-            self.archive = self.event_bus.archive(
+            # Given the key, CDK's EventBus states its own use in the key policy: this bus only.
+            self.event_bus = events.EventBus(
+                self, "EventBus", event_bus_name=props.event_bus_name, kms_key=props.encryption_key
+            )
+            # As `event_bus.archive(...)` makes it, but it may take a key, by reference (key_reference).
+            self.archive = events.Archive(
+                self.event_bus,
                 "Archive",
+                source_event_bus=self.event_bus,
                 description="Outbox events, kept for replay",
                 event_pattern=events.EventPattern(source=[props.event_source]),
                 retention=props.archive_retention,
+                kms_key=(
+                    None
+                    if props.encryption_key is None
+                    else key_reference(self, "ArchiveKey", props.encryption_key)
+                ),
             )

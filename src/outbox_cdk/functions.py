@@ -19,6 +19,7 @@ from aws_cdk import (
     Stack,
 )
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
@@ -55,6 +56,9 @@ class FunctionSettings:
     reserved_concurrency: int | None = None
     log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH
     log_removal_policy: RemovalPolicy = RemovalPolicy.DESTROY
+    # None: CloudWatch Logs' own encryption. A customer-managed key must let CloudWatch Logs use it
+    # (outbox_cdk.encryption.OutboxKey does); the function's role needs nothing for it.
+    log_encryption_key: kms.IKey | None = None
 
 
 class PowertoolsLayer(Construct):
@@ -130,6 +134,7 @@ class PythonFunction(Construct):
             "LogGroup",
             retention=settings.log_retention,
             removal_policy=settings.log_removal_policy,
+            encryption_key=settings.log_encryption_key,
         )
         self.role = iam.Role(
             self,

@@ -10,6 +10,8 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sns as sns
 
+from outbox_cdk import constants as c
+
 
 def grant_publishing(
     function: lambda_.Function,
@@ -20,18 +22,22 @@ def grant_publishing(
     keys: Sequence[tuple[kms.IKey | None, Sequence[str]]],
 ) -> None:
     """`statements` (actions on one resource each), publishing to `topic` and `event_bus` when given, and
-    the few actions each customer-managed key needs, on that key only (no wildcards).
+    the few actions each customer-managed key needs, on that key only (no wildcards), the topic's included.
 
     Explicit statements instead of grant_*: table.grant() would add the table's index ARNs,
-    grant_stream_read() puts dynamodb:ListStreams on "*", and queue.grant_send_messages() adds two actions
-    neither function calls.
+    grant_stream_read() puts dynamodb:ListStreams on "*", queue.grant_send_messages() adds two actions
+    neither function calls, and topic.grant_publish() grants kms:GenerateDataKey* on the topic's key.
     """
     for actions, resource in statements:
         function.add_to_role_policy(iam.PolicyStatement(actions=list(actions), resources=[resource]))
     if topic is not None:
-        topic.grant_publish(function)  # sns:Publish; PublishBatch is authorized as Publish
+        function.add_to_role_policy(
+            iam.PolicyStatement(actions=list(c.TOPIC_PUBLISH_ACTIONS), resources=[topic.topic_arn])
+        )
     if event_bus is not None:
         event_bus.grant_put_events_to(function)
-    for key, key_actions in keys:
+    # The AWS-managed SNS key (an imported alias) takes no grant: its own policy lets this account publish.
+    topic_keys = [(topic.master_key, c.TOPIC_KEY_ACTIONS)] if topic is not None else []
+    for key, key_actions in [*keys, *topic_keys]:
         if key is not None:
             key.grant(function, *key_actions)

@@ -56,22 +56,26 @@ class AlarmTopic(Construct):
     """An SNS topic CloudWatch alarms can publish to, encrypted with its own rotating key.
 
     CloudWatch cannot use the AWS-managed SNS key, so this topic (unlike the events topic) needs a
-    customer-managed key whose policy lets cloudwatch.amazonaws.com encrypt with it.
+    customer-managed key whose policy lets cloudwatch.amazonaws.com encrypt with it. Pass `key` to use
+    one the app already has instead; its policy must allow CloudWatch (outbox_cdk.encryption.OutboxKey does).
     """
 
-    def __init__(self, scope: Construct, construct_id: str) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, key: kms.IKey | None = None) -> None:
         super().__init__(scope, construct_id)
-        self.key = kms.Key(self, "Key", enable_key_rotation=True, description="Outbox alarm topic encryption")
         cloudwatch_principal = iam.ServicePrincipal("cloudwatch.amazonaws.com")
-        self.key.add_to_resource_policy(
-            iam.PolicyStatement(
-                principals=[cloudwatch_principal],
-                actions=["kms:Decrypt", "kms:GenerateDataKey*"],
-                resources=["*"],  # in a key policy "*" means this key
-                # Only on behalf of this account's alarms (the confused-deputy guard AWS recommends).
-                conditions={"StringEquals": {"aws:SourceAccount": Stack.of(self).account}},
-            )
+        self.key: kms.IKey = key or kms.Key(
+            self, "Key", enable_key_rotation=True, description="Outbox alarm topic encryption"
         )
+        if key is None:
+            self.key.add_to_resource_policy(
+                iam.PolicyStatement(
+                    principals=[cloudwatch_principal],
+                    actions=list(c.ALARM_TOPIC_KEY_ACTIONS),
+                    resources=["*"],  # in a key policy "*" means this key
+                    # Only on behalf of this account's alarms (the confused-deputy guard AWS recommends).
+                    conditions={"StringEquals": {"aws:SourceAccount": Stack.of(self).account}},
+                )
+            )
         self.topic = sns.Topic(self, "Topic", master_key=self.key, enforce_ssl=True)
         # enforce_ssl replaces the default topic policy, so allow CloudWatch (this account) explicitly.
         self.topic.add_to_resource_policy(
@@ -99,10 +103,13 @@ class OutboxMonitoring(Construct):
         on_failure_queue: sqs.IQueue,
         alarm_topic: sns.ITopic | None = None,
         thresholds: AlarmThresholds | None = None,
+        encryption_key: kms.IKey | None = None,
     ) -> None:
+        """`encryption_key`: the key of the alarm topic created here when no `alarm_topic` is given (None:
+        a key of its own)."""
         super().__init__(scope, construct_id)
         thresholds = thresholds or AlarmThresholds()
-        self.alarm_topic: sns.ITopic = alarm_topic or AlarmTopic(self, "AlarmTopic").topic
+        self.alarm_topic: sns.ITopic = alarm_topic or AlarmTopic(self, "AlarmTopic", key=encryption_key).topic
         stack_name = Stack.of(self).stack_name
         period = Duration.minutes(c.ALARM_PERIOD_MINUTES)
 

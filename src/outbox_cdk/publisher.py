@@ -85,7 +85,7 @@ class StreamMappingProps:
             raise OutboxConstructError("stream mapping: " + "; ".join(problems))
 
 
-def _default_publisher_function() -> FunctionSettings:
+def default_publisher_function() -> FunctionSettings:
     # No reserved concurrency: a stream mapping already runs at most shards x parallelization
     # factor copies, and a lower reservation would throttle the pollers and grow IteratorAge.
     return FunctionSettings(
@@ -203,7 +203,7 @@ class OutboxPublisher(Construct):
                 handler=c.PUBLISHER_HANDLER,
                 description="Outbox publisher: stream INSERTs to SNS and EventBridge",
                 environment=environment,
-                settings=settings.function or _default_publisher_function(),
+                settings=settings.function or default_publisher_function(),
                 layer=layer,
             ).function
         if settings.function is not None:

@@ -5,10 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from outbox_cdk import constants as c
+from outbox_cdk.encryption import key_reference
 from outbox_cdk.nag import acknowledge
 from outbox_publisher.messages import SQS_MAX_MESSAGE_BYTES
 
@@ -22,16 +24,22 @@ def secure_queue(
     max_message_bytes: int | None = None,
     visibility_timeout: Duration | None = None,
     dead_letter_queue: sqs.DeadLetterQueue | None = None,
+    encryption_key: kms.IKey | None = None,
 ) -> sqs.Queue:
     """A queue that refuses plain HTTP and is encrypted at rest.
 
-    SSE-SQS (SQS-owned keys) rather than KMS: SNS and EventBridge can deliver to it without a
-    key policy, and no role needs kms:* to read or write it.
+    By default SSE-SQS (SQS-owned keys) rather than KMS: SNS and EventBridge can deliver to it without a
+    key policy, and no role needs kms:* to read or write it. With `encryption_key` (SSE-KMS), the key's
+    policy must let SNS and EventBridge deliver (outbox_cdk.encryption.OutboxKey does); the queue knows the
+    key by reference, so CDK's subscription helpers add no statements of their own to that policy.
     """
     return sqs.Queue(
         scope,
         construct_id,
-        encryption=sqs.QueueEncryption.SQS_MANAGED,
+        encryption=sqs.QueueEncryption.SQS_MANAGED if encryption_key is None else sqs.QueueEncryption.KMS,
+        encryption_master_key=(
+            None if encryption_key is None else key_reference(scope, f"{construct_id}Key", encryption_key)
+        ),
         enforce_ssl=True,
         retention_period=retention,
         fifo=True if fifo else None,
@@ -49,6 +57,8 @@ class FailureQueuesProps:
     # Like the tables: the queues hold events that were never delivered, so `cdk destroy` keeps them.
     # False (dev/test stacks only) deletes them with the stack.
     retain_messages: bool = True
+    # None: SSE-SQS. A customer-managed key must let the services that deliver to them use it (OutboxKey).
+    encryption_key: kms.IKey | None = None
 
 
 def create_poison_queue(
@@ -58,13 +68,15 @@ def create_poison_queue(
     unknown type, too large, no route), so the shard moves on."""
     # A poison message carries the whole row (up to DynamoDB's 400 KB) plus the reason: more than
     # the historical 256 KiB SQS default, so the queue takes SQS's maximum.
+    props = props or FailureQueuesProps()
     queue = secure_queue(
         scope,
         construct_id,
-        retention=(props or FailureQueuesProps()).retention,
+        retention=props.retention,
         max_message_bytes=SQS_MAX_MESSAGE_BYTES,
+        encryption_key=props.encryption_key,
     )
-    retain_if(queue, (props or FailureQueuesProps()).retain_messages)
+    retain_if(queue, props.retain_messages)
     _acknowledge_dead_letter_queue(queue)
     return queue
 
@@ -75,7 +87,7 @@ def create_on_failure_queue(
     """Lambda's on-failure destination for the stream mapping: it receives only metadata (shard,
     sequence range) of batches the mapping gave up on. The rows stay in the table."""
     props = props or FailureQueuesProps()
-    queue = secure_queue(scope, construct_id, retention=props.retention)
+    queue = secure_queue(scope, construct_id, retention=props.retention, encryption_key=props.encryption_key)
     retain_if(queue, props.retain_messages)
     _acknowledge_dead_letter_queue(queue)
     return queue

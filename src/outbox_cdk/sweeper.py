@@ -27,7 +27,7 @@ from outbox_cdk.table import check_pending_index
 from outbox_sweeper.config import SweepSettings
 
 
-def _default_sweeper_function() -> FunctionSettings:
+def default_sweeper_function() -> FunctionSettings:
     # No reserved concurrency needed: runs that overlap never take each other's rows (each owns its leases),
     # and reserving would fail in accounts at the minimum unreserved concurrency.
     return FunctionSettings(
@@ -50,7 +50,7 @@ class SweeperSettings:
         minutes = self.schedule.to_seconds() / 60
         if minutes < 1 or minutes != int(minutes):
             raise OutboxConstructError("the sweep schedule must be a whole number of minutes, at least 1")
-        timeout = (self.function or _default_sweeper_function()).timeout.to_seconds()
+        timeout = (self.function or default_sweeper_function()).timeout.to_seconds()
         if timeout < c.SWEEPER_MIN_TIMEOUT_SECONDS:
             raise OutboxConstructError(
                 f"the sweeper's timeout must be at least {c.SWEEPER_MIN_TIMEOUT_SECONDS} s: a run keeps 30 s "
@@ -95,7 +95,7 @@ class OutboxSweeper(Construct):
             handler=c.SWEEPER_HANDLER,
             description="Outbox sweeper: publishes rows left PENDING, in order per aggregate",
             environment=environment,
-            settings=settings.function or _default_sweeper_function(),
+            settings=settings.function or default_sweeper_function(),
             layer=powertools_layer,
         ).function
         # A failed run is not retried by Lambda: the next scheduled run does it (and a retry would overlap).

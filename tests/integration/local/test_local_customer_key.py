@@ -1,0 +1,72 @@
+"""The template `cdk synth -c kms_key=customer` writes runs locally as it is: the one key is provisioned
+(moto's KMS), every queue and topic is created under it, and events still go from the outbox table to both
+inbox consumers' read models (moto stores the key settings; it encrypts nothing)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from outbox import outputs
+from outbox_local.runtime import LocalRuntime, RuntimeOptions
+from tests.support.aws import scan_all
+from tests.support.inbox import cancelled, order_events
+from tests.support.synth import cdk_json_context
+
+
+@pytest.fixture(scope="module")
+def template_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from sample_stack.app import build_app
+    from sample_stack.constants import STACK_ID
+
+    outdir: Path = tmp_path_factory.mktemp("cdk.out.kms")
+    app, _ = build_app({**cdk_json_context(), "kms_key": "customer"}, outdir=str(outdir))
+    app.synth()
+    return outdir / f"{STACK_ID}.template.json"
+
+
+@pytest.fixture
+def runtime(template_path: Path) -> Iterator[LocalRuntime]:
+    options = RuntimeOptions(
+        template_path=template_path,
+        background=False,
+        function_environment={"POWERTOOLS_METRICS_DISABLED": "true"},
+    )
+    with LocalRuntime(options) as started:
+        yield started
+
+
+def _items(runtime: LocalRuntime, output: str) -> dict[str, dict[str, Any]]:
+    table = runtime.outputs[output]
+    return {item["pk"]["S"]: item for item in scan_all(runtime.client("dynamodb"), table)}
+
+
+def test_the_customer_key_template_runs_locally_end_to_end(runtime: LocalRuntime) -> None:
+    # Given the customer-key template provisioned locally: one key, every queue and topic under it
+    [key] = runtime.client("kms").list_keys()["Keys"]
+    sqs, sns = runtime.client("sqs"), runtime.client("sns")
+    for url in sqs.list_queues()["QueueUrls"]:
+        attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["KmsMasterKeyId"])["Attributes"]
+        assert attributes["KmsMasterKeyId"] == key["KeyArn"], url
+    for topic in sns.list_topics()["Topics"]:
+        attributes = sns.get_topic_attributes(TopicArn=topic["TopicArn"])["Attributes"]
+        assert attributes["KmsMasterKeyId"] == key["KeyArn"], topic
+
+    # When an order's events are written to the outbox table and the streams drained
+    dynamodb = runtime.client("dynamodb")
+    placed, confirmed, *_ = order_events("o-1")
+    for written in (placed, confirmed, cancelled("o-1", 3)):
+        dynamodb.put_item(TableName=runtime.outputs[outputs.OUTBOX_TABLE_NAME], Item=written.to_item())
+    runtime.drain_streams()
+
+    # Then both consumers applied them, through the topic and through the bus, as without the key
+    summary = _items(runtime, outputs.ORDER_SUMMARY_TABLE_NAME)
+    assert summary["order#o-1"]["status"] == {"S": "CANCELLED"}
+    assert _items(runtime, outputs.CANCELLATIONS_TABLE_NAME)["cancellation#o-1"]["seq"] == {"N": "3"}
+    # And nothing was dead-lettered
+    for output in (outputs.ORDER_SUMMARY_DEAD_LETTER_QUEUE_URL, outputs.CANCELLATIONS_DEAD_LETTER_QUEUE_URL):
+        depth = sqs.get_queue_attributes(QueueUrl=runtime.outputs[output], AttributeNames=["All"])
+        assert depth["Attributes"]["ApproximateNumberOfMessages"] == "0"
