@@ -63,6 +63,8 @@ OLDEST_PENDING_AGE_THRESHOLD_SECONDS: Final = 900
 OLDEST_PENDING_AGE_EVALUATION_PERIODS: Final = 5
 # Any aggregate held behind a FAILED or missing event needs an operator.
 HELD_AGGREGATES_THRESHOLD: Final = 1
+# Any break of the row contract by another writer is a bug in that writer.
+WRITER_CONTRACT_VIOLATIONS_THRESHOLD: Final = 1
 SWEEPER_ERRORS_THRESHOLD: Final = 1
 SWEEPER_ERRORS_EVALUATION_PERIODS: Final = 5
 SWEEPER_ERRORS_DATAPOINTS_TO_ALARM: Final = 3

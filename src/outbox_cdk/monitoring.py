@@ -34,6 +34,7 @@ class AlarmThresholds:
     # Also fires when the sweeper reports nothing for this many minutes: it runs every minute.
     oldest_pending_age_evaluation_periods: int = c.OLDEST_PENDING_AGE_EVALUATION_PERIODS
     held_aggregates: int = c.HELD_AGGREGATES_THRESHOLD
+    writer_contract_violations: int = c.WRITER_CONTRACT_VIOLATIONS_THRESHOLD
     sweeper_errors: int = c.SWEEPER_ERRORS_THRESHOLD
     sweeper_errors_evaluation_periods: int = c.SWEEPER_ERRORS_EVALUATION_PERIODS
     sweeper_errors_datapoints_to_alarm: int = c.SWEEPER_ERRORS_DATAPOINTS_TO_ALARM
@@ -89,7 +90,7 @@ class AlarmTopic(Construct):
 
 
 class OutboxMonitoring(Construct):
-    """Seven alarms (every action to ``alarm_topic``) and a dashboard of the publishing pipeline: the
+    """Eight alarms (every action to ``alarm_topic``) and a dashboard of the publishing pipeline: the
     publisher, the sweeper, and the two queues where undelivered events wait."""
 
     def __init__(
@@ -120,6 +121,9 @@ class OutboxMonitoring(Construct):
         sweeper = metrics.SWEEPER_SERVICE
         pending_age = service_metric(metrics.OLDEST_PENDING_AGE_SECONDS, sweeper, "Maximum")
         held_aggregates = service_metric(metrics.HELD_AGGREGATES, sweeper, "Maximum")
+        # The publisher sees every break the stream shows; the sweeper's (an event_id reused within its run)
+        # also reach the poison queue, whose alarm covers them.
+        violations = service_metric(metrics.WRITER_CONTRACT_VIOLATIONS, metrics.PUBLISHER_SERVICE, "Sum")
         sweeper_errors = sweeper_function.metric_errors(statistic="Sum", period=period)
 
         self.iterator_age_alarm = self._alarm(
@@ -171,6 +175,13 @@ class OutboxMonitoring(Construct):
             "An aggregate's events wait behind a FAILED or missing event. Runbook: README.md#heldaggregates",
             held_aggregates,
             threshold=thresholds.held_aggregates,
+        )
+        self.writer_contract_alarm = self._alarm(
+            "WriterContractAlarm",
+            f"{stack_name}-WriterContractViolations",
+            "Another writer broke the outbox row contract. Runbook: README.md#writercontractviolations",
+            violations,
+            threshold=thresholds.writer_contract_violations,
         )
         self.sweeper_errors_alarm = self._alarm(
             "SweeperErrorsAlarm",
@@ -249,6 +260,7 @@ class OutboxMonitoring(Construct):
             self.publisher_errors_alarm,
             self.oldest_pending_age_alarm,
             self.held_aggregates_alarm,
+            self.writer_contract_alarm,
             self.sweeper_errors_alarm,
         ]
 

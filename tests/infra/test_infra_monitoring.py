@@ -102,6 +102,22 @@ def test_held_aggregates_alarm_fires_on_the_first_held_aggregate(template: dict[
     assert alarm["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
 
 
+def test_writer_contract_alarm_fires_on_the_first_break_the_publisher_sees(template: dict[str, Any]) -> None:
+    # Given the writer-contract alarm
+    alarm = _alarm(template, "MonitoringWriterContractAlarm")
+
+    # When its metric is read
+    # Then it is the publisher's WriterContractViolations sum, at one, in one minute
+    assert (alarm["Namespace"], alarm["MetricName"], alarm["Statistic"]) == (
+        "Outbox",
+        "WriterContractViolations",
+        "Sum",
+    )
+    assert alarm["Dimensions"] == [{"Name": "service", "Value": "outbox-publisher"}]
+    assert (alarm["Threshold"], alarm["EvaluationPeriods"]) == (1, 1)
+    assert alarm["AlarmName"] == "OutboxStack-WriterContractViolations"
+
+
 def test_sweeper_errors_alarm_needs_sustained_errors(template: dict[str, Any]) -> None:
     # Given the sweeper-errors alarm
     sweeper_id, _ = function_by_handler(template, SWEEPER_HANDLER)
@@ -120,9 +136,9 @@ def test_every_alarm_notifies_the_alarm_topic_on_alarm_and_ok(template: dict[str
     alarms = resources(template, "AWS::CloudWatch::Alarm").values()
 
     # When their actions are read
-    # Then there are nine (the outbox's seven, one per sample consumer), each sending both ALARM and OK
+    # Then there are ten (the outbox's eight, one per sample consumer), each sending both ALARM and OK
     # to that topic, each named for the runbook
-    assert len(alarms) == 9
+    assert len(alarms) == 10
     for alarm in alarms:
         assert alarm["Properties"]["AlarmActions"] == [{"Ref": topic_id}]
         assert alarm["Properties"]["OKActions"] == [{"Ref": topic_id}]
