@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import urllib.error
 import urllib.request
@@ -147,10 +148,11 @@ def _left(fault: dict[str, Any]) -> str:
 
 
 def _endpoint(parser: argparse.ArgumentParser) -> None:
+    # A terminal pointed at the runtime (`eval "$(outbox local env)"`) has AWS_ENDPOINT_URL: use it.
     parser.add_argument(
         "--endpoint-url",
-        default=LOCAL_ENDPOINT,
-        help=f"the runtime's AWS endpoint (default {LOCAL_ENDPOINT})",
+        default=os.environ.get("AWS_ENDPOINT_URL") or LOCAL_ENDPOINT,
+        help=f"the runtime's AWS endpoint (default: $AWS_ENDPOINT_URL, else {LOCAL_ENDPOINT})",
     )
 
 

@@ -26,6 +26,6 @@ def exports(endpoint_url: str, region: str) -> str:
     lines = [f"export {name}={value}" for name, value in environment(endpoint_url, region).items()]
     lines.append(
         f"# AWS CLI v1 ignores AWS_ENDPOINT_URL for some services (SQS among them): pass --endpoint-url "
-        f"{endpoint_url} to every aws command. CLI v2 and the SDKs honour the variable."
+        f"{endpoint_url} to every aws command. CLI v2.13+ and the SDKs honour the variable."
     )
     return "\n".join(lines) + "\n"
