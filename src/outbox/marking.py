@@ -9,8 +9,8 @@ below hold whoever publishes.
   from configuration): a published row has done its job and may go.
 - FAILED sets `last_error` (truncated, free of payload data: callers pass codes and reasons only),
   `failed_at` and `failed_shard` (which puts the row in the sparse `failed` index operators list), adds
-  `attempts`, and gets NO `expires_at`: a poisoned row must stay inspectable and redrivable
-  (`outbox failed`, `outbox redrive`) until an operator deals with it.
+  `attempts`, and REMOVEs `expires_at` (and `published_at`, from a slot's earlier life): a poisoned row must
+  stay inspectable and redrivable (`outbox failed`, `outbox redrive`) until an operator deals with it.
 - Both REMOVE `pending_shard`, which takes the row out of the sparse `pending` index the sweeper scans, and
   the lease and backoff attributes (outbox.leases). A mark made under a lease requires that lease's owner:
   a path that lost its lease cannot mark the row. Every mark also requires the row's `generation` as the
@@ -33,7 +33,7 @@ grammar (docs/local.md, "Where moto differs from AWS").
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol
@@ -54,9 +54,11 @@ from outbox.model import (
     LEASE_OWNER,
     LEASE_UNTIL,
     NEXT_ATTEMPT_AT,
+    PARTITION_KEY,
     PENDING_INDEX_PARTITION_KEY,
     RELEASE_REASON,
     RELEASED_AT,
+    SORT_KEY,
     TTL_ATTRIBUTE,
     OutboxStatus,
     RowKey,
@@ -81,11 +83,14 @@ _PUBLISHED_UPDATE = (
 _FAILED = (
     f"SET #status = :failed, last_error = :last_error, failed_at = :at, {FAILED_INDEX_PARTITION_KEY} = :shard"
 )
-_FAILED_UPDATE = f"{_FAILED} ADD attempts :attempts {_LEFT_PENDING}"
+# A FAILED row is kept for an operator: it loses any TTL and publication time an earlier life left on it (a
+# slot another writer rewrote after it was PUBLISHED).
+_LEFT_FOR_AN_OPERATOR = f"{_LEFT_PENDING}, {TTL_ATTRIBUTE}, published_at"
+_FAILED_UPDATE = f"{_FAILED} ADD attempts :attempts {_LEFT_FOR_AN_OPERATOR}"
 _FAILED_AND_RELEASED_UPDATE = (
     f"{_FAILED}, {RELEASED_AT} = :at, {RELEASE_REASON} = :release_reason, "
     f"{FIRST_RELEASED_AT} = if_not_exists({FIRST_RELEASED_AT}, :at) "
-    f"ADD attempts :attempts {_LEFT_PENDING}"
+    f"ADD attempts :attempts {_LEFT_FOR_AN_OPERATOR}"
 )
 _CONDITION = "#status = :pending"
 _LEASED_CONDITION = f" AND {LEASE_OWNER} = :owner"
@@ -124,7 +129,32 @@ class FailedMark:
     event_id: str | None = None
 
 
-Mark = PublishedMark | FailedMark
+@dataclass(frozen=True, slots=True)
+class RestoredMark:
+    """A PENDING row another writer deleted, written back FAILED from its last image (the stream's), unless
+    its slot was written again meanwhile. UpdateItem creates the item: no PutItem permission is needed."""
+
+    key: RowKey
+    image: Mapping[str, Any]
+    error: str
+    failed_at: datetime
+    attempts: int = 0
+
+
+Mark = PublishedMark | FailedMark | RestoredMark
+# What a restored row does not take back from its image: what only a PENDING row carries, and the status.
+_NOT_RESTORED = frozenset(
+    {
+        PARTITION_KEY,
+        SORT_KEY,
+        "status",
+        PENDING_INDEX_PARTITION_KEY,
+        LEASE_OWNER,
+        LEASE_UNTIL,
+        NEXT_ATTEMPT_AT,
+    }
+    | {TTL_ATTRIBUTE, "published_at", "last_error", "failed_at", FAILED_INDEX_PARTITION_KEY}
+)
 
 
 @dataclass(slots=True)
@@ -186,14 +216,14 @@ class DynamoDBRowMarker:
             return
         transaction = Transaction()
         for mark in chunk:
-            expression, condition, values = self._update(mark)
+            expression, condition, names, values = self._update(mark)
             transaction.update(
                 self._table,
                 mark.key.item(),
                 expression,
                 label=f"mark {mark.key.aggregate_key} seq {mark.key.seq_text}",
                 condition=condition,
-                names=_NAMES,
+                names=names,
                 values=values,
             )
         report.calls += 1
@@ -216,7 +246,7 @@ class DynamoDBRowMarker:
     def _mark_one(self, mark: Mark, report: MarkingReport) -> None:
         if not self._time_for_a_call([mark], report):
             return
-        expression, condition, values = self._update(mark)
+        expression, condition, names, values = self._update(mark)
         report.calls += 1
         try:
             self._client.update_item(
@@ -224,7 +254,7 @@ class DynamoDBRowMarker:
                 Key=mark.key.item(),
                 UpdateExpression=expression,
                 ConditionExpression=condition,
-                ExpressionAttributeNames=_NAMES,
+                ExpressionAttributeNames=names,
                 ExpressionAttributeValues=values,
             )
         except ClientError as error:
@@ -238,9 +268,11 @@ class DynamoDBRowMarker:
             return
         report.marked.append(mark.key)
 
-    def _update(self, mark: Mark) -> tuple[str, str, dict[str, dict[str, str]]]:
-        """The mark's update expression, its condition and their values."""
-        values: dict[str, dict[str, str]] = {
+    def _update(self, mark: Mark) -> tuple[str, str, dict[str, str], dict[str, Any]]:
+        """The mark's update expression, its condition, and their names and values."""
+        if isinstance(mark, RestoredMark):
+            return _restore(mark)
+        values: dict[str, Any] = {
             ":pending": {"S": OutboxStatus.PENDING.value},
             ":attempts": {"N": str(mark.attempts)},
         }
@@ -260,12 +292,26 @@ class DynamoDBRowMarker:
             values[":published"] = {"S": OutboxStatus.PUBLISHED.value}
             values[":published_at"] = {"S": format_timestamp(mark.published_at)}
             values[":expires_at"] = {"N": str(int((mark.published_at + self._retention).timestamp()))}
-            return _PUBLISHED_UPDATE, condition, values
+            return _PUBLISHED_UPDATE, condition, _NAMES, values
         values[":failed"] = {"S": OutboxStatus.FAILED.value}
         values[":last_error"] = {"S": truncate_error(mark.error)}
         values[":at"] = {"S": format_timestamp(mark.failed_at)}
         values[":shard"] = {"N": str(pending_shard(mark.key.aggregate_key))}
         if mark.release_reason is None:
-            return _FAILED_UPDATE, condition, values
+            return _FAILED_UPDATE, condition, _NAMES, values
         values[":release_reason"] = {"S": truncate_error(mark.release_reason)}
-        return _FAILED_AND_RELEASED_UPDATE, condition, values
+        return _FAILED_AND_RELEASED_UPDATE, condition, _NAMES, values
+
+
+def _restore(mark: RestoredMark) -> tuple[str, str, dict[str, str], dict[str, Any]]:
+    kept = [name for name in mark.image if name not in _NOT_RESTORED]
+    names = {"#status": "status", "#pk": PARTITION_KEY} | {f"#a{n}": name for n, name in enumerate(kept)}
+    values: dict[str, Any] = {f":a{n}": mark.image[name] for n, name in enumerate(kept)}
+    values |= {
+        ":failed": {"S": OutboxStatus.FAILED.value},
+        ":last_error": {"S": truncate_error(mark.error)},
+        ":at": {"S": format_timestamp(mark.failed_at)},
+        ":shard": {"N": str(pending_shard(mark.key.aggregate_key))},
+    }
+    restored = "".join(f", #a{n} = :a{n}" for n in range(len(kept)))
+    return f"{_FAILED}{restored}", "attribute_not_exists(#pk)", names, values

@@ -49,7 +49,15 @@ METRIC_NAMES: Final = {
     Outcome.GAP: "InboxGapsHandedBack",
     Outcome.SKIPPED_LATE: "InboxSkippedLate",
     Outcome.EVENT_ID_REUSED: "InboxEventIdReused",
+    Outcome.SLOT_REWRITTEN: "InboxSlotRewritten",
     Outcome.DEAD_LETTERED: "InboxDeadLettered",
+}
+
+# Outcomes that can never apply: dead-lettered with this reason (`inbox_reason`).
+_REFUSALS: Final = {
+    Outcome.SKIPPED_LATE: "late: seq {seq} arrived after the consumer applied past it (it was skipped)",
+    Outcome.EVENT_ID_REUSED: "event_id_reused: this event_id was applied for another aggregate or seq",
+    Outcome.SLOT_REWRITTEN: "slot_rewritten: the consumer applied seq {seq} as another event",
 }
 
 FAILURES_METRIC: Final = "InboxFailures"
@@ -178,14 +186,10 @@ class InboxConsumer:
             if result.outcome is Outcome.GAP:
                 # Another delivery applied an event in between: judge this one again on its next receipt.
                 raise self._hand_back(envelope, result.last_applied or 0)
-        if result.outcome is Outcome.SKIPPED_LATE:
-            self._observe(Outcome.SKIPPED_LATE, envelope)
-            reason = f"late: seq {envelope.seq} arrived after the consumer applied past it (it was skipped)"
-            return self._give_up(envelope, letter(reason))
-        if result.outcome is Outcome.EVENT_ID_REUSED:
-            self._observe(Outcome.EVENT_ID_REUSED, envelope)
-            reason = "event_id_reused: the consumer applied this event_id for another aggregate or seq"
-            return self._give_up(envelope, letter(reason))
+        refusal = _REFUSALS.get(result.outcome)
+        if refusal is not None:
+            self._observe(result.outcome, envelope)
+            return self._give_up(envelope, letter(refusal.format(seq=envelope.seq)))
         self._observe(result.outcome, envelope)
         return result.outcome
 

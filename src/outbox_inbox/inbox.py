@@ -73,6 +73,9 @@ class Outcome(StrEnum):
     EVENT_ID_REUSED = "event_id_reused"
     """Its event_id was applied for another aggregate or seq: another writer broke the row contract. Not
     applied (it is not a duplicate), dead-lettered."""
+    SLOT_REWRITTEN = "slot_rewritten"
+    """Its seq is the last applied, but under another event_id: another writer rewrote the slot. Not
+    applied (it is not a duplicate), dead-lettered."""
     DEAD_LETTERED = "dead_lettered"
 
 
@@ -185,6 +188,11 @@ class Inbox:
         last_applied = _last_applied(record)
         if str(envelope.seq) in (record or {}).get(SKIPPED_SEQS, {}).get("NS", ()):
             return Result(Outcome.SKIPPED_LATE, last_applied)
+        if envelope.seq == last_applied and (record or {}).get("last_event_id") not in (
+            None,
+            {"S": envelope.event_id},
+        ):
+            return Result(Outcome.SLOT_REWRITTEN, last_applied)
         if envelope.seq <= last_applied:
             stale = self.settings.ordering is Ordering.LATEST and envelope.seq < last_applied
             return Result(Outcome.STALE if stale else Outcome.DUPLICATE, last_applied)

@@ -17,8 +17,9 @@ What AWS documents ("Using Lambda with Amazon SQS", "Handling errors for an SQS 
   `itemIdentifier`, a bad key name) deletes nothing (`outbox_local.batch_response`).
 - `FilterCriteria`: messages that match no pattern are deleted as they are received, never sent.
 
-Local choices: ReceiveMessage never long-polls (the one poller thread also serves the streams and the
-schedules), and one batch is in flight at a time (Lambda may run up to `ScalingConfig.MaximumConcurrency`
+Local choices: the first receive of a batch long-polls for a second at most (`long_poll_s`; Lambda waits
+up to 20 s, which would hold up the runtime's stop), the ones that top a batch up do not (the window is never
+overrun), and one batch is in flight at a time (Lambda may run up to `ScalingConfig.MaximumConcurrency`
 batches at once; one at a time is one of the orders it may produce). A batch is cut before its invocation
 payload would pass Lambda's 6 MB limit (at least one message), and a batch that reached it is invoked without
 waiting out the window; what did not fit stays held for the next batch. Time comes from an injected clock,
@@ -45,6 +46,8 @@ from outbox_local.stream_records import base64_text
 logger = logging.getLogger("outbox_local.queues")
 
 DEFAULT_BATCH_SIZE = 10  # "BatchSize ... Default 10" for SQS (Lambda parameters for Amazon SQS mappings)
+QUEUE_LONG_POLL_S = 1
+"""How long the first receive of a batch waits for a message when the runtime runs in the background."""
 
 
 @dataclass(frozen=True)
@@ -84,12 +87,14 @@ class QueueMappingRunner:
         sqs_client: Any,
         invoke: Callable[[dict[str, Any]], InvocationResult],
         clock: Clock,
+        long_poll_s: int = 0,
     ) -> None:
         self.name = name
         self.settings = settings
         self._sqs = sqs_client
         self._invoke = invoke
         self._clock = clock
+        self._long_poll_s = long_poll_s
         self._held: list[dict[str, Any]] = []
         self._held_bytes = _EMPTY_EVENT_BYTES
         """The invocation payload the held messages would make."""
@@ -168,7 +173,7 @@ class QueueMappingRunner:
             messages = self._sqs.receive_message(
                 QueueUrl=settings.queue_url,
                 MaxNumberOfMessages=wanted,
-                WaitTimeSeconds=0,
+                WaitTimeSeconds=0 if self._held else self._long_poll_s,
                 AttributeNames=["All"],
                 MessageAttributeNames=["All"],
             ).get("Messages", [])
@@ -213,6 +218,10 @@ class QueueMappingRunner:
             if self.settings.report_batch_item_failures and not result.failed
             else []
         )
+        if (result.failed or failed is None or failed) and self.settings.queue_arn.endswith(".fifo"):
+            # What the 6 MB cut held back must not be applied past the messages that come again: let SQS
+            # hand it out again after them, in its group's order.
+            self._held, self._held_bytes = [], _EMPTY_EVENT_BYTES
         if result.failed or failed is None:
             # Nothing is deleted: SQS hands the messages out again once their visibility timeout ends.
             self.failed_invocations += 1
@@ -257,8 +266,8 @@ _EMPTY_EVENT_BYTES = len(b'{"Records":[]}')
 
 
 def _record_bytes(record: Mapping[str, Any]) -> int:
-    """What the record adds to the invocation payload: its JSON and a separating comma."""
-    return len(json.dumps(record).encode()) + 1
+    """What the record adds to the invocation payload: its compact UTF-8 JSON and a separating comma."""
+    return len(json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode()) + 1
 
 
 def lambda_record(message: Mapping[str, Any], queue_arn: str) -> dict[str, Any]:

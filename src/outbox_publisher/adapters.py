@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import logging
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -115,6 +116,8 @@ _CONTENT_CODES = frozenset(
 # would never reach the queue whole, and a refusal would block its shard.
 _NOT_SQS_TEXT = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 _MAX_ATTRIBUTE_CHARS = 256
+
+_log = logging.getLogger(__name__)
 
 
 def sqs_safe_json(text: str) -> str:
@@ -301,12 +304,19 @@ class SqsPoisonQueue:
 
     def send(self, message: PoisonMessage) -> None:
         body, attributes = self._encode(message)
+        too_large = f"does not fit in one {SQS_MAX_MESSAGE_BYTES}-byte SQS message"
         if _sqs_message_size(body, attributes) > SQS_MAX_MESSAGE_BYTES:
             # SQS would refuse it every time, and a refused poison message is retried: the shard would
             # block. The row itself stays in the table (FAILED, no TTL), so its keys are enough to find it.
-            body, attributes = self._encode(
-                message.without_row(f"the row does not fit in one {SQS_MAX_MESSAGE_BYTES}-byte SQS message")
+            message = message.without_row(f"the row {too_large}")
+            body, attributes = self._encode(message)
+        if _sqs_message_size(body, attributes) > SQS_MAX_MESSAGE_BYTES:
+            # A rewritten slot's earlier row: the stream record was its last copy.
+            _log.error(
+                "the row a writer replaced is too large for the poison message and is lost",
+                extra={"event_id": message.event_id, "aggregate_key": message.aggregate_key},
             )
+            body, attributes = self._encode(message.without_replaced_row(f"the replaced row {too_large}"))
         arguments: dict[str, Any] = {
             "QueueUrl": self._queue_url,
             "MessageBody": body,

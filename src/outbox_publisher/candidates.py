@@ -32,6 +32,9 @@ class Candidate:
     """The state of event `seq - 1`, when the caller already read it: the gate does not read it again."""
     last_chance: bool = False
     """The sweeper's cutoff: a transient failure now makes the event poison instead of a retry."""
+    deleted: bool = False
+    """Another writer deleted the row (`row` is its last image): poisoning writes it back FAILED
+    (outbox_publisher.writer_contract)."""
     replaced: Mapping[str, Any] | None = None
     """The row this one replaced in its slot, breaking the writer contract (outbox_publisher.writer_contract):
     the poison queue receives it too."""

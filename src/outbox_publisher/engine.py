@@ -44,15 +44,15 @@ from typing import Any
 from outbox.clock import Clock, utc_now
 from outbox.deadline import Deadline, NoDeadline
 from outbox.errors import ConfigurationError, OutboxError
-from outbox.marking import MarkingReport, RowMarker
-from outbox.model import OutboxEvent
+from outbox.marking import Mark, MarkingReport, RestoredMark, RowMarker
+from outbox.model import OutboxEvent, RowKey
 from outbox.predecessors import PredecessorReader, PredecessorState
 from outbox_publisher import planning
 from outbox_publisher.candidates import Candidate
 from outbox_publisher.delivery import Deliverer, Delivery
 from outbox_publisher.errors import FailureKind, PoisonQueueUnavailableError
 from outbox_publisher.gate import HoldReason, OrderGate, Unknown, predecessors_to_read, processing_order
-from outbox_publisher.marks import continues_past_poison, mark_rows, marks_for
+from outbox_publisher.marks import continues_past_poison, failed_mark, mark_rows, marks_for
 from outbox_publisher.planning import Planned
 from outbox_publisher.poison import PoisonMessage, PoisonReason, Rejection
 from outbox_publisher.ports import DestinationPort, PoisonQueue
@@ -128,6 +128,8 @@ class _Run:
             publish_until=publish_until,
         )
         self.gate_reads = 0
+        self.early_marks = MarkingReport()
+        """Marks made before the run's end (writer-contract breaks), added to the run's marking report."""
 
     # -- the steps ---------------------------------------------------------------------------
 
@@ -147,6 +149,27 @@ class _Run:
             outcomes, self.stopped_at, self._mark(outcomes), self.deliverer.calls, self.gate_reads
         )
 
+    def _poison_contract_break(self, index: int, candidate: Candidate, rejection: Rejection) -> None:
+        """Marked FAILED first, then to the poison queue, at once whatever its predecessor: only this run saw
+        the break (outbox_publisher.writer_contract), and a row left PENDING holds an event the sweeper would
+        publish, so a mark DynamoDB did not make hands the record back. The row is never released: nothing
+        after it can go first."""
+        detail = f"{rejection.reason.value}: {rejection.code}: {rejection.detail}"
+        now = self.engine._clock()
+        mark: Mark | None
+        if candidate.deleted and (key := candidate.key or RowKey.stored(candidate.row)) is not None:
+            mark = RestoredMark(key, candidate.row, detail, now)
+        else:
+            mark = failed_mark(candidate, detail, 0, now, self.engine._router)
+        report = mark_rows(self.engine._marker, [mark] if mark is not None else [], self.deadline)
+        self.early_marks.marked.extend(report.marked)
+        self.early_marks.already_moved.extend(report.already_moved)  # this run's retry, or a sweeper's
+        self.early_marks.calls += report.calls
+        if report.failed:
+            self._stop(index, candidate, "MarkingFailed", "the row could not be marked FAILED", tried=False)
+            return
+        self._poison(index, candidate, rejection, attempts=0, delivered_to=())
+
     def _take(self, index: int, candidate: Candidate, group: list[Planned]) -> list[Planned]:
         """Adds the candidate to the group of the next calls, or settles it; the group to go on with."""
         if candidate.key is not None and any(
@@ -163,9 +186,7 @@ class _Run:
             if self.stopped_at is not None:
                 return group
             if plan.reason is PoisonReason.WRITER_CONTRACT:
-                # At once, whatever its predecessor: only this run saw the break (outbox_publisher.
-                # writer_contract), and the row is never released, so nothing after it can go first.
-                self._poison(index, candidate, plan, attempts=0, delivered_to=())
+                self._poison_contract_break(index, candidate, plan)
                 return group
         try:
             # Poison too waits for its predecessor: on a route that continues past poison, poisoning it lets
@@ -411,7 +432,11 @@ class _Run:
 
     def _mark(self, outcomes: Sequence[EventOutcome]) -> MarkingReport:
         marks = marks_for(outcomes, self.engine._router, self.engine._clock())
-        return mark_rows(self.engine._marker, marks, self.deadline)
+        report = mark_rows(self.engine._marker, marks, self.deadline)
+        report.marked.extend(self.early_marks.marked)
+        report.already_moved.extend(self.early_marks.already_moved)
+        report.calls += self.early_marks.calls
+        return report
 
 
 def _gives_up(member: Planned, delivery: Delivery) -> bool:

@@ -15,6 +15,7 @@ from outbox.deadline import Deadline
 from outbox.marking import FailedMark, Mark, MarkingReport, PublishedMark, RowMarker
 from outbox.model import RowKey, generation_of, string_attribute
 from outbox_publisher.candidates import Candidate
+from outbox_publisher.poison import PoisonReason
 from outbox_publisher.report import EventOutcome, Status
 from outbox_publisher.routing import PoisonPolicy, Router
 
@@ -32,48 +33,65 @@ def continues_past_poison(candidate: Candidate, router: Router) -> bool:
 
 
 def marks_for(outcomes: Sequence[EventOutcome], router: Router, now: datetime) -> list[Mark]:
+    """The marks a run's outcomes call for, made after publishing. A writer-contract break is left out: it
+    was marked as it was poisoned (`failed_mark`, engine)."""
     marks: list[Mark] = []
     unmarkable = 0
     for outcome in outcomes:
         candidate = outcome.candidate
         key = candidate.key
-        owner = candidate.lease.owner if candidate.lease is not None else None
-        generation = generation_of(candidate.row)
-        event = candidate.event
-        event_id = event.event_id if event is not None else string_attribute(candidate.row, "event_id")
         if outcome.status is Status.PUBLISHED and outcome.published_at is not None and key is not None:
             marks.append(
                 PublishedMark(
                     key,
                     outcome.published_at,
                     outcome.attempts,
-                    lease_owner=owner,
-                    generation=generation,
-                    event_id=event_id,
+                    lease_owner=_owner(candidate),
+                    generation=generation_of(candidate.row),
+                    event_id=_event_id(candidate),
                 )
             )
-        elif outcome.status is Status.POISONED and (key := key or RowKey.stored(candidate.row)) is not None:
-            # A row whose key the order gate cannot read (a seq of "1.5") is still marked FAILED, by its key
-            # as stored: else it would stay PENDING, poisoned again at every sweep.
-            release = CONTINUES_PAST_POISON if continues_past_poison(candidate, router) else None
-            error = outcome.detail or str(outcome.code)
-            marks.append(
-                FailedMark(
-                    key,
-                    error,
-                    outcome.attempts,
-                    now,
-                    lease_owner=owner,
-                    release_reason=release,
-                    generation=generation,
-                    event_id=event_id,
-                )
-            )
+        elif outcome.status is Status.POISONED and outcome.poison_reason is PoisonReason.WRITER_CONTRACT:
+            continue
+        elif outcome.status is Status.POISONED and (
+            mark := failed_mark(candidate, outcome.detail or str(outcome.code), outcome.attempts, now, router)
+        ):
+            marks.append(mark)
         elif outcome.status in (Status.PUBLISHED, Status.POISONED):
             unmarkable += 1
     if unmarkable:
         _log.warning("rows without a usable key cannot be marked", extra={"rows": unmarkable})
     return marks
+
+
+def failed_mark(
+    candidate: Candidate, error: str, attempts: int, now: datetime, router: Router
+) -> FailedMark | None:
+    """The FAILED mark of a poisoned candidate; None when its row has no usable key."""
+    # A row whose key the order gate cannot read (a seq of "1.5") is still marked FAILED, by its key as
+    # stored: else it would stay PENDING, poisoned again at every sweep.
+    key = candidate.key or RowKey.stored(candidate.row)
+    if key is None:
+        return None
+    return FailedMark(
+        key,
+        error,
+        attempts,
+        now,
+        lease_owner=_owner(candidate),
+        release_reason=CONTINUES_PAST_POISON if continues_past_poison(candidate, router) else None,
+        generation=generation_of(candidate.row),
+        event_id=_event_id(candidate),
+    )
+
+
+def _owner(candidate: Candidate) -> str | None:
+    return candidate.lease.owner if candidate.lease is not None else None
+
+
+def _event_id(candidate: Candidate) -> str | None:
+    event = candidate.event
+    return event.event_id if event is not None else string_attribute(candidate.row, "event_id")
 
 
 def mark_rows(marker: RowMarker, marks: Sequence[Mark], deadline: Deadline) -> MarkingReport:

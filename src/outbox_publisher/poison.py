@@ -62,6 +62,7 @@ class PoisonMessage:
     """Set (and `row` cut down to its keys) only when the whole row cannot fit in a queue message."""
     replaced_row: Mapping[str, Any] | None = None
     """A rewritten slot's earlier row, as the stream showed it (outbox_publisher.writer_contract)."""
+    replaced_row_omitted: str | None = None
 
     @classmethod
     def of(
@@ -91,9 +92,13 @@ class PoisonMessage:
         )
 
     def without_row(self, why: str) -> PoisonMessage:
-        """The same message with only the row's keys: the row itself stays in the table (FAILED, no TTL)."""
+        """The same message with only the row's keys: the row itself stays in the table (FAILED, no TTL).
+        A replaced row stays: the message is its only copy."""
         keys = {name: self.row[name] for name in (PARTITION_KEY, SORT_KEY) if name in self.row}
-        return replace(self, row=keys, row_omitted=why, replaced_row=None)
+        return replace(self, row=keys, row_omitted=why)
+
+    def without_replaced_row(self, why: str) -> PoisonMessage:
+        return replace(self, replaced_row=None, replaced_row_omitted=why)
 
     def to_json(self) -> str:
         document: dict[str, Any] = {
@@ -111,6 +116,8 @@ class PoisonMessage:
         }
         if self.replaced_row is not None:
             document["replaced_row"] = self.replaced_row
+        if self.replaced_row_omitted is not None:
+            document["replaced_row_omitted"] = self.replaced_row_omitted
         if self.row_omitted is not None:
             document["row_omitted"] = self.row_omitted
         return json.dumps(document, separators=(",", ":"), ensure_ascii=False)

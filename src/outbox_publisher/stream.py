@@ -50,7 +50,6 @@ from outbox_publisher.errors import InvalidStreamEventError, StreamConfiguration
 from outbox_publisher.gate import HoldReason
 from outbox_publisher.report import PublishReport, Status
 from outbox_publisher.retry import RetryPolicy
-from outbox_publisher.writer_contract import Violation
 
 INSERT = INSERT_EVENT_NAME
 PUBLISH_HORIZON = timedelta(seconds=20)
@@ -85,7 +84,7 @@ class StreamBatchResult:
     @property
     def contract_breaks(self) -> int:
         """Another writer's row contract breaks in this batch (outbox_publisher.writer_contract)."""
-        return self.report.contract_breaks + self.skipped.get(Violation.PENDING_DELETED.value, 0)
+        return self.report.contract_breaks
 
 
 def classify(record: DynamoDBRecord, table_name: str) -> Candidate | Skipped:
@@ -99,10 +98,8 @@ def classify(record: DynamoDBRecord, table_name: str) -> Candidate | Skipped:
         )
     event_name = raw.get("eventName")
     stream = raw.get("dynamodb") or {}
-    if event_name == REMOVE_EVENT_NAME and writer_contract.is_pending_deleted(stream.get("OldImage")):
-        writer_contract.report_pending_deleted(stream.get("Keys") or {}, stream["OldImage"])
-        return Skipped(Violation.PENDING_DELETED.value)
-    if event_name not in (INSERT, MODIFY_EVENT_NAME):
+    removed = event_name == REMOVE_EVENT_NAME and writer_contract.is_pending_deleted(stream.get("OldImage"))
+    if event_name not in (INSERT, MODIFY_EVENT_NAME) and not removed:
         return Skipped(str(event_name).lower() if event_name else "unknown")
     sequence_number = sequence_number_of(raw)
     source = {
@@ -110,6 +107,8 @@ def classify(record: DynamoDBRecord, table_name: str) -> Candidate | Skipped:
         "sequence_number": sequence_number,
         "event_name": str(event_name),
     }
+    if removed:
+        return writer_contract.deleted_pending_row(sequence_number, stream, source)
     image = stream.get("NewImage")
     if not isinstance(image, dict):
         view = stream.get("StreamViewType", "unknown")

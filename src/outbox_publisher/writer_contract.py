@@ -12,9 +12,11 @@ or dropped without a word.
   late INSERT whose claim finds the slot already rewritten is left to that MODIFY record. Needs old images
   in the stream (NEW_AND_OLD_IMAGES, as `OutboxTable` has): on a NEW_IMAGE stream the rewrite passes
   unseen and the sweeper publishes the new event as the slot's.
-- **A pending row deleted.** A stream REMOVE of a PENDING row: its event is gone before it was published.
-  Nothing is left to mark; it is reported, and the aggregate's next event is held as its predecessor is
-  missing (order gate).
+- **A pending row deleted.** A stream REMOVE of a PENDING row: its event would be gone before it was
+  published. The row is written back FAILED from the REMOVE's old image (`PendingRowDeleted`, unless the
+  slot was written again meanwhile) and goes whole to the poison queue: the event is kept, and the
+  aggregate's later events wait for an operator (redrive publishes it, skip drops it). An event published
+  from its INSERT just before the delete is restored FAILED all the same: skip it.
 - **An event_id reused.** Two rows of one run with one `event_id` and different keys: the second is poison
   (`EventIdReused`). Across runs the publisher cannot tell without a read per event; each inbox consumer
   refuses an `event_id` it applied for another `aggregate_key` or `seq` (outbox_inbox).
@@ -95,10 +97,24 @@ def is_pending_deleted(old_image: Mapping[str, Any] | None) -> bool:
     return old_image is not None and string_attribute(old_image, "status") == OutboxStatus.PENDING.value
 
 
-def report_pending_deleted(keys: Mapping[str, Any], old_image: Mapping[str, Any]) -> None:
+def deleted_pending_row(
+    sequence_number: str, stream: Mapping[str, Any], source: Mapping[str, str]
+) -> Candidate:
+    """The row a REMOVE of a PENDING row took away, as its last image shows it: poison, to be written back
+    FAILED (`Candidate.deleted`)."""
+    keys, old_image = stream.get("Keys") or {}, stream["OldImage"]
     _log.error(
         "writer contract broken: a pending row was deleted before its event was published",
         extra={"violation": Violation.PENDING_DELETED.value, **_ids(keys, old_image)},
+    )
+    rejection = Rejection(
+        PoisonReason.WRITER_CONTRACT,
+        "PendingRowDeleted",
+        "another writer deleted the row before its event was published; restored FAILED from the stream's "
+        "last image of it",
+    )
+    return Candidate.rejected(sequence_number, old_image, rejection, keys=keys, source=source).but(
+        deleted=True
     )
 
 

@@ -348,3 +348,25 @@ def test_an_event_id_another_writer_reused_for_another_aggregate_is_dead_lettere
     assert letter["MessageAttributes"]["inbox_reason"]["StringValue"].startswith("event_id_reused")
     assert summary(consumer, "o-2") is None
     assert deliver(inbox_consumer, placed) is Outcome.DUPLICATE
+
+
+@pytest.mark.parametrize("ordering", [Ordering.STRICT, Ordering.LATEST])
+def test_a_slot_another_writer_rewrote_after_it_was_applied_is_dead_lettered_not_taken_for_a_duplicate(
+    consumer: Consumer, ordering: Ordering
+) -> None:
+    # Given o-1's OrderPlaced (seq 1) applied, then another event published for the same slot (another
+    # writer rewrote the row, and an operator redrove it)
+    inbox_consumer = consumer.build(ordering=ordering, effect=OrderSummaryProjection(consumer.table))
+    placed = order_events("o-1")[0]
+    assert deliver(inbox_consumer, placed) is Outcome.APPLIED
+    rewritten = dataclasses.replace(placed, event_id=order_events("o-2")[0].event_id)
+
+    # When it arrives
+    outcome = deliver(inbox_consumer, rewritten)
+
+    # Then it is dead-lettered with the reason, not acknowledged as a duplicate; the original's redelivery
+    # still is one
+    assert outcome is Outcome.DEAD_LETTERED
+    [letter] = consumer.dead_letters()
+    assert letter["MessageAttributes"]["inbox_reason"]["StringValue"].startswith("slot_rewritten")
+    assert deliver(inbox_consumer, placed) is Outcome.DUPLICATE

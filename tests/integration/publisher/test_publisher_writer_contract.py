@@ -13,7 +13,7 @@ from outbox.model import OutboxEvent, RowKey
 from outbox.stream_mapping import PUBLISHER_FILTER_PATTERNS
 from outbox_local.filtering import FilterCriteria
 from outbox_publisher import handler as entry_point
-from tests.integration.publisher.publisher_world import World, build_world
+from tests.integration.publisher.publisher_world import DynamoDBClientFailingWrites, World, build_world
 from tests.support.aws import Tables
 from tests.support.events import event
 from tests.support.lambda_context import FakeLambdaContext
@@ -46,6 +46,10 @@ def publish(
     lambda_event["Records"] = [r for r in lambda_event["Records"] if MAPPING_FILTER.accepts(r)]
     response = entry_point.handler(lambda_event, FakeLambdaContext())
     return response, emitted_metrics(capsys.readouterr().out)
+
+
+def sequence_numbers(lambda_event: dict[str, Any]) -> list[str]:
+    return [record["dynamodb"]["SequenceNumber"] for record in lambda_event["Records"]]
 
 
 def slot(event: OutboxEvent) -> dict[str, Any]:
@@ -202,34 +206,150 @@ def test_the_publishing_paths_own_updates_of_a_pending_row_are_no_break(
     assert metrics["WriterContractViolations"] == [0.0]
 
 
-def test_a_pending_row_deleted_by_another_writer_is_reported_and_its_successor_held(
-    world: World, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+@pytest.mark.parametrize("first_row", [True, False], ids=["first-row", "after-a-published-row"])
+def test_a_pending_row_deleted_by_another_writer_is_written_back_failed_and_holds_its_successor(
+    world: World, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture, first_row: bool
 ) -> None:
-    # Given A#1 published; then A#2 written and deleted by another writer before the publisher saw it, A#3
-    first = event("A", 1)
-    world.write(first)
+    # Given (after A#1 published, or not) A#n written and deleted by another writer before the publisher
+    # saw it, then A#n+1
+    seen = 0
+    if not first_row:
+        world.write(event("A", 1))
+        publish(world, capsys)
+        world.topic_envelopes()
+        world.bus_envelopes()
+        seen = len(world.stream_event()["Records"])
+    deleted = event("A", 1 if first_row else 2)
+    successor = event("A", deleted.seq + 1)
+    world.write(deleted)
+    world.dynamodb.delete_item(TableName=world.tables.outbox, Key=slot(deleted))
+    world.write(successor)
+
+    # When the publisher gets the INSERTs and the REMOVE (the mapping's filter drops none of them)
+    response, metrics = publish(world, capsys, skip=seen)
+
+    # Then nothing is published; the deleted row is back, FAILED with the reason and its event intact, whole
+    # in the poison queue; its successor waits behind it for an operator
+    assert response == {"batchItemFailures": []}
+    assert world.topic_envelopes() == []
+    assert world.bus_envelopes() == []
+    restored = world.row(deleted)
+    assert restored["status"] == {"S": "FAILED"}
+    assert restored["last_error"]["S"].startswith("writer_contract: PendingRowDeleted")
+    assert {name: restored[name] for name in ("event_id", "payload", "occurred_at")} == {
+        name: deleted.to_item()[name] for name in ("event_id", "payload", "occurred_at")
+    }
+    assert "pending_shard" not in restored
+    assert "failed_shard" in restored
+    assert [p["error_code"] for p in world.poison()] == ["PendingRowDeleted"]
+    assert world.row(successor)["status"] == {"S": "PENDING"}
+    assert metrics["WriterContractViolations"] == [1.0]
+    assert metrics["HeldEvents"] == [1.0]
+    assert deleted.event_id in logged(caplog)
+
+    # And the sweeper, later, keeps the successor held: its predecessor is FAILED, not missing or expired
+    world.clock.advance(seconds=3600)
+    report = world.sweep(world.sweeper())
+    assert report.swept == 0
+    assert report.held_aggregates == 1
+    assert world.topic_envelopes() == []
+
+
+def test_a_rewrite_whose_failed_mark_dynamodb_refuses_is_handed_back_not_left_for_the_sweeper(
+    world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given A#1 published, then rewritten by another writer; and DynamoDB throttling the publisher's writes
+    original = event("A", 1)
+    world.write(original)
     publish(world, capsys)
     world.topic_envelopes()
     world.bus_envelopes()
     seen = len(world.stream_event()["Records"])
-    second, third = event("A", 2), event("A", 3)
-    world.write(second)
-    world.dynamodb.delete_item(TableName=world.tables.outbox, Key=slot(second))
-    world.write(third)
+    rewrite(world, original)
+    modify = world.stream_event(skip=seen)
+    throttled = world.publisher(dynamodb_client=DynamoDBClientFailingWrites(world.dynamodb))
 
-    # When the publisher gets INSERT A#3 and the REMOVE (the mapping's filter drops nothing of those)
-    response, metrics = publish(world, capsys, skip=seen + 1)
+    # When the publisher gets the MODIFY
+    response = world.invoke(throttled, modify)
 
-    # Then the loss is reported with ids, and A#3 is held (its predecessor is missing), not published
-    assert response == {"batchItemFailures": []}
+    # Then the record is handed back, with nothing sent to the poison queue yet
+    assert [f["itemIdentifier"] for f in response["batchItemFailures"]] == sequence_numbers(modify)
+    assert world.poison() == []
+    assert world.row(original)["status"] == {"S": "PENDING"}
+
+    # And when Lambda retries it with DynamoDB back, the row is FAILED and poisoned: the sweeper never gets
+    # to publish the rewritten event
+    assert world.invoke(world.publisher(), modify) == {"batchItemFailures": []}
+    assert world.row(original)["status"] == {"S": "FAILED"}
+    assert [p["error_code"] for p in world.poison()] == ["SlotRewritten"]
+    world.clock.advance(seconds=3600)
+    assert world.sweep(world.sweeper()).swept == 0
     assert world.topic_envelopes() == []
-    assert world.bus_envelopes() == []
-    assert world.row(third)["status"] == {"S": "PENDING"}
-    assert metrics["WriterContractViolations"] == [1.0]
-    assert metrics["HeldEvents"] == [1.0]
-    text = logged(caplog)
-    assert "a pending row was deleted" in text
-    assert second.event_id in text
+
+
+def test_a_published_row_rewritten_in_place_loses_its_ttl_when_it_is_failed(
+    world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given A#1 published (with its TTL), then made PENDING again with another event by an UpdateItem
+    original = event("A", 1)
+    world.write(original)
+    publish(world, capsys)
+    assert "expires_at" in world.row(original)
+    seen = len(world.stream_event()["Records"])
+    replacement = event("A", 1, payload={"note": SECRET})
+    world.dynamodb.update_item(
+        TableName=world.tables.outbox,
+        Key=slot(original),
+        UpdateExpression="SET #s = :pending, event_id = :id, payload = :payload",
+        ExpressionAttributeNames={"#s": "status"},
+        ExpressionAttributeValues={
+            ":pending": {"S": "PENDING"},
+            ":id": {"S": replacement.event_id},
+            ":payload": replacement.to_item()["payload"],
+        },
+    )
+
+    # When the publisher gets the MODIFY
+    publish(world, capsys, skip=seen)
+
+    # Then the FAILED row keeps nothing of its published life: TTL would otherwise delete it
+    row = world.row(original)
+    assert row["status"] == {"S": "FAILED"}
+    assert "expires_at" not in row
+    assert "published_at" not in row
+
+
+def test_an_event_published_before_its_slot_was_rewritten_never_marks_the_new_event_published(
+    world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given A#1 just written, and another writer rewriting its slot after the publisher sent A#1 and before
+    # its mark landed
+    original = OutboxEvent.new(
+        aggregate_type="Order", aggregate_id="A", seq=1, event_type="OrderPlaced", payload={"total": "1"}
+    )
+    world.write(original)
+    insert = world.stream_event()
+
+    class RewritingBeforeTheMark:
+        def __init__(self, real: Any) -> None:
+            self._real = real
+
+        def update_item(self, **arguments: Any) -> Any:
+            rewrite(world, original)
+            return self._real.update_item(**arguments)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._real, name)
+
+    # When the publisher handles the INSERT, then the rewrite's MODIFY
+    world.invoke(world.publisher(dynamodb_client=RewritingBeforeTheMark(world.dynamodb)), insert)
+    publish(world, capsys, skip=len(insert["Records"]))
+
+    # Then A#1 is out once, and the row holding the new event is FAILED, never PUBLISHED for it
+    assert [e["event_id"] for e in world.topic_envelopes()] == [original.event_id]
+    row = world.row(original)
+    assert row["event_id"] != {"S": original.event_id}
+    assert row["status"] == {"S": "FAILED"}
 
 
 def test_an_event_id_reused_across_aggregates_in_one_batch_is_poison_for_the_second_row(

@@ -107,5 +107,50 @@ def test_a_batch_is_cut_before_lambdas_6_mb_payload_limit_and_a_full_one_does_no
     assert len(events) == 2
     assert all(len(json.dumps(event).encode()) <= MAX_INVOCATION_PAYLOAD_BYTES for event in events)
     received = [record["body"] for event in events for record in event["Records"]]
-    assert sorted(received) == bodies
+    assert received == bodies
     assert len(events[0]["Records"]) > 1
+
+
+def test_on_a_fifo_queue_what_the_6_mb_cut_held_back_never_goes_past_a_failed_message(aws: None) -> None:
+    # Given ten 800 KB messages of one group on a FIFO queue (8 MB: the first batch is cut after seven), and
+    # a function that fails the batch's third message
+    sqs = boto3.client("sqs", region_name="us-east-1")
+    url = sqs.create_queue(
+        QueueName="work.fifo",
+        Attributes={
+            "FifoQueue": "true",
+            "ContentBasedDeduplication": "true",
+            "MaximumMessageSize": "1048576",
+        },
+    )["QueueUrl"]
+    bodies = [f"{n:03d}".ljust(400_000, "é") for n in range(10)]  # 2 bytes per "é" in UTF-8
+    for body in bodies:
+        sqs.send_message(QueueUrl=url, MessageBody=body, MessageGroupId="order-1")
+    events: list[dict[str, Any]] = []
+
+    def invoke(event: dict[str, Any]) -> InvocationResult:
+        events.append(event)
+        failed = event["Records"][2]["messageId"]
+        return InvocationResult(payload={"batchItemFailures": [{"itemIdentifier": failed}]})
+
+    settings = QueueMappingSettings(
+        function_arn="arn:aws:lambda:us-east-1:123456789012:function:f",
+        queue_arn="arn:aws:sqs:us-east-1:123456789012:work.fifo",
+        queue_url=url,
+        report_batch_item_failures=True,
+    )
+    runner = QueueMappingRunner(
+        "OrderedMapping", settings, sqs_client=sqs, invoke=invoke, clock=FakeClock().seconds
+    )
+
+    # When it polls twice
+    runner.poll_once()
+    runner.poll_once()
+
+    # Then the first batch was cut below 6 MB of compact UTF-8 (the size Lambda counts), and nothing after
+    # the failed third message reached the function: the held-back rest waits for SQS to hand it out again
+    assert len(events) == 1
+    assert 1 < len(events[0]["Records"]) < len(bodies)
+    compact = json.dumps(events[0], ensure_ascii=False, separators=(",", ":")).encode()
+    assert len(compact) <= MAX_INVOCATION_PAYLOAD_BYTES
+    assert runner.stats().held == 0

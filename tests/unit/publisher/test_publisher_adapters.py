@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -268,3 +269,24 @@ def test_a_poison_row_with_characters_sqs_refuses_still_reaches_the_queue_whole(
     assert "event_id" not in request["MessageAttributes"]
     assert request["MessageAttributes"]["error_code"]["StringValue"] == "InvalidPayload"
     assert GROUP_ID.fullmatch(request["MessageGroupId"])
+
+
+def test_a_rewritten_slots_poison_message_drops_the_row_in_the_table_before_the_row_it_replaced() -> None:
+    # Given a rewritten slot whose row now and replaced row, 600 KB each, cannot both fit in one message
+    row = event("o-1", 1).to_item() | {"payload": {"S": json.dumps({"note": "n" * 600_000})}}
+    replaced = event("o-1", 1).to_item() | {"payload": {"S": json.dumps({"note": "o" * 600_000})}}
+    message = PoisonMessage(
+        PoisonReason.WRITER_CONTRACT, "SlotRewritten", "rewritten", 0, row, START, None, "Order#o-1", 1
+    )
+    client = Answering({"MessageId": "m"})
+
+    # When it is sent to the poison queue
+    SqsPoisonQueue(client, "https://sqs/poison").send(replace(message, replaced_row=replaced))
+
+    # Then the replaced row, whose only copy this is, is kept whole; the row, still in the table, is cut to
+    # its keys
+    body = json.loads(client.requests[0]["MessageBody"])
+    assert len(client.requests[0]["MessageBody"].encode()) <= SQS_MAX_MESSAGE_BYTES
+    assert body["replaced_row"] == replaced
+    assert body["row"] == {"aggregate_key": row["aggregate_key"], "seq": row["seq"]}
+    assert "replaced_row_omitted" not in body
