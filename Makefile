@@ -15,7 +15,7 @@ export CDK_DISABLE_VERSION_CHECK := 1
 export AWS_ACCOUNT_ID_ENDPOINT_MODE := disabled
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: demo test setup lint typecheck synth cfn-lint pytest clean
+.PHONY: demo test setup lint typecheck synth cfn-lint pytest clean bench
 
 demo: setup synth
 	$(BIN)/outbox demo --template $(TEMPLATE)
@@ -55,6 +55,11 @@ cfn-lint: synth
 
 pytest: $(PY_STAMP)
 	$(BIN)/pytest -n 2 --dist loadgroup -q
+
+# Issue 14's measurements (docs/BENCHMARKS.md): prints one table, writes bench/results.json and renders the doc's
+# tables from it. The synthesized template gives the costs the deployed sizes, and bench.local_load its stack.
+bench: setup synth
+	PYTHONPATH=sample $(BIN)/python -m bench
 
 clean:
 	rm -rf $(VENV) node_modules cdk.out .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,56 @@
+"""The process environment every measurement runs in: fake credentials, no real AWS, quiet output.
+
+Set before any boto3 client exists: the counting figures run on moto in process, the CPU figures on clients
+whose HTTP is canned, and neither may ever reach an account. Powertools' tracer is off (no X-Ray daemon
+here); the cold-start probe turns it back on the way Lambda runs it (bench.cold_start).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+REGION = "us-east-1"
+
+FAKE_AWS = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+    "AWS_DEFAULT_REGION": REGION,
+    # botocore >= 1.44.4 would send DynamoDB Streams calls to an endpoint moto does not serve.
+    "AWS_ACCOUNT_ID_ENDPOINT_MODE": "disabled",
+}
+POWERTOOLS = {
+    "POWERTOOLS_TRACE_DISABLED": "true",
+    "POWERTOOLS_METRICS_NAMESPACE": "OutboxBench",
+    "POWERTOOLS_LOG_LEVEL": "INFO",
+}
+
+
+def use_fake_aws() -> None:
+    """Point this process at nothing real: fake credentials, a fixed region, no profile or endpoint."""
+    os.environ.update(FAKE_AWS | POWERTOOLS)
+    for name in ("AWS_PROFILE", "AWS_ENDPOINT_URL"):
+        os.environ.pop(name, None)
+
+
+@contextmanager
+def quiet() -> Iterator[None]:
+    """Standard output goes nowhere meanwhile, at the file-descriptor level.
+
+    The handlers under test log a JSON line and flush EMF metrics to stdout, as on Lambda. Powertools'
+    handlers hold the stream they were created with, so swapping `sys.stdout` would miss them; the text is
+    still formatted and written (that work is part of what the CPU figures measure), only not shown.
+    """
+    sys.stdout.flush()
+    saved = os.dup(1)
+    with open(os.devnull, "w") as sink:
+        os.dup2(sink.fileno(), 1)
+        try:
+            yield
+        finally:
+            sys.stdout.flush()
+            os.dup2(saved, 1)
+            os.close(saved)

@@ -1,0 +1,140 @@
+"""`python -m bench` (`make bench`): every measurement in one run, one table printed, the same as JSON.
+
+Run it as `python -m bench`, which sets the fake AWS environment before anything is imported. A full run
+writes bench/results.json and renders docs/BENCHMARKS.md's tables from it (bench.render_doc), so
+the doc shows exactly what was measured. `--only GROUP` measures some groups and prints them, and writes
+nothing unless given `--output`. Progress goes to stderr; stdout holds the table only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from bench import (
+    cold_start,
+    cost,
+    cpu_figures,
+    deployment,
+    end_to_end,
+    machine,
+    publish_figures,
+    render_doc,
+    sweeper_figures,
+    write_path_figures,
+)
+from bench.figures import Figure, Group, render_table
+
+RESULTS = Path(__file__).resolve().parent / "results.json"
+MEASURED_BY = "make bench"
+
+
+def measurements(arguments: argparse.Namespace) -> dict[str, Callable[[], list[Group]]]:
+    return {
+        "publishing": publish_figures.measure,
+        "write_path": write_path_figures.measure,
+        "sweeper": sweeper_figures.measure,
+        "cpu": cpu_figures.measure,
+        "cold_start": lambda: cold_start.measure(arguments.cold_start_rounds),
+        "end_to_end": lambda: end_to_end.measure(arguments.local_load_orders),
+    }
+
+
+GROUP_NAMES = ("publishing", "write_path", "sweeper", "cpu", "cold_start", "end_to_end")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    arguments = _parser().parse_args(argv)
+    selected = arguments.only or [
+        name for name in GROUP_NAMES if not (name == "end_to_end" and arguments.skip_local_load)
+    ]
+    started, clock = datetime.now(UTC), time.monotonic()
+    machine_before = machine.describe()
+    groups: list[Group] = []
+    for name in selected:
+        _progress(f"measuring {name}...")
+        step = time.monotonic()
+        groups.extend(measurements(arguments)[name]())
+        _progress(f"  {name}: {time.monotonic() - step:.0f} s")
+    grouped = [group.to_json() for group in groups]
+    results: dict[str, Any] = {
+        "measured_by": MEASURED_BY
+        if arguments.only is None
+        else f"python -m bench --only {' '.join(selected)}",
+        "started_at": started.isoformat(timespec="seconds"),
+        "duration_s": round(time.monotonic() - clock),
+        "machine": machine_before | {"load_average_after": machine.describe()["load_average"]},
+        "groups": grouped,
+    }
+    if {"publishing", "write_path", "sweeper", "cpu"} <= set(selected):
+        results["cost"] = cost.compute(grouped, deployment.deployed())
+        results["groups"].append(_cost_group(results["cost"]).to_json())
+    print(render_table(results["groups"]))
+    output = arguments.output or (RESULTS if arguments.only is None else None)
+    if output is not None:
+        output.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+        _progress(f"wrote {output}")
+    if output == RESULTS and not arguments.no_doc:
+        # From the file just written, not from memory: the doc shows what the JSON holds.
+        render_doc.write(json.loads(RESULTS.read_text(encoding="utf-8")))
+        _progress(f"rendered {render_doc.DOC}")
+    return 0
+
+
+def _cost_group(computed: dict[str, Any]) -> Group:
+    totals = {option["name"]: option["total_usd_per_million_events"] for option in computed["options"]}
+    ours, naive, pipes = (
+        totals[name] for name in ("ours", "naive publisher", "EventBridge Pipes (one pipe per target)")
+    )
+    source = (
+        f"measured counts x AWS list prices ({computed['region']}, checked {computed['prices_checked_on']})"
+    )
+    return Group(
+        "cost",
+        "Cost per million events, USD (docs/BENCHMARKS.md shows every line)",
+        "the alternative named on the row",
+        [
+            Figure(
+                "cost.vs_naive",
+                "ours against the naive publisher",
+                "USD",
+                ours,
+                naive,
+                decimals=2,
+                source=source,
+            ),
+            Figure(
+                "cost.vs_pipes",
+                "ours against EventBridge Pipes",
+                "USD",
+                ours,
+                pipes,
+                decimals=2,
+                source=source,
+            ),
+        ],
+        command=MEASURED_BY,
+    )
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", nargs="+", choices=GROUP_NAMES, help="measure these groups only")
+    parser.add_argument("--output", type=Path, help=f"write the JSON here (a full run: {RESULTS.name})")
+    parser.add_argument("--no-doc", action="store_true", help="do not render docs/BENCHMARKS.md")
+    parser.add_argument("--skip-local-load", action="store_true", help="leave bench.local_load out")
+    parser.add_argument(
+        "--local-load-orders", type=int, default=10_000, help="orders bench.local_load places"
+    )
+    parser.add_argument("--cold-start-rounds", type=int, default=5, help="fresh interpreters per target")
+    return parser
+
+
+def _progress(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)

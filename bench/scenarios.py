@@ -1,0 +1,72 @@
+"""The stream interleaves the figures are measured on: which aggregate's next event comes next.
+
+Every event is the sample's OrderPlaced payload for a one-line order (what `orders.service` writes), PENDING,
+two seconds old on the fake clock (tests.support.events), so the stream publisher takes it without a claim.
+Each aggregate's events keep their `seq` order in the stream, as a writer commits them.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from typing import Any
+
+from outbox.model import OutboxEvent
+from tests.support.events import event
+
+RANDOM_SEED = 14
+"""The issue's number: the same "random" interleave on every run."""
+
+
+def order_payload(order_id: str) -> dict[str, Any]:
+    """The sample's OrderPlaced payload (orders.service._payload) for one line of two items."""
+    return {
+        "order_id": order_id,
+        "customer_id": "customer-1",
+        "currency": "EUR",
+        "total": "19.98",
+        "lines": [{"sku": "SKU-1", "quantity": 2, "unit_price": "9.99", "amount": "19.98"}],
+    }
+
+
+def aggregate_id(prefix: str, number: int) -> str:
+    return f"{prefix}-{number:04d}"
+
+
+def events_in_order(prefix: str, aggregates: Sequence[int], first_seq: int = 1) -> list[OutboxEvent]:
+    """One event per entry of `aggregates` (aggregate numbers, in stream order), each aggregate's seq counting
+    up from `first_seq`."""
+    next_seq: dict[int, int] = {}
+    events = []
+    for number in aggregates:
+        seq = next_seq.get(number, first_seq)
+        next_seq[number] = seq + 1
+        name = aggregate_id(prefix, number)
+        events.append(event(name, seq, payload=order_payload(name)))
+    return events
+
+
+def round_robin(records: int, aggregates: int, prefix: str = "rr", first_seq: int = 1) -> list[OutboxEvent]:
+    """a1#1, a2#1 ... aN#1, a1#2, a2#2 ...: the friendliest interleave for batching."""
+    return events_in_order(prefix, [index % aggregates for index in range(records)], first_seq)
+
+
+def random_interleave(records: int, aggregates: int, prefix: str = "ri") -> list[OutboxEvent]:
+    """`records` events spread evenly over `aggregates`, in a seeded random order."""
+    order = [index % aggregates for index in range(records)]
+    random.Random(RANDOM_SEED).shuffle(order)  # noqa: S311 - a test pattern, not a secret
+    return events_in_order(prefix, order)
+
+
+def hot_aggregate(records: int, prefix: str = "hot") -> list[OutboxEvent]:
+    """Every event of one aggregate: the worst interleave (no call may hold two events of one aggregate)."""
+    return events_in_order(prefix, [0] * records)
+
+
+def one_each(aggregates: int, seq: int, prefix: str) -> list[OutboxEvent]:
+    """Event `seq` of each of `aggregates` aggregates."""
+    events = []
+    for number in range(aggregates):
+        name = aggregate_id(prefix, number)
+        events.append(event(name, seq, payload=order_payload(name)))
+    return events

@@ -1,0 +1,233 @@
+"""DynamoDB calls and WCU per order command, per event lifecycle, and the outbox row's size, on moto.
+
+The commands run through the sample's `OrderService` on its `DynamoDBOrderRepository`, exactly as the Orders
+API Lambda wires them (orders_api.handler.get_service), with a metered DynamoDB client: `commands` commands
+of each kind, each on an order of its own; the orders a confirm or a cancel needs are placed beforehand
+through an unmetered repository (and published, so the gate finds their predecessors out).
+
+An event's lifecycle: the command's writes (the order, the idempotency record when the request has a key,
+the outbox row and its entry in the sparse `pending` index), the publisher's mark (which takes the entry out
+of the index), measured as our publisher takes the batch of those rows, and the TTL delete, which is free (AWS
+charges no write capacity for TTL deletes, and they are no API call) and touches no index (the row left the
+`pending` index when it was marked): 0 WCU, not measured.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from bench import targets
+from bench.capacity import item_size
+from bench.figures import Figure, Group, per
+from bench.meters import Snapshot
+from bench.publish_figures import MARKING_CALLS
+from bench.world import BenchWorld, bench_world
+from orders.commands import PlaceOrder, TransitionOrder
+from orders.model import Command
+from orders.repository import DynamoDBOrderRepository
+from orders.service import CommandResult, OrderService
+
+COMMANDS = 10
+COMMAND = "python -m bench --only write_path"
+HOOKS = "botocore before-call hooks on the repository's DynamoDB client (moto in process)"
+EVENT_TYPES = {
+    Command.PLACE: "OrderPlaced",
+    Command.CONFIRM: "OrderConfirmed",
+    Command.CANCEL: "OrderCancelled",
+}
+PLACE_BODY: dict[str, Any] = {
+    "customer_id": "customer-1",
+    "currency": "EUR",
+    "items": [{"sku": "SKU-1", "quantity": 2, "unit_price": "9.99"}],
+}
+
+
+@dataclass(frozen=True)
+class CommandRun:
+    command: Command
+    keyed: bool
+    commands: int
+    written: Snapshot
+    """The commands themselves."""
+    marked: Snapshot
+    """Our publisher taking the batch of the rows they wrote."""
+    pending_bytes: int
+    """The largest outbox row as written (PENDING)."""
+    published_bytes: int
+    """The largest outbox row once marked PUBLISHED."""
+
+
+def command_run(command: Command, *, keyed: bool, commands: int = COMMANDS) -> CommandRun:
+    with bench_world() as world:
+        metered = _service(world, world.clients["dynamodb"])
+        publisher = world.publisher()
+        orders: list[str] = []
+        if command is not Command.PLACE:
+            unmetered = _service(world, world.world.dynamodb)
+            orders = [
+                unmetered.place(PlaceOrder.from_json(PLACE_BODY)).order.order_id for _ in range(commands)
+            ]
+            world.measure(lambda: world.publish(publisher, world.new_batch()))
+        steps = [
+            _step(metered, command, orders[i] if orders else None, f"bench-{i}" if keyed else None)
+            for i in range(commands)
+        ]
+        results, written = world.measure(lambda: [step() for step in steps])
+        keys = [_row_key(result) for result in results]
+        pending = max(item_size(world.item(key)) for key in keys)
+        _, marked = world.measure(lambda: world.publish(publisher, world.new_batch()))
+        published = max(item_size(world.item(key)) for key in keys)
+        return CommandRun(command, keyed, commands, written, marked, pending, published)
+
+
+def measure(commands: int = COMMANDS) -> list[Group]:
+    runs = [
+        command_run(command, keyed=keyed, commands=commands) for command in Command for keyed in (False, True)
+    ]
+    per_command = [figure for run in runs for figure in _command_figures(run)]
+    lifecycle = [_lifecycle_figure(run) for run in runs]
+    rows = [_row_figure(run) for run in runs if not run.keyed]
+    return [
+        Group(
+            "write_path",
+            f"Write path: DynamoDB per order command ({commands} commands each)",
+            "-",
+            per_command,
+            notes=[
+                "Through orders.service.OrderService and orders.repository.DynamoDBOrderRepository, as the "
+                "Orders API wires them. WCU: every table and index the command wrote. The naive publisher "
+                "changes nothing here: no baseline.",
+            ],
+            command=COMMAND,
+        ),
+        Group(
+            "lifecycle",
+            "WCU per event lifecycle (command, pending index, mark, index removal, TTL delete)",
+            "-",
+            lifecycle,
+            notes=[
+                "The command's writes plus our publisher's mark of the row; the TTL delete is free (0 WCU, "
+                "not an API call) and the row has left the pending index by then.",
+            ],
+            command=COMMAND,
+        ),
+        Group(
+            "row_size",
+            "Outbox row size for the sample events (DynamoDB item size rules)",
+            "-",
+            rows,
+            notes=["The larger of the row as written (PENDING) and as marked PUBLISHED; 1 WCU covers 1 KB."],
+            command=COMMAND,
+        ),
+    ]
+
+
+def _command_figures(run: CommandRun) -> list[Figure]:
+    name, label = _names(run)
+    usage = run.written.capacity()
+    return [
+        Figure(
+            f"write.calls.{name}",
+            f"DynamoDB calls, {label}",
+            "calls/command",
+            per(run.written.count("dynamodb"), run.commands),
+            floor=targets.COMMAND_CALLS_FLOOR,
+            target=targets.COMMAND_CALLS_TARGET,
+            source=HOOKS,
+            detail={"calls": run.written.calls_detail()},
+        ),
+        Figure(
+            f"write.wcu.{name}",
+            f"WCU, {label}",
+            "WCU/command",
+            per(usage.wcu, run.commands),
+            source=usage.source(),
+            detail={
+                "rcu_per_command": per(usage.rcu, run.commands),
+                "by_table": {
+                    table: {
+                        "table_wcu": per(one.table_wcu, run.commands),
+                        "index_wcu": per(one.index_wcu, run.commands),
+                    }
+                    for table, one in _by_table(run.written).items()
+                },
+            },
+        ),
+    ]
+
+
+def _lifecycle_figure(run: CommandRun) -> Figure:
+    name, label = _names(run)
+    written = run.written.capacity()
+    marked = run.marked.capacity(operations=MARKING_CALLS)
+    return Figure(
+        f"lifecycle.wcu.{name}",
+        label,
+        "WCU/event",
+        per(written.wcu + marked.wcu, run.commands),
+        target=targets.LIFECYCLE_WCU_TARGET,
+        source=f"command: {written.source()}; mark: {marked.source()}",
+        detail={
+            "command_wcu": per(written.wcu, run.commands),
+            "command_index_wcu": per(written.index_wcu, run.commands),
+            "mark_table_wcu": per(marked.table_wcu, run.commands),
+            "mark_index_wcu": per(marked.index_wcu, run.commands),
+            "ttl_delete_wcu": 0,
+            "mark_calls": run.marked.calls_detail(),
+        },
+    )
+
+
+def _row_figure(run: CommandRun) -> Figure:
+    event_type = EVENT_TYPES[run.command]
+    return Figure(
+        f"row.bytes.{event_type}",
+        f"{event_type} row",
+        "bytes",
+        float(max(run.pending_bytes, run.published_bytes)),
+        target=float(targets.ROW_BYTES_TARGET),
+        decimals=0,
+        source="DynamoDB's item size rules on the stored row (bench.capacity.item_size)",
+        detail={"pending_bytes": run.pending_bytes, "published_bytes": run.published_bytes},
+    )
+
+
+def _names(run: CommandRun) -> tuple[str, str]:
+    key = "key" if run.keyed else "no_key"
+    return (
+        f"{run.command.value}.{key}",
+        f"{run.command.value}, {'with' if run.keyed else 'no'} Idempotency-Key",
+    )
+
+
+def _service(world: BenchWorld, client: Any) -> OrderService:
+    repository = DynamoDBOrderRepository(
+        client, orders_table=world.orders_table, outbox_table=world.outbox_table
+    )
+    return OrderService(repository, clock=world.world.clock)
+
+
+def _step(
+    service: OrderService, command: Command, order_id: str | None, key: str | None
+) -> Callable[[], CommandResult]:
+    if command is Command.PLACE:
+        return lambda: service.place(
+            PlaceOrder.from_json(PLACE_BODY), idempotency_key=key, correlation_id="bench"
+        )
+    assert order_id is not None  # noqa: S101 - placed beforehand
+    request = TransitionOrder.from_json(command, order_id, None)
+    return lambda: service.transition(request, idempotency_key=key, correlation_id="bench")
+
+
+def _row_key(result: CommandResult) -> dict[str, Any]:
+    return {
+        "aggregate_key": {"S": f"Order#{result.order.order_id}"},
+        "seq": {"N": str(result.order.last_seq)},
+    }
+
+
+def _by_table(snapshot: Snapshot) -> dict[str, Any]:
+    tables = sorted({table for table, _ in snapshot.usage})
+    return {table: snapshot.capacity(tables=[table]) for table in tables}

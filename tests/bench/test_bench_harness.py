@@ -1,0 +1,67 @@
+"""The benchmark's plumbing: canned HTTP answers real botocore calls, the doc is rendered from the JSON, the
+cost figures are recomputable from it. No AWS, no moto, no timing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+
+from bench import cost, render_doc
+from bench.canned_http import can
+from bench.counting import CallCounter
+from bench.deployment import Deployment
+
+RESULTS = Path(render_doc.RESULTS)
+
+
+@pytest.fixture(scope="module")
+def results() -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads(RESULTS.read_text(encoding="utf-8"))
+    return loaded
+
+
+def test_a_real_client_with_canned_http_builds_the_request_and_parses_a_success() -> None:
+    # Given real SNS and EventBridge clients answered at before-send, and a call counter on them
+    sns, events = can(boto3.client("sns")), can(boto3.client("events"))
+    counter = CallCounter()
+    counter.attach(sns)
+    counter.attach(events)
+
+    # When they publish
+    batch = sns.publish_batch(
+        TopicArn="arn:aws:sns:us-east-1:123456789012:t",
+        PublishBatchRequestEntries=[{"Id": f"m{i}", "Message": "{}"} for i in range(3)],
+    )
+    put = events.put_events(Entries=[{"Source": "s", "DetailType": "d", "Detail": "{}"}] * 2)
+
+    # Then each entry is answered as accepted, and each call counted once
+    assert [entry["Id"] for entry in batch["Successful"]] == ["m0", "m1", "m2"]
+    assert put["FailedEntryCount"] == 0
+    assert len(put["Entries"]) == 2
+    assert counter.counts == {("sns", "PublishBatch"): 1, ("events", "PutEvents"): 1}
+
+
+def test_an_operation_without_a_canned_answer_fails_instead_of_being_measured() -> None:
+    sqs = can(boto3.client("sqs"))
+    with pytest.raises(NotImplementedError, match="SendMessage"):
+        sqs.send_message(QueueUrl="https://sqs.us-east-1.amazonaws.com/123456789012/q", MessageBody="x")
+
+
+def test_the_doc_shows_exactly_the_committed_results(results: dict[str, Any]) -> None:
+    # Given docs/BENCHMARKS.md and bench/results.json as committed
+    doc = render_doc.DOC.read_text(encoding="utf-8")
+
+    # Then rendering the JSON into the doc changes nothing: `make bench` wrote both, or neither drifted
+    assert render_doc.render(doc, results) == doc
+
+
+def test_the_cost_figures_are_computed_from_the_measured_figures(results: dict[str, Any]) -> None:
+    # Given the results' figures and the deployment they were costed for
+    deployment = Deployment(**results["cost"]["deployment"])
+
+    # Then the cost section is what the figures and bench.prices give today
+    assert cost.compute(results["groups"], deployment) == results["cost"]
