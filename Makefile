@@ -15,7 +15,7 @@ export CDK_DISABLE_VERSION_CHECK := 1
 export AWS_ACCOUNT_ID_ENDPOINT_MODE := disabled
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: demo test setup lint typecheck synth cfn-lint pytest clean bench
+.PHONY: demo test setup lint typecheck synth cfn-lint pytest fuzz clean bench
 
 demo: setup synth
 	$(BIN)/outbox demo --template $(TEMPLATE)
@@ -60,6 +60,15 @@ pytest: $(PY_STAMP)
 # tables from it. The synthesized template gives the costs the deployed sizes, and bench.local_load its stack.
 bench: setup synth
 	PYTHONPATH=sample $(BIN)/python -m bench
+
+# The bad-input catalogue's long run (tests/hardening with its Hypothesis profile `fuzz`): one row per category,
+# the inputs tried and what became of them; the same figures as JSON in $FUZZ_REPORT (build/fuzz/report.json).
+# Fails on any partial write or leak, and under 10,000 generated inputs.
+fuzz: $(PY_STAMP)
+	rm -rf build/fuzz/tally
+	HARDENING_PROFILE=fuzz HARDENING_TALLY_DIR=build/fuzz/tally $(BIN)/pytest -n 2 -q tests/hardening
+	$(BIN)/python -m tests.hardening.tally build/fuzz/tally --json "$${FUZZ_REPORT:-build/fuzz/report.json}" \
+		--min-generated 10000
 
 clean:
 	rm -rf $(VENV) node_modules cdk.out .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,276 @@
+"""Bad arguments to the `outbox` command (its real `main`, in process, boto3 on moto): unknown commands and
+flags, missing and malformed values, names of things that do not exist, contradictory choices.
+
+Each argument list ends with a documented exit status (0 done, 1 failed or refused, 2 bad usage, 3 degraded,
+4 stuck) and, when it fails, a reason on stderr; never a traceback. A command that fails, a dry run and a
+read-only command change nothing in the table; no payload value (unless `--show-payload` asked for it) and no
+credential shows in what the command prints.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import io
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import boto3
+import botocore.loaders
+import botocore.session
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from outbox.clock import utc_now
+from outbox.marking import DynamoDBRowMarker, FailedMark
+from outbox.model import OutboxStatus, RowKey
+from outbox_cli.main import main
+from tests.hardening.checks import OUTBOX_KEY, TableState, judge, leaks_in, marker, restore
+from tests.hardening.profiles import examples
+from tests.hardening.strategies import tricky_text, unmarked_text
+from tests.hardening.tally import Outcome, Source
+from tests.integration.ops.conftest import Result
+from tests.support.aws import REGION, Tables
+from tests.support.events import event
+
+CATEGORY = "cli-arguments"
+EXIT_STATUSES = frozenset({0, 1, 2, 3, 4})
+READ_ONLY = frozenset({"status", "failed", "local", "--help", "-h"})
+SECRET_ENVIRONMENT = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN")
+
+
+@dataclass
+class Outbox:
+    """An outbox table on moto holding one row of each status, the FAILED one's payload full of markers."""
+
+    dynamodb: Any
+    tables: Tables
+    poison_queue_url: str
+    failed_event_id: str
+    baseline: TableState
+
+
+@pytest.fixture(scope="module")
+def outbox(dynamodb: Any, tables: Tables) -> Iterator[Outbox]:
+    sqs = boto3.client("sqs", region_name=REGION)
+    poison_queue_url = sqs.create_queue(QueueName="cli-poison")["QueueUrl"]
+    failed = event("cli-failed", 1, payload={marker(1): [marker(2)], "note": marker(3)})
+    pending, published = event("cli-pending", 1), event("cli-published", 1)
+    for row in (failed, pending):
+        dynamodb.put_item(TableName=tables.outbox, Item=row.to_item())
+    dynamodb.put_item(TableName=tables.outbox, Item=published.with_status(OutboxStatus.PUBLISHED).to_item())
+    key = RowKey(failed.aggregate_key, failed.seq)
+    DynamoDBRowMarker(dynamodb, tables.outbox).mark(
+        [FailedMark(key, "invalid_row: InvalidPayload", 1, utc_now())]
+    )
+    with pytest.MonkeyPatch.context() as patch:
+        # Credentials are secrets: none may ever be printed (moto takes any).
+        for number, name in enumerate(SECRET_ENVIRONMENT, start=100):
+            patch.setenv(name, marker(number))
+        # Each command builds its own boto3 session, which reads every service model from disk again: share
+        # one loader (the same models), so an input costs its calls, not the reading.
+        patch.setattr(botocore.session, "create_loader", functools.cache(botocore.loaders.create_loader))
+        yield Outbox(
+            dynamodb,
+            tables,
+            poison_queue_url,
+            failed.event_id,
+            TableState.read(dynamodb, tables.outbox, OUTBOX_KEY),
+        )
+
+
+def run(argv: list[str]) -> Result:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(argv)
+        except SystemExit as exit_:  # argparse refusing the arguments, or --help
+            code = exit_.code if isinstance(exit_.code, int) else 2
+    return Result(code, out.getvalue(), err.getvalue())
+
+
+def invoke(outbox: Outbox, argv: list[str], *, source: Source) -> Result:
+    """Runs `outbox ARGV`; judges its exit status, what it printed and the table; puts the table back."""
+    result = run(argv)
+    after = TableState.read(outbox.dynamodb, outbox.tables.outbox, OUTBOX_KEY)
+    try:
+        assert result.code in EXIT_STATUSES, (argv, result)
+        assert "Traceback" not in result.err, (argv, result.err)
+        if result.code in {1, 2}:
+            assert result.err.strip(), f"{argv} failed without a reason"
+        outcome = Outcome.REJECTED if result.code in {1, 2} else Outcome.ACCEPTED
+        changes_allowed = result.code == 0 and not (
+            "--dry-run" in argv or (argv[:1] and argv[0] in READ_ONLY) or not argv
+        )
+        partial = (
+            [] if changes_allowed else sorted(f"{key} changed" for key in outbox.baseline.changed_keys(after))
+        )
+        printed = (
+            {"stderr": result.err}
+            if "--show-payload" in argv
+            else {"stdout": result.out, "stderr": result.err}
+        )
+        judge(CATEGORY, outcome, source=source, partial_writes=partial, leaks=leaks_in(printed))
+    finally:
+        restore(outbox.dynamodb, outbox.baseline, after)
+    return result
+
+
+def _where(outbox: Outbox) -> list[str]:
+    return [
+        "--table",
+        outbox.tables.outbox,
+        "--poison-queue-url",
+        outbox.poison_queue_url,
+        "--region",
+        REGION,
+    ]
+
+
+# --- Listed ---------------------------------------------------------------------------------------------
+
+W = "{where}"
+"""Stands for the flags that name the seeded table and poison queue."""
+LISTED: list[tuple[str, list[str]]] = [
+    ("no-command", []),
+    ("unknown-command", ["explode"]),
+    ("help", ["--help"]),
+    ("status-bad-duration", ["status", "--stuck-after", "15 minutes", W]),
+    ("status-zero-duration", ["status", "--stuck-after", "0m", W]),
+    ("status-non-ascii-duration", ["status", "--stuck-after", "\u0661\u0665m", W]),
+    ("failed-no-subcommand", ["failed", W]),
+    ("failed-show-unknown-id", ["failed", "show", "00000000-0000-4000-8000-00000000dead", W]),
+    ("failed-show-not-an-id", ["failed", "show", "../../etc/passwd", W]),
+    ("failed-show-payload-asked", ["failed", "show", "{failed}", "--show-payload", W]),
+    ("failed-show", ["failed", "show", "{failed}", W]),
+    ("failed-list-json", ["failed", "list", "--json", W]),
+    ("failed-list-odd-filter", ["failed", "list", "--aggregate", "\x00", "--error-contains", "%", W]),
+    ("redrive-without-reason", ["redrive", "--all", W]),
+    ("redrive-nothing-chosen", ["redrive", "--reason", "r", W]),
+    ("redrive-two-choices", ["redrive", "--all", "--aggregate", "Order#x", "--reason", "r", W]),
+    (
+        "redrive-on-failure-with-filter",
+        ["redrive", "--on-failure-queue", "--event-type", "X", "--reason", "r", W],
+    ),
+    ("redrive-unknown-id", ["redrive", "--event-id", "nope", "--reason", "r", W]),
+    ("redrive-dry-run", ["redrive", "--all", "--reason", "r", "--dry-run", W]),
+    ("redrive-empty-reason", ["redrive", "--all", "--reason", "", W]),
+    ("skip-missing-seq-zero", ["skip", "--missing", "Order#cli-pending", "0", "--reason", "r", W]),
+    ("skip-missing-seq-not-a-number", ["skip", "--missing", "Order#cli-pending", "two", "--reason", "r", W]),
+    ("skip-missing-seq-non-ascii", ["skip", "--missing", "Order#cli-pending", "\u0662", "--reason", "r", W]),
+    ("skip-both", ["skip", "{failed}", "--missing", "Order#x", "2", "--reason", "r", W]),
+    ("skip-unknown-event", ["skip", "00000000-0000-4000-8000-00000000dead", "--reason", "r", W]),
+    ("purge-without-age", ["purge-published", W]),
+    ("purge-bad-age", ["purge-published", "--older-than", "-1d", W]),
+    ("purge-dry-run", ["purge-published", "--older-than", "1s", "--dry-run", W]),
+    ("unknown-flag", ["status", "--colour", W]),
+    ("table-missing", ["status", "--table", "no-such-table"]),
+    ("table-name-invalid", ["failed", "list", "--table", "a b"]),
+    ("poison-queue-url-junk", ["status", W, "--poison-queue-url", "not a url"]),
+    ("region-invalid", ["status", W, "--region", "not a region!"]),
+    ("profile-unknown", ["status", "--profile", "nobody", W]),
+    ("no-table-no-stack", ["status", "--stack", ""]),
+    ("stack-unknown", ["status", "--stack", "NoSuchStack"]),
+    ("local-env", ["local", "env", "--endpoint-url", "http://127.0.0.1:1"]),
+]
+
+
+@pytest.mark.parametrize("argv", [argv for _, argv in LISTED], ids=[i for i, _ in LISTED])
+def test_listed_arguments_end_with_a_documented_status_and_change_nothing_when_refused(
+    outbox: Outbox, argv: list[str]
+) -> None:
+    # Given the seeded outbox / When `outbox` runs with the listed arguments / Then a documented exit status,
+    # a reason when it fails, nothing changed when refused, no payload or credential printed
+    arguments: list[str] = []
+    for argument in argv:
+        arguments += (
+            _where(outbox) if argument == W else [argument.replace("{failed}", outbox.failed_event_id)]
+        )
+    invoke(outbox, arguments, source=Source.LISTED)
+
+
+# --- Generated ------------------------------------------------------------------------------------------
+
+# Left out until fixed (reported with the catalogue): a duration of more days than timedelta holds, and a SEQ
+# of more digits than int() reads, end in a traceback.
+_REGION_NAME = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?")
+"""What botocore takes for a region name."""
+values = st.one_of(unmarked_text, tricky_text).filter(
+    lambda text: not text.startswith("-") and len(text) < 1000
+)
+durations = st.one_of(st.from_regex(r"\s*[0-9]{1,6}\s*[smhdw]?\s*", fullmatch=True), values)
+# Flags and the values each takes; a value may also be anything at all. No --endpoint-url: every call stays
+# on moto, none goes to the network.
+FLAGS: dict[str, st.SearchStrategy[str] | None] = {
+    "--json": None,
+    "--dry-run": None,
+    "--all": None,
+    "--show-payload": None,
+    "--allow-out-of-order": None,
+    "--on-failure-queue": None,
+    "--reason": values,
+    "--event-id": st.one_of(st.uuids().map(str), values),
+    "--aggregate": st.one_of(st.just("Order#cli-failed"), values),
+    "--event-type": values,
+    "--error-contains": values,
+    "--older-than": durations,
+    "--stuck-after": durations,
+    "--degraded-after": durations,
+    # Real regions, and names botocore refuses. Not a well-formed name of no region: moto has no backend for
+    # it and fails inside the client (AWS would not answer: a typed exit 1). Not an empty one: it ends in a
+    # traceback today (reported with the catalogue; left out until fixed).
+    "--region": st.one_of(
+        st.sampled_from(("us-east-1", "eu-west-1", "not a region")),
+        values.filter(lambda text: text != "" and not _REGION_NAME.fullmatch(text)),
+    ),
+    "--stack": values,
+    "--profile": values,
+}
+COMMANDS = (
+    ["status"],
+    ["failed", "list"],
+    ["failed", "show"],
+    ["failed", "reindex"],
+    ["redrive"],
+    ["skip"],
+    ["skip", "--missing"],
+    ["purge-published"],
+    ["local", "env"],
+)
+
+
+@st.composite
+def argument_lists(draw: Callable[..., Any], outbox: Outbox) -> list[str]:
+    argv = list(draw(st.sampled_from(COMMANDS)))
+    if argv[-1] in {"show", "skip"}:
+        argv.append(draw(st.one_of(st.just(outbox.failed_event_id), st.uuids().map(str), values)))
+    elif argv[-1] == "--missing":
+        argv += [
+            draw(st.one_of(st.just("Order#cli-pending"), values)),
+            draw(st.one_of(st.integers(-2, 3).map(str), values)),
+        ]
+    for flag in draw(st.lists(st.sampled_from(sorted(FLAGS)), max_size=4)):
+        argv.append(flag)
+        taking = FLAGS[flag]
+        if taking is not None:
+            argv.append(draw(taking))
+    if draw(st.integers(0, 4)) == 0:
+        argv.insert(draw(st.integers(0, len(argv))), draw(values))
+    if argv[0] != "local" and draw(st.integers(0, 9)) > 0:
+        argv += ["--table", outbox.tables.outbox, "--poison-queue-url", outbox.poison_queue_url]
+    if "--region" not in argv:
+        argv += ["--region", REGION]
+    return argv
+
+
+@examples(1)
+@given(data=st.data())
+def test_generated_arguments_end_with_a_documented_status_and_change_nothing_when_refused(
+    outbox: Outbox, data: st.DataObject
+) -> None:
+    # Given the seeded outbox / When `outbox` runs with generated arguments / Then a documented exit status,
+    # a reason when it fails, nothing changed when refused, no payload or credential printed
+    invoke(outbox, data.draw(argument_lists(outbox)), source=Source.GENERATED)
