@@ -101,8 +101,8 @@ class OrderGate:
             return None  # an unreadable row is only ever poisoned
         if key.aggregate_key in self._blocked:
             return HoldReason.PREDECESSOR_HELD
-        if key.seq == 1 or candidate.predecessor_released:
-            return None
+        if key.seq <= 1 or candidate.predecessor_released:
+            return None  # a seq below 1 has no predecessor: such a row is only ever poisoned
         if key.predecessor in self._resolved:
             return None if self._resolved[key.predecessor] else HoldReason.PREDECESSOR_FAILED
         state = candidate.predecessor

@@ -40,7 +40,7 @@ def test_the_readme_constructs_example_synthesizes_nag_clean(tmp_path: Path) -> 
     environment = function_by_handler(template, "outbox_publisher.handler.handler")[1]["Properties"]
     assert "EVENT_BUS_NAME" not in environment["Environment"]["Variables"]
     assert not resources(template, "AWS::Events::EventBus")
-    assert len(resources(template, "AWS::CloudWatch::Alarm")) == 7
+    assert len(resources(template, "AWS::CloudWatch::Alarm")) == 8
     # and the sweeper runs on its schedule, reading the pending index the example added
     function_by_handler(template, "outbox_sweeper.handler.handler")
     [index] = template["Resources"][table_id]["Properties"]["GlobalSecondaryIndexes"]

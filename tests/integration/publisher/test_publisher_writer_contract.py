@@ -411,3 +411,24 @@ def test_the_mapping_filter_lets_through_only_inserts_and_the_changes_that_can_b
     # Then the lease, the rewrite and the pending delete reach the publisher; marking, redrive and the
     # expiry of a published row cost no invocation
     assert passed == [("MODIFY", "Order#A"), ("MODIFY", "Order#D"), ("REMOVE", "Order#E")]
+
+
+@pytest.mark.parametrize("seq", ["0", "-1"])
+def test_a_row_with_a_seq_below_one_is_poison_not_handed_back_forever(
+    world: World, capsys: pytest.CaptureFixture[str], seq: str
+) -> None:
+    # Given another writer's row whose seq is 0 or negative (found by the bad-input catalogue: the order gate
+    # handed it back on every invocation, blocking the shard)
+    world.put_raw(event("A", 1).to_item() | {"seq": {"N": seq}})
+
+    # When the publisher gets it
+    response, metrics = publish(world, capsys)
+
+    # Then it is poison with its reason and FAILED, and the shard goes on
+    assert response == {"batchItemFailures": []}
+    assert [p["reason"] for p in world.poison()] == ["invalid_row"]
+    row = world.dynamodb.get_item(
+        TableName=world.tables.outbox, Key={"aggregate_key": {"S": "Order#A"}, "seq": {"N": seq}}
+    )["Item"]
+    assert row["status"] == {"S": "FAILED"}
+    assert metrics["PoisonEvents"] == [1.0]
