@@ -17,14 +17,13 @@ What AWS documents ("Using Lambda with Amazon SQS", "Handling errors for an SQS 
   `itemIdentifier`, a bad key name) deletes nothing (`outbox_local.batch_response`).
 - `FilterCriteria`: messages that match no pattern are deleted as they are received, never sent.
 
-Local choices: the first receive of a batch long-polls for a second at most (`long_poll_s`; Lambda waits
-up to 20 s, which would hold up the runtime's stop), the ones that top a batch up do not (the window is never
-overrun), and one batch is in flight at a time (Lambda may run up to `ScalingConfig.MaximumConcurrency`
-batches at once; one at a time is one of the orders it may produce). A batch is cut before its invocation
-payload would pass Lambda's 6 MB limit (at least one message), and a batch that reached it is invoked without
-waiting out the window; what did not fit stays held for the next batch. Time comes from an injected clock,
-so a caller driving the runtime step by step
-moves a virtual clock through a batching window instead of sleeping.
+Local choices: ReceiveMessage never long-polls (a poll under way could not vouch for what was written during
+it, which `LocalRuntime.wait_until_idle` needs), and one batch is in flight at a time (Lambda may run up to
+`ScalingConfig.MaximumConcurrency` batches at once; one at a time is one of the orders it may produce). A
+batch is cut before its invocation payload would pass Lambda's 6 MB limit (at least one message), and a batch
+that reached it is invoked without waiting out the window; what did not fit stays held for the next batch.
+Time comes from an injected clock, so a caller driving the runtime step by step moves a virtual clock through
+a batching window instead of sleeping.
 """
 
 from __future__ import annotations
@@ -46,8 +45,6 @@ from outbox_local.stream_records import base64_text
 logger = logging.getLogger("outbox_local.queues")
 
 DEFAULT_BATCH_SIZE = 10  # "BatchSize ... Default 10" for SQS (Lambda parameters for Amazon SQS mappings)
-QUEUE_LONG_POLL_S = 1
-"""How long the first receive of a batch waits for a message when the runtime runs in the background."""
 
 
 @dataclass(frozen=True)
@@ -87,14 +84,12 @@ class QueueMappingRunner:
         sqs_client: Any,
         invoke: Callable[[dict[str, Any]], InvocationResult],
         clock: Clock,
-        long_poll_s: int = 0,
     ) -> None:
         self.name = name
         self.settings = settings
         self._sqs = sqs_client
         self._invoke = invoke
         self._clock = clock
-        self._long_poll_s = long_poll_s
         self._held: list[dict[str, Any]] = []
         self._held_bytes = _EMPTY_EVENT_BYTES
         """The invocation payload the held messages would make."""
@@ -173,7 +168,7 @@ class QueueMappingRunner:
             messages = self._sqs.receive_message(
                 QueueUrl=settings.queue_url,
                 MaxNumberOfMessages=wanted,
-                WaitTimeSeconds=0 if self._held else self._long_poll_s,
+                WaitTimeSeconds=0,
                 AttributeNames=["All"],
                 MessageAttributeNames=["All"],
             ).get("Messages", [])

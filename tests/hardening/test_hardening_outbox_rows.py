@@ -34,7 +34,7 @@ from tests.hardening.strategies import (
 )
 from tests.hardening.tally import Source
 from tests.support.events import event
-from tests.support.streams import lambda_event, read_stream_after
+from tests.support.streams import lambda_event, read_stream
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish")
 
@@ -54,7 +54,7 @@ class Writer:
         """The table as every input finds it: each is put back to it afterwards."""
 
     def records(self) -> list[dict[str, Any]]:
-        raw = read_stream_after(self.world.streams, self.world.tables.outbox_stream_arn, self._seen)
+        raw = read_stream(self.world.streams, self.world.tables.outbox_stream_arn, after=self._seen)
         if raw:
             self._seen = raw[-1]["dynamodb"]["SequenceNumber"]
         return raw

@@ -14,14 +14,20 @@ from outbox_local.stream_records import lambda_record
 from tests.support.aws import REGION
 
 
-def read_stream(streams: Any, stream_arn: str) -> list[dict[str, Any]]:
-    """Every record of every shard, oldest first (moto has one shard)."""
+def read_stream(streams: Any, stream_arn: str, *, after: str | None = None) -> list[dict[str, Any]]:
+    """Every record of every shard, oldest first (moto has one shard); with `after`, only those after that
+    sequence number (a test that reads the stream again and again, without re-reading what it has seen)."""
+    position: dict[str, str] = (
+        {"ShardIteratorType": "AFTER_SEQUENCE_NUMBER", "SequenceNumber": after}
+        if after is not None
+        else {"ShardIteratorType": "TRIM_HORIZON"}
+    )
     records: list[dict[str, Any]] = []
     shards = streams.describe_stream(StreamArn=stream_arn)["StreamDescription"]["Shards"]
     for shard in shards:
-        iterator = streams.get_shard_iterator(
-            StreamArn=stream_arn, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
-        )["ShardIterator"]
+        iterator = streams.get_shard_iterator(StreamArn=stream_arn, ShardId=shard["ShardId"], **position)[
+            "ShardIterator"
+        ]
         while iterator:
             page = streams.get_records(ShardIterator=iterator)
             records.extend(page["Records"])
@@ -34,25 +40,3 @@ def read_stream(streams: Any, stream_arn: str) -> list[dict[str, Any]]:
 def lambda_event(raw_records: list[dict[str, Any]], stream_arn: str) -> dict[str, Any]:
     """The event Lambda sends for a batch of these records."""
     return {"Records": [dict(lambda_record(raw, stream_arn, REGION).payload) for raw in raw_records]}
-
-
-def read_stream_after(streams: Any, stream_arn: str, sequence_number: str | None) -> list[dict[str, Any]]:
-    """The records after `sequence_number` (all of them when None), oldest first (moto has one shard): for a
-    test that reads the stream again and again, without re-reading what it has seen."""
-    if sequence_number is None:
-        return read_stream(streams, stream_arn)
-    records: list[dict[str, Any]] = []
-    for shard in streams.describe_stream(StreamArn=stream_arn)["StreamDescription"]["Shards"]:
-        iterator = streams.get_shard_iterator(
-            StreamArn=stream_arn,
-            ShardId=shard["ShardId"],
-            ShardIteratorType="AFTER_SEQUENCE_NUMBER",
-            SequenceNumber=sequence_number,
-        )["ShardIterator"]
-        while iterator:
-            page = streams.get_records(ShardIterator=iterator)
-            records.extend(page["Records"])
-            if not page["Records"]:
-                break
-            iterator = page.get("NextShardIterator")
-    return records
