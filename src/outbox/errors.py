@@ -50,6 +50,12 @@ class InvalidOutboxRowError(OutboxValidationError):
     """A stored outbox row cannot be read back as an event (poison for a publisher)."""
 
 
+class InvalidNumberError(OutboxValidationError):
+    """A number written as text (a setting, a command's argument) is not a positive whole number in range.
+
+    The message is a predicate for the caller to put its subject before ("must be positive, got 0")."""
+
+
 # --- Outcomes of a transaction DynamoDB cancelled. ---------------------------------------------
 
 

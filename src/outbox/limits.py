@@ -13,6 +13,9 @@ from typing import Any
 MAX_TRANSACTION_ACTIONS = 100
 MAX_TRANSACTION_BYTES = 4 * 1024 * 1024
 MAX_ITEM_BYTES = 400 * 1024
+MAX_WHOLE_NUMBER = 10**38 - 1
+"""The largest whole number DynamoDB holds exactly (38 significant digits): no seq, version or count is
+larger."""
 
 AttributeValue = Mapping[str, Any]
 Item = Mapping[str, AttributeValue]

@@ -20,7 +20,7 @@ from typing import Any
 
 from outbox.clock import Clock, format_timestamp, parse_timestamp, utc_now
 from outbox.errors import InvalidEventError, InvalidOutboxRowError
-from outbox.limits import Item
+from outbox.limits import MAX_WHOLE_NUMBER, Item
 from outbox.payload import JsonObject, decode_payload, encode_payload
 from outbox.transaction import TableKeys
 
@@ -114,7 +114,9 @@ class RowKey:
             number = Decimal(stored_seq)
         except (KeyError, TypeError, ArithmeticError):
             return None
-        return cls(aggregate_key, int(number) if number.is_finite() else 0, stored_seq)
+        # 0 for what is no seq (only a made-up record holds it): the stored text still addresses the row.
+        whole = number.is_finite() and number.copy_abs() <= MAX_WHOLE_NUMBER
+        return cls(aggregate_key, int(number) if whole else 0, stored_seq)
 
 
 def outbox_table(table_name: str) -> TableKeys:
@@ -146,7 +148,7 @@ def pending_shard(key: str) -> int:
 
 def string_attribute(item: Mapping[str, Any] | None, name: str) -> str | None:
     """A String attribute of a low-level item (a row, a stream image), or None when absent or not a String."""
-    value = item.get(name) if item is not None else None
+    value = item.get(name) if isinstance(item, Mapping) else None  # a made-up image may be no map
     if isinstance(value, Mapping) and isinstance(value.get("S"), str):
         return str(value["S"])
     return None
@@ -362,7 +364,8 @@ class _ItemReader:
         attribute = self._item.get(name)
         if attribute is None:
             raise InvalidOutboxRowError(f"{name} is missing", field=name)
-        if kind not in attribute:
+        # A made-up record may hold anything where an attribute value (a map) goes.
+        if not isinstance(attribute, Mapping) or kind not in attribute:
             raise InvalidOutboxRowError(f"{name} must be of type {kind}", field=name)
         return attribute[kind]
 
@@ -380,6 +383,9 @@ class _ItemReader:
             raise InvalidOutboxRowError(f"{name} is not a number", field=name) from None
         if not number.is_finite() or number != number.to_integral_value():
             raise InvalidOutboxRowError(f"{name} must be a whole number", field=name)
+        # Only a made-up record holds more (DynamoDB refuses it): and int() spells no more than 4,300 digits.
+        if number.copy_abs() > MAX_WHOLE_NUMBER:  # copy_abs, exact: abs() rounds to 28 digits
+            raise InvalidOutboxRowError(f"{name} has more digits than a whole number may", field=name)
         return int(number)
 
 

@@ -39,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
         "env", help="print the exports that point a shell (SDKs, AWS CLI) at a running `outbox local up`"
     )
     env.add_argument("--endpoint-url", default=local_controls.LOCAL_ENDPOINT)
-    env.add_argument("--region", default="us-east-1")
+    env.add_argument("--region", type=operations.region, default="us-east-1")
     env.set_defaults(run=_local_env)
     local_controls.add_commands(local_commands)
 
@@ -56,7 +56,7 @@ def _runtime_arguments(parser: argparse.ArgumentParser, *, aws_port: int, api_po
     parser.add_argument(
         "--template", type=Path, default=DEFAULT_TEMPLATE, help="synthesized template (cdk.out)"
     )
-    parser.add_argument("--region", default="us-east-1")
+    parser.add_argument("--region", type=operations.region, default="us-east-1")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--aws-port", type=int, default=aws_port, help="AWS endpoint port (0: any free port)")
     parser.add_argument("--api-port", type=int, default=api_port, help="HTTP API port (0: any free port)")

@@ -21,7 +21,9 @@ from typing import Any, TextIO
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from outbox.errors import OutboxError
+from outbox.errors import InvalidNumberError, OutboxError
+from outbox.limits import MAX_WHOLE_NUMBER
+from outbox.numbers import positive_duration, positive_whole_number
 from outbox_cli import rendering
 from outbox_ops.clients import OpsClients
 from outbox_ops.failed import FailedFilter, FailedRows
@@ -41,7 +43,7 @@ def add_commands(commands: Any) -> None:
     """Register the operations commands on the `outbox` parser's subcommands."""
     common = argparse.ArgumentParser(add_help=False)
     where = common.add_argument_group("where the outbox is")
-    where.add_argument("--region", help="AWS region (default: your configuration's)")
+    where.add_argument("--region", type=region, help="AWS region (default: your configuration's)")
     where.add_argument("--profile", help="AWS profile (default: the default credential chain)")
     where.add_argument(
         "--endpoint-url", help="an AWS endpoint, e.g. the local runtime's (or AWS_ENDPOINT_URL)"
@@ -134,14 +136,32 @@ def _acting(parser: argparse.ArgumentParser) -> None:
 
 
 def duration(text: str) -> timedelta:
-    """`90s`, `15m`, `12h`, `30d`."""
-    match = re.fullmatch(r"\s*(\d+)\s*([smhd])\s*", text)
+    """`90s`, `15m`, `12h`, `30d` (ASCII digits, at most outbox.numbers.MAX_DURATION)."""
+    match = re.fullmatch(r"\s*([0-9]+)\s*([smhd])\s*", text)
     if match is None:
         raise argparse.ArgumentTypeError(f"{text!r} is not a duration like 90s, 15m, 12h or 30d")
-    unit = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}[match.group(2)]
-    if int(match.group(1)) == 0:
+    digits, unit = match.groups()
+    if not digits.strip("0"):
         raise argparse.ArgumentTypeError(f"{text!r}: a duration must be longer than 0")
-    return timedelta(**{unit: int(match.group(1))})
+    try:
+        return positive_duration(digits, _UNITS[unit])
+    except InvalidNumberError as error:
+        raise argparse.ArgumentTypeError(f"{text!r}: a duration {error}{unit}") from None
+
+
+_UNITS = {
+    "s": timedelta(seconds=1),
+    "m": timedelta(minutes=1),
+    "h": timedelta(hours=1),
+    "d": timedelta(days=1),
+}
+
+
+def region(text: str) -> str:
+    """A region's name: botocore takes an empty one for none at all and builds endpoints without a region."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("a region must be named, e.g. us-east-1")
+    return text
 
 
 def run(command: Command, arguments: argparse.Namespace, out: TextIO) -> int:
@@ -248,15 +268,18 @@ def _redrive(arguments: argparse.Namespace, out: TextIO) -> int:
 
 
 def _skip(arguments: argparse.Namespace, out: TextIO) -> int:
-    if arguments.missing and not (arguments.missing[1].isdigit() and int(arguments.missing[1]) >= 1):
-        print(f"outbox: SEQ must be a whole number >= 1, not {arguments.missing[1]!r}", file=sys.stderr)
-        return EXIT_USAGE
+    seq = None
+    if arguments.missing:
+        try:
+            seq = positive_whole_number(arguments.missing[1], maximum=MAX_WHOLE_NUMBER)
+        except InvalidNumberError as error:
+            print(f"outbox: SEQ must be a whole number >= 1: it {error}", file=sys.stderr)
+            return EXIT_USAGE
     clients, resources = _connect(arguments)
     operator = _operator(arguments, clients)
     operations = Operations(clients, resources)
-    if arguments.missing:
-        aggregate_key, seq = arguments.missing
-        report = operations.skip_missing(aggregate_key, int(seq), operator)
+    if seq is not None:
+        report = operations.skip_missing(arguments.missing[0], seq, operator)
     else:
         report = operations.skip_failed(arguments.event_id, operator)
     return _acted(out, arguments, report)

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 from enum import StrEnum
 from typing import Final, TypeVar
 
-from outbox.config import positive_int, require
+from outbox.config import positive_duration, require
 from outbox.errors import ConfigurationError
 from outbox_inbox.consumer import ConsumerSettings
 from outbox_inbox.inbox import (
@@ -42,14 +43,19 @@ class ConsumerConfig:
                 table_name=require(env, TABLE_NAME),
                 consumer=require(env, CONSUMER),
                 ordering=_choice(env, ORDERING, Ordering, Ordering.STRICT),
-                dedupe_window_s=positive_int(env, DEDUPE_WINDOW_SECONDS, default=DEFAULT_DEDUPE_WINDOW_S),
+                dedupe_window_s=_seconds(env, DEDUPE_WINDOW_SECONDS, DEFAULT_DEDUPE_WINDOW_S),
             ),
             consumer=ConsumerSettings(
-                max_gap_wait_s=positive_int(env, MAX_GAP_WAIT_SECONDS, default=DEFAULT_MAX_GAP_WAIT_S),
+                max_gap_wait_s=_seconds(env, MAX_GAP_WAIT_SECONDS, DEFAULT_MAX_GAP_WAIT_S),
                 on_gap_timeout=_choice(env, ON_GAP_TIMEOUT, GapTimeout, GapTimeout.DEAD_LETTER),
             ),
             dead_letter_queue_url=require(env, DEAD_LETTER_QUEUE_URL),
         )
+
+
+def _seconds(env: Mapping[str, str], name: str, default: int) -> int:
+    second = timedelta(seconds=1)
+    return positive_duration(env, name, unit=second, default=default) // second
 
 
 def _choice(env: Mapping[str, str], name: str, kind: type[_Choice], default: _Choice) -> _Choice:

@@ -123,13 +123,15 @@ class InboxConsumer:
         """One record of an SQS event (any body shape `envelope_of` knows)."""
         message_id = str(record.get("messageId", ""))
         attributes = record.get("attributes") or {}
-        group_id = attributes.get("MessageGroupId")
+        group_id = attributes.get("MessageGroupId") if isinstance(attributes, Mapping) else None
         body = record.get("body")
         text = body if isinstance(body, str) and body else json.dumps(record, default=str)
 
         def letter(reason: str) -> DeadLetter:
             return DeadLetter(text, reason, message_id, group_id)
 
+        if not isinstance(attributes, Mapping):  # Lambda always sends a map: this record is made up
+            return self._give_up(None, letter("malformed record: its attributes are not a map"))
         try:
             envelope = envelope_of(record)
         except MalformedEnvelopeError as error:

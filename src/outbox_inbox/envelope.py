@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from outbox.limits import MAX_WHOLE_NUMBER
 from outbox.model import aggregate_key
 from outbox_inbox.errors import MalformedEnvelopeError
 
@@ -120,6 +121,7 @@ def _decimal_floats(value: object) -> object:
 
 
 def _whole(value: object, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    # Bounded: the inbox stores it as a DynamoDB number, which refuses more digits.
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_WHOLE_NUMBER:
         raise MalformedEnvelopeError(f"{name} is not a positive whole number")
     return value

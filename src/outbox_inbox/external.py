@@ -57,6 +57,7 @@ class IdempotentCall:
             table_name=table_name, key_attr=PARTITION_KEY, expiry_attr=TTL_ATTRIBUTE, boto3_client=client
         )
 
+        # Keyed by event_id alone, safely: the prefix is this consumer's (no '#' in it, one external effect).
         def once(*, key: dict[str, str], envelope: Envelope) -> None:
             call(envelope)
 

@@ -6,10 +6,11 @@ is; any other JSON value is the body of a 200 `application/json` response. A fun
 `{"message": "Internal Server Error"}`; no matching route is a 404 `{"message": "Not Found"}`.
 
 What never reaches a function, as API Gateway answers it: a request it cannot frame (a `Content-Length`
-that is not a number, a body shorter than its `Content-Length`, chunked uploads, a malformed request line)
-is a 400 `{"message": "Bad Request"}`; a text body that is not UTF-8 is a 400 too; a body over API Gateway's
-10 MB limit is a 413; a method HTTP APIs do not route (anything but GET, POST, PUT, PATCH, DELETE, HEAD,
-OPTIONS) is a 400. Nothing is invoked, so nothing is written.
+that is not a number of at most 19 ASCII digits, a body shorter than its `Content-Length`, chunked uploads, a
+malformed request line, one without an HTTP version) is a 400 `{"message": "Bad Request"}`; a text body that
+is not UTF-8 is a 400 too; a body over API Gateway's 10 MB limit is a 413; a method HTTP APIs do not route
+(anything but GET, POST, PUT, PATCH, DELETE, HEAD, OPTIONS) is a 400. Nothing is invoked, so nothing is
+written.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ MAX_BODY_BYTES = 10 * 1024 * 1024
 BODY_READ_TIMEOUT_S = 10.0
 """How long a body that is shorter than its Content-Length is waited for before the request is refused."""
 _METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"})
+_CONTENT_LENGTH = re.compile(r"[0-9]{1,19}")
 _TEXT_TYPES = re.compile(r"^(text/|application/(json|xml|x-www-form-urlencoded|.*\+json|.*\+xml))")
 
 
@@ -174,7 +176,9 @@ class HttpApiServer:
                 if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
                     raise MalformedRequestError(400, "Bad Request")
                 raw = (self.headers.get("Content-Length") or "0").strip()
-                if not raw.isascii() or not raw.isdigit():
+                # ASCII digits (isdigit() takes every script's), no more than a 64-bit length has: int() would
+                # refuse past 4,300 with a ValueError, and no such length frames a request.
+                if _CONTENT_LENGTH.fullmatch(raw) is None:
                     raise MalformedRequestError(400, "Bad Request")
                 length = int(raw)
                 if length > MAX_BODY_BYTES:
@@ -189,6 +193,16 @@ class HttpApiServer:
                 if len(body) < length:  # the client stopped sending: never process a truncated body
                     raise MalformedRequestError(400, "Bad Request")
                 return body
+
+            def parse_request(self) -> bool:
+                """http.server serves a request line without a version (`GET /orders`) as HTTP/0.9: no
+                headers, an answer without a status line. API Gateway refuses it."""
+                if not super().parse_request():
+                    return False
+                if self.request_version == "HTTP/0.9":
+                    self.send_error(400)
+                    return False
+                return True
 
             def _send(self, response: HttpResponse) -> None:
                 self.send_response(response.status)

@@ -11,6 +11,7 @@
 | `PUBLISHED_RETENTION_DAYS` | no | TTL of PUBLISHED rows, in days (default 7) |
 | `SWEEP_GRACE_SECONDS` | no | age at which the sweeper takes a PENDING row (default 60, at least 30) |
 
+Numbers are ASCII digits, durations at most 100 years (`outbox.numbers`); anything else fails the start-up.
 The CDK construct sets these variables by the names defined here (and, for the two destinations, in
 `outbox_publisher.routing`), so the two cannot drift apart.
 """
@@ -22,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 
-from outbox.config import optional, positive_int, require
+from outbox.config import optional, positive_duration, require
 from outbox.errors import ConfigurationError
 from outbox.marking import DEFAULT_PUBLISHED_RETENTION, DEFAULT_PUBLISHED_RETENTION_DAYS
 from outbox_publisher.messages import is_fifo
@@ -112,11 +113,16 @@ class PublisherConfig:
             )
         if event_source is not None and (problem := event_source_problem(event_source)):
             raise ConfigurationError(f"{ENV_EVENT_SOURCE}: {problem}")
-        retention_days = positive_int(
-            env, ENV_PUBLISHED_RETENTION_DAYS, default=DEFAULT_PUBLISHED_RETENTION_DAYS
+        retention = positive_duration(
+            env,
+            ENV_PUBLISHED_RETENTION_DAYS,
+            unit=timedelta(days=1),
+            default=DEFAULT_PUBLISHED_RETENTION_DAYS,
         )
-        grace = positive_int(env, ENV_SWEEP_GRACE_SECONDS, default=DEFAULT_SWEEP_GRACE_SECONDS)
-        if grace < MIN_SWEEP_GRACE_SECONDS:
+        grace = positive_duration(
+            env, ENV_SWEEP_GRACE_SECONDS, unit=timedelta(seconds=1), default=DEFAULT_SWEEP_GRACE_SECONDS
+        )
+        if grace < timedelta(seconds=MIN_SWEEP_GRACE_SECONDS):
             raise ConfigurationError(f"{ENV_SWEEP_GRACE_SECONDS} must be at least {MIN_SWEEP_GRACE_SECONDS}")
         return cls(
             table_name=table_name,
@@ -125,6 +131,6 @@ class PublisherConfig:
             topic_arn=topic_arn,
             event_bus_name=event_bus_name,
             event_source=event_source,
-            published_retention=timedelta(days=retention_days),
-            sweep_grace=timedelta(seconds=grace),
+            published_retention=retention,
+            sweep_grace=grace,
         )

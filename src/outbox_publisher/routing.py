@@ -96,6 +96,8 @@ class Router:
             document = json.loads(text)
         except ValueError:
             raise ConfigurationError("OUTBOX_ROUTES is not valid JSON") from None
+        except RecursionError:  # the decoder's own limit: no routing rules nest anywhere near it
+            raise ConfigurationError("OUTBOX_ROUTES is nested too deeply for routing rules") from None
         if not isinstance(document, dict):
             raise ConfigurationError("OUTBOX_ROUTES must be a JSON object with 'routes' and/or 'default'")
         unknown_keys = set(document) - {"routes", "default"}

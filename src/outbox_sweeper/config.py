@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 
-from outbox.config import positive_int
+from outbox.config import positive_duration, positive_int
 from outbox.errors import ConfigurationError
 from outbox_publisher.config import PublisherConfig
 
@@ -77,24 +77,16 @@ class SweeperConfig:
             publisher=PublisherConfig.from_env(env),
             sweep=SweepSettings(
                 max_rows=positive_int(env, ENV_SWEEP_MAX_ROWS, default=DEFAULT_MAX_ROWS),
-                backoff_base=timedelta(
-                    seconds=positive_int(
-                        env, ENV_SWEEP_BACKOFF_BASE_SECONDS, default=DEFAULT_BACKOFF_BASE_SECONDS
-                    )
-                ),
-                backoff_max=timedelta(
-                    seconds=positive_int(
-                        env, ENV_SWEEP_BACKOFF_MAX_SECONDS, default=DEFAULT_BACKOFF_MAX_SECONDS
-                    )
-                ),
+                backoff_base=_duration(env, ENV_SWEEP_BACKOFF_BASE_SECONDS, DEFAULT_BACKOFF_BASE_SECONDS),
+                backoff_max=_duration(env, ENV_SWEEP_BACKOFF_MAX_SECONDS, DEFAULT_BACKOFF_MAX_SECONDS),
                 max_attempts=positive_int(env, ENV_SWEEP_MAX_ATTEMPTS, default=DEFAULT_MAX_ATTEMPTS),
-                fail_after=timedelta(
-                    seconds=positive_int(
-                        env, ENV_SWEEP_FAIL_AFTER_SECONDS, default=DEFAULT_FAIL_AFTER_SECONDS
-                    )
-                ),
+                fail_after=_duration(env, ENV_SWEEP_FAIL_AFTER_SECONDS, DEFAULT_FAIL_AFTER_SECONDS),
             ),
         )
+
+
+def _duration(env: Mapping[str, str], name: str, default: int) -> timedelta:
+    return positive_duration(env, name, unit=timedelta(seconds=1), default=default)
 
 
 def _seconds(delta: timedelta) -> str:

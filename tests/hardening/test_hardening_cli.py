@@ -141,6 +141,9 @@ LISTED: list[tuple[str, list[str]]] = [
     ("status-bad-duration", ["status", "--stuck-after", "15 minutes", W]),
     ("status-zero-duration", ["status", "--stuck-after", "0m", W]),
     ("status-non-ascii-duration", ["status", "--stuck-after", "\u0661\u0665m", W]),
+    ("status-fullwidth-duration", ["status", "--degraded-after", "\uff11\uff15m", W]),
+    ("status-duration-past-timedelta", ["status", "--stuck-after", "99999999999d", W]),
+    ("status-duration-5000-digits", ["status", "--degraded-after", "9" * 5000 + "s", W]),
     ("failed-no-subcommand", ["failed", W]),
     ("failed-show-unknown-id", ["failed", "show", "00000000-0000-4000-8000-00000000dead", W]),
     ("failed-show-not-an-id", ["failed", "show", "../../etc/passwd", W]),
@@ -161,16 +164,27 @@ LISTED: list[tuple[str, list[str]]] = [
     ("skip-missing-seq-zero", ["skip", "--missing", "Order#cli-pending", "0", "--reason", "r", W]),
     ("skip-missing-seq-not-a-number", ["skip", "--missing", "Order#cli-pending", "two", "--reason", "r", W]),
     ("skip-missing-seq-non-ascii", ["skip", "--missing", "Order#cli-pending", "\u0662", "--reason", "r", W]),
+    (
+        "skip-missing-seq-superscript",
+        ["skip", "--missing", "Order#cli-pending", "\u00b2", "--reason", "r", W],
+    ),
+    (
+        "skip-missing-seq-5000-digits",
+        ["skip", "--missing", "Order#cli-pending", "9" * 5000, "--reason", "r", W],
+    ),
     ("skip-both", ["skip", "{failed}", "--missing", "Order#x", "2", "--reason", "r", W]),
     ("skip-unknown-event", ["skip", "00000000-0000-4000-8000-00000000dead", "--reason", "r", W]),
     ("purge-without-age", ["purge-published", W]),
     ("purge-bad-age", ["purge-published", "--older-than", "-1d", W]),
     ("purge-dry-run", ["purge-published", "--older-than", "1s", "--dry-run", W]),
+    ("purge-age-past-timedelta", ["purge-published", "--older-than", "99999999999d", "--dry-run", W]),
     ("unknown-flag", ["status", "--colour", W]),
     ("table-missing", ["status", "--table", "no-such-table"]),
     ("table-name-invalid", ["failed", "list", "--table", "a b"]),
     ("poison-queue-url-junk", ["status", W, "--poison-queue-url", "not a url"]),
     ("region-invalid", ["status", W, "--region", "not a region!"]),
+    ("region-empty", ["status", W, "--region", ""]),
+    ("local-env-region-empty", ["local", "env", "--region", ""]),
     ("profile-unknown", ["status", "--profile", "nobody", W]),
     ("no-table-no-stack", ["status", "--stack", ""]),
     ("stack-unknown", ["status", "--stack", "NoSuchStack"]),
@@ -194,14 +208,19 @@ def test_listed_arguments_end_with_a_documented_status_and_change_nothing_when_r
 
 # --- Generated ------------------------------------------------------------------------------------------
 
-# Left out until fixed (reported with the catalogue): a duration of more days than timedelta holds, and a SEQ
-# of more digits than int() reads, end in a traceback.
 _REGION_NAME = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?")
 """What botocore takes for a region name."""
-values = st.one_of(unmarked_text, tricky_text).filter(
-    lambda text: not text.startswith("-") and len(text) < 1000
+values = st.one_of(unmarked_text, tricky_text).filter(lambda text: not text.startswith("-"))
+# Up to more days than timedelta holds, and more digits than int() reads.
+durations = st.one_of(
+    st.from_regex(r"\s*[0-9]{1,6}\s*[smhdw]?\s*", fullmatch=True),
+    st.builds(
+        lambda number, unit: f"{number}{unit}",
+        st.one_of(st.integers(min_value=0, max_value=10**40), st.just("9" * 5000)),
+        st.sampled_from("smhd"),
+    ),
+    values,
 )
-durations = st.one_of(st.from_regex(r"\s*[0-9]{1,6}\s*[smhdw]?\s*", fullmatch=True), values)
 # Flags and the values each takes; a value may also be anything at all. No --endpoint-url: every call stays
 # on moto, none goes to the network.
 FLAGS: dict[str, st.SearchStrategy[str] | None] = {
@@ -219,12 +238,11 @@ FLAGS: dict[str, st.SearchStrategy[str] | None] = {
     "--older-than": durations,
     "--stuck-after": durations,
     "--degraded-after": durations,
-    # Real regions, and names botocore refuses. Not a well-formed name of no region: moto has no backend for
-    # it and fails inside the client (AWS would not answer: a typed exit 1). Not an empty one: it ends in a
-    # traceback today (reported with the catalogue; left out until fixed).
+    # Real regions, names botocore refuses, and none (a usage error). Not a well-formed name of no region:
+    # moto has no backend for it and fails inside the client (AWS would not answer: a typed exit 1).
     "--region": st.one_of(
-        st.sampled_from(("us-east-1", "eu-west-1", "not a region")),
-        values.filter(lambda text: text != "" and not _REGION_NAME.fullmatch(text)),
+        st.sampled_from(("us-east-1", "eu-west-1", "not a region", "", " ")),
+        values.filter(lambda text: not _REGION_NAME.fullmatch(text)),
     ),
     "--stack": values,
     "--profile": values,
@@ -250,7 +268,14 @@ def argument_lists(draw: Callable[..., Any], outbox: Outbox) -> list[str]:
     elif argv[-1] == "--missing":
         argv += [
             draw(st.one_of(st.just("Order#cli-pending"), values)),
-            draw(st.one_of(st.integers(-2, 3).map(str), values)),
+            draw(
+                st.one_of(
+                    st.integers(-2, 3).map(str),
+                    st.integers(min_value=10**37, max_value=10**40).map(str),
+                    st.just("9" * 5000),
+                    values,
+                )
+            ),
         ]
     for flag in draw(st.lists(st.sampled_from(sorted(FLAGS)), max_size=4)):
         argv.append(flag)

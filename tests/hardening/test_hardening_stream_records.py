@@ -108,6 +108,9 @@ LISTED_IMAGES: list[tuple[str, dict[str, Any]]] = [
     ("seq-1.5", _with({"seq": {"N": "1.5"}})),
     ("seq-1e400", _with({"seq": {"N": "1e400"}})),
     ("seq-past-dynamodb", _with({"seq": {"N": "1E+126"}})),
+    ("seq-5000-digits", _with({"seq": {"N": "9" * 5000}})),
+    ("seq-39-digits", _with({"seq": {"N": "9" * 39}})),
+    ("schema-version-5000-digits", _with({"schema_version": {"N": "9" * 5000}})),
     ("seq-not-a-number", _with({"seq": {"N": "one"}})),
     ("seq-as-string", _with({"seq": {"S": "1"}})),
     ("seq-arabic-indic", _with({"seq": {"N": "\u0661"}})),
@@ -126,6 +129,8 @@ LISTED_IMAGES: list[tuple[str, dict[str, Any]]] = [
     ("event-id-missing", _with({}, drop=("event_id",))),
     ("event-id-not-uuid", _with({"event_id": {"S": "not-a-uuid"}})),
     ("event-type-number", _with({"event_type": {"N": "1"}})),
+    ("event-id-not-a-map", _with({"event_id": 1})),
+    ("event-id-text-not-a-map", _with({"event_id": "xSx"})),
     ("status-unknown", _with({"status": {"S": "SHIPPED"}})),
     ("status-published", _with({"status": {"S": "PUBLISHED"}})),
     ("status-null", _with({"status": {"NULL": True}})),
@@ -160,12 +165,20 @@ def _record_with(change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
     return record
 
 
+def _modify_with_old_image(old_image: Any) -> dict[str, Any]:
+    record = stream_record(good_row(), name="MODIFY")
+    record["dynamodb"]["OldImage"] = old_image
+    return record
+
+
 LISTED_EVENTS: list[tuple[str, Any]] = [
     ("not-a-dict", [stream_record(good_row())]),
     ("no-records", {}),
     ("records-not-a-list", {"Records": {"0": stream_record(good_row())}}),
     ("empty-batch", {"Records": []}),
     ("modify-no-old-image", {"Records": [stream_record(good_row(), name="MODIFY")]}),
+    ("modify-old-image-a-list", {"Records": [_modify_with_old_image([])]}),
+    ("modify-old-image-text", {"Records": [_modify_with_old_image("image")]}),
     ("remove", {"Records": [stream_record(good_row(), name="REMOVE")]}),
     ("unknown-event-name", {"Records": [stream_record(good_row(), name="UPSERT")]}),
     ("no-event-name", {"Records": [_record_with(lambda r: r.pop("eventName"))]}),

@@ -56,3 +56,20 @@ def test_a_bad_configuration_fails_loudly(changes: dict[str, str], message: str)
     with pytest.raises(ConfigurationError) as error:
         ConsumerConfig.from_environment({**BASE, **changes})
     assert str(error.value) == message
+
+
+@pytest.mark.parametrize("name", ["INBOX_DEDUPE_WINDOW_SECONDS", "INBOX_MAX_GAP_WAIT_SECONDS"])
+@pytest.mark.parametrize(
+    ("raw", "says"),
+    [
+        pytest.param("9" * 5000, "must be at most 3153600000", id="5000-digits"),
+        pytest.param("1" + "0" * 20, "must be at most 3153600000", id="past-timedelta"),
+        pytest.param("\u0663\u0660", "must be a whole number written with the digits 0-9", id="arabic-indic"),
+        pytest.param("\uff13\uff10", "must be a whole number written with the digits 0-9", id="fullwidth"),
+        pytest.param("1_000", "must be a whole number written with the digits 0-9", id="underscores"),
+    ],
+)
+def test_huge_and_non_ascii_numbers_are_a_configuration_error(name: str, raw: str, says: str) -> None:
+    with pytest.raises(ConfigurationError) as error:
+        ConsumerConfig.from_environment({**BASE, name: raw})
+    assert str(error.value) == f"{name} {says}"

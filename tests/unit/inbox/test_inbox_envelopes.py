@@ -93,3 +93,12 @@ def test_something_that_is_neither_an_sqs_record_nor_an_eventbridge_event_is_a_t
 ) -> None:
     with pytest.raises(MalformedEnvelopeError):
         envelope_of(message)
+
+
+@pytest.mark.parametrize("name", ["seq", "schema_version"])
+def test_a_seq_or_schema_version_of_more_digits_than_dynamodb_keeps_is_malformed(name: str) -> None:
+    # Given 39 digits: the inbox stores both as DynamoDB numbers, which keep 38
+    # When / Then a typed error the consumer dead-letters, not a refused write handed back forever
+    with pytest.raises(MalformedEnvelopeError, match=f"^{name} is not a positive whole number$"):
+        envelope_of(sqs_record(with_field(name, 10**38)))
+    assert getattr(envelope_of(sqs_record(with_field(name, 10**38 - 1))), name) == 10**38 - 1

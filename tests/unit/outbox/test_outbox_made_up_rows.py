@@ -1,0 +1,63 @@
+"""Rows and stream images of shapes DynamoDB never stores (made-up records, another writer's mistakes): each
+is an InvalidOutboxRowError naming the field (poison with its reason), never a TypeError or ValueError."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from outbox.errors import InvalidOutboxRowError
+from outbox.model import OutboxEvent, RowKey, string_attribute
+from tests.support.events import event
+
+ROW = event("made-up", 1).to_item()
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        pytest.param(1, id="number"),
+        pytest.param("xSx", id="text-holding-the-type-letter"),
+        pytest.param(["S"], id="list-holding-the-type-letter"),
+        pytest.param(True, id="bool"),
+    ],
+)
+def test_an_attribute_value_that_is_not_a_map_is_an_invalid_row_not_a_type_error(value: Any) -> None:
+    # Given a row whose event_id is no attribute value (a map) / When it is read / Then invalid, naming it
+    with pytest.raises(InvalidOutboxRowError, match=r"^event_id must be of type S$") as error:
+        OutboxEvent.from_item(ROW | {"event_id": value})
+    assert error.value.field == "event_id"
+
+
+@pytest.mark.parametrize("name", ["seq", "schema_version", "attempts"])
+@pytest.mark.parametrize("digits", [39, 5000])
+def test_a_number_of_more_digits_than_dynamodb_keeps_is_an_invalid_row_not_a_value_error(
+    name: str, digits: int
+) -> None:
+    # Given a whole number past 38 digits (past int()'s 4,300 too, for the envelope's text)
+    # When the row is read / Then invalid, naming the field (before its envelope could fail to print it)
+    with pytest.raises(InvalidOutboxRowError, match=rf"^{name} has more digits than a whole number may$"):
+        OutboxEvent.from_item(ROW | {name: {"N": "9" * digits}})
+
+
+def test_the_longest_whole_numbers_are_read_and_published() -> None:
+    # Given 38 digits / When / Then read, and the envelope spells them exactly
+    row = OutboxEvent.from_item(ROW | {"seq": {"N": "9" * 38}, "aggregate_key": ROW["aggregate_key"]})
+    assert row.seq == 10**38 - 1
+    assert f'"seq":{"9" * 38}' in row.envelope_json()
+
+
+def test_the_stored_key_of_a_5000_digit_seq_addresses_the_row_without_printing_the_number() -> None:
+    # Given / When
+    key = RowKey.stored(ROW | {"seq": {"N": "9" * 5000}})
+    # Then the stored text addresses it; its seq is no number that could not be printed
+    assert key is not None
+    assert (key.seq, key.item()["seq"]) == (0, {"N": "9" * 5000})
+    assert repr(key)
+
+
+@pytest.mark.parametrize("image", [[], "text", 1, None])
+def test_a_string_attribute_of_an_image_that_is_not_a_map_is_none_not_an_attribute_error(image: Any) -> None:
+    # Given a MODIFY's OldImage of another shape / When / Then
+    assert string_attribute(image, "event_id") is None
