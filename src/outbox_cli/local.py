@@ -1,4 +1,9 @@
-"""The local commands: `outbox local up` (run the synthesized stack until Ctrl-C) and `outbox demo`."""
+"""The local commands: `outbox local up` (run the synthesized stack until Ctrl-C) and `outbox demo`, and the
+arguments only `local up` has.
+
+Importing this module loads neither moto nor the runtime (they load when a command runs), so the parser of
+`outbox` can take `local up`'s arguments from here (`add_up_arguments`).
+"""
 
 from __future__ import annotations
 
@@ -7,14 +12,47 @@ import logging
 import signal
 import threading
 from types import FrameType
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-from outbox_cli.demo import run_demo
-from outbox_local.endpoint import exports
-from outbox_local.runtime import LocalRuntime, RuntimeOptions
+if TYPE_CHECKING:
+    from outbox_local.runtime import LocalRuntime, RuntimeOptions
+
+DEFAULT_MAX_ENVIRONMENTS = 4
+"""Execution environments per function at most, unless its ReservedConcurrentExecutions is lower: the machine
+is a laptop, not a fleet."""
+
+
+def add_up_arguments(parser: argparse.ArgumentParser) -> None:
+    """How `local up` runs the functions (docs/local.md, "Execution environments")."""
+    how = parser.add_mutually_exclusive_group()
+    how.add_argument(
+        "--in-process",
+        action="store_true",
+        help="run every function in this process, one invocation at a time (e.g. for a debugger)",
+    )
+    how.add_argument(
+        "--max-environments",
+        type=_at_least_one,
+        metavar="N",
+        help=f"worker processes per function at most (default {DEFAULT_MAX_ENVIRONMENTS}; "
+        "ReservedConcurrentExecutions may lower it)",
+    )
+
+
+def _at_least_one(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
 
 
 def options(arguments: argparse.Namespace, *, background: bool) -> RuntimeOptions:
+    """The runtime's options from the command line. Functions run in worker processes, concurrently as in
+    Lambda, unless `--in-process` (an argument of `local up` only: the demo always uses workers)."""
+    from outbox_local.runtime import RuntimeOptions  # noqa: PLC0415 - moto loads only when a command runs
+
+    in_process = getattr(arguments, "in_process", False)
+    max_environments = getattr(arguments, "max_environments", None) or DEFAULT_MAX_ENVIRONMENTS
     return RuntimeOptions(
         template_path=arguments.template,
         region=arguments.region,
@@ -23,10 +61,13 @@ def options(arguments: argparse.Namespace, *, background: bool) -> RuntimeOption
         api_port=arguments.api_port,
         schedule_speedup=arguments.schedule_speedup,
         background=background,
+        max_environments=None if in_process else max_environments,
     )
 
 
 def demo(arguments: argparse.Namespace, out: TextIO) -> int:
+    from outbox_cli.demo import run_demo  # noqa: PLC0415 - moto loads only when a command runs
+
     return run_demo(options(arguments, background=True), out)
 
 
@@ -42,6 +83,8 @@ def local_up(arguments: argparse.Namespace, out: TextIO) -> int:
 
     signal.signal(signal.SIGINT, request_stop)
     signal.signal(signal.SIGTERM, request_stop)
+    from outbox_local.runtime import LocalRuntime  # noqa: PLC0415 - moto loads only when a command runs
+
     runtime = LocalRuntime(options(arguments, background=True))
     runtime.start()
     try:
@@ -59,6 +102,8 @@ def local_up(arguments: argparse.Namespace, out: TextIO) -> int:
 
 def describe(runtime: LocalRuntime) -> str:
     """What a developer needs to point tools at the local stack."""
+    from outbox_local.endpoint import exports  # noqa: PLC0415
+
     region = runtime.options.region
     lines = [
         "outbox local runtime (moto, no AWS account)",

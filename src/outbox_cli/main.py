@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TextIO
 
 from outbox_cli import local_controls, operations
+from outbox_cli.local import add_up_arguments
 
 DEFAULT_TEMPLATE = Path("cdk.out/OutboxStack.template.json")
 # What the local commands import beyond the base install.
@@ -33,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     local_commands = local.add_subparsers(dest="local_command", required=True)
     up = local_commands.add_parser("up", help="run the synthesized stack locally until Ctrl-C")
     _runtime_arguments(up, aws_port=local_controls.LOCAL_PORT, api_port=8080)
+    add_up_arguments(up)
     up.add_argument("--verbose", action="store_true", help="log the runtime's own activity")
     up.set_defaults(run=_local_up)
     env = local_commands.add_parser(
@@ -90,7 +92,9 @@ def _demo(arguments: argparse.Namespace, out: TextIO) -> int:
 
 def _local_command(name: str, arguments: argparse.Namespace, out: TextIO) -> int:
     try:
-        from outbox_cli import local  # noqa: PLC0415 - the local runtime loads moto: only when asked for
+        # The local runtime loads moto: only when asked for, and here, where a missing extra is told apart
+        import outbox_local.runtime  # noqa: F401, PLC0415
+        from outbox_cli import local  # noqa: PLC0415
         from outbox_local.errors import LocalRuntimeError  # noqa: PLC0415
     except ModuleNotFoundError as error:
         if error.name is None or error.name.partition(".")[0] not in LOCAL_EXTRA_MODULES:

@@ -77,6 +77,8 @@ class AlarmEvaluator:
         self._speedup = max(speedup, 1.0)
         self._history: dict[str, _History] = {}
         self._errors_seen: dict[str, int] = {}
+        self._queue_urls: dict[str, str] = {}
+        """Queue name -> URL: a queue's URL never changes (one deleted and created again gets the same)."""
 
     def tick(self) -> list[Transition]:
         """Sample every alarm's metric once and move the alarms whose state changed."""
@@ -117,7 +119,10 @@ class AlarmEvaluator:
         dimensions = {str(d["Name"]): str(d["Value"]) for d in alarm.get("Dimensions", [])}
         try:
             if namespace == "AWS/SQS" and metric == "ApproximateNumberOfMessagesVisible":
-                url = self._sqs.get_queue_url(QueueName=dimensions["QueueName"])["QueueUrl"]
+                name = dimensions["QueueName"]
+                if name not in self._queue_urls:
+                    self._queue_urls[name] = str(self._sqs.get_queue_url(QueueName=name)["QueueUrl"])
+                url = self._queue_urls[name]
                 attributes = self._sqs.get_queue_attributes(
                     QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"]
                 )

@@ -4,6 +4,7 @@ and its controls (`outbox_local.control_api`)."""
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Any
 
@@ -29,6 +30,16 @@ class _ClosingRequestHandler(MotoRequestHandler):
         """Request lines would drown the runtime's own output."""
 
 
+class _Dispatcher(DomainDispatcherApplication):
+    """moto's dispatcher, remembering which backend serves a host. moto finds it anew for every request (a
+    listing of its package directory, a stat of each entry, then a scan of every service's URL patterns), and
+    under one lock that every request takes: under concurrent load, requests queued on that lookup."""
+
+    @functools.lru_cache(maxsize=1024)  # noqa: B019 - one dispatcher per server; hosts are a small set
+    def get_backend_for_host(self, host: str | None) -> Any:
+        return super().get_backend_for_host(host)
+
+
 class LocalAwsServer(ThreadedMotoServer):
     def __init__(
         self,
@@ -46,7 +57,7 @@ class LocalAwsServer(ThreadedMotoServer):
         logging.getLogger("werkzeug").setLevel(logging.ERROR)
 
     def _server_entry(self) -> None:
-        app: WsgiApp = DomainDispatcherApplication(create_backend_app)
+        app: WsgiApp = _Dispatcher(create_backend_app)
         if self._event_source_mappings is not None:
             app = self._event_source_mappings.wrap(app)
         app = self._faults.wrap(app)

@@ -2,7 +2,7 @@
 
 Why: the functions emit their metrics in Embedded Metric Format (Powertools `Metrics` prints one JSON line
 per flush on stdout). On AWS that output goes to CloudWatch Logs, which turns each EMF document into
-metrics; locally the handlers run in process and nothing reads their output, so `get_metric_data` on the
+metrics; locally nothing else reads their output, so `get_metric_data` on the
 functions' namespace would answer nothing to a dashboard or to the `outbox` CLI. The function host hands
 this module what each invocation printed (`FunctionHost`'s `on_output`); each EMF document in it is put
 into moto's CloudWatch with PutMetricData, as CloudWatch Logs would extract it: the directive's namespace,
@@ -19,6 +19,9 @@ from __future__ import annotations
 import json
 import logging
 import math
+import queue
+import threading
+import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -30,8 +33,12 @@ logger = logging.getLogger("outbox_local.metrics")
 _MAX_DATUMS_PER_REQUEST = 1000  # PutMetricData: "Each request can contain up to 1000 different metrics"
 _MAX_VALUES_PER_DATUM = 150  # PutMetricData: up to 150 values in one MetricDatum's Values
 _STORAGE_RESOLUTIONS = {1, 60}
+GATHER_S = 0.5
+"""In the background, how long the documents after the first are gathered into the same PutMetricData."""
 
 MetricDatum = dict[str, Any]
+Batches = dict[str, list[MetricDatum]]
+"""Datums by namespace."""
 
 
 class MalformedEmfError(ValueError):
@@ -63,12 +70,63 @@ def metric_data(document: Mapping[str, Any]) -> dict[str, list[MetricDatum]]:
 
 
 class EmfMetricsForwarder:
-    """Puts the EMF documents of a function's output into CloudWatch (the moto server's)."""
+    """Puts the EMF documents of a function's output into CloudWatch (the moto server's).
 
-    def __init__(self, cloudwatch: Any) -> None:
+    `in_background`: on a thread of its own, what several invocations printed meanwhile in one PutMetricData,
+    as CloudWatch Logs extracts metrics apart from the invocation: the invocation (an API request's answer
+    among them) never waits for it, and concurrent functions do not make one request each. Otherwise at once,
+    before `forward` returns: what a test driving the runtime step by step reads right after.
+    """
+
+    def __init__(self, cloudwatch: Any, *, in_background: bool = False) -> None:
         self._cloudwatch = cloudwatch
+        self._pending: queue.SimpleQueue[tuple[str, Batches] | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        if in_background:
+            self._thread = threading.Thread(target=self._put_in_background, name="emf-metrics")
+            self._thread.start()
+
+    def close(self) -> None:
+        """Put what is still pending, then stop the background thread."""
+        if self._thread is not None:
+            self._pending.put(None)
+            self._thread.join()
+            self._thread = None
 
     def forward(self, function_name: str, output: str) -> None:
+        batches = self._metric_data(function_name, output)
+        if not batches:
+            return
+        if self._thread is not None:
+            self._pending.put((function_name, batches))
+            return
+        for namespace, datums in batches.items():
+            self._put(function_name, namespace, datums)
+
+    def _put_in_background(self) -> None:
+        stopping = False
+        while not stopping:
+            waiting = [self._pending.get()]
+            # What comes in the next moment goes in the same requests (CloudWatch Logs, too, extracts metrics
+            # a little after the invocation).
+            gathered_until = time.monotonic() + GATHER_S
+            while None not in waiting and (left := gathered_until - time.monotonic()) > 0:
+                try:
+                    waiting.append(self._pending.get(timeout=left))
+                except queue.Empty:
+                    break
+            stopping = None in waiting
+            functions: list[str] = []
+            merged: dict[str, list[MetricDatum]] = {}
+            for item in waiting:
+                if item is not None:
+                    functions.append(item[0])
+                    for namespace, datums in item[1].items():
+                        merged.setdefault(namespace, []).extend(datums)
+            for namespace, datums in merged.items():
+                self._put(", ".join(sorted(set(functions))), namespace, datums)
+
+    def _metric_data(self, function_name: str, output: str) -> dict[str, list[MetricDatum]]:
         batches: dict[str, list[MetricDatum]] = {}
         for line in output.splitlines():
             text = line.strip()
@@ -82,8 +140,7 @@ class EmfMetricsForwarder:
                     batches.setdefault(namespace, []).extend(datums)
             except (json.JSONDecodeError, MalformedEmfError) as error:
                 logger.warning("%s printed a malformed EMF document, skipped: %s", function_name, error)
-        for namespace, datums in batches.items():
-            self._put(function_name, namespace, datums)
+        return batches
 
     def _put(self, function_name: str, namespace: str, datums: list[MetricDatum]) -> None:
         for start in range(0, len(datums), _MAX_DATUMS_PER_REQUEST):

@@ -1,4 +1,5 @@
-"""What one invocation of a hosted function returned: its payload, or the error Lambda would report."""
+"""What one invocation of a hosted function returned: its payload, or the error Lambda would report, and what
+it printed."""
 
 from __future__ import annotations
 
@@ -17,3 +18,24 @@ class InvocationResult:
     @property
     def failed(self) -> bool:
         return self.error_type is not None
+
+    @property
+    def throttled(self) -> bool:
+        """Lambda refused the invocation (the function never ran): not a function error."""
+        return self.error_type == THROTTLED_ERROR
+
+
+THROTTLED_ERROR = "TooManyRequestsException"
+THROTTLED = InvocationResult(
+    error_type=THROTTLED_ERROR,
+    error_message="Rate Exceeded. (ReservedFunctionConcurrentInvocationLimitExceeded)",
+)
+"""What Lambda answers an invocation of a function whose ReservedConcurrentExecutions is 0."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """An invocation's result, and what the function printed meanwhile (its log: CloudWatch Logs' part)."""
+
+    result: InvocationResult
+    output: str = ""

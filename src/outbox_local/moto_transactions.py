@@ -14,12 +14,23 @@ writing anything, exactly as moto evaluates them; a failed condition cancels the
 the actions applied, through moto's own put/update/delete. An action that fails while being applied (an
 update expression moto rejects, which DynamoDB would have refused up front) puts the items it touched back
 and re-raises; its earlier writes' stream records cannot be taken back (the only residue, documented).
+
+Writes are also isolated from each other, as DynamoDB isolates them: a conditional write checks and writes its
+item atomically, and a transaction is serializable with every other write. moto serves each request on a
+thread of its own with no isolation at all, and the runtime's functions run concurrently (two writers
+claiming one outbox row's lease, the publisher and the sweeper, must get DynamoDB's answer: one wins). So
+every write of moto's DynamoDB backend (PutItem, UpdateItem, DeleteItem, BatchWriteItem's, TransactWriteItems)
+holds one lock. Reads take none here: the runtime also runs every DynamoDB request alone
+(`outbox_local.moto_isolation`), which keeps a read from seeing half an update or walking a table a write is
+adding to.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
+import functools
+import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -114,8 +125,8 @@ def _apply(
     backend: DynamoDBBackend, op_type: str, table_name: str, key: dict[str, Any], op: dict[str, Any]
 ) -> None:
     names, values = op.get("ExpressionAttributeNames") or {}, op.get("ExpressionAttributeValues") or {}
-    # The conditions held when checked. moto isolates no request from another (it never did: its own version
-    # checks and writes action by action too), so a write racing into this gap is not isolated locally.
+    # The conditions held when checked, and no other write can run until this transaction is applied: every
+    # write holds the backend's write lock (`atomic_transactions`).
     if op_type == "Put":
         backend.put_item(
             table_name, op["Item"], expression_attribute_names=names, expression_attribute_values=values
@@ -156,12 +167,30 @@ def _restore(backend: DynamoDBBackend, table_name: str, key: dict[str, Any], ite
         table.items[hash_key][range_key] = item
 
 
+_WRITES = ("put_item", "update_item", "delete_item")
+"""The backend's single-item writes (BatchWriteItem goes through them, item by item)."""
+
+
+def _isolated(write: Callable[..., Any], lock: threading.RLock) -> Callable[..., Any]:
+    @functools.wraps(write)
+    def isolated(*arguments: Any, **keywords: Any) -> Any:
+        with lock:
+            return write(*arguments, **keywords)
+
+    return isolated
+
+
 @contextmanager
 def atomic_transactions() -> Iterator[None]:
-    """While in effect, every moto DynamoDB backend of this process runs TransactWriteItems atomically."""
-    original = DynamoDBBackend.transact_write_items
-    DynamoDBBackend.transact_write_items = transact_write_items  # type: ignore[method-assign,assignment]
+    """While in effect, every moto DynamoDB backend of this process runs TransactWriteItems atomically and
+    isolates its writes from each other."""
+    lock = threading.RLock()  # reentrant: a transaction applies its actions through the single-item writes
+    originals = {name: getattr(DynamoDBBackend, name) for name in (*_WRITES, "transact_write_items")}
+    for name in _WRITES:
+        setattr(DynamoDBBackend, name, _isolated(originals[name], lock))
+    DynamoDBBackend.transact_write_items = _isolated(transact_write_items, lock)  # type: ignore[method-assign]
     try:
         yield
     finally:
-        DynamoDBBackend.transact_write_items = original  # type: ignore[method-assign]
+        for name, original in originals.items():
+            setattr(DynamoDBBackend, name, original)

@@ -1,4 +1,4 @@
-"""When a mapping's poller may be called idle: what `LocalRuntime.wait_until_idle` waits on.
+"""When a mapping's poller may be called idle, and when all of them are: what `wait_until_idle` waits on.
 
 Shared by the stream and the queue mappings. Polls are numbered as they start; an idle poll only proves
 "nothing to do" for what was written before it started (a poll already under way when the caller wrote may
@@ -39,3 +39,46 @@ class PollActivity:
         with self._condition:
             mark = self._started if after is None else after
             return self._condition.wait_for(lambda: self._last_idle > mark, timeout_s)
+
+
+class QuietPollers:
+    """When several pollers, each on its own thread, were all idle at once.
+
+    A poll that did work (invoked a function, deleted messages, discarded records) may have written to what
+    another poller reads, so only a poll that started after the last work ended vouches for its poller: every
+    poller's latest poll must be over, idle, and have started after both the caller's mark and the end of the
+    last work anywhere.
+    """
+
+    def __init__(self, names: list[str]) -> None:
+        self._condition = threading.Condition()
+        self._started = 0
+        self._work_ended = 0
+        """The number of polls started when the last work ended."""
+        self._latest: dict[str, tuple[int, bool | None]] = dict.fromkeys(names, (0, None))
+        """Poller -> (number of its latest poll, whether it was idle; None while under way)."""
+
+    def begin(self, name: str) -> int:
+        with self._condition:
+            self._started += 1
+            self._latest[name] = (self._started, None)
+            return self._started
+
+    def end(self, name: str, poll: int, *, idle: bool, worked: bool) -> None:
+        with self._condition:
+            self._latest[name] = (poll, idle)
+            if worked:
+                self._work_ended = self._started
+            self._condition.notify_all()
+
+    def mark(self) -> int:
+        with self._condition:
+            return self._started
+
+    def wait_until_idle(self, timeout_s: float, *, after: int) -> bool:
+        def quiet() -> bool:
+            since = max(after, self._work_ended)
+            return all(idle is True and poll > since for poll, idle in self._latest.values())
+
+        with self._condition:
+            return self._condition.wait_for(quiet, timeout_s)

@@ -17,10 +17,19 @@ What AWS documents ("Using Lambda with Amazon SQS", "Handling errors for an SQS 
   `itemIdentifier`, a bad key name) deletes nothing (`outbox_local.batch_response`).
 - `FilterCriteria`: messages that match no pattern are deleted as they are received, never sent.
 
+- Concurrency: Lambda runs several batches of one mapping at once, up to the function's concurrency and
+  `ScalingConfig.MaximumConcurrency`. On a standard queue any batches may be in flight together; on a FIFO
+  queue SQS itself hands out no message of a group while one of its messages is in flight (moto does the
+  same), and the mapping never starts a batch holding a group that a batch in flight holds (what a 6 MB
+  cut left held), so each group has one batch in flight, different groups run concurrently.
+
 Local choices: ReceiveMessage never long-polls (a poll under way could not vouch for what was written during
-it, which `LocalRuntime.wait_until_idle` needs), and one batch is in flight at a time (Lambda may run up to
-`ScalingConfig.MaximumConcurrency` batches at once; one at a time is one of the orders it may produce). A
-batch is cut before its invocation payload would pass Lambda's 6 MB limit (at least one message), and a batch
+it, which `LocalRuntime.wait_until_idle` needs; the mapping short-polls, less often while the queue is empty:
+`outbox_local.background`). A poll starts batches in rounds: as many as the queue hands out, up to
+`max_concurrent_batches` (what the runtime sets from the function's concurrency and `MaximumConcurrency`;
+1 in process), each invoked on a thread of its own, and it returns once every batch of the round is done,
+so nothing is in flight between polls (what `wait_until_idle` and stopping rely on). A batch is cut before
+its invocation payload would pass Lambda's 6 MB limit (at least one message), and a batch
 that reached it is invoked without waiting out the window; what did not fit stays held for the next batch.
 Time comes from an injected clock, so a caller driving the runtime step by step moves a virtual clock through
 a batching window instead of sleeping.
@@ -28,9 +37,12 @@ a batching window instead of sleeping.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
+import threading
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -84,8 +96,16 @@ class QueueMappingRunner:
         sqs_client: Any,
         invoke: Callable[[dict[str, Any]], InvocationResult],
         clock: Clock,
+        max_concurrent_batches: int = 1,
     ) -> None:
+        """`max_concurrent_batches`: how many batches may be in flight at once (1: one after the other, on the
+        poller's own thread)."""
+        if max_concurrent_batches < 1:
+            raise ValueError("max_concurrent_batches must be at least 1")
         self.name = name
+        self.max_concurrent_batches = max_concurrent_batches
+        self._fifo = settings.queue_arn.endswith(".fifo")
+        self._counters = threading.Lock()
         self.settings = settings
         self._sqs = sqs_client
         self._invoke = invoke
@@ -103,20 +123,22 @@ class QueueMappingRunner:
         self.filtered_out = 0
 
     def poll_once(self) -> list[StepReport]:
-        """Receive what the queue has, then do the next thing Lambda would: wait, invoke once, or nothing.
+        """Receive what the queue has, then do the next thing Lambda would: wait, invoke (one batch, or up to
+        `max_concurrent_batches` at once, returning when all are done), or nothing; one report per batch.
 
         IDLE means the queue handed out nothing and no batch is held: a message left invisible by a failed
         invocation is not work until its visibility timeout ends and SQS hands it out again.
         """
         this_poll = self._activity.begin()
-        report = StepReport(StepKind.FAILED)
+        reports = [StepReport(StepKind.FAILED)]
         try:
-            report = self._step()
+            reports = self._round()
         finally:
-            self._activity.end(this_poll, idle=report.kind is StepKind.IDLE)
-        for listener in self.listeners:
-            listener(report)
-        return [report]
+            self._activity.end(this_poll, idle=all(report.kind is StepKind.IDLE for report in reports))
+        for report in reports:
+            for listener in self.listeners:
+                listener(report)
+        return reports
 
     def activity_mark(self) -> int:
         """The number of polls started so far: a later `wait_until_idle(after=mark)` ignores them."""
@@ -137,14 +159,42 @@ class QueueMappingRunner:
             held=len(self._held),
         )
 
-    def _step(self) -> StepReport:
-        dropped = self._receive()
-        if not self._held:
+    def _round(self) -> list[StepReport]:
+        """Start batches while the queue hands them out, up to the concurrency; wait for all of them."""
+        batches: list[list[dict[str, Any]]] = []
+        reports: list[StepReport] = []
+        dropped: tuple[str, ...] = ()
+        while len(batches) < self.max_concurrent_batches:
+            dropped += self._receive()
+            if not self._held:
+                break
+            if not self._batch_ready(self._clock()):
+                due_at = self._held_since + self.settings.maximum_batching_window_s
+                reports.append(StepReport(StepKind.WAITING, due_at=due_at))
+                break
+            batch = self._next_batch()
+            if self._fifo and _groups(batch) & {group for started in batches for group in _groups(started)}:
+                self._hold_again(batch)  # its group has a batch in flight: it goes in a later round
+                break
+            batches.append(batch)
+        if len(batches) == 1:
+            reports.insert(0, self._invoke_batch(batches[0]))
+        elif batches:
+            with ThreadPoolExecutor(len(batches), thread_name_prefix=f"{self.name[:24]}-batch") as pool:
+                reports[:0] = list(pool.map(self._invoke_batch, batches))
+        if self._fifo and any(report.kind in _NOT_ALL_DELETED for report in reports):
+            # What the 6 MB cut held back must not be applied past the messages that come again: let SQS
+            # hand it out again after them, in its group's order.
+            self._held, self._held_bytes = [], _EMPTY_EVENT_BYTES
+        if dropped:
             # Filtered-out messages were deleted: work was done, the next poll decides whether more is left.
-            return StepReport(StepKind.SUCCEEDED, committed=dropped) if dropped else StepReport(StepKind.IDLE)
-        if not self._batch_ready(self._clock()):
-            return StepReport(StepKind.WAITING, committed=dropped)
-        return self._invoke_batch(self._next_batch(), dropped)
+            first = reports[0] if reports else StepReport(StepKind.SUCCEEDED)
+            reports[:1] = [_with_committed(first, dropped)]
+        return reports or [StepReport(StepKind.IDLE)]
+
+    def _hold_again(self, batch: list[dict[str, Any]]) -> None:
+        self._held = batch + self._held
+        self._held_bytes += sum(_record_bytes(record) for record in batch)
 
     def _next_batch(self) -> list[dict[str, Any]]:
         """The held messages up to the 6 MB payload limit (at least one); the rest stay held."""
@@ -204,29 +254,29 @@ class QueueMappingRunner:
             return True
         return now - self._held_since >= window
 
-    def _invoke_batch(self, batch: list[dict[str, Any]], dropped: tuple[str, ...]) -> StepReport:
+    def _invoke_batch(self, batch: list[dict[str, Any]]) -> StepReport:
+        """Invoke with one batch and delete what it processed (on a thread of its own when others run)."""
         message_ids = tuple(str(record["messageId"]) for record in batch)
         result = self._invoke({"Records": batch})
-        self.invocations += 1
         failed = (
             reported_failures(result.payload, message_ids)
             if self.settings.report_batch_item_failures and not result.failed
             else []
         )
-        if (result.failed or failed is None or failed) and self.settings.queue_arn.endswith(".fifo"):
-            # What the 6 MB cut held back must not be applied past the messages that come again: let SQS
-            # hand it out again after them, in its group's order.
-            self._held, self._held_bytes = [], _EMPTY_EVENT_BYTES
+        with self._counters:
+            self.invocations += 1
+            if result.failed or failed is None:
+                self.failed_invocations += 1
         if result.failed or failed is None:
             # Nothing is deleted: SQS hands the messages out again once their visibility timeout ends.
-            self.failed_invocations += 1
-            return StepReport(StepKind.FAILED, invoked=message_ids, committed=dropped)
+            return StepReport(StepKind.FAILED, invoked=message_ids)
         kept = {message_ids[position] for position in failed}
         deleted = self._delete([record for record in batch if record["messageId"] not in kept])
         if kept:
-            self.partial_failures += 1
-            return StepReport(StepKind.PARTIAL_FAILURE, invoked=message_ids, committed=dropped + deleted)
-        return StepReport(StepKind.SUCCEEDED, invoked=message_ids, committed=dropped + deleted)
+            with self._counters:
+                self.partial_failures += 1
+            return StepReport(StepKind.PARTIAL_FAILURE, invoked=message_ids, committed=deleted)
+        return StepReport(StepKind.SUCCEEDED, invoked=message_ids, committed=deleted)
 
     def _delete(self, records: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
         """DeleteMessageBatch, ten at a time; returns the ids SQS deleted.
@@ -253,11 +303,22 @@ class QueueMappingRunner:
                     chunk[int(entry["Id"])]["messageId"],
                     entry.get("Code"),
                 )
-        self.deleted_messages += len(deleted)
+        with self._counters:
+            self.deleted_messages += len(deleted)
         return tuple(deleted)
 
 
 _EMPTY_EVENT_BYTES = len(b'{"Records":[]}')
+_NOT_ALL_DELETED = frozenset({StepKind.FAILED, StepKind.PARTIAL_FAILURE})
+
+
+def _groups(batch: Sequence[Mapping[str, Any]]) -> set[str]:
+    """The FIFO message groups a batch holds."""
+    return {str(record["attributes"].get("MessageGroupId")) for record in batch}
+
+
+def _with_committed(report: StepReport, committed: tuple[str, ...]) -> StepReport:
+    return dataclasses.replace(report, committed=committed + report.committed)
 
 
 def _record_bytes(record: Mapping[str, Any]) -> int:

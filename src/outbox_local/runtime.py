@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import threading
 import time
 import urllib.request
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import boto3
@@ -17,6 +14,7 @@ from botocore.config import Config
 
 from outbox_local.alarms import AlarmEvaluator, Transition
 from outbox_local.aws_server import LocalAwsServer
+from outbox_local.background import Background
 from outbox_local.control_api import ControlApi, mapping_report
 from outbox_local.emf_metrics import EmfMetricsForwarder
 from outbox_local.endpoint import LOCAL_CREDENTIALS, environment
@@ -31,52 +29,28 @@ from outbox_local.faults import INTERNAL_USER_AGENT, FaultInjector
 from outbox_local.functions import FunctionHost
 from outbox_local.http_api import HttpApiServer, Route
 from outbox_local.invocation import InvocationResult
+from outbox_local.moto_isolation import isolated_requests
+from outbox_local.moto_performance import lighter_moto
+from outbox_local.moto_streams import InProcessStreams
 from outbox_local.moto_transactions import atomic_transactions
-from outbox_local.poll_activity import PollActivity
 from outbox_local.provisioning import ProvisionedStack, Provisioner
 from outbox_local.provisioning.cloudformation import register_stack, stack_outputs
 from outbox_local.queue_mapping import QueueMappingRunner
+from outbox_local.runtime_options import RuntimeOptions, VirtualClock
 from outbox_local.schedules import ScheduleRunner
-from outbox_local.stream_mapping import StepKind
+from outbox_local.stream_mapping import NOTHING_DONE, StepKind
 from outbox_local.stream_poller import StreamMappingRunner, destination_sender, iterator_age_ms
 from outbox_local.template import Resolver, Template
 
+__all__ = ["ALARM_TICK_S", "LocalRuntime", "RuntimeOptions", "VirtualClock"]
+
 logger = logging.getLogger("outbox_local.runtime")
 _WAIT_STEP_S = 0.05
+_LEAST_ADVANCE_S = 0.001
+"""drain_streams always moves the clock on while waiting, so a due time a rounding short is still reached."""
 ALARM_TICK_S = 1.0
-
-
-@dataclass(frozen=True)
-class RuntimeOptions:
-    template_path: Path
-    region: str = "us-east-1"
-    stack_name: str = "OutboxStack"
-    host: str = "127.0.0.1"
-    aws_port: int = 0
-    api_port: int = 0
-    background: bool = True
-    """Poll streams and queues and fire schedules on a thread. Tests set False and drive `drain_streams()`
-    instead."""
-    poll_interval_s: float = 0.05
-    retry_delay_s: float = 0.2
-    schedule_speedup: float = 1.0
-    function_environment: Mapping[str, str] = field(default_factory=dict)
-    """Variables set in every function on top of the template's (e.g. a log level for the demo)."""
-    code_root: Path | None = None
-    parameter_values: Mapping[str, str] = field(default_factory=dict)
-
-
-class VirtualClock:
-    """Wall-clock time that a caller driving the runtime step by step may move forward instead of sleeping."""
-
-    def __init__(self) -> None:
-        self._offset = 0.0
-
-    def __call__(self) -> float:
-        return time.time() + self._offset
-
-    def advance(self, seconds: float) -> None:
-        self._offset += seconds
+MAX_CONCURRENT_BATCHES = 1000
+"""A queue mapping's concurrency without ScalingConfig: Lambda's most (the function's own limit is lower)."""
 
 
 class LocalRuntime:
@@ -98,14 +72,11 @@ class LocalRuntime:
         self.schedules: ScheduleRunner | None = None
         self.alarms: AlarmEvaluator | None = None
         """The template's alarms, evaluated by `evaluate_alarms()` (each second in the background)."""
-        self._alarms_due = 0.0
-        self._rounds = PollActivity()
-        """Rounds of the background poller (every mapping polled once): what `wait_until_idle` waits on."""
+        self._metrics: EmfMetricsForwarder | None = None
+        self._background: Background | None = None
         self.stack: ProvisionedStack | None = None
         self.outputs: dict[str, Any] = {}
-        self._stop = threading.Event()
         self._corrections = contextlib.ExitStack()
-        self._poller: threading.Thread | None = None
 
     # --- lifecycle -----------------------------------------------------------------------------------
 
@@ -125,10 +96,12 @@ class LocalRuntime:
         self.mappings = []
         self.queue_mappings = []
         self.outputs = {}
-        self._stop.clear()
-        # moto's TransactWriteItems is not atomic for a stream reader: corrected while the runtime runs.
+        # moto's TransactWriteItems is not atomic for a stream reader, it isolates no request from another,
+        # and its hot paths under load cost much: each corrected while the runtime runs.
         self._corrections = contextlib.ExitStack()
         self._corrections.enter_context(atomic_transactions())
+        self._corrections.enter_context(isolated_requests())
+        self._corrections.enter_context(lighter_moto())
         self._server = LocalAwsServer(
             self.faults,
             self.options.host,
@@ -141,22 +114,34 @@ class LocalRuntime:
             self._reset_moto()
             self._provision(template)
             if self.options.background:
-                self._poller = threading.Thread(target=self._poll_forever, name="outbox-local-poller")
-                self._poller.start()
+                self._background = Background(
+                    self._pollers(),
+                    fire_schedules=self.schedules.tick if self.schedules else lambda: 0,
+                    evaluate_alarms=self.evaluate_alarms,
+                    poll_interval_s=self.options.poll_interval_s,
+                    alarm_interval_s=ALARM_TICK_S,
+                )
+                self._background.start()
         except BaseException:
             self.stop()
             raise
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._poller is not None:
-            self._poller.join()
-            self._poller = None
+        if self._background is not None:
+            self._background.request_stop()
         for api in self.apis.values():
             api.stop()
         self.apis.clear()
         if self.host is not None:
+            # Before waiting for the pollers: closing ends the worker processes, so an invocation under way
+            # fails at once instead of holding Ctrl-C up until its function's timeout.
             self.host.close()
+        if self._background is not None:
+            self._background.join()
+            self._background = None
+        if self._metrics is not None:
+            self._metrics.close()
+            self._metrics = None
         self.event_source_mappings.clear()
         for client in self._clients.values():
             client.close()
@@ -223,15 +208,19 @@ class LocalRuntime:
             reports = [report for mapping in self._pollers() for report in mapping.poll_once()]
             if all(report.kind is StepKind.IDLE for report in reports):
                 return
-            if all(report.kind in {StepKind.IDLE, StepKind.WAITING} for report in reports):
-                self.clock.advance(_WAIT_STEP_S)
+            if all(report.kind in NOTHING_DONE for report in reports):
+                # On to when something is next due (a window's end, a retry, a throttle's back-off).
+                due = [report.due_at for report in reports if report.due_at is not None]
+                wait = min(due) - self.clock() if due else _WAIT_STEP_S
+                self.clock.advance(max(wait, _LEAST_ADVANCE_S))
         raise RuntimeStateError(f"event source mappings still busy after {max_steps} steps")
 
     def wait_until_idle(self, timeout_s: float) -> bool:
-        """With the background poller: block until a whole round of polls, started after this call, found
-        nothing to do in any mapping. One round for all: a mapping idle on its own may still get work from a
-        function another mapping invokes later in the same round."""
-        return self._rounds.wait_until_idle(timeout_s, after=self._rounds.mark())
+        """In the background: block until every mapping was idle at once, after this call and after any work
+        (`outbox_local.background`)."""
+        if self._background is None:
+            raise RuntimeStateError("wait_until_idle waits for the background threads: use background=True")
+        return self._background.wait_until_idle(timeout_s)
 
     def resource_names(self) -> list[tuple[str, str, str]]:
         """(logical id, type, physical id) of every provisioned resource."""
@@ -267,10 +256,16 @@ class LocalRuntime:
             retry_delay_s=self.options.retry_delay_s,
         )
         self.stack = provisioner.provision()
-        # Created here, on the starting thread: invocations run on the poller's and the API's threads.
-        metrics = EmfMetricsForwarder(self._internal_client("cloudwatch"))
+        # Created here, on the starting thread: invocations run on the pollers' and the API's threads.
+        metrics = EmfMetricsForwarder(
+            self._internal_client("cloudwatch"), in_background=self.options.background
+        )
+        self._metrics = metrics
         self.host = FunctionHost(
-            self.function_environment(), self.options.function_environment, on_output=metrics.forward
+            self.function_environment(),
+            self.options.function_environment,
+            on_output=metrics.forward,
+            max_environments=self.options.max_environments,
         )
         for spec in self.stack.functions:
             self.host.register(spec)
@@ -293,7 +288,7 @@ class LocalRuntime:
                 runner = StreamMappingRunner(
                     mapping.logical_id,
                     mapping.settings,
-                    streams_client=self._internal_client("dynamodbstreams"),
+                    streams_client=InProcessStreams(self.options.region),
                     invoke=_invoker(host, mapping.function_arn),
                     send_to_destination=destination_sender(self._internal_client, destination)
                     if destination
@@ -313,6 +308,12 @@ class LocalRuntime:
                     sqs_client=self._internal_client("sqs"),
                     invoke=_invoker(host, queue_mapping.settings.function_arn),
                     clock=self._clock,
+                    # As Lambda scales a queue's pollers: up to the function's concurrency and the mapping's
+                    # ScalingConfig.MaximumConcurrency.
+                    max_concurrent_batches=min(
+                        host.concurrency(queue_mapping.settings.function_arn),
+                        queue_mapping.maximum_concurrency or MAX_CONCURRENT_BATCHES,
+                    ),
                 )
                 self.queue_mappings.append(queue_runner)
             published.append(PublishedQueueMapping(queue_mapping, queue_runner, last_modified=self._clock()))
@@ -376,32 +377,6 @@ class LocalRuntime:
 
     def _pollers(self) -> list[StreamMappingRunner | QueueMappingRunner]:
         return [*self.mappings, *self.queue_mappings]
-
-    def _poll_forever(self) -> None:
-        while not self._stop.is_set():
-            busy = False
-            this_round = self._rounds.begin()
-            idle = True
-            for mapping in self._pollers():
-                try:
-                    reports = mapping.poll_once()
-                except Exception:
-                    logger.exception("event source mapping %s failed to poll", mapping.name)
-                    idle = False
-                    continue
-                busy = busy or any(r.kind not in {StepKind.IDLE, StepKind.WAITING} for r in reports)
-                idle = idle and all(r.kind is StepKind.IDLE for r in reports)
-            self._rounds.end(this_round, idle=idle)
-            if self.schedules is not None:
-                self.schedules.tick()
-            if self.alarms is not None and time.monotonic() >= self._alarms_due:
-                self._alarms_due = time.monotonic() + ALARM_TICK_S
-                try:
-                    self.alarms.tick()
-                except Exception:
-                    logger.exception("the alarms could not be evaluated")
-            if not busy:
-                self._stop.wait(self.options.poll_interval_s)
 
 
 def _invoker(host: FunctionHost, function_arn: str) -> Callable[[dict[str, Any]], InvocationResult]:

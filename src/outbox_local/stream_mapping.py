@@ -16,6 +16,9 @@ What AWS documents, and what this module does (tests cite each rule):
   An empty-string or null `itemIdentifier`, or an entry with a wrong key name, fails the whole batch.
   (An identifier that is not in the batch is treated the same way: the emulator cannot checkpoint there.)
   Retrying the remaining records of a partial failure uses one retry attempt.
+- Throttles (a function with `ReservedConcurrentExecutions` 0): the batch never reached the function, so no
+  retry attempt is used and nothing is bisected; the shard tries again after a back-off until the records
+  pass `MaximumRecordAgeInSeconds` (-1: forever, as the shard stays blocked on AWS).
 - `MaximumRecordAgeInSeconds`: records older than this (-1: no limit) are discarded before an invocation,
   with condition `RecordAgeExceeded`.
 - On-failure destination record: `requestContext` (requestId, functionArn, condition, approximateInvokeCount),
@@ -76,6 +79,8 @@ DestinationSender = Callable[[dict[str, Any]], None]
 class StepKind(enum.Enum):
     IDLE = "idle"
     WAITING = "waiting"
+    THROTTLED = "throttled"
+    """Lambda refused the invocation (reserved concurrency 0): the batch never reached the function."""
     SUCCEEDED = "succeeded"
     PARTIAL_FAILURE = "partial_failure"
     FAILED = "failed"
@@ -92,6 +97,14 @@ class StepReport:
     committed: tuple[str, ...] = ()
     discarded: tuple[str, ...] = ()
     condition: str | None = None
+    due_at: float | None = None
+    """For a step that waits: when the mapping has something to do next (clock time)."""
+
+
+NOTHING_DONE = frozenset({StepKind.IDLE, StepKind.WAITING, StepKind.THROTTLED})
+"""Steps that changed nothing anywhere: no function ran, nothing was committed, discarded or deleted."""
+THROTTLE_BACKOFF_S = 1.0
+"""How long a shard waits after a throttled invocation before trying again (Lambda backs off too)."""
 
 
 @dataclass
@@ -140,6 +153,7 @@ class ShardProcessor:
         self.checkpoint: str | None = None
         self.invocations = 0
         self.failed_invocations = 0
+        self.throttled_invocations = 0
         self.discarded_records = 0
         self.filtered_out = 0
 
@@ -152,7 +166,8 @@ class ShardProcessor:
         """When the oldest record not yet processed was written (epoch seconds): the iterator age's start."""
         # Copies first: the control API reads this on its own thread while the poller changes the queues.
         work, pending = list(self._work), list(self._pending)
-        oldest = [attempt.records[0].created_at for attempt in work if attempt.records]
+        # A slice, not [0] after a check: the poller may empty an attempt's records in between.
+        oldest = [first.created_at for attempt in work for first in attempt.records[:1]]
         if pending:
             oldest.append(pending[0][0].created_at)
         return min(oldest) if oldest else None
@@ -186,10 +201,12 @@ class ShardProcessor:
             if not self._pending:
                 return StepReport(StepKind.IDLE)
             if not self._batch_ready(now):
-                return StepReport(StepKind.WAITING)
+                return StepReport(
+                    StepKind.WAITING, due_at=self._pending[0][1] + self._settings.maximum_batching_window_s
+                )
             self._work.append(_Attempt(self._next_batch()))
         if now < self._not_before:
-            return StepReport(StepKind.WAITING)
+            return StepReport(StepKind.WAITING, due_at=self._not_before)
         attempt = self._work[0]
         if attempt.give_up is not None:
             # The retries were used up but the on-failure destination could not be reached last time.
@@ -253,6 +270,12 @@ class ShardProcessor:
         records = attempt.records
         sequence_numbers = tuple(r.sequence_number for r in records)
         result = self._invoke({"Records": [dict(r.payload) for r in records]})
+        if result.throttled:
+            # Retry attempts "don't apply to service errors or throttles where the batch didn't reach the
+            # function": nothing is used up, nothing is bisected; the records wait, until they expire.
+            self.throttled_invocations += 1
+            self._not_before = now + max(self._settings.retry_delay_s, THROTTLE_BACKOFF_S)
+            return StepReport(StepKind.THROTTLED, invoked=sequence_numbers, due_at=self._not_before)
         attempt.invocations += 1
         attempt.last_error = result.failed
         self.invocations += 1

@@ -1,5 +1,5 @@
-"""Lambda functions (hosted in process) and event source mappings: DynamoDB streams (emulated here) and SQS
-queues (`outbox_local.provisioning.queue_mapping`)."""
+"""Lambda functions (run by `outbox_local.functions`) and event source mappings: DynamoDB streams (emulated
+here) and SQS queues (`outbox_local.provisioning.queue_mapping`)."""
 
 from __future__ import annotations
 
@@ -30,7 +30,16 @@ def function(ctx: ProvisioningContext, resource: Resource, p: dict[str, Any]) ->
     check(
         resource,
         p,
-        {"Handler", "Runtime", "Code", "Environment", "Timeout", "MemorySize", "FunctionName"},
+        {
+            "Handler",
+            "Runtime",
+            "Code",
+            "Environment",
+            "Timeout",
+            "MemorySize",
+            "FunctionName",
+            "ReservedConcurrentExecutions",
+        },
         # Deployment and platform settings with no in-process equivalent: the function runs on this
         # interpreter with the project's installed dependencies (Powertools included, for layers).
         {
@@ -41,7 +50,6 @@ def function(ctx: ProvisioningContext, resource: Resource, p: dict[str, Any]) ->
             "LoggingConfig",
             "Description",
             "Tags",
-            "ReservedConcurrentExecutions",
             "DeadLetterConfig",
             "EphemeralStorage",
             "KmsKeyArn",
@@ -67,9 +75,20 @@ def function(ctx: ProvisioningContext, resource: Resource, p: dict[str, Any]) ->
         timeout_s=float(p.get("Timeout", 3)),
         memory_mb=int(p.get("MemorySize", 128)),
         environment=environment,
+        # At most this many environments at once; 0 throttles every invocation (`FunctionHost.invoke`).
+        reserved_concurrency=_reserved_concurrency(resource, p.get("ReservedConcurrentExecutions")),
     )
     ctx.stack.functions.append(spec)
     return ResolvedResource(ref=name, attributes={"Arn": arn})
+
+
+def _reserved_concurrency(resource: Resource, value: Any) -> int | None:
+    if value is None:
+        return None
+    reserved = int(value)
+    if reserved < 0:  # CloudFormation refuses it: the function would never deploy
+        raise UnsupportedResourceError(f"{resource.logical_id}: ReservedConcurrentExecutions {reserved} < 0")
+    return reserved
 
 
 def _code_root(ctx: ProvisioningContext, resource: Resource) -> Path | None:

@@ -15,8 +15,8 @@ for Amazon SQS event source mappings", and CreateEventSourceMapping's errors):
 - a queue whose visibility timeout is shorter than the function's timeout (Lambda: "Queue visibility
   timeout: 30 seconds is less than Function timeout: 60 seconds").
 
-`ScalingConfig` is accepted and otherwise ignored: locally one batch is in flight at a time, which is one
-of the behaviours any maximum concurrency allows.
+`ScalingConfig.MaximumConcurrency` bounds how many batches the mapping has in flight at once, as on AWS
+(with the function's own concurrency: `outbox_local.queue_mapping`).
 """
 
 from __future__ import annotations

@@ -1,0 +1,181 @@
+"""moto's hot paths under load, made cheap while a local runtime runs: the same answers for less CPU. A named
+correction of moto 5.2, like `outbox_local.moto_transactions` (docs/local.md, "Execution environments").
+
+Found by profiling the runtime under `bench/local_load.py` (every request moto serves shares one interpreter,
+so its CPU is the runtime's throughput):
+
+- EventBridge: for every event and every rule target, moto (`EventTemplateParser.parse`) parses the eight
+  JSONPath expressions of the default input template with a parser it builds anew each time (PLY's parser
+  tables, about 0.8 ms each): a sixth of the runtime's CPU at 25 events/s. A parsed expression is a plain
+  value, so each is parsed once and kept.
+- SQS ReceiveMessage: for each message it hands out, moto reads the queue's retention period through
+  GetQueueAttributes, which computes every attribute of the queue, three counts over all its messages among
+  them: a receive cost the batch size times three scans of the queue. The period is read from the queue.
+- SQS SendMessage (SNS and EventBridge deliveries included) reads the queue's attributes too, so the same
+  three counts, and each count reads moto's clock (a datetime built and subtracted) once or twice per
+  message: a fifth of the runtime's CPU once a consumer's queue held a few hundred messages. Each count now
+  reads the clock once for the whole queue: the same answer, as of one instant.
+- Every request: moto finds out whether the action is a method of its response class by listing the class's
+  members (`inspect.getmembers`), 0.4 ms a request, a fifth of a GetItem's CPU. A class's methods do not
+  change: listed once per class.
+- moto turns names from camel case to snake case (`camelcase_to_underscores`, a loop over the name's
+  characters) for every action, every parameter and every attribute it answers: GetQueueAttributes alone
+  makes 43 such calls per queue count (about half of its CPU), and SQS sends read the queue's attributes
+  too. The answer depends on the name only: computed once per name (a bounded cache).
+- CloudWatch GetMetricStatistics (what the alarm evaluator asks each second for each alarm on a function's
+  metric) filters every datapoint moto holds, of every metric: a cost that grows with the run (the functions
+  put several datapoints per order). The datapoints are indexed by namespace and metric name as moto stores
+  them (it only ever appends them), and moto filters only the metric's own: the same datapoints, in the same
+  order, so the same answer.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import threading
+import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import jsonpath_ng.ext
+import moto.core.responses
+import moto.core.utils
+from moto.cloudwatch.models import CloudWatchBackend, MetricDatumBase
+from moto.core.utils import unix_time, unix_time_millis
+from moto.sqs.models import Message, Queue, SQSBackend
+
+_PARSED_EXPRESSIONS = 1024
+
+
+def _retention_respected(backend: SQSBackend, queue_name: str, message: Message) -> bool:
+    """moto's `is_message_valid_based_on_retention_period`, reading the one attribute it needs."""
+    queue: Any = backend.get_queue(queue_name)  # its attributes are set from the queue's settings, untyped
+    sent_ms: Any = message.sent_timestamp  # set when the message is sent, before any receive
+    return bool(queue.message_retention_period + sent_ms / 1000 > unix_time())
+
+
+def _available(queue: Queue) -> list[Message]:
+    """moto's `Queue.messages`: visible and not delayed."""
+    now = unix_time_millis()
+    return [m for m in queue._messages if now > m.visible_at and now >= m.delayed_until]
+
+
+def _delayed(queue: Queue) -> int:
+    now = unix_time_millis()
+    return sum(1 for m in queue._messages if now < m.delayed_until)
+
+
+def _not_visible(queue: Queue) -> int:
+    now = unix_time_millis()
+    return sum(1 for m in queue._messages if not now > m.visible_at)
+
+
+_QUEUE_SCANS = {
+    "messages": _available,
+    "approximate_number_of_messages_delayed": _delayed,
+    "approximate_number_of_messages_not_visible": _not_visible,
+}
+
+
+class _MetricIndex:
+    """A CloudWatch backend's datapoints by (namespace, metric name), kept up with moto's list as it grows."""
+
+    def __init__(self) -> None:
+        self.indexed = 0
+        self.by_name: dict[tuple[str, str], list[MetricDatumBase]] = {}
+
+    def of(self, stored: list[MetricDatumBase], name: tuple[str, str]) -> list[MetricDatumBase]:
+        if len(stored) < self.indexed:  # not moto's way (it only appends), but then start again
+            self.indexed, self.by_name = 0, {}
+        for datum in stored[self.indexed :]:
+            self.by_name.setdefault((datum.namespace, datum.name), []).append(datum)
+        self.indexed = len(stored)
+        return self.by_name.get(name, [])
+
+
+_indexes: weakref.WeakKeyDictionary[CloudWatchBackend, _MetricIndex] = weakref.WeakKeyDictionary()
+_indexes_lock = threading.Lock()
+_asked = threading.local()
+"""The metric a GetMetricStatistics on this thread is about, while moto gathers its datapoints."""
+
+
+def _statistics_of_one_metric(original: Any) -> Any:
+    def get_metric_statistics(
+        self: CloudWatchBackend, namespace: str, metric_name: str, *args: Any, **kwargs: Any
+    ) -> Any:
+        _asked.name = (namespace, metric_name)
+        try:
+            return original(self, namespace, metric_name, *args, **kwargs)
+        finally:
+            _asked.name = None
+
+    return get_metric_statistics
+
+
+def _all_metrics_or_the_asked_ones(original: Any) -> Any:
+    def get_all_metrics(self: CloudWatchBackend) -> list[MetricDatumBase]:
+        name = getattr(_asked, "name", None)
+        if name is None:
+            return list(original(self))
+        with _indexes_lock:
+            own = list(_indexes.setdefault(self, _MetricIndex()).of(self.metric_data, name))
+        return own + self.aws_metric_data  # moto's order: its stored datapoints, then the providers'
+
+    return get_all_metrics
+
+
+_CACHED_NAMES = 4096
+
+
+def _modules_holding(function: object) -> list[Any]:
+    """moto's modules that imported `function` by name (`from moto.core.utils import ...`)."""
+    return [
+        module
+        for name, module in list(sys.modules.items())
+        if (name == "moto" or name.startswith("moto."))
+        and getattr(module, "camelcase_to_underscores", None) is function
+    ]
+
+
+@contextmanager
+def _names_converted_once() -> Iterator[None]:
+    original = moto.core.utils.camelcase_to_underscores
+    cached = functools.lru_cache(maxsize=_CACHED_NAMES)(original)
+    for module in _modules_holding(original):  # moto.core.utils itself among them: modules imported later
+        module.camelcase_to_underscores = cached
+    try:
+        yield
+    finally:
+        for module in _modules_holding(cached):
+            module.camelcase_to_underscores = original
+
+
+@contextmanager
+def lighter_moto() -> Iterator[None]:
+    """While in effect, this process's moto answers as before, with the hot paths above made cheap."""
+    ext: Any = jsonpath_ng.ext
+    responses: Any = moto.core.responses
+    parse, method_names = ext.parse, responses.method_names_from_class
+    retention = SQSBackend.is_message_valid_based_on_retention_period
+    scans = {name: getattr(Queue, name) for name in _QUEUE_SCANS}
+    statistics, all_metrics = CloudWatchBackend.get_metric_statistics, CloudWatchBackend.get_all_metrics
+    # moto imports `parse` from jsonpath_ng.ext inside the function, at each call: it finds this one.
+    ext.parse = functools.lru_cache(maxsize=_PARSED_EXPRESSIONS)(parse)
+    responses.method_names_from_class = functools.cache(method_names)
+    SQSBackend.is_message_valid_based_on_retention_period = _retention_respected  # type: ignore[method-assign,assignment]
+    for name, scan in _QUEUE_SCANS.items():
+        setattr(Queue, name, property(scan))
+    CloudWatchBackend.get_metric_statistics = _statistics_of_one_metric(statistics)  # type: ignore[method-assign]
+    CloudWatchBackend.get_all_metrics = _all_metrics_or_the_asked_ones(all_metrics)  # type: ignore[method-assign]
+    try:
+        with _names_converted_once():
+            yield
+    finally:
+        ext.parse, responses.method_names_from_class = parse, method_names
+        SQSBackend.is_message_valid_based_on_retention_period = retention  # type: ignore[method-assign]
+        for name, original in scans.items():
+            setattr(Queue, name, original)
+        CloudWatchBackend.get_metric_statistics = statistics  # type: ignore[method-assign]
+        CloudWatchBackend.get_all_metrics = all_metrics  # type: ignore[method-assign]

@@ -1,0 +1,45 @@
+"""What a local runtime is started with, and the clock a caller driving it step by step moves forward."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class RuntimeOptions:
+    template_path: Path
+    region: str = "us-east-1"
+    stack_name: str = "OutboxStack"
+    host: str = "127.0.0.1"
+    aws_port: int = 0
+    api_port: int = 0
+    background: bool = True
+    """Poll streams and queues and fire schedules on a thread. Tests set False and drive `drain_streams()`
+    instead."""
+    poll_interval_s: float = 0.05
+    retry_delay_s: float = 0.2
+    schedule_speedup: float = 1.0
+    function_environment: Mapping[str, str] = field(default_factory=dict)
+    """Variables set in every function on top of the template's (e.g. a log level for the demo)."""
+    code_root: Path | None = None
+    parameter_values: Mapping[str, str] = field(default_factory=dict)
+    max_environments: int | None = None
+    """Run functions in worker processes, concurrently, up to this many per function (fewer when its
+    ReservedConcurrentExecutions says so); None: in this process, one invocation at a time (docs/local.md,
+    "Execution environments")."""
+
+
+class VirtualClock:
+    """Wall-clock time that a caller driving the runtime step by step may move forward instead of sleeping."""
+
+    def __init__(self) -> None:
+        self._offset = 0.0
+
+    def __call__(self) -> float:
+        return time.time() + self._offset
+
+    def advance(self, seconds: float) -> None:
+        self._offset += seconds
