@@ -30,6 +30,7 @@ at its transactional price), an upper bound, and reported apart (`cancelled_tran
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from decimal import Decimal
@@ -40,7 +41,10 @@ Item = Mapping[str, Any]
 
 WRITE_UNIT_BYTES = 1024
 READ_UNIT_BYTES = 4096
-_WRITES = frozenset({"PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems", "BatchWriteItem"})
+_WRITES = frozenset(
+    {"PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems", "BatchWriteItem", "BatchExecuteStatement"}
+)
+_PARTIQL_UPDATE = re.compile(r'^UPDATE "(?P<table>[^"]+)" .* WHERE (?P<where>.*)$', re.DOTALL)
 _READS = frozenset({"GetItem", "BatchGetItem", "Query"})
 
 
@@ -245,8 +249,11 @@ class CapacityMeter:
         failed = http_response.status_code >= 300
         operation = model.name
         touched: dict[str, Usage] = {}
-        for write in context.get("bench_writes", []):
-            self._charge_write(write, failed, touched.setdefault(write.table, Usage()))
+        statements = parsed.get("Responses", []) if operation == "BatchExecuteStatement" else []
+        for position, write in enumerate(context.get("bench_writes", [])):
+            # BatchExecuteStatement answers each statement alone: a failed one is charged, writes nothing.
+            statement_failed = position < len(statements) and "Error" in statements[position]
+            self._charge_write(write, failed or statement_failed, touched.setdefault(write.table, Usage()))
         for read in context.get("bench_reads", []):
             usage = touched.setdefault(read.table, Usage())
             for key in read.keys:
@@ -278,6 +285,10 @@ class CapacityMeter:
             for action in params["TransactItems"]:
                 (kind, body), *_ = action.items()
                 planned.append((body["TableName"], kind, body.get("Key", {}), body.get("Item"), True))
+        elif operation == "BatchExecuteStatement":
+            for statement in params["Statements"]:
+                statement_table, statement_key = self._partiql_update(statement)
+                planned.append((statement_table, "Update", statement_key, None, False))
         elif operation == "BatchWriteItem":
             for table, requests in params["RequestItems"].items():
                 for request in requests:
@@ -292,6 +303,23 @@ class CapacityMeter:
                 _Write(table, full_key, action, intended, self.item(table, full_key), transactional)
             )
         return writes
+
+    def _partiql_update(self, statement: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+        """The table and key of a PartiQL UPDATE (outbox.marking's shape: the key as `"name" = ?`)."""
+        text = str(statement["Statement"])
+        match = _PARTIQL_UPDATE.match(text)
+        if match is None:
+            raise ValueError(f"not a PartiQL UPDATE the bench can size: {text[:60]}")
+        table = match["table"]
+        parameters = list(statement.get("Parameters", []))
+        before_where = text[: match.start("where")].count("?")
+        key: dict[str, Any] = {}
+        for condition in match["where"].split(" AND "):
+            name, _, rest = condition.partition(" = ")
+            if rest == "?" and name.strip('"') in self.schema(table).keys:
+                key[name.strip('"')] = parameters[before_where]
+            before_where += condition.count("?")
+        return table, key
 
     def _charge_write(self, write: _Write, failed: bool, usage: Usage) -> None:
         after = write.before if failed else self.item(write.table, write.key)

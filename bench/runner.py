@@ -22,6 +22,7 @@ from bench import (
     cost,
     cpu_figures,
     deployment,
+    duplicate_figures,
     end_to_end,
     machine,
     publish_figures,
@@ -38,6 +39,7 @@ MEASURED_BY = "make bench"
 def measurements(arguments: argparse.Namespace) -> dict[str, Callable[[], list[Group]]]:
     return {
         "publishing": publish_figures.measure,
+        "duplicates": duplicate_figures.measure,
         "write_path": write_path_figures.measure,
         "sweeper": sweeper_figures.measure,
         "cpu": cpu_figures.measure,
@@ -46,7 +48,7 @@ def measurements(arguments: argparse.Namespace) -> dict[str, Callable[[], list[G
     }
 
 
-GROUP_NAMES = ("publishing", "write_path", "sweeper", "cpu", "cold_start", "end_to_end")
+GROUP_NAMES = ("publishing", "duplicates", "write_path", "sweeper", "cpu", "cold_start", "end_to_end")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

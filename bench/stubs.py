@@ -39,6 +39,15 @@ class StubDynamoDB:
     def update_item(self, **_: Any) -> dict[str, Any]:
         return {}
 
+    def batch_execute_statement(
+        self,
+        *,
+        Statements: Sequence[Mapping[str, Any]],  # noqa: N803 - boto3's names
+        **_: Any,
+    ) -> dict[str, Any]:
+        """Every statement succeeds (a marking UPDATE answers an empty response)."""
+        return {"Responses": [{} for _ in Statements]}
+
     def batch_get_item(self, *, RequestItems: Mapping[str, Any], **_: Any) -> dict[str, Any]:  # noqa: N803
         """Every predecessor asked for is PUBLISHED."""
         return {

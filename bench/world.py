@@ -34,6 +34,7 @@ from bench.naive import NaivePublisher
 from outbox.model import OutboxEvent
 from outbox.stream_mapping import PUBLISHER_FILTER_PATTERNS
 from outbox_local.filtering import FilterCriteria
+from outbox_local.moto_partiql import partiql_as_dynamodb
 from outbox_local.moto_transactions import atomic_transactions
 from outbox_local.stream_records import lambda_record
 from outbox_publisher.handler import Publisher
@@ -155,7 +156,7 @@ class BenchWorld:
 @contextmanager
 def bench_world() -> Iterator[BenchWorld]:
     """A fresh world: its own moto backend, tables, topic, bus and queues."""
-    with mock_aws(), atomic_transactions():
+    with mock_aws(), atomic_transactions(), partiql_as_dynamodb():
         dynamodb = boto3.client("dynamodb", region_name=REGION)
         yield BenchWorld(build_world(create_tables(dynamodb), dynamodb))
 

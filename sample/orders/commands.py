@@ -32,12 +32,68 @@ _IDEMPOTENCY_KEY = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 _PLACE_FIELDS = frozenset({"customer_id", "currency", "items"})
 _LINE_FIELDS = frozenset({"sku", "quantity", "unit_price"})
 _TRANSITION_FIELDS = frozenset({"expected_version"})
+IF_MATCH_HEADER = "If-Match"
+MAX_IF_MATCH_CHARS = 1024
+# RFC 9110 section 8.8.3: entity-tag = [ "W/" ] DQUOTE *etagc DQUOTE, etagc = %x21 / %x23-7E
+# (obs-text, allowed there, is refused here: this API issues none).
+_ENTITY_TAG = r'(?:W/)?"[\x21\x23-\x7e]*"'
+_IF_MATCH = re.compile(rf"^[ \t]*(?:\*|{_ENTITY_TAG}(?:[ \t]*,[ \t]*{_ENTITY_TAG})*)[ \t]*$")
+_TAGS = re.compile(_ENTITY_TAG)
+# The tags this API issues (`entity_tag`): a version, in decimal without leading zeros.
+_VERSION_TAG = re.compile(r'^"([1-9][0-9]{0,17})"$')
 
 
 def validate_idempotency_key(value: str, *, field: str = "Idempotency-Key") -> str:
     if not _IDEMPOTENCY_KEY.fullmatch(value):
         raise OrderValidationError("must be 1-128 letters, digits, '.', '_', ':' or '-'", field=field)
     return value
+
+
+def entity_tag(version: int) -> str:
+    """The order's strong entity tag (HTTP `ETag`) at `version`: the version, quoted, e.g. `"2"`."""
+    return f'"{version}"'
+
+
+@dataclass(frozen=True, slots=True)
+class IfMatch:
+    """A parsed `If-Match` header: `*` (any current order) or the entity tags the client accepts.
+
+    Strong comparison (RFC 9110 section 13.1.1): a weak tag never matches, and neither does a tag this API
+    never issues; both are kept, for the request's fingerprint, but name no version.
+    """
+
+    wildcard: bool
+    tags: tuple[str, ...]
+    versions: frozenset[int]
+
+    @classmethod
+    def parse(cls, value: str) -> IfMatch:
+        if len(value) > MAX_IF_MATCH_CHARS or not _IF_MATCH.fullmatch(value):
+            raise OrderValidationError(
+                f'must be "*" or quoted entity tags separated by commas, e.g. "2", in at most '
+                f"{MAX_IF_MATCH_CHARS} characters",
+                field=IF_MATCH_HEADER,
+            )
+        if value.strip() == "*":
+            return cls(wildcard=True, tags=(), versions=frozenset())
+        tags = tuple(sorted(set(_TAGS.findall(value))))
+        versions = frozenset(int(match[1]) for tag in tags if (match := _VERSION_TAG.fullmatch(tag)))
+        return cls(wildcard=False, tags=tags, versions=versions)
+
+    def matches(self, version: int) -> bool:
+        return self.wildcard or version in self.versions
+
+    @property
+    def single_version(self) -> int | None:
+        """The one version the header accepts, if it accepts exactly one (the write can then be conditioned
+        on it without reading the order)."""
+        if self.wildcard or len(self.versions) != 1:
+            return None
+        (version,) = self.versions
+        return version
+
+    def canonical(self) -> str | list[str]:
+        return "*" if self.wildcard else list(self.tags)
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,25 +130,43 @@ class PlaceOrder:
 
 @dataclass(frozen=True, slots=True)
 class TransitionOrder:
-    """Confirm or cancel. `expected_version`, when given, turns a stale client view into a 409."""
+    """Confirm or cancel. `expected_version`, when given, turns a stale client view into a 409; `if_match`
+    (the `If-Match` header), into a 412."""
 
     command: Command
     order_id: str
     expected_version: int | None = None
+    if_match: IfMatch | None = None
 
     @classmethod
-    def from_json(cls, command: Command, order_id: str, body: object) -> TransitionOrder:
+    def from_json(
+        cls, command: Command, order_id: str, body: object, *, if_match: str | None = None
+    ) -> TransitionOrder:
         validate_order_id(order_id)
+        precondition = None if if_match is None else IfMatch.parse(if_match)
         data = {} if body is None else _object(body, _TRANSITION_FIELDS, prefix="")
         expected = data.get("expected_version")
         if expected is not None and (
             isinstance(expected, bool) or not isinstance(expected, int) or expected < 1
         ):
             raise OrderValidationError("must be a whole number >= 1", field="expected_version")
-        return cls(command, order_id, expected)
+        return cls(command, order_id, expected, precondition)
 
     def canonical(self) -> dict[str, Any]:
-        return {"expected_version": self.expected_version}
+        """What the request fingerprint covers. `if_match` only when sent: a request without it fingerprints
+        exactly as before the header existed, so keys stored then still replay."""
+        canonical: dict[str, Any] = {"expected_version": self.expected_version}
+        if self.if_match is not None:
+            canonical["if_match"] = self.if_match.canonical()
+        return canonical
+
+    def blind_version(self) -> int | None:
+        """The version a write may be conditioned on without reading the order: If-Match's one version, when
+        `expected_version` is absent or the same. None: the order must be read to judge the preconditions."""
+        version = None if self.if_match is None else self.if_match.single_version
+        if version is None or self.expected_version not in (None, version):
+            return None
+        return version
 
 
 def request_hash(command: Command, order_id: str | None, body: Mapping[str, Any]) -> str:

@@ -60,3 +60,10 @@ class IdempotencyConflictError(OrderError):
 
 class OrderStoreUnavailableError(OrderError):
     """The order store failed transiently (throttling, timeout, 5xx): the request may be retried."""
+
+
+class PreconditionFailedError(OrderError):
+    """The request's `If-Match` names no version the order is at: nothing changed. Re-read it and retry."""
+
+    def __init__(self) -> None:
+        super().__init__("the order is not at the version If-Match names; re-read it and retry")

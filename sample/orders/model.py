@@ -60,6 +60,37 @@ TRANSITIONS: Mapping[Command, tuple[frozenset[OrderStatus], OrderStatus]] = {
 }
 
 
+def statuses_at(version: int) -> frozenset[OrderStatus]:
+    """Every status an order can have at `version`: placing makes version 1 PLACED, each transition adds one.
+
+    A walk over TRANSITIONS, never over stored data. The walk's sets repeat at the latest after 2**n steps
+    (n statuses), so a huge version costs no more than that.
+    """
+    current = frozenset({OrderStatus.PLACED})
+    seen: dict[frozenset[OrderStatus], int] = {}
+    step = 1
+    while step < version and current:
+        if current in seen:
+            # The walk repeats from here on: skip its whole periods.
+            for _ in range((version - step) % (step - seen[current])):
+                current = _successors(current)
+            return current
+        seen[current] = step
+        current = _successors(current)
+        step += 1
+    return current
+
+
+def seq_at(version: int) -> int:
+    """An order's `last_seq` at `version`: placing sets both to 1 and every command advances both by one (one
+    event per command). A writer relying on it must check it in its condition (`change_at`'s writer does)."""
+    return version
+
+
+def _successors(statuses: frozenset[OrderStatus]) -> frozenset[OrderStatus]:
+    return frozenset(target for allowed, target in TRANSITIONS.values() if statuses & allowed)
+
+
 def currency_exponent(currency: str) -> int:
     return _CURRENCY_EXPONENTS.get(currency, 2)
 
@@ -244,3 +275,76 @@ class Order:
             created_at=str(data["created_at"]),
             updated_at=str(data["updated_at"]),
         )
+
+
+@dataclass(frozen=True, slots=True)
+class StatusChange:
+    """A transition computed from the version a client saw, without reading the order (`change_at`).
+
+    It holds exactly what the command knows: the order id, the status before and after, the order's `version`
+    and `last_seq` after it, and when. It is true only of an order stored at `version - 1`, `last_seq - 1` and
+    `previous_status`: the write that stores it must be conditioned on all three.
+    """
+
+    order_id: str
+    previous_status: OrderStatus
+    status: OrderStatus
+    version: int
+    last_seq: int
+    updated_at: str
+
+    @property
+    def expected_version(self) -> int:
+        return self.version - 1
+
+    @property
+    def expected_seq(self) -> int:
+        return self.last_seq - 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "order_id": self.order_id,
+            "previous_status": self.previous_status.value,
+            "status": self.status.value,
+            "version": self.version,
+            "last_seq": self.last_seq,
+            "updated_at": self.updated_at,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> StatusChange:
+        return cls(
+            order_id=str(data["order_id"]),
+            previous_status=OrderStatus(str(data["previous_status"])),
+            status=OrderStatus(str(data["status"])),
+            version=int(data["version"]),
+            last_seq=int(data["last_seq"]),
+            updated_at=str(data["updated_at"]),
+        )
+
+
+def change_at(command: Command, *, order_id: str, version: int, now: str) -> StatusChange | None:
+    """What `command` does to the order a client saw at `version`, when that is known without reading it.
+
+    It is when exactly one of the statuses the order can have at `version` (`statuses_at`) allows the
+    command: confirm at version 1 (PLACED), cancel at version 1 (PLACED) or 2 (CONFIRMED: an order CANCELLED
+    at version 2 cannot be cancelled again). Otherwise None: the order must be read. The condition on the
+    write makes a wrong guess harmless: an order at `version` in another status fails it and is then judged
+    as it is stored.
+    """
+    if command not in TRANSITIONS:
+        raise ValueError(f"{command} is not a transition")
+    validate_order_id(order_id)
+    allowed, target = TRANSITIONS[command]
+    candidates = statuses_at(version) & allowed
+    if len(candidates) != 1:
+        return None
+    (previous,) = candidates
+    return StatusChange(
+        order_id=order_id,
+        previous_status=previous,
+        status=target,
+        version=version + 1,
+        last_seq=seq_at(version) + 1,
+        updated_at=now,
+    )

@@ -7,11 +7,18 @@ Orders table items (partition key `pk` only):
 
 Every command is ONE TransactWriteItems call, in this action order:
   0. the idempotency record Put, `attribute_not_exists(pk) OR expires_at <= :now` (when a key is given);
-  1. the order Put, `attribute_not_exists(pk)` for a new order, `#version = :expected` otherwise;
+  1. the order: a Put, `attribute_not_exists(pk)` for a new order, `#version = :expected` for an order
+     that was read; or, for a `StatusChange` (a transition made without reading the order, If-Match), an
+     Update of its status, version, last_seq and updated_at, conditioned on the version, last_seq and
+     status the change was computed from;
   2. the outbox row Put (OutboxWriter: one (aggregate_key, seq) slot is writable once).
-The idempotency record comes first on purpose: DynamoDB reports every failed condition and the
-executor raises the first one, so a retried request whose order condition ALSO fails (it already
-advanced the version) is recognised as a replay, not as a conflict.
+Every conditioned action asks for the item as it was when its condition fails (ALL_OLD), and a cancelled
+transaction is judged entry by entry from its CancellationReasons: only a failure on the idempotency
+record's own entry is a replay (its stored record, as returned, is the answer: no read), a failure on the
+order's entry hands the stored order to the service (404, 412 or 409 without a read). The idempotency
+record comes first on purpose: DynamoDB reports every failed condition and the executor raises the first
+one, so a retried request whose order condition ALSO fails (it already advanced the version) is recognised
+as a replay, not as a conflict.
 """
 
 from __future__ import annotations
@@ -23,8 +30,8 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from orders.errors import ConcurrentModificationError, OrderStoreUnavailableError
-from orders.model import Command, Order, OrderLine, OrderStatus
-from orders.service import CommandResult, IdempotencyRecord, OrderChange
+from orders.model import Command, Order, OrderLine, OrderStatus, StatusChange
+from orders.service import CommandResult, IdempotencyRecord, OrderChange, OrderConditionFailedError
 from outbox.dynamodb import DynamoDBTransactionExecutor, translate_client_error
 from outbox.errors import (
     ConditionFailedError,
@@ -60,7 +67,15 @@ class IdempotencyKeyTakenError(ConditionFailedError):
 
 
 class OrderVersionMismatchError(ConditionFailedError):
-    """The order Put found the order missing, already present (new order) or at another version."""
+    """The order's write found it missing, already present (new order) or at another version or status.
+    `existing` is the order's item as stored, when DynamoDB returned it."""
+
+    def __init__(self, action: str, *, index: int, existing: Item | None) -> None:
+        super().__init__(action, index=index)
+        self.existing = existing
+
+
+CONDITION_FAILED = "ConditionalCheckFailed"
 
 
 class DynamoDBOrderRepository:
@@ -90,6 +105,10 @@ class DynamoDBOrderRepository:
         try:
             self._executor.execute(transaction)
         except IdempotencyKeyTakenError as error:
+            # Raised for the record's own entry (the executor builds each entry's failure from that entry's
+            # reason); a replay only if that entry's reason says its condition failed.
+            if not _failed_entry(error, error.index):
+                raise ConcurrentModificationError() from error
             existing = error.existing
             if existing is None:  # DynamoDB normally returns it (ALL_OLD); read it if not.
                 existing = self._get_item(idempotency_key(_key_of(change)))
@@ -100,7 +119,11 @@ class DynamoDBOrderRepository:
                     "the idempotency key changed concurrently; retry"
                 ) from error
             return idempotency_from_item(existing)
-        except (OrderVersionMismatchError, DuplicateEventError, TransactionConflictError) as error:
+        except OrderVersionMismatchError as error:
+            # The record's entry (if any) passed, or the error above would have been raised: not a replay.
+            current = None if error.existing is None else order_from_item(error.existing)
+            raise OrderConditionFailedError(current) from error
+        except (DuplicateEventError, TransactionConflictError) as error:
             raise ConcurrentModificationError() from error
         except RetryableError as error:
             raise OrderStoreUnavailableError("the order store is unavailable; retry later") from error
@@ -120,7 +143,9 @@ class DynamoDBOrderRepository:
                 values={":now": {"N": str(int(change.at.timestamp()))}},
                 on_condition_failed=_idempotency_taken,
             )
-        if change.expected_version is None:
+        if isinstance(change.order, StatusChange):
+            self._update_status(transaction, change.order)
+        elif change.expected_version is None:
             transaction.put(
                 self._orders,
                 order_to_item(change.order),
@@ -141,6 +166,28 @@ class DynamoDBOrderRepository:
         self._outbox.append(transaction, change.event)
         return transaction
 
+    def _update_status(self, transaction: Transaction, change: StatusChange) -> None:
+        """The order's status change, without its other attributes (unknown here, and unchanged): only an
+        order stored at the version, seq and status the change was computed from takes it."""
+        transaction.update(
+            self._orders,
+            order_key(change.order_id),
+            "SET #status = :status, #version = :version, last_seq = :seq, updated_at = :at",
+            label="order",
+            condition="#version = :expected AND last_seq = :expected_seq AND #status = :previous",
+            names={"#status": "status", "#version": "version"},
+            values={
+                ":status": {"S": change.status.value},
+                ":version": {"N": str(change.version)},
+                ":seq": {"N": str(change.last_seq)},
+                ":at": {"S": change.updated_at},
+                ":expected": {"N": str(change.expected_version)},
+                ":expected_seq": {"N": str(change.expected_seq)},
+                ":previous": {"S": change.previous_status.value},
+            },
+            on_condition_failed=_version_mismatch,
+        )
+
     def _get_item(self, key: dict[str, dict[str, str]]) -> Item | None:
         try:
             response = self._client.get_item(TableName=self._orders.table_name, Key=key, ConsistentRead=True)
@@ -159,8 +206,13 @@ def _idempotency_taken(label: str, index: int, old: Item | None) -> IdempotencyK
     return IdempotencyKeyTakenError(label, index=index, existing=old)
 
 
-def _version_mismatch(label: str, index: int, _old: Item | None) -> OrderVersionMismatchError:
-    return OrderVersionMismatchError(label, index=index)
+def _version_mismatch(label: str, index: int, old: Item | None) -> OrderVersionMismatchError:
+    return OrderVersionMismatchError(label, index=index, existing=old)
+
+
+def _failed_entry(error: ConditionFailedError, index: int) -> bool:
+    """Whether the cancelled transaction's entry `index` failed its own condition (CancellationReasons)."""
+    return not error.reasons or (index < len(error.reasons) and error.reasons[index] == CONDITION_FAILED)
 
 
 def _key_of(change: OrderChange) -> str:

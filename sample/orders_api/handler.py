@@ -3,8 +3,12 @@
 Routes (API Gateway HTTP API, payload format 2.0); the contract is documented in docs/api.md:
   POST /orders                 place an order          (201; header Idempotency-Key optional)
   GET  /orders/{id}            read an order           (200 | 404)
-  POST /orders/{id}/confirm    PLACED -> CONFIRMED     (200 | 409)
-  POST /orders/{id}/cancel     PLACED|CONFIRMED -> CANCELLED (200 | 409)
+  POST /orders/{id}/confirm    PLACED -> CONFIRMED     (200 | 409 | 412; header If-Match optional)
+  POST /orders/{id}/cancel     PLACED|CONFIRMED -> CANCELLED (200 | 409 | 412; header If-Match optional)
+
+Every answer that carries an order carries its `ETag` (its version, quoted). A confirm or cancel with
+`If-Match` naming that version is one DynamoDB call, and answers with what it knows of the order (its id,
+status, version, updated_at), not the fields it did not read.
 
 Cold start stays cheap: importing this module builds no boto3 client. The service (and its one
 DynamoDB client) is built on the first invocation and reused by every later one. Tests swap it
@@ -25,7 +29,7 @@ from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from orders.commands import PlaceOrder, TransitionOrder
+from orders.commands import IF_MATCH_HEADER, PlaceOrder, TransitionOrder, entity_tag
 from orders.errors import (
     ConcurrentModificationError,
     IdempotencyConflictError,
@@ -33,8 +37,9 @@ from orders.errors import (
     OrderNotFoundError,
     OrderStoreUnavailableError,
     OrderValidationError,
+    PreconditionFailedError,
 )
-from orders.model import Command, Order
+from orders.model import Command, Order, StatusChange
 from orders.repository import DynamoDBOrderRepository
 from orders.service import CommandResult, OrderService
 from orders_api.config import OrdersApiConfig
@@ -44,6 +49,7 @@ MAX_BODY_BYTES = 16 * 1024
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 CORRELATION_HEADER = "X-Correlation-Id"
 REPLAYED_HEADER = "Idempotent-Replayed"
+ETAG_HEADER = "ETag"
 _CORRELATION_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 
 logger = Logger()
@@ -93,7 +99,7 @@ def place_order() -> Response[str]:
 def get_order(order_id: str) -> Response[str]:
     order = get_service().get(order_id)
     metrics.add_metric(name="OrdersRead", unit=MetricUnit.Count, value=1)
-    return _json_response(200, order_view(order))
+    return _json_response(200, order_view(order), etag=entity_tag(order.version))
 
 
 @app.post("/orders/<order_id>/confirm")
@@ -109,7 +115,9 @@ def cancel_order(order_id: str) -> Response[str]:
 
 
 def _transition(command: Command, order_id: str, metric: str) -> Response[str]:
-    request = TransitionOrder.from_json(command, order_id, _json_body(required=False))
+    request = TransitionOrder.from_json(
+        command, order_id, _json_body(required=False), if_match=app.current_event.headers.get(IF_MATCH_HEADER)
+    )
     result = get_service().transition(
         request, idempotency_key=_idempotency_key(), correlation_id=_correlation_id()
     )
@@ -140,6 +148,7 @@ _error_handler(OrderNotFoundError, 404, "order_not_found")
 _error_handler(InvalidTransitionError, 409, "invalid_transition")
 _error_handler(ConcurrentModificationError, 409, "version_conflict")
 _error_handler(IdempotencyConflictError, 409, "idempotency_key_reused")
+_error_handler(PreconditionFailedError, 412, "precondition_failed")
 
 
 def _unavailable(error: OrderStoreUnavailableError) -> Response[str]:
@@ -182,8 +191,16 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
 # --- Helpers ----------------------------------------------------------------------------------
 
 
-def order_view(order: Order) -> dict[str, Any]:
-    """The order as the API shows it (`last_seq` is an outbox detail and stays internal)."""
+def order_view(order: Order | StatusChange) -> dict[str, Any]:
+    """The order as the API shows it (`last_seq` is an outbox detail and stays internal). A status change made
+    without reading the order (If-Match) shows what the command knows: a subset of the order's fields."""
+    if isinstance(order, StatusChange):
+        return {
+            "order_id": order.order_id,
+            "status": order.status.value,
+            "version": order.version,
+            "updated_at": order.updated_at,
+        }
     view = order.to_dict()
     del view["last_seq"]
     return view
@@ -197,14 +214,20 @@ def error_response(status: int, code: str, message: str, *, field: str | None = 
 
 
 def _result_response(status: int, result: CommandResult) -> Response[str]:
-    response = _json_response(status, {**order_view(result.order), "event_id": result.event_id})
+    response = _json_response(
+        status,
+        {**order_view(result.order), "event_id": result.event_id},
+        etag=entity_tag(result.order.version),
+    )
     if result.replayed:
         response.headers[REPLAYED_HEADER] = "true"
     return response
 
 
-def _json_response(status: int, body: dict[str, Any]) -> Response[str]:
+def _json_response(status: int, body: dict[str, Any], *, etag: str | None = None) -> Response[str]:
     headers: dict[str, str | list[str]] = {}
+    if etag is not None:
+        headers[ETAG_HEADER] = etag
     correlation_id = _current_correlation_id()
     if correlation_id is not None:
         headers[CORRELATION_HEADER] = correlation_id

@@ -27,10 +27,11 @@ ORDERS_API_ROUTES: Final = (
 
 # TransactWriteItems has no IAM action of its own: DynamoDB authorizes each item in it by its kind
 # (Put -> PutItem, Update -> UpdateItem, ConditionCheck -> ConditionCheckItem). The API's transaction
-# only Puts (order and idempotency record on Orders, the event on Outbox; a confirm/cancel is a Put
-# conditioned on the version) and it reads orders with GetItem. Add an action here only together
-# with the code that calls it.
-ORDERS_API_ORDERS_TABLE_ACTIONS: Final = ("dynamodb:GetItem", "dynamodb:PutItem")
+# Puts (order and idempotency record on Orders, the event on Outbox; a confirm/cancel that read the
+# order is a Put conditioned on the version) and Updates (a confirm/cancel with If-Match updates the
+# order's status without reading it), and it reads orders with GetItem. Add an action here only
+# together with the code that calls it.
+ORDERS_API_ORDERS_TABLE_ACTIONS: Final = ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem")
 ORDERS_API_OUTBOX_TABLE_ACTIONS: Final = ("dynamodb:PutItem",)
 # The partition keys the API writes: orders and idempotency records (orders.repository), the Order
 # aggregate's outbox rows (outbox.model.aggregate_key).

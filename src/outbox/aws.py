@@ -35,13 +35,21 @@ _INVOCATION_CONFIG = Config(
 
 
 @functools.cache
+def session() -> boto3.session.Session:
+    """The process's one boto3 session, which every client here is built from: a session loads botocore's
+    endpoint data and each service's model once, so a second session would load them all again (most of a
+    client's cost at a cold start). Clients are built once per process (below), each with its own config."""
+    return boto3.session.Session()
+
+
+@functools.cache
 def client(service_name: str) -> Any:
     """A client with botocore's standard retries (3 attempts) and bounded waits: for your own code."""
-    return boto3.session.Session().client(service_name, config=_CLIENT_CONFIG)
+    return session().client(service_name, config=_CLIENT_CONFIG)
 
 
 @functools.cache
 def invocation_client(service_name: str) -> Any:
     """A client for calls that must fit a publishing invocation's deadline: one attempt, at most
     `INVOCATION_CALL_S` seconds."""
-    return boto3.session.Session().client(service_name, config=_INVOCATION_CONFIG)
+    return session().client(service_name, config=_INVOCATION_CONFIG)

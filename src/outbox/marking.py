@@ -22,21 +22,53 @@ below hold whoever publishes.
 - A deadline, when given, is checked before each call: with less than `MARKING_CALL_MS` left, the rest stay
   PENDING (reported as `DeadlineExceeded`) rather than risk the invocation's timeout.
 
-As few calls as DynamoDB allows: it has no batch *conditional* update (BatchWriteItem only puts and
-deletes, without conditions), so rows are marked with TransactWriteItems, up to 100 Update actions per
-call, built with the core `Transaction` (its limits are enforced before sending). One failed condition
-cancels a whole transaction, so a cancelled chunk falls back to one UpdateItem per row, which tells
-exactly which rows had moved on. PartiQL is not used: moto and DynamoDB disagree on the UPDATE statement's
-grammar (docs/local.md, "Where moto differs from AWS").
+As few calls and as little capacity as DynamoDB allows: rows are marked with PartiQL `BatchExecuteStatement`,
+up to 25 UPDATE statements per call, each a standard conditional write (1 WCU per KB, where a transaction
+costs 2) whose conditions are the statement's WHERE clause. DynamoDB answers each statement on its own: a
+row that already moved on fails only its own statement (`ConditionalCheckFailed`), never its neighbours', so a
+redelivered batch costs the same calls as the first delivery. A FAILED mark that releases its row stays in
+the batch: PartiQL has no `if_not_exists`, so the statement sets `first_released_at` guarded by
+`IS MISSING` when the row as read had none, and leaves it alone guarded by `IS NOT MISSING` when it had
+one (as `attempts` is handled). What PartiQL cannot say goes one UpdateItem per row: a single row (one
+UpdateItem is the same write, and needs no PartiQL), a restored row (an UPDATE never creates an item), and
+a statement that failed its condition on a row still PENDING for this mark (it gained or lost `attempts`
+or `first_released_at` since it was read: UpdateItem's ADD and `if_not_exists` need no such condition) or
+whose answer holds no item (sources disagree on whether batch members return it): UpdateItem's own answer
+then says exactly whether the row had moved on.
+
+The PartiQL form has NOT been run against real DynamoDB here (no AWS account): it follows the UPDATE
+grammar page (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/ql-reference.update.html)
+and runs on moto through outbox_local.moto_partiql only. So it is not relied on: if DynamoDB refuses the
+statement form itself (a statement answered `ValidationError`, or the whole call `ValidationException`),
+those rows are marked with the conditional UpdateItem above, the marker logs it once at ERROR (the error
+code, no payload) and counts them (`MarkingReport.fallbacks`, the metric MarkingFallbacks), and it marks
+with UpdateItem for the rest of the process's life (the container's: one marker per process): a refused
+form never leaves rows PENDING for the sweeper to publish again. Throttled statements are sent once more
+after a short full-jitter pause, within the deadline.
+
+The statement's shape follows the documented grammar, not only what moto accepts (docs/BENCHMARKS.md,
+"Marking"): `UPDATE table [SET | REMOVE] path [= data] [...] WHERE condition`, each clause repeated
+with its own keyword ("PartiQL update statements for DynamoDB",
+https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/ql-reference.update.html), `+` on a number
+and `IS MISSING` ("PartiQL arithmetic, comparison, and logical operators for DynamoDB",
+https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/ql-operators.html), at most 25 statements a
+call ("Running batch operations with PartiQL for DynamoDB",
+https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/ql-reference.multiplestatements.batching.html),
+and per-statement error codes ("BatchStatementError",
+https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_BatchStatementError.html). moto neither
+parses that grammar nor fails a statement on its WHERE clause: outbox_local.moto_partiql makes it answer as
+DynamoDB does.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+import random as _random
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeGuard
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -44,9 +76,14 @@ from outbox.aws import INVOCATION_CALL_S
 from outbox.aws_errors import error_code
 from outbox.clock import format_timestamp
 from outbox.deadline import Deadline, NoDeadline
-from outbox.dynamodb import DynamoDBTransactionExecutor, translate_client_error
-from outbox.errors import OutboxError, TransactionCancelledError
-from outbox.limits import MAX_TRANSACTION_ACTIONS
+from outbox.dynamodb import translate_client_error
+from outbox.errors import (
+    AwsCallError,
+    AwsUnavailableError,
+    ThrottledError,
+    TransactionConflictError,
+    TransactionValidationError,
+)
 from outbox.model import (
     FAILED_INDEX_PARTITION_KEY,
     FIRST_RELEASED_AT,
@@ -62,11 +99,11 @@ from outbox.model import (
     TTL_ATTRIBUTE,
     OutboxStatus,
     RowKey,
+    generation_of,
     outbox_table,
     pending_shard,
     truncate_error,
 )
-from outbox.transaction import Transaction
 
 # How long a PUBLISHED row stays in the table before its TTL lets DynamoDB delete it. The publisher's
 # configuration and the CDK constructs both default to this.
@@ -75,6 +112,8 @@ DEFAULT_PUBLISHED_RETENTION = timedelta(days=DEFAULT_PUBLISHED_RETENTION_DAYS)
 
 _log = logging.getLogger(__name__)
 
+_LEFT_PENDING_ATTRIBUTES = (PENDING_INDEX_PARTITION_KEY, LEASE_OWNER, LEASE_UNTIL, NEXT_ATTEMPT_AT)
+_LEFT_FOR_AN_OPERATOR_ATTRIBUTES = (*_LEFT_PENDING_ATTRIBUTES, TTL_ATTRIBUTE, "published_at")
 _LEFT_PENDING = f"REMOVE {PENDING_INDEX_PARTITION_KEY}, {LEASE_OWNER}, {LEASE_UNTIL}, {NEXT_ATTEMPT_AT}"
 _PUBLISHED_UPDATE = (
     f"SET #status = :published, published_at = :published_at, {TTL_ATTRIBUTE} = :expires_at "
@@ -100,6 +139,36 @@ _EVENT = " AND event_id = :event_id"
 _NAMES = {"#status": "status"}
 # One marking call ends within this (outbox.aws.invocation_client), plus a moment to answer Lambda.
 MARKING_CALL_MS = (INVOCATION_CALL_S + 1) * 1000
+# BatchExecuteStatement takes at most 25 statements ("Running batch operations with PartiQL for DynamoDB").
+MAX_BATCH_STATEMENTS = 25
+# Calls per chunk: the first, and one more for the statements DynamoDB throttled or could not run then.
+STATEMENT_ROUNDS = 2
+# Statement error codes (BatchStatementError) that may succeed when sent again, and each code's typed error.
+_RETRYABLE_STATEMENT_CODES = frozenset(
+    {
+        "ThrottlingError",
+        "ProvisionedThroughputExceeded",
+        "RequestLimitExceeded",
+        "InternalServerError",
+        "TransactionConflict",
+    }
+)
+# What DynamoDB answers when it refuses the statement form itself: a statement's `Error.Code`, and the whole
+# call's error code. Either one puts the marker on UpdateItem for good (the module docstring).
+_REFUSED_STATEMENT_CODE = "ValidationError"
+_REFUSED_CALL_CODE = "ValidationException"
+# The pause before throttled statements are sent again: full jitter, uniform in [0, this), as
+# outbox_publisher.retry's RetryPolicy does for its first retry (the core cannot import that package).
+STATEMENT_BACKOFF_MS = 100
+_STATEMENT_ERRORS = {
+    "ThrottlingError": ThrottledError.__name__,
+    "ProvisionedThroughputExceeded": ThrottledError.__name__,
+    "RequestLimitExceeded": ThrottledError.__name__,
+    "InternalServerError": AwsUnavailableError.__name__,
+    "TransactionConflict": TransactionConflictError.__name__,
+    "ValidationError": TransactionValidationError.__name__,
+    "ItemCollectionSizeLimitExceeded": TransactionValidationError.__name__,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +182,9 @@ class PublishedMark:
     """The row's `generation` as the caller read it (outbox.model.generation_of)."""
     event_id: str | None = None
     """The row's `event_id` as the caller read it: a slot another writer rewrote meanwhile is not marked."""
+    attempts_stored: bool = True
+    """Whether the row as the caller read it holds `attempts` (a writer may leave it out): the statement adds
+    to it, or sets it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +199,10 @@ class FailedMark:
     """Set when the aggregate's later events may go on past this one (its route continues past poison)."""
     generation: int = 0
     event_id: str | None = None
+    attempts_stored: bool = True
+    first_released_stored: bool = False
+    """Whether the row as the caller read it holds `first_released_at` (kept through redrives): a releasing
+    statement sets it only when it was absent, and requires what was read."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +241,9 @@ class MarkingReport:
     failed: dict[RowKey, str] = field(default_factory=dict)
     """Rows left PENDING because DynamoDB refused or did not answer: the sweeper reconciles them."""
     calls: int = 0
+    fallbacks: int = 0
+    """Rows marked with UpdateItem because DynamoDB refused the PartiQL form (the handlers' metric
+    MarkingFallbacks: any datum means the statement needs a look)."""
 
 
 class RowMarker(Protocol):
@@ -174,7 +253,8 @@ class RowMarker(Protocol):
 
 
 class DynamoDBRowMarker:
-    """Marks outbox rows with TransactWriteItems chunks, falling back to UpdateItem per row."""
+    """Marks outbox rows with PartiQL BatchExecuteStatement, 25 conditional UPDATEs a call; UpdateItem for
+    what PartiQL cannot say."""
 
     def __init__(
         self,
@@ -182,22 +262,41 @@ class DynamoDBRowMarker:
         table_name: str,
         *,
         published_retention: timedelta = DEFAULT_PUBLISHED_RETENTION,
+        sleep: Callable[[float], None] = time.sleep,
+        random: Callable[[], float] = _random.random,
     ) -> None:
         if published_retention <= timedelta(0):
             raise ValueError("published_retention must be positive")
+        self._sleep = sleep
+        self._random = random
+        # False once DynamoDB refused the PartiQL form: UpdateItem from then on, for this marker's life (one
+        # per process, so the container's).
+        self._partiql = True
         self._client = client
         self._table = outbox_table(table_name)
-        self._executor = DynamoDBTransactionExecutor(client)
+        self._quoted_table = _quoted(table_name)
+        self._texts: dict[tuple[Any, ...], str] = {}
         self._retention = published_retention
         self._deadline: Deadline = NoDeadline()
 
     def mark(self, marks: Sequence[Mark], deadline: Deadline | None = None) -> MarkingReport:
         report = MarkingReport()
         self._deadline = deadline or NoDeadline()
-        # Two actions on one item would make DynamoDB reject the whole transaction: the last mark wins.
+        # Two statements on one item in one batch: the last mark wins (DynamoDB refuses such a batch).
         unique = list({mark.key: mark for mark in marks}.values())
-        for start in range(0, len(unique), MAX_TRANSACTION_ACTIONS):
-            self._mark_chunk(unique[start : start + MAX_TRANSACTION_ACTIONS], report)
+        batched: list[PublishedMark | FailedMark] = [mark for mark in unique if _in_batch(mark)]
+        if len(batched) == 1:
+            batched = []  # one row: UpdateItem is the same write
+        one_by_one = [mark for mark in unique if not batched or not _in_batch(mark)]
+        for start in range(0, len(batched), MAX_BATCH_STATEMENTS):
+            chunk = batched[start : start + MAX_BATCH_STATEMENTS]
+            if self._partiql:
+                chunk = self._mark_batch(chunk, report)
+            if not self._partiql:
+                report.fallbacks += len(chunk)  # refused by now: UpdateItem for the chunk's rows left to mark
+            one_by_one.extend(chunk)
+        for mark in one_by_one:
+            self._mark_one(mark, report)
         return report
 
     def _time_for_a_call(self, marks: Sequence[Mark], report: MarkingReport) -> bool:
@@ -207,41 +306,186 @@ class DynamoDBRowMarker:
             report.failed[mark.key] = "DeadlineExceeded"
         return False
 
-    def _mark_chunk(self, chunk: Sequence[Mark], report: MarkingReport) -> None:
-        if len(chunk) == 1:
-            # One row: UpdateItem costs half the WCU of a one-action transaction.
-            self._mark_one(chunk[0], report)
-            return
-        if not self._time_for_a_call(chunk, report):
-            return
-        transaction = Transaction()
-        for mark in chunk:
-            expression, condition, names, values = self._update(mark)
-            transaction.update(
-                self._table,
-                mark.key.item(),
-                expression,
-                label=f"mark {mark.key.aggregate_key} seq {mark.key.seq_text}",
-                condition=condition,
-                names=names,
-                values=values,
-            )
+    def _mark_batch(
+        self, chunk: Sequence[PublishedMark | FailedMark], report: MarkingReport
+    ) -> list[PublishedMark | FailedMark]:
+        """Marks `chunk` with BatchExecuteStatement; returns the marks to make one by one instead."""
+        recheck: list[PublishedMark | FailedMark] = []
+        pending = list(chunk)
+        last_code: dict[RowKey, str] = {}
+        for round_ in range(STATEMENT_ROUNDS):
+            if not pending:
+                return recheck
+            if round_:
+                self._back_off()
+            if not self._time_for_a_call(pending, report):
+                return recheck
+            responses = self._send(pending, report)
+            if responses is None:
+                return recheck if self._partiql else recheck + pending
+            pending = self._read(pending, responses, report, recheck, last_code)
+            if not self._partiql:
+                return recheck + pending
+        report.failed.update((mark.key, _statement_error(last_code[mark.key])) for mark in pending)
+        return recheck
+
+    def _send(
+        self, pending: Sequence[PublishedMark | FailedMark], report: MarkingReport
+    ) -> list[Mapping[str, Any]] | None:
+        """One BatchExecuteStatement call's answers, one per statement; None when the call failed (its rows
+        reported failed), or was refused as a form (the marker is then off PartiQL)."""
         report.calls += 1
         try:
-            self._executor.execute(transaction)
-        except TransactionCancelledError as error:
-            # Usually one row had already moved on; which one, only per-row updates can tell.
-            _log.info(
-                "marking transaction cancelled, marking rows one by one", extra={"reasons": error.reasons}
+            answer = self._client.batch_execute_statement(
+                Statements=[self._statement(mark) for mark in pending]
             )
-            for mark in chunk:
-                self._mark_one(mark, report)
-            return
-        except OutboxError as error:
-            for mark in chunk:
-                report.failed[mark.key] = type(error).__name__
-            return
-        report.marked.extend(mark.key for mark in chunk)
+        except ClientError as error:
+            if error_code(error) == _REFUSED_CALL_CODE:
+                self._refused(_REFUSED_CALL_CODE)
+                return None
+            name = type(translate_client_error(error, "BatchExecuteStatement")).__name__
+            report.failed.update((mark.key, name) for mark in pending)
+            return None
+        except BotoCoreError as error:
+            report.failed.update((mark.key, type(error).__name__) for mark in pending)
+            return None
+        responses: list[Mapping[str, Any]] = answer.get("Responses", [])
+        if len(responses) != len(pending):
+            # Not an answer DynamoDB gives: which row it speaks of cannot be told.
+            report.failed.update((mark.key, "UnexpectedResponse") for mark in pending)
+            return None
+        return responses
+
+    def _read(
+        self,
+        pending: Sequence[PublishedMark | FailedMark],
+        responses: Sequence[Mapping[str, Any]],
+        report: MarkingReport,
+        recheck: list[PublishedMark | FailedMark],
+        last_code: dict[RowKey, str],
+    ) -> list[PublishedMark | FailedMark]:
+        """Reports each statement's answer, adds to `recheck` what UpdateItem must mark; returns the marks to
+        send again (throttled, or not run then)."""
+        retry: list[PublishedMark | FailedMark] = []
+        for mark, response in zip(pending, responses, strict=True):
+            failure = response.get("Error")
+            if failure is None:
+                report.marked.append(mark.key)
+                continue
+            code = str(failure.get("Code", ""))
+            if code == "ConditionalCheckFailed":
+                item = failure.get("Item")
+                if not item or _still_markable(mark, item):
+                    recheck.append(mark)  # UpdateItem's own answer is exact: no guess
+                else:
+                    report.already_moved.append(mark.key)
+            elif code == _REFUSED_STATEMENT_CODE:
+                self._refused(code)
+                recheck.append(mark)
+            elif code in _RETRYABLE_STATEMENT_CODES:
+                last_code[mark.key] = code
+                retry.append(mark)
+            else:
+                report.failed[mark.key] = _statement_error(code)
+        return retry
+
+    def _refused(self, code: str) -> None:
+        """DynamoDB refused the PartiQL form: UpdateItem from now on, said once."""
+        if self._partiql:
+            self._partiql = False
+            _log.error(
+                "PartiQL marking refused by DynamoDB: marking with UpdateItem from now on",
+                extra={"error_code": code},
+            )
+
+    def _back_off(self) -> None:
+        """A full-jitter pause before statements are sent again, when the deadline leaves time for it and
+        for the call after it."""
+        delay_ms = self._random() * STATEMENT_BACKOFF_MS
+        if self._deadline.remaining_ms() - delay_ms >= MARKING_CALL_MS:
+            self._sleep(delay_ms / 1000)
+
+    def _statement(self, mark: PublishedMark | FailedMark) -> dict[str, Any]:
+        """The mark as one PartiQL UPDATE of the documented grammar: each SET and REMOVE its own clause, the
+        conditions in WHERE, every value a `?` parameter."""
+        if isinstance(mark, PublishedMark):
+            sets = [
+                ("status", {"S": OutboxStatus.PUBLISHED.value}),
+                ("published_at", {"S": format_timestamp(mark.published_at)}),
+                (TTL_ATTRIBUTE, {"N": str(int((mark.published_at + self._retention).timestamp()))}),
+            ]
+            removed: tuple[str, ...] = _LEFT_PENDING_ATTRIBUTES
+        else:
+            sets = [
+                ("status", {"S": OutboxStatus.FAILED.value}),
+                ("last_error", {"S": truncate_error(mark.error)}),
+                ("failed_at", {"S": format_timestamp(mark.failed_at)}),
+                (FAILED_INDEX_PARTITION_KEY, {"N": str(pending_shard(mark.key.aggregate_key))}),
+            ]
+            if mark.release_reason is not None:
+                sets.append((RELEASED_AT, {"S": format_timestamp(mark.failed_at)}))
+                sets.append((RELEASE_REASON, {"S": truncate_error(mark.release_reason)}))
+                if not mark.first_released_stored:
+                    sets.append((FIRST_RELEASED_AT, {"S": format_timestamp(mark.failed_at)}))
+            removed = _LEFT_FOR_AN_OPERATOR_ATTRIBUTES
+        parameters = [value for _, value in sets]
+        parameters.append({"N": str(mark.attempts)})
+        parameters += [
+            {"S": mark.key.aggregate_key},
+            {"N": mark.key.seq_text},
+            {"S": OutboxStatus.PENDING.value},
+        ]
+        if mark.lease_owner is not None:
+            parameters.append({"S": mark.lease_owner})
+        if mark.generation != 0:
+            parameters.append({"N": str(mark.generation)})
+        if mark.event_id is not None:
+            parameters.append({"S": mark.event_id})
+        # The text depends on the mark's shape only: built once per shape, not once per row.
+        shape = (
+            tuple(name for name, _ in sets),
+            removed,
+            mark.attempts_stored,
+            mark.lease_owner is not None,
+            mark.generation == 0,
+            mark.event_id is not None,
+            _first_released_stored(mark),
+        )
+        statement = self._texts.get(shape)
+        if statement is None:
+            statement = self._texts[shape] = self._statement_text(shape)
+        # The row as stored when a condition fails (ALL_OLD: a statement cannot project). `_still_markable`
+        # reads only `status`, `lease_owner`, `generation` and `event_id` of it, but without it every moved-on
+        # row (each row of a redelivered batch) would need an UpdateItem to tell it from a row that only
+        # gained or lost `attempts` or `first_released_at`: kept, at the price of the response's size (the
+        # whole item, payload included, per row that failed its condition).
+        return {
+            "Statement": statement,
+            "Parameters": parameters,
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        }
+
+    def _statement_text(
+        self, shape: tuple[tuple[str, ...], tuple[str, ...], bool, bool, bool, bool, bool | None]
+    ) -> str:
+        """The UPDATE of one mark's shape; its `?` in the order `_statement` lists the parameters."""
+        sets, removed, attempts_stored, leased, first_generation, with_event_id, first_released_stored = shape
+        clauses = [f"SET {_quoted(name)} = ?" for name in sets]
+        clauses.append('SET "attempts" = "attempts" + ?' if attempts_stored else 'SET "attempts" = ?')
+        clauses.extend(f"REMOVE {_quoted(name)}" for name in removed)
+        conditions = [f"{_quoted(PARTITION_KEY)} = ?", f"{_quoted(SORT_KEY)} = ?", '"status" = ?']
+        if leased:
+            conditions.append(f"{_quoted(LEASE_OWNER)} = ?")
+        conditions.append(
+            f"{_quoted(GENERATION)} IS MISSING" if first_generation else f"{_quoted(GENERATION)} = ?"
+        )
+        if with_event_id:
+            conditions.append('"event_id" = ?')
+        conditions.append('"attempts" IS NOT MISSING' if attempts_stored else '"attempts" IS MISSING')
+        if first_released_stored is not None:  # a release: sets `first_released_at` only where it was absent
+            missing = "IS NOT MISSING" if first_released_stored else "IS MISSING"
+            conditions.append(f"{_quoted(FIRST_RELEASED_AT)} {missing}")
+        return f"UPDATE {self._quoted_table} {' '.join(clauses)} WHERE {' AND '.join(conditions)}"
 
     def _mark_one(self, mark: Mark, report: MarkingReport) -> None:
         if not self._time_for_a_call([mark], report):
@@ -315,3 +559,39 @@ def _restore(mark: RestoredMark) -> tuple[str, str, dict[str, str], dict[str, An
     }
     restored = "".join(f", #a{n} = :a{n}" for n in range(len(kept)))
     return f"{_FAILED}{restored}", "attribute_not_exists(#pk)", names, values
+
+
+def _in_batch(mark: Mark) -> TypeGuard[PublishedMark | FailedMark]:
+    """Whether PartiQL can say the mark: not a restored row (an UPDATE never creates an item)."""
+    return isinstance(mark, PublishedMark | FailedMark)
+
+
+def _first_released_stored(mark: PublishedMark | FailedMark) -> bool | None:
+    """For a releasing FAILED mark, whether the row as read held `first_released_at`; None for the others."""
+    if isinstance(mark, FailedMark) and mark.release_reason is not None:
+        return mark.first_released_stored
+    return None
+
+
+def _quoted(name: str) -> str:
+    """A PartiQL identifier, double-quoted: reserved words such as `status` included. DynamoDB's table and
+    attribute names here never hold a quote."""
+    return f'"{name}"'
+
+
+def _still_markable(mark: PublishedMark | FailedMark, item: Mapping[str, Any]) -> bool:
+    """Whether the row of a failed statement (as DynamoDB returned it) is still the one the mark is for, so
+    only the presence of `attempts` or `first_released_at` failed: the row has not moved on, and UpdateItem
+    (whose ADD and `if_not_exists` need no such condition) marks it."""
+    if item.get("status") != {"S": OutboxStatus.PENDING.value}:
+        return False
+    if mark.lease_owner is not None and item.get(LEASE_OWNER) != {"S": mark.lease_owner}:
+        return False
+    if generation_of(item) != mark.generation or (mark.generation == 0 and GENERATION in item):
+        return False
+    return mark.event_id is None or item.get("event_id") == {"S": mark.event_id}
+
+
+def _statement_error(code: str) -> str:
+    """The typed error a statement's error code stands for, by name (what MarkingReport.failed holds)."""
+    return _STATEMENT_ERRORS.get(code, AwsCallError.__name__)

@@ -21,15 +21,17 @@ EVENTS_FAILED: Final = "EventsFailed"
 POISON_EVENTS: Final = "PoisonEvents"
 RECORDS_SKIPPED: Final = "RecordsSkipped"
 MARKING_FAILURES: Final = "MarkingFailures"
+MARKING_FALLBACKS: Final = "MarkingFallbacks"
+"""Rows marked with UpdateItem because DynamoDB refused the PartiQL marking statement (outbox.marking)."""
 ROWS_ALREADY_MOVED: Final = "RowsAlreadyMoved"
 PUBLISH_LATENCY_MS: Final = "PublishLatencyMs"
 HELD_EVENTS: Final = "HeldEvents"
 """Events the order gate kept back (left PENDING for later)."""
 CONFIGURATION_ERRORS: Final = "ConfigurationErrors"
+"""Invocations failed because a record showed the wiring is wrong (another table, no new image)."""
 WRITER_CONTRACT_VIOLATIONS: Final = "WriterContractViolations"
 """Another writer broke the row contract: a slot rewritten, a pending row deleted, an event_id reused (the
 publisher; the sweeper too, for an event_id reused within its run)."""
-"""Invocations failed because a record showed the wiring is wrong (another table, no new image)."""
 
 # Emitted by the sweeper on every run, also when there is nothing to do.
 OLDEST_PENDING_AGE_SECONDS: Final = "OldestPendingAgeSeconds"

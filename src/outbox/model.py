@@ -377,6 +377,8 @@ class _ItemReader:
 
     def integer(self, name: str) -> int:
         text = str(self._value(name, "N"))
+        if text.isascii() and text.isdigit() and len(text) <= _PLAIN_DIGITS:
+            return int(text)  # the common case, read without a Decimal: the same whole number
         try:
             number = Decimal(text)
         except InvalidOperation:
@@ -389,6 +391,11 @@ class _ItemReader:
         return int(number)
 
 
+_PLAIN_DIGITS = 18
+"""Digits an N value may have to be read as a whole number directly (well within MAX_WHOLE_NUMBER)."""
+_CANONICAL_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
 def _check(condition: bool, field_name: str, message: str) -> None:
     if not condition:
         raise InvalidEventError(message, field=field_name)
@@ -399,6 +406,8 @@ def _is_int(value: object) -> bool:
 
 
 def _is_uuid(value: str) -> bool:
+    if isinstance(value, str) and _CANONICAL_UUID.fullmatch(value):
+        return True  # the form every writer of this library uses, without building a UUID
     try:
         return str(uuid.UUID(value)) == value.lower()
     except (ValueError, AttributeError, TypeError):

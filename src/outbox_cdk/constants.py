@@ -73,8 +73,15 @@ DASHBOARD_NAME_SUFFIX: Final = "outbox"
 # --- IAM: exactly what each function calls (tests assert these lists) ----------------------------
 # Add an action here only together with the code that calls it.
 # The order gate reads predecessors (BatchGetItem, and a Query when one is missing); claims and marks are
-# conditional updates (TransactWriteItems is authorized as the UpdateItem actions it holds).
-PUBLISHER_OUTBOX_TABLE_ACTIONS: Final = ("dynamodb:BatchGetItem", "dynamodb:Query", "dynamodb:UpdateItem")
+# conditional updates: UpdateItem, and PartiQL UPDATEs in BatchExecuteStatement, which IAM authorizes as
+# dynamodb:PartiQLUpdate ("IAM security policies with PartiQL for DynamoDB",
+# https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/ql-iam.html).
+PUBLISHER_OUTBOX_TABLE_ACTIONS: Final = (
+    "dynamodb:BatchGetItem",
+    "dynamodb:PartiQLUpdate",
+    "dynamodb:Query",
+    "dynamodb:UpdateItem",
+)
 # The sweeper does all the publisher does to rows, and reads the pending index (Query, on the index ARN).
 SWEEPER_OUTBOX_TABLE_ACTIONS: Final = PUBLISHER_OUTBOX_TABLE_ACTIONS
 SWEEPER_PENDING_INDEX_ACTIONS: Final = ("dynamodb:Query",)

@@ -128,10 +128,10 @@ class PublisherSettings:
 class OutboxPublisher(Construct):
     """Publisher Lambda plus its stream mapping, with exactly the permissions it uses.
 
-    The role may: read this table's stream; ``BatchGetItem``, ``Query`` and ``UpdateItem`` on the table
-    (the order gate's reads of predecessors, claims of late rows, marking rows); ``sns:Publish`` on the
-    topic, ``events:PutEvents`` on the bus and ``sqs:SendMessage`` on the poison queue and, for Lambda's
-    on-failure destination, on the on-failure queue.
+    The role may: read this table's stream; ``BatchGetItem``, ``Query``, ``UpdateItem`` and
+    ``PartiQLUpdate`` on the table (the order gate's reads of predecessors, claims of late rows, marking
+    rows); ``sns:Publish`` on the topic, ``events:PutEvents`` on the bus and ``sqs:SendMessage`` on the
+    poison queue and, for Lambda's on-failure destination, on the on-failure queue.
 
     Resources, each optional:
 

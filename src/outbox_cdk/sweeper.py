@@ -61,8 +61,10 @@ class SweeperSettings:
 class OutboxSweeper(Construct):
     """The sweeper Lambda, its schedule, and exactly the permissions it uses.
 
-    The role may: ``Query`` the pending index; ``BatchGetItem``, ``Query`` and ``UpdateItem`` on the
-    table (predecessors' states, claims, backoff, marking); ``sns:Publish`` on the topic,
+    The role may: ``Query`` the pending index; ``BatchGetItem``, ``Query``, ``UpdateItem`` and
+    ``PartiQLUpdate`` on the table (predecessors' states, claims, backoff, marking: the publisher's marking,
+    whose PartiQL UPDATEs in ``BatchExecuteStatement`` IAM authorizes as ``dynamodb:PartiQLUpdate``);
+    ``sns:Publish`` on the topic,
     ``events:PutEvents`` on the bus, ``sqs:SendMessage`` on the poison queue; and the few key actions on
     customer-managed keys of the table and the poison queue.
     """

@@ -30,10 +30,10 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
+from outbox.aws import session
 from outbox.aws_errors import THROTTLING_CODES, error_code, http_status
 from outbox_publisher.errors import DestinationCallError, FailureKind, PoisonQueueUnavailableError
 from outbox_publisher.messages import (
@@ -148,7 +148,7 @@ _NO_RETRIES = Config(
 @functools.cache
 def publishing_client(service_name: str) -> Any:
     """A client for SNS or EventBridge, created once per process, without botocore's own retries."""
-    return boto3.session.Session().client(service_name, config=_NO_RETRIES)
+    return session().client(service_name, config=_NO_RETRIES)
 
 
 def classify_call_error(code: str, status: int) -> FailureKind:

@@ -26,6 +26,7 @@ from outbox.leases import DynamoDBRowClaimer, RowClaimer
 from outbox.marking import RowMarker
 from outbox.predecessors import PredecessorReader
 from outbox_publisher.config import PublisherConfig
+from outbox_publisher.engine import LOOKAHEAD
 from outbox_publisher.errors import InvalidStreamEventError, StreamConfigurationError
 from outbox_publisher.ports import DestinationPort, PoisonQueue
 from outbox_publisher.report import Status
@@ -62,8 +63,9 @@ def build_publisher(
     sleep: Sleep = system_sleep,
     random: Random = system_random,
     retry: RetryPolicy | None = None,
+    lookahead: int = LOOKAHEAD,
 ) -> Publisher:
-    """Wires the publisher; tests pass their own ports, clock and sleep."""
+    """Wires the publisher; tests pass their own ports, clock and sleep (and the bench a `lookahead`)."""
     engine = build_engine(
         config,
         destinations=destinations,
@@ -74,6 +76,7 @@ def build_publisher(
         sleep=sleep,
         random=random,
         retry=retry,
+        lookahead=lookahead,
     )
     stream = StreamPublisher(
         engine,
@@ -144,6 +147,9 @@ def _observe(result: StreamBatchResult, handed_back: int) -> None:
     )
     metrics.add_metric(
         name=metric_names.MARKING_FAILURES, unit=MetricUnit.Count, value=len(report.marking.failed)
+    )
+    metrics.add_metric(
+        name=metric_names.MARKING_FALLBACKS, unit=MetricUnit.Count, value=report.marking.fallbacks
     )
     metrics.add_metric(
         name=metric_names.ROWS_ALREADY_MOVED, unit=MetricUnit.Count, value=len(report.marking.already_moved)

@@ -13,7 +13,7 @@ from datetime import datetime
 
 from outbox.deadline import Deadline
 from outbox.marking import FailedMark, Mark, MarkingReport, PublishedMark, RowMarker
-from outbox.model import RowKey, generation_of, string_attribute
+from outbox.model import FIRST_RELEASED_AT, RowKey, generation_of, string_attribute
 from outbox_publisher.candidates import Candidate
 from outbox_publisher.poison import PoisonReason
 from outbox_publisher.report import EventOutcome, Status
@@ -49,6 +49,7 @@ def marks_for(outcomes: Sequence[EventOutcome], router: Router, now: datetime) -
                     lease_owner=_owner(candidate),
                     generation=generation_of(candidate.row),
                     event_id=_event_id(candidate),
+                    attempts_stored="attempts" in candidate.row,
                 )
             )
         elif outcome.status is Status.POISONED and outcome.poison_reason is PoisonReason.WRITER_CONTRACT:
@@ -82,6 +83,8 @@ def failed_mark(
         release_reason=CONTINUES_PAST_POISON if continues_past_poison(candidate, router) else None,
         generation=generation_of(candidate.row),
         event_id=_event_id(candidate),
+        attempts_stored="attempts" in candidate.row,
+        first_released_stored=FIRST_RELEASED_AT in candidate.row,
     )
 
 

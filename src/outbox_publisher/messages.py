@@ -31,6 +31,9 @@ EVENTBRIDGE_MAX_BATCH_BYTES = 262_144
 # "Valid values"); SNS takes any text.
 EVENTBRIDGE_MIN_INTEGER = -(2**63)
 EVENTBRIDGE_MAX_INTEGER = 2**63 - 1
+# A run of 19 or more digits and points: where a JSON number of 19 significant digits or more would be
+# (2**63 has 19 digits). Its absence proves every integer is within EventBridge's range.
+_LONG_MANTISSA = re.compile(r"[0-9.]{19,}")
 
 # SQS's largest message (body plus attributes): the poison message's limit. The CDK construct gives the
 # poison queue exactly this maximum.
@@ -49,6 +52,13 @@ class Message:
 
     event: OutboxEvent
     body: str
+    body_bytes: int = -1
+    """The body's size in UTF-8 bytes (what SNS and EventBridge count), measured once for both."""
+
+    def __post_init__(self) -> None:
+        if self.body_bytes < 0:
+            body = self.body
+            object.__setattr__(self, "body_bytes", len(body) if body.isascii() else len(body.encode()))
 
     @classmethod
     def of(cls, event: OutboxEvent) -> Message:
@@ -85,7 +95,7 @@ def sns_entry(message: Message, position: int, *, fifo: bool) -> dict[str, Any]:
 def sns_size(message: Message) -> int:
     """Body plus each attribute's name, data type and value, in UTF-8 bytes."""
     attributes = sns_attributes(message.event)
-    return len(message.body.encode()) + sum(
+    return message.body_bytes + sum(
         len(name.encode()) + len(value["DataType"].encode()) + len(value["StringValue"].encode())
         for name, value in attributes.items()
     )
@@ -119,12 +129,18 @@ def eventbridge_entry(message: Message, *, source: str, event_bus_name: str) -> 
 
 def eventbridge_size(message: Message, *, source: str) -> int:
     # No Time and no Resources are sent, so only these three count.
-    return len(source.encode()) + len(message.event.event_type.encode()) + len(message.body.encode())
+    return len(source.encode()) + len(message.event.event_type.encode()) + message.body_bytes
 
 
-def eventbridge_refusal(event: OutboxEvent) -> str | None:
+def eventbridge_refusal(event: OutboxEvent, text: str | None = None) -> str | None:
     """Why EventBridge would refuse the event's Detail for good, found before the call (None: it would not).
-    Names no value: the reason reaches logs and `last_error`."""
+    Names no value: the reason reaches logs and `last_error`.
+
+    `text`, when given, is JSON text holding the payload's literals (the envelope): an integer outside the
+    range needs 19 digits or more in its literal's mantissa (digits and at most one point, contiguous), so
+    text with no such run holds none, and the payload is not walked."""
+    if text is not None and not _LONG_MANTISSA.search(text):
+        return None
     for number in _integers(event.payload):
         if not EVENTBRIDGE_MIN_INTEGER <= number <= EVENTBRIDGE_MAX_INTEGER:
             return "the payload holds an integer outside EventBridge's signed 64-bit range"

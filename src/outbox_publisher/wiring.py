@@ -23,7 +23,7 @@ from outbox_publisher.adapters import (
     publishing_client,
 )
 from outbox_publisher.config import PublisherConfig
-from outbox_publisher.engine import PublishingEngine
+from outbox_publisher.engine import LOOKAHEAD, PublishingEngine
 from outbox_publisher.messages import Message
 from outbox_publisher.ports import DestinationPort, EntryResult, PoisonQueue
 from outbox_publisher.retry import Random, RetryPolicy, Sleep, system_random, system_sleep
@@ -73,11 +73,15 @@ def build_engine(
     sleep: Sleep = system_sleep,
     random: Random = system_random,
     retry: RetryPolicy | None = None,
+    lookahead: int = LOOKAHEAD,
 ) -> PublishingEngine:
     """The engine for `config`, on AWS for every port not given."""
     ports = destinations if destinations is not None else aws_destinations(config)
     return PublishingEngine(
-        destinations={name: TracedDestination(port) for name, port in ports.items()},
+        # With tracing off (no X-Ray), a subsegment per call would be a dummy that costs CPU on every call.
+        destinations=dict(ports)
+        if tracer.disabled
+        else {name: TracedDestination(port) for name, port in ports.items()},
         router=config.router,
         poison_queue=poison_queue or SqsPoisonQueue(invocation_client("sqs"), config.poison_queue_url),
         marker=marker
@@ -95,4 +99,5 @@ def build_engine(
         retry=retry,
         sleep=sleep,
         random=random,
+        lookahead=lookahead,
     )

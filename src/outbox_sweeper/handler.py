@@ -144,6 +144,9 @@ def _observe(report: SweepReport) -> None:
         name=metric_names.MARKING_FAILURES, unit=count, value=len(report.publish.marking.failed)
     )
     metrics.add_metric(
+        name=metric_names.MARKING_FALLBACKS, unit=count, value=report.publish.marking.fallbacks
+    )
+    metrics.add_metric(
         name=metric_names.WRITER_CONTRACT_VIOLATIONS, unit=count, value=report.publish.contract_breaks
     )
     level = logger.warning if report.held_aggregates or report.gave_up or report.backed_off else logger.info

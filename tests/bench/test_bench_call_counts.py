@@ -53,25 +53,27 @@ def test_a_hot_aggregate_costs_us_one_call_per_event() -> None:
     assert publish_calls_per_destination(ours, 5) == pytest.approx(1.0)
 
 
-def test_marking_is_one_transaction_first_and_a_cancelled_one_plus_a_row_at_a_time_on_redelivery(
+def test_marking_is_one_partiql_batch_per_25_rows_on_first_delivery_and_on_redelivery(
     round_robin_ours: publish_figures.Delivery, round_robin_naive: publish_figures.Delivery
 ) -> None:
     ours_first, ours_again = round_robin_ours.first, round_robin_ours.again
     naive_first = round_robin_naive.first
     assert ours_again is not None
+    calls = -(-RECORDS // 25)
 
-    # Then the first delivery marks all rows in one TransactWriteItems: 2 WCU per row, and 1 more for the
-    # pending index entry it removes
-    assert ours_first.count("dynamodb", publish_figures.MARKING_CALLS) == 1
+    # Then the first delivery marks the rows with BatchExecuteStatement, 25 a call: 1 WCU per row, and 1 more
+    # for the pending index entry it removes
+    assert ours_first.count("dynamodb", publish_figures.MARKING_CALLS) == calls
+    assert ours_first.calls[("dynamodb", "BatchExecuteStatement")] == calls
     marked = ours_first.capacity(operations=publish_figures.MARKING_CALLS)
-    assert marked.table_wcu == 2 * RECORDS
+    assert marked.table_wcu == RECORDS
     assert marked.index_wcu == RECORDS
-    # And a redelivery's transaction is cancelled (rows already PUBLISHED), then each row tried alone
-    assert ours_again.calls[("dynamodb", "TransactWriteItems")] == 1
-    assert ours_again.calls[("dynamodb", "UpdateItem")] == RECORDS
+    # And a redelivery (rows already PUBLISHED) makes the same calls, each statement failing alone: charged,
+    # nothing written, no row tried alone
+    assert ours_again.count("dynamodb", publish_figures.MARKING_CALLS) == calls
+    assert ours_again.calls.get(("dynamodb", "UpdateItem"), 0) == 0
     again = ours_again.capacity(operations=publish_figures.MARKING_CALLS)
-    assert again.cancelled_transaction_wcu == 2 * RECORDS
-    assert again.table_wcu == 3 * RECORDS
+    assert (again.table_wcu, again.index_wcu, again.cancelled_transaction_wcu) == (RECORDS, 0, 0)
     # And the naive publisher marks each row with one unconditional UpdateItem of 1 WCU
     assert naive_first.calls[("dynamodb", "UpdateItem")] == RECORDS
     assert naive_first.capacity(operations=publish_figures.MARKING_CALLS).table_wcu == RECORDS
@@ -92,22 +94,25 @@ def test_the_order_gate_reads_each_aggregates_first_predecessor_once_in_one_batc
 
 
 @pytest.mark.parametrize(
-    ("command", "keyed", "calls", "wcu"),
+    ("command", "keyed", "if_match", "calls", "wcu"),
     [
         # order Put + outbox row Put in one transaction (2 WCU each), + the row's pending-index entry (1)
-        (Command.PLACE, False, {"dynamodb.TransactWriteItems": 1}, 5.0),
-        # + the idempotency record's GetItem and its Put (2 WCU)
-        (Command.PLACE, True, {"dynamodb.GetItem": 1, "dynamodb.TransactWriteItems": 1}, 7.0),
+        (Command.PLACE, False, False, {"dynamodb.TransactWriteItems": 1}, 5.0),
+        # + the idempotency record's Put in the same transaction (2 WCU), read only on a replay
+        (Command.PLACE, True, False, {"dynamodb.TransactWriteItems": 1}, 7.0),
         # + the order's GetItem before the transaction
-        (Command.CONFIRM, False, {"dynamodb.GetItem": 1, "dynamodb.TransactWriteItems": 1}, 5.0),
-        (Command.CANCEL, True, {"dynamodb.GetItem": 2, "dynamodb.TransactWriteItems": 1}, 7.0),
+        (Command.CONFIRM, False, False, {"dynamodb.GetItem": 1, "dynamodb.TransactWriteItems": 1}, 5.0),
+        (Command.CANCEL, True, False, {"dynamodb.GetItem": 1, "dynamodb.TransactWriteItems": 1}, 7.0),
+        # with the version it saw (If-Match): one Update of the order in the transaction, no read
+        (Command.CONFIRM, False, True, {"dynamodb.TransactWriteItems": 1}, 5.0),
+        (Command.CANCEL, True, True, {"dynamodb.TransactWriteItems": 1}, 7.0),
     ],
 )
 def test_each_order_command_makes_the_calls_the_repository_makes(
-    command: Command, keyed: bool, calls: dict[str, int], wcu: float
+    command: Command, keyed: bool, if_match: bool, calls: dict[str, int], wcu: float
 ) -> None:
     # When one command of each kind runs through the sample's service and repository
-    run = write_path_figures.command_run(command, keyed=keyed, commands=1)
+    run = write_path_figures.command_run(command, keyed=keyed, commands=1, if_match=if_match)
 
     # Then the harness counts exactly its DynamoDB calls and their write units
     assert run.written.calls_detail() == calls

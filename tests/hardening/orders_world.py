@@ -21,6 +21,7 @@ ERROR_CODES = frozenset(
         "order_not_found",
         "invalid_transition",
         "version_conflict",
+        "precondition_failed",
         "idempotency_key_reused",
         "route_not_found",
     }

@@ -14,8 +14,9 @@ from tests.infra.template_queries import (
 
 XRAY = {"xray:PutTraceSegments", "xray:PutTelemetryRecords"}
 LOGS = {"logs:CreateLogStream", "logs:PutLogEvents"}
-# The order gate's reads (BatchGetItem, Query for a missing predecessor), claims and marks (UpdateItem).
-ROW_ACTIONS = {"dynamodb:BatchGetItem", "dynamodb:Query", "dynamodb:UpdateItem"}
+# The order gate's reads (BatchGetItem, Query for a missing predecessor), claims and marks (UpdateItem, and
+# PartiQL UPDATEs in BatchExecuteStatement: dynamodb:PartiQLUpdate).
+ROW_ACTIONS = {"dynamodb:BatchGetItem", "dynamodb:PartiQLUpdate", "dynamodb:Query", "dynamodb:UpdateItem"}
 HANDLERS = (
     "orders_api.handler.handler",
     "outbox_publisher.handler.handler",
@@ -43,10 +44,11 @@ def test_orders_api_role_has_exactly_its_actions(template: dict[str, Any]) -> No
     # When every statement reaching it is grouped by resource
     granted = _granted(template, "orders_api.handler.handler")
 
-    # Then: PutItem + GetItem on Orders (its transaction only Puts, and TransactWriteItems is
-    # authorized per item), PutItem on Outbox, its own log group, X-Ray - and nothing else
+    # Then: PutItem + GetItem + UpdateItem on Orders (TransactWriteItems is authorized per item: a place or a
+    # read-then-write command Puts, a confirm or cancel with If-Match Updates the order it did not read),
+    # PutItem on Outbox, its own log group, X-Ray - and nothing else
     assert granted == {
-        f"GetAtt:{orders}.Arn": {"dynamodb:GetItem", "dynamodb:PutItem"},
+        f"GetAtt:{orders}.Arn": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"},
         f"GetAtt:{outbox}.Arn": {"dynamodb:PutItem"},
         _log_group_of(template, "orders_api.handler.handler"): LOGS,
         "*": XRAY,

@@ -28,5 +28,15 @@ def iam_actions(service: str, operation: str, params: Mapping[str, Any]) -> set[
     prefix = _IAM_PREFIX.get(service, service)
     if operation == "TransactWriteItems":
         return {f"dynamodb:{_TRANSACTION_ACTIONS[kind]}" for item in params["TransactItems"] for kind in item}
+    if operation in ("BatchExecuteStatement", "ExecuteStatement", "ExecuteTransaction"):
+        return _partiql_actions(params)
     action = f"{prefix}:{_BATCH_ACTIONS.get(operation, operation)}"
     return set() if action in _FREE else {action}
+
+
+def _partiql_actions(params: Mapping[str, Any]) -> set[str]:
+    """PartiQL is authorized per statement, by its verb: dynamodb:PartiQLSelect, PartiQLInsert, PartiQLUpdate,
+    PartiQLDelete ("IAM security policies with PartiQL for DynamoDB")."""
+    statements = params.get("Statements") or params.get("TransactStatements") or [params]
+    verbs = {str(statement["Statement"]).split(None, 1)[0].capitalize() for statement in statements}
+    return {f"dynamodb:PartiQL{verb}" for verb in verbs}

@@ -99,7 +99,10 @@ def exercise(runtime: LocalRuntime) -> None:
     )
     order_id = json.loads(created.payload["body"])["order_id"]
     runtime.invoke(api, http_event("GET", f"/orders/{order_id}"))
-    runtime.invoke(api, http_event("POST", f"/orders/{order_id}/confirm", body={}))
+    # Confirm with the version it saw (one Update of the order), cancel without (read, then Put)
+    runtime.invoke(
+        api, http_event("POST", f"/orders/{order_id}/confirm", body={}, headers={"If-Match": '"1"'})
+    )
     runtime.invoke(api, http_event("POST", f"/orders/{order_id}/cancel", body={}))
     dynamodb = runtime.client("dynamodb")
     outbox = runtime.outputs[outputs.OUTBOX_TABLE_NAME]

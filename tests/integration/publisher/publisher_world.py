@@ -302,7 +302,8 @@ class SnsClientFailingEvents:
 
 
 class DynamoDBClientFailingWrites:
-    """Wraps the real DynamoDB client: every TransactWriteItems and UpdateItem is throttled."""
+    """Wraps the real DynamoDB client: every TransactWriteItems, UpdateItem and BatchExecuteStatement is
+    throttled."""
 
     def __init__(self, real: Any) -> None:
         self._real = real
@@ -315,6 +316,10 @@ class DynamoDBClientFailingWrites:
     def update_item(self, **_: Any) -> None:
         self.attempts += 1
         raise client_error("ProvisionedThroughputExceededException", "UpdateItem")
+
+    def batch_execute_statement(self, **_: Any) -> None:
+        self.attempts += 1
+        raise client_error("ProvisionedThroughputExceededException", "BatchExecuteStatement")
 
 
 class SqsClientUnavailable:

@@ -61,6 +61,7 @@ def test_the_handler_publishes_and_emits_its_metrics(
     assert metrics["PoisonEvents"] == [1.0]
     assert metrics["RecordsSkipped"] == [1.0]
     assert metrics["MarkingFailures"] == [0.0]
+    assert metrics["MarkingFallbacks"] == [0.0]
     assert len(metrics["PublishLatencyMs"]) == 1
     # and the logs name event ids, never payloads
     summary = next(r for r in caplog.records if r.getMessage() == "batch published")

@@ -201,6 +201,7 @@ def test_an_idle_sweep_emits_every_metric(deployed: World, capsys: pytest.Captur
         "BackedOffEvents": [0.0],
         "GaveUpEvents": [0.0],
         "MarkingFailures": [0.0],
+        "MarkingFallbacks": [0.0],
         "WriterContractViolations": [0.0],
     }
 

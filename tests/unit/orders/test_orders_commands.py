@@ -6,7 +6,14 @@ from decimal import Decimal
 
 import pytest
 
-from orders.commands import PlaceOrder, TransitionOrder, request_hash, validate_idempotency_key
+from orders.commands import (
+    IfMatch,
+    PlaceOrder,
+    TransitionOrder,
+    entity_tag,
+    request_hash,
+    validate_idempotency_key,
+)
 from orders.errors import OrderValidationError
 from orders.model import Command
 from tests.support.orders import place_body
@@ -94,3 +101,91 @@ def test_invalid_transition_requests_name_the_field(order_id: str, body: object,
     with pytest.raises(OrderValidationError) as raised:
         TransitionOrder.from_json(Command.CONFIRM, order_id, body)
     assert raised.value.field == field
+
+
+# --- If-Match (RFC 9110 section 13.1.1): "*" or quoted entity tags, compared strongly ---------------------
+
+
+@pytest.mark.parametrize(
+    ("header", "versions", "single"),
+    [
+        ('"1"', {1}, 1),
+        (' "12" ', {12}, 12),
+        ('"3", "1"', {1, 3}, None),
+        ('"3","3"', {3}, 3),
+        ('W/"1"', set(), None),  # weak: never matches
+        ('W/"1", "2"', {2}, 2),
+        ('"abc"', set(), None),  # a tag this API never issues
+        ('"0"', set(), None),
+        ('"01"', set(), None),
+        ('""', set(), None),
+    ],
+)
+def test_if_match_names_the_versions_it_accepts(header: str, versions: set[int], single: int | None) -> None:
+    parsed = IfMatch.parse(header)
+    assert (parsed.wildcard, parsed.versions, parsed.single_version) == (False, frozenset(versions), single)
+
+
+def test_if_match_star_accepts_any_version_and_names_none() -> None:
+    parsed = IfMatch.parse(" * ")
+    assert parsed.wildcard
+    assert parsed.matches(1)
+    assert parsed.matches(99)
+    assert parsed.single_version is None
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        "",
+        " ",
+        "1",
+        '"1',
+        '1"',
+        "W/1",
+        '"1",',
+        ', "1"',
+        '*, "1"',
+        '"a b"',
+        '"é"',
+        '"1" "2"',
+        'w/"1"',
+        '"' + "9" * 1030 + '"',
+    ],
+)
+def test_a_malformed_if_match_is_a_validation_error_on_the_header(header: str) -> None:
+    with pytest.raises(OrderValidationError) as raised:
+        TransitionOrder.from_json(Command.CONFIRM, "o-1", None, if_match=header)
+    assert raised.value.field == "If-Match"
+
+
+def test_the_etag_is_the_version_quoted_and_if_match_reads_it_back() -> None:
+    assert entity_tag(7) == '"7"'
+    assert IfMatch.parse(entity_tag(7)).single_version == 7
+
+
+def test_if_match_is_fingerprinted_only_when_sent() -> None:
+    # Without the header the canonical form is what it was before If-Match existed: stored keys still replay
+    assert TransitionOrder.from_json(Command.CONFIRM, "o-1", None).canonical() == {"expected_version": None}
+    # With it, its tags (order and repeats aside) are part of the request
+    a = TransitionOrder.from_json(Command.CONFIRM, "o-1", None, if_match='"2", "1"').canonical()
+    b = TransitionOrder.from_json(Command.CONFIRM, "o-1", None, if_match='"1","2","1"').canonical()
+    c = TransitionOrder.from_json(Command.CONFIRM, "o-1", None, if_match='"1"').canonical()
+    assert a == b != c
+
+
+@pytest.mark.parametrize(
+    ("header", "body", "blind"),
+    [
+        ('"2"', None, 2),
+        ('"2"', {"expected_version": 2}, 2),
+        ('"2"', {"expected_version": 1}, None),  # they disagree: read, and judge both
+        ('"1", "2"', None, None),
+        ("*", None, None),
+        (None, {"expected_version": 2}, None),
+    ],
+)
+def test_a_write_is_conditioned_without_reading_only_on_one_agreed_version(
+    header: str | None, body: object, blind: int | None
+) -> None:
+    assert TransitionOrder.from_json(Command.CANCEL, "o-1", body, if_match=header).blind_version() == blind

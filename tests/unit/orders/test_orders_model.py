@@ -7,7 +7,18 @@ from decimal import Decimal
 import pytest
 
 from orders.errors import InvalidTransitionError, OrderValidationError
-from orders.model import Command, Order, OrderLine, OrderStatus, format_money, parse_unit_price
+from orders.model import (
+    Command,
+    Order,
+    OrderLine,
+    OrderStatus,
+    StatusChange,
+    change_at,
+    format_money,
+    parse_unit_price,
+    seq_at,
+    statuses_at,
+)
 
 NOW = "2026-11-29T12:00:00.000Z"
 LATER = "2026-11-29T12:05:00.000Z"
@@ -131,3 +142,78 @@ def test_document_round_trips() -> None:
     document = order.to_dict()
     assert Order.from_dict(document) == order
     assert document["items"][1] == {"sku": "B", "quantity": 1, "unit_price": "0.02"}
+
+
+# --- What a version tells about an order, without reading it ----------------------------------------------
+
+
+def test_the_statuses_an_order_can_have_at_each_version_follow_the_transitions() -> None:
+    assert statuses_at(1) == {OrderStatus.PLACED}
+    assert statuses_at(2) == {OrderStatus.CONFIRMED, OrderStatus.CANCELLED}
+    assert statuses_at(3) == {OrderStatus.CANCELLED}
+    assert statuses_at(4) == set()
+    assert statuses_at(10**17) == set()
+
+
+def test_every_walk_through_the_transitions_agrees_with_statuses_at() -> None:
+    # Given every order reachable in up to 4 commands
+    orders = [placed()]
+    for version in range(1, 5):
+        # Then the statuses at each version are exactly those statuses_at names
+        assert {order.status for order in orders} == statuses_at(version)
+        assert {order.last_seq for order in orders} <= {seq_at(version)}
+        orders = [
+            order.apply(command, now=LATER)
+            for order in orders
+            for command in Command
+            if command is not Command.PLACE and order.can(command)
+        ]
+
+
+@pytest.mark.parametrize(
+    ("command", "version", "previous"),
+    [
+        (Command.CONFIRM, 1, OrderStatus.PLACED),
+        (Command.CANCEL, 1, OrderStatus.PLACED),
+        (Command.CANCEL, 2, OrderStatus.CONFIRMED),
+        (Command.CONFIRM, 2, None),
+        (Command.CANCEL, 3, None),
+    ],
+)
+def test_a_change_is_known_without_reading_when_the_version_tells_the_status(
+    command: Command, version: int, previous: OrderStatus | None
+) -> None:
+    change = change_at(command, order_id="o-1", version=version, now=LATER)
+    if previous is None:
+        assert change is None
+        return
+    assert change is not None
+    assert (change.previous_status, change.version, change.last_seq, change.updated_at) == (
+        previous,
+        version + 1,
+        version + 1,
+        LATER,
+    )
+    assert (change.expected_version, change.expected_seq) == (version, version)
+
+
+def test_a_change_made_without_reading_matches_the_one_made_from_the_order() -> None:
+    # Given / When a placed order is confirmed both ways
+    change = change_at(Command.CONFIRM, order_id="o-1", version=1, now=LATER)
+    order = placed().apply(Command.CONFIRM, now=LATER)
+    # Then they agree on everything the change holds, and it round-trips
+    assert change is not None
+    assert (change.status, change.version, change.last_seq, change.updated_at) == (
+        order.status,
+        order.version,
+        order.last_seq,
+        order.updated_at,
+    )
+    assert StatusChange.from_dict(change.to_dict()) == change
+
+
+def test_change_at_refuses_what_is_no_transition_and_a_bad_id() -> None:
+    with pytest.raises(ValueError, match="not a transition"):
+        change_at(Command.PLACE, order_id="o-1", version=1, now=NOW)
+    with pytest.raises(OrderValidationError):
+        change_at(Command.CONFIRM, order_id="o 1", version=1, now=NOW)

@@ -13,7 +13,7 @@ from outbox.marking import Mark, MarkingReport
 from outbox.model import OutboxEvent, RowKey
 from outbox.predecessors import PredecessorState
 from outbox_publisher.candidates import Candidate
-from outbox_publisher.engine import PublishingEngine
+from outbox_publisher.engine import LOOKAHEAD, PublishingEngine
 from outbox_publisher.errors import DestinationCallError, FailureKind, PoisonQueueUnavailableError
 from outbox_publisher.messages import Message, eventbridge_size, sns_size
 from outbox_publisher.poison import PoisonMessage
@@ -161,6 +161,7 @@ def harness(
     router: Router | None = None,
     destinations: Sequence[Destination] = (Destination.SNS, Destination.EVENTBRIDGE),
     retry: RetryPolicy | None = None,
+    lookahead: int = LOOKAHEAD,
 ) -> Harness:
     sns = FakeDestination(Destination.SNS)
     eventbridge = FakeDestination(Destination.EVENTBRIDGE)
@@ -180,6 +181,7 @@ def harness(
         retry=retry or RetryPolicy(),
         sleep=sleep,
         random=lambda: 0.5,
+        lookahead=lookahead,
     )
     return Harness(sns, eventbridge, poison, marker, clock, sleep, engine, predecessors)
 
