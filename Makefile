@@ -15,7 +15,7 @@ export CDK_DISABLE_VERSION_CHECK := 1
 export AWS_ACCOUNT_ID_ENDPOINT_MODE := disabled
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: demo test setup lint typecheck synth cfn-lint pytest fuzz clean bench
+.PHONY: demo test setup lint typecheck synth cfn-lint pytest fuzz reliability clean bench
 
 demo: setup synth
 	$(BIN)/outbox demo --template $(TEMPLATE)
@@ -69,6 +69,19 @@ fuzz: $(PY_STAMP)
 	HARDENING_PROFILE=fuzz HARDENING_TALLY_DIR=build/fuzz/tally $(BIN)/pytest -n 2 -q tests/hardening
 	$(BIN)/python -m tests.hardening.tally build/fuzz/tally --json "$${FUZZ_REPORT:-build/fuzz/report.json}" \
 		--min-generated 10000
+
+# Issue 15's reliability suite (docs/RELIABILITY.md): tests/reliability's random fault schedules with the profile
+# `long`, RELIABILITY_SCHEDULES of them (1,000 by default); one table, and the same figures as JSON in
+# $RELIABILITY_REPORT (build/reliability/report.json). Fails on any broken promise, and under the schedules asked for.
+reliability: $(PY_STAMP)
+	rm -rf build/reliability/tally
+	start=$$(date +%s); \
+	RELIABILITY_PROFILE=long RELIABILITY_TALLY_DIR=build/reliability/tally $(BIN)/pytest -n 2 -q \
+		tests/reliability/test_fault_schedules.py; tests=$$?; \
+	$(BIN)/python -m tests.reliability.report build/reliability/tally \
+		--json "$${RELIABILITY_REPORT:-build/reliability/report.json}" \
+		--min-schedules "$${RELIABILITY_SCHEDULES:-1000}" --wall-seconds $$(( $$(date +%s) - start )) \
+		&& exit $$tests
 
 clean:
 	rm -rf $(VENV) node_modules cdk.out .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,39 @@
+"""How many random schedules a run plays, and from which seed (docs/RELIABILITY.md)."""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+
+PROFILE_VARIABLE = "RELIABILITY_PROFILE"
+SCHEDULES_VARIABLE = "RELIABILITY_SCHEDULES"
+SEED_VARIABLE = "RELIABILITY_SEED"
+FAST = "fast"
+LONG = "long"
+DEFAULT_SEED = 20261129
+LONG_SCHEDULES = 1000
+FAST_SCHEDULES = 24
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    shards: int
+    """Independent Hypothesis runs (seed, seed + 1, ...): pytest-xdist spreads them over the cores."""
+    per_shard: int
+    seed: int
+
+    @property
+    def schedules(self) -> int:
+        return self.shards * self.per_shard
+
+
+def profile() -> Profile:
+    name = os.environ.get(PROFILE_VARIABLE, FAST)
+    seed = int(os.environ.get(SEED_VARIABLE, str(DEFAULT_SEED)))
+    if name == LONG:
+        total = int(os.environ.get(SCHEDULES_VARIABLE, str(LONG_SCHEDULES)))
+        shards = 8
+        return Profile(LONG, shards, max(1, math.ceil(total / shards)), seed)
+    return Profile(FAST, 2, FAST_SCHEDULES // 2, seed)

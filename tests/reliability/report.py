@@ -1,0 +1,106 @@
+"""`make reliability`'s table: what every random schedule did, added up from the tally files.
+
+    python -m tests.reliability.report build/reliability/tally --json build/reliability/report.json \
+        --min-schedules 1000
+
+Prints one table (schedules, commands, events, faults injected by kind, lost, invented, out of order,
+duplicate effects, duplicates on the wire by cause, the longest time from faults cleared to drained, the seed)
+and writes the same figures as JSON. Exits 1 when any promise broke, a schedule did not drain, or
+fewer schedules ran than asked for.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from tests.reliability.invariants import CAUSES
+from tests.reliability.profiles import profile
+
+VIOLATIONS = ("lost", "invented", "out_of_order", "duplicate_effects")
+
+
+def machine() -> dict[str, Any]:
+    """The machine, as the benchmark records it (bench/machine.py)."""
+    from bench.machine import describe
+
+    described: dict[str, Any] = describe()
+    return described
+
+
+def summarize(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    faults: Counter[str] = Counter()
+    duplicates: Counter[str] = Counter(dict.fromkeys(CAUSES, 0))
+    for result in results:
+        faults.update(result["faults"])
+        duplicates.update(result["duplicates"])
+    longest = max(results, key=lambda r: r["clear_to_drained_s"], default=None)
+    failing = [r for r in results if not r["drained"] or any(r[name] for name in VIOLATIONS)]
+    return {
+        "schedules": len(results),
+        "commands": sum(r["commands"] for r in results),
+        "commands_failed": sum(r["commands_failed"] for r in results),
+        "events": sum(r["events"] for r in results),
+        "faults": dict(sorted(faults.items())),
+        **{name: sum(r[name] for r in results) for name in VIOLATIONS},
+        "not_drained": sum(1 for r in results if not r["drained"]),
+        "duplicates_on_the_wire": dict(duplicates),
+        "longest_clear_to_drained_s": longest["clear_to_drained_s"] if longest else 0.0,
+        "seed": profile().seed,
+        "failing_schedules": [r["schedule"] for r in failing][:20],
+    }
+
+
+def render(summary: dict[str, Any]) -> str:
+    lines = [
+        f"{'schedules':<52}{summary['schedules']:>10}",
+        f"{'commands (failed at the client)':<52}{summary['commands']:>10} ({summary['commands_failed']})",
+        f"{'events (outbox rows)':<52}{summary['events']:>10}",
+        "faults injected, by kind:",
+        *(f"  {kind:<50}{count:>10}" for kind, count in summary["faults"].items()),
+        *(f"{name.replace('_', ' '):<52}{summary[name]:>10}" for name in (*VIOLATIONS, "not_drained")),
+        "duplicates on the wire, by cause:",
+        *(f"  {cause:<50}{count:>10}" for cause, count in summary["duplicates_on_the_wire"].items()),
+        f"{'longest faults-cleared -> drained (virtual s)':<52}{summary['longest_clear_to_drained_s']:>10}",
+        f"{'seed':<52}{summary['seed']:>10}",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("tally", type=Path)
+    parser.add_argument("--json", type=Path, required=True)
+    parser.add_argument("--min-schedules", type=int, default=0)
+    parser.add_argument("--wall-seconds", type=float, default=None)
+    arguments = parser.parse_args(argv)
+    results = [
+        json.loads(line)
+        for path in sorted(arguments.tally.glob("*.jsonl"))
+        for line in path.read_text(encoding="utf-8").splitlines()
+        if line.strip()
+    ]
+    summary = summarize(results)
+    summary["machine"] = machine()
+    if arguments.wall_seconds is not None:
+        summary["wall_seconds"] = round(arguments.wall_seconds, 1)
+    print(render(summary))
+    arguments.json.parent.mkdir(parents=True, exist_ok=True)
+    arguments.json.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    broken = any(summary[name] for name in (*VIOLATIONS, "not_drained"))
+    if summary["schedules"] < arguments.min_schedules:
+        print(
+            f"only {summary['schedules']} schedules ran, fewer than {arguments.min_schedules}",
+            file=sys.stderr,
+        )
+        return 1
+    return 1 if broken else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,281 @@
+"""Random fault schedules: order commands interleaved with faults; then the faults clear, the system drains.
+
+A schedule is plain data (Hypothesis generates and shrinks it): a list of steps, each an order command, a
+fault, or time passing. `run_schedule` plays it on a fresh `System`, clears every fault, drains on the
+virtual clock (bounded: `DRAIN_LIMIT_S` of virtual time), lets the operator deal with the injected poison
+(fix and redrive, or skip, as the step said), checks the invariants and returns the figures.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from hypothesis import strategies as st
+
+from orders.model import Command
+from tests.reliability.invariants import Verdict
+from tests.reliability.system import API, LEDGER, PUBLISHER, SUMMARY, SWEEPER, System, running_system
+from tests.reliability.wire import EVENTBRIDGE, SNS, CallFault, CrashPoint, EntryFault
+
+DRAIN_LIMIT_S = 6 * 3600
+OPERATOR_ROUND_S = 120
+RETRIED = ("crash", "OrderStoreUnavailableError", "ClientError")
+"""What a client retries (same idempotency key) once the faults clear: it cannot know whether it committed."""
+
+# kind -> (service, operations, code, status, functions) for the call faults.
+CALL_FAULTS: dict[str, tuple[str, frozenset[str] | None, str, int, frozenset[str] | None]] = {
+    "sns_throttled": (SNS, frozenset({"PublishBatch"}), "Throttling", 400, None),
+    "sns_5xx": (SNS, frozenset({"PublishBatch"}), "InternalError", 500, None),
+    "eventbridge_throttled": (EVENTBRIDGE, frozenset({"PutEvents"}), "ThrottlingException", 400, None),
+    "eventbridge_5xx": (EVENTBRIDGE, frozenset({"PutEvents"}), "InternalException", 500, None),
+    "sns_authorization": (SNS, frozenset({"PublishBatch"}), "AuthorizationError", 403, None),
+    "poison_queue_down": (
+        "sqs",
+        frozenset({"SendMessage"}),
+        "ServiceUnavailable",
+        503,
+        frozenset({PUBLISHER, SWEEPER}),
+    ),
+    "dynamodb_outage": ("dynamodb", None, "InternalServerError", 500, None),
+    "dynamodb_marking": (
+        "dynamodb",
+        frozenset({"BatchExecuteStatement", "UpdateItem", "TransactWriteItems"}),
+        "InternalServerError",
+        500,
+        frozenset({PUBLISHER, SWEEPER}),
+    ),
+}
+ENTRY_FAULTS: dict[str, tuple[str, str, bool]] = {
+    "sns_entries": (SNS, "InternalError", False),
+    "eventbridge_entries": (EVENTBRIDGE, "ThrottlingException", False),
+}
+CRASHES: dict[str, tuple[str, str, str, str, bool]] = {
+    # kind -> (function, service, operation, when, timeout)
+    "publisher_crash": (PUBLISHER, SNS, "PublishBatch", "after", False),
+    "publisher_timeout": (PUBLISHER, EVENTBRIDGE, "PutEvents", "after", True),
+    "sweeper_crash": (SWEEPER, SNS, "PublishBatch", "before", False),
+    "consumer_crash": (SUMMARY, "dynamodb", "TransactWriteItems", "after", False),
+}
+OTHER_FAULTS = ("stream_gap", "foreign_poison", "duplicate_deliveries", "reordered_deliveries")
+FAULT_KINDS = (*CALL_FAULTS, *ENTRY_FAULTS, *CRASHES, *OTHER_FAULTS, "both_5xx")
+
+
+@dataclass(frozen=True)
+class Step:
+    action: str
+    """place, confirm, cancel, fault, wait."""
+    order: int = 0
+    """Which order (place: the customer; confirm, cancel: an index into the orders placed so far)."""
+    kind: str = ""
+    seconds: float = 0.0
+    nth: int = 1
+    stale: bool = False
+    redrive: bool = False
+
+
+@dataclass
+class ScheduleResult:
+    seed: int
+    steps: int
+    commands: int
+    commands_failed: int
+    events: int
+    faults: Counter[str]
+    duplicates: Counter[str]
+    clear_to_drained_s: float
+    drained: bool
+    lost: int
+    invented: int
+    out_of_order: int
+    duplicate_effects: int
+    violations: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        document = asdict(self)
+        document["faults"] = dict(self.faults)
+        document["duplicates"] = dict(self.duplicates)
+        return document
+
+
+def steps() -> st.SearchStrategy[Step]:
+    command = st.one_of(
+        st.builds(Step, action=st.just("place"), order=st.integers(0, 5)),
+        st.builds(
+            Step, action=st.sampled_from(["confirm", "cancel"]), order=st.integers(0, 7), stale=st.booleans()
+        ),
+    )
+    fault = st.builds(
+        Step,
+        action=st.just("fault"),
+        kind=st.sampled_from(FAULT_KINDS),
+        seconds=st.sampled_from([2.0, 6.0, 20.0, 45.0, 120.0]),
+        nth=st.integers(1, 3),
+        redrive=st.booleans(),
+    )
+    wait = st.builds(Step, action=st.just("wait"), seconds=st.sampled_from([0.5, 2.0, 10.0, 30.0]))
+    return st.one_of(command, command, fault, wait)
+
+
+def schedules() -> st.SearchStrategy[tuple[int, list[Step]]]:
+    """(seed for the system's own choices, the steps): at least one command and one fault."""
+    return st.tuples(
+        st.integers(0, 2**31),
+        st.lists(steps(), min_size=3, max_size=14).filter(
+            lambda s: any(step.action == "place" for step in s) and any(step.action == "fault" for step in s)
+        ),
+    )
+
+
+def arm(system: System, step: Step) -> None:
+    """Arm one fault (it ends by itself after `step.seconds`, or at the drain)."""
+    wire = system.wire
+    until = system.clock.seconds() + step.seconds
+    kind = step.kind
+    if kind in CALL_FAULTS:
+        service, operations, code, status, functions = CALL_FAULTS[kind]
+        if kind == "dynamodb_outage":
+            functions = frozenset({PUBLISHER, SWEEPER, SUMMARY, LEDGER, API})
+        wire.call_faults.append(CallFault(kind, service, operations, code, status, functions, until=until))
+    elif kind == "both_5xx":
+        for service, operation, code in (
+            (SNS, "PublishBatch", "InternalError"),
+            (EVENTBRIDGE, "PutEvents", "InternalException"),
+        ):
+            wire.call_faults.append(CallFault(kind, service, frozenset({operation}), code, 500, until=until))
+    elif kind in ENTRY_FAULTS:
+        service, code, sender = ENTRY_FAULTS[kind]
+        wire.entry_faults.append(EntryFault(kind, service, code, sender, every=step.nth, until=until))
+    elif kind in CRASHES:
+        function, service, operation, when, timeout = CRASHES[kind]
+        on_fire = (lambda: system.clock.advance(60)) if timeout else None
+        wire.crash_points.append(
+            CrashPoint(function, service, operation, when, step.nth, timeout, on_fire=on_fire)
+        )
+    elif kind == "stream_gap":
+        system.stream_stalled = True
+        system.pending_trim_at = until
+    elif kind == "foreign_poison":
+        ids = system.write_foreign_rows(f"inv-{len(system.injected_poison)}", poison_first=True)
+        system.operator_plan[ids[0]] = "redrive" if step.redrive else "skip"
+    elif kind == "duplicate_deliveries":
+        system.duplicate_deliveries += 2 * step.nth
+    elif kind == "reordered_deliveries":
+        system.reorder_deliveries += 2 * step.nth
+    system.fault_log[kind] += 1
+
+
+def _tick_system_faults(system: System) -> None:
+    if (
+        system.stream_stalled
+        and system.pending_trim_at is not None
+        and system.clock.seconds() >= system.pending_trim_at
+    ):
+        system.stream_stalled = False
+        system.pending_trim_at = None
+        system.trim_stream()
+
+
+def play(system: System, plan: list[Step]) -> None:
+    placed: list[str] = []
+    for number, step in enumerate(plan):
+        key = f"request-{number}"
+        if step.action == "place":
+            outcome = system.place(f"customer-{step.order}", key=key)
+            if outcome.ok and outcome.order_id:
+                placed.append(outcome.order_id)
+            system.retry_later.append((step, key, None, outcome))
+        elif step.action in {"confirm", "cancel"} and placed:
+            order_id = placed[step.order % len(placed)]
+            command = Command.CONFIRM if step.action == "confirm" else Command.CANCEL
+            expected = 1 if step.stale else None
+            outcome = system.transition(command, order_id, key=key, expected_version=expected)
+            system.retry_later.append((step, key, order_id, outcome))
+        elif step.action == "fault":
+            arm(system, step)
+        elif step.action == "wait":
+            run_for(system, step.seconds)
+        run_for(system, 0.2)
+
+
+def run_for(system: System, seconds: float) -> None:
+    end = system.clock.seconds() + seconds
+    while system.clock.seconds() < end - 0.001:
+        _tick_system_faults(system)
+        system.run_for(min(1.0, end - system.clock.seconds()))
+
+
+def clear_and_drain(system: System) -> tuple[float, bool]:
+    """Every fault cleared; clients retry what failed (same idempotency key); the operator deals with the
+    injected poison; the system runs until nothing is left to do. Returns (virtual seconds, drained)."""
+    wire = system.wire
+    wire.clear_faults()
+    wire.crash_points.clear()
+    if system.stream_stalled:
+        system.stream_stalled = False
+        system.trim_stream()
+    system.pending_trim_at = None
+    cleared = system.clock.seconds()
+    for step, key, order_id, outcome in system.retry_later:
+        if outcome.ok or not outcome.error or not outcome.error.startswith(RETRIED):
+            continue
+        if step.action == "place":
+            system.place(f"customer-{step.order}", key=key)
+        elif order_id is not None:
+            command = Command.CONFIRM if step.action == "confirm" else Command.CANCEL
+            system.transition(command, order_id, key=key, expected_version=1 if step.stale else None)
+    deadline = cleared + DRAIN_LIMIT_S
+    while system.clock.seconds() < deadline:
+        if system.run_until(
+            system.settled, deadline=min(deadline, system.clock.seconds() + OPERATOR_ROUND_S)
+        ):
+            return system.clock.seconds() - cleared, True
+        operate(system)
+    return system.clock.seconds() - cleared, system.settled()
+
+
+def operate(system: System) -> None:
+    """The operator's runbook for the injected poison: fix the payload and redrive it, or skip it."""
+    for row in system.failed_rows():
+        event_id = row["event_id"]["S"]
+        plan = system.operator_plan.pop(event_id, None)
+        if plan == "redrive":
+            system.operator_fix_and_redrive(row)
+            system.fault_log["operator_redrive"] += 1
+        elif plan == "skip":
+            system.operator_skip(row)
+            system.fault_log["operator_skip"] += 1
+
+
+def run_schedule(seed: int, plan: list[Step]) -> tuple[ScheduleResult, Verdict]:
+    with running_system(seed=seed) as system:
+        play(system, plan)
+        seconds, drained = clear_and_drain(system)
+        verdict = system.verdict()
+        faults = Counter(system.fault_log)
+        for kind, count in system.wire.injected.items():
+            faults[f"requests failed: {kind}"] += count
+        result = ScheduleResult(
+            seed=seed,
+            steps=len(plan),
+            commands=len(system.commands),
+            commands_failed=sum(1 for c in system.commands if not c.ok),
+            events=len(system.outbox_rows()),
+            faults=faults,
+            duplicates=verdict.duplicates,
+            clear_to_drained_s=round(seconds, 1),
+            drained=drained,
+            lost=len(verdict.lost),
+            invented=len(verdict.invented),
+            out_of_order=len(verdict.out_of_order),
+            duplicate_effects=len(verdict.duplicate_effects),
+            violations=verdict.violations()[:20],
+        )
+        return result, verdict
+
+
+def describe(seed: int, plan: list[Step]) -> str:
+    """The schedule as one line of JSON (what a regression test is named after and replays)."""
+    return json.dumps({"seed": seed, "steps": [asdict(step) for step in plan]})
