@@ -113,8 +113,10 @@ _CONTENT_CODES = frozenset(
 
 # SQS takes only these characters (XML 1.0's) in a body or attribute value, and refuses (or, by older
 # documentation, replaces with U+FFFD) any other: either way a poison row holding one, say U+FFFF,
-# would never reach the queue whole, and a refusal would block its shard.
-_NOT_SQS_TEXT = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+# would never reach the queue whole, and a refusal would block its shard. Written as the (small) set of
+# refused characters, the complement of [\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]: the
+# same set, but the negated form over all of Unicode takes ~10-20 ms to compile, on every cold start.
+_NOT_SQS_TEXT = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 _MAX_ATTRIBUTE_CHARS = 256
 
 _log = logging.getLogger(__name__)

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
@@ -25,6 +25,7 @@ from outbox.deadline import LambdaDeadline
 from outbox.leases import DynamoDBRowClaimer, RowClaimer
 from outbox.marking import RowMarker
 from outbox.predecessors import PredecessorReader
+from outbox_publisher import tracing
 from outbox_publisher.config import PublisherConfig
 from outbox_publisher.engine import LOOKAHEAD
 from outbox_publisher.errors import InvalidStreamEventError, StreamConfigurationError
@@ -39,7 +40,7 @@ SERVICE = metric_names.PUBLISHER_SERVICE
 MAX_LOGGED_IDS = 100
 
 logger = Logger(service=SERVICE)
-tracer = Tracer(service=SERVICE)
+tracer = tracing.tracer(SERVICE)
 metrics = Metrics(service=SERVICE)
 # The engine and the marker log through the standard library; give them the same JSON output.
 copy_config_to_registered_loggers(source_logger=logger, include={"outbox", "outbox_publisher"})

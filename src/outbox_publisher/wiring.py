@@ -9,13 +9,13 @@ for the order gate's reads, the poison queue and marking.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-
-from aws_lambda_powertools import Tracer
+from typing import Any
 
 from outbox.aws import invocation_client
 from outbox.clock import Clock, utc_now
 from outbox.marking import DynamoDBRowMarker, RowMarker
 from outbox.predecessors import DynamoDBPredecessorReader, PredecessorReader
+from outbox_publisher import tracing
 from outbox_publisher.adapters import (
     EventBridgeDestination,
     SnsDestination,
@@ -29,7 +29,7 @@ from outbox_publisher.ports import DestinationPort, EntryResult, PoisonQueue
 from outbox_publisher.retry import Random, RetryPolicy, Sleep, system_random, system_sleep
 from outbox_publisher.routing import Destination
 
-tracer = Tracer()
+tracer = tracing.tracer()
 
 
 class TracedDestination:
@@ -49,6 +49,20 @@ class TracedDestination:
         tracer.put_annotation("destination", self.destination.value)
         tracer.put_metadata("event_ids", [message.event.event_id for message in messages])
         return self._inner.publish(messages)
+
+
+class ClientOnFirstCall:
+    """The invocation client of `service_name` (outbox.aws), built when first used rather than at wiring.
+
+    For the poison queue: most invocations send nothing to it, and building a client (its service model
+    loaded) is ~5-15 ms of a cold start. The same client, with the same config, once built.
+    """
+
+    def __init__(self, service_name: str) -> None:
+        self._service_name = service_name
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(invocation_client(self._service_name), name)
 
 
 def aws_destinations(config: PublisherConfig) -> dict[Destination, DestinationPort]:
@@ -83,7 +97,7 @@ def build_engine(
         if tracer.disabled
         else {name: TracedDestination(port) for name, port in ports.items()},
         router=config.router,
-        poison_queue=poison_queue or SqsPoisonQueue(invocation_client("sqs"), config.poison_queue_url),
+        poison_queue=poison_queue or SqsPoisonQueue(ClientOnFirstCall("sqs"), config.poison_queue_url),
         marker=marker
         or DynamoDBRowMarker(
             invocation_client("dynamodb"), config.table_name, published_retention=config.published_retention

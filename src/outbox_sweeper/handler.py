@@ -11,7 +11,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 from aws_lambda_powertools.metrics import MetricUnit
 
@@ -22,6 +22,7 @@ from outbox.deadline import LambdaDeadline
 from outbox.leases import DynamoDBRowClaimer, RowClaimer
 from outbox.marking import RowMarker
 from outbox.predecessors import DynamoDBPredecessorReader, PredecessorReader
+from outbox_publisher import tracing
 from outbox_publisher.ports import DestinationPort, PoisonQueue
 from outbox_publisher.retry import Random, RetryPolicy, Sleep, system_random, system_sleep
 from outbox_publisher.routing import Destination
@@ -33,7 +34,7 @@ from outbox_sweeper.sweep import Sweeper, SweepReport
 SERVICE = metric_names.SWEEPER_SERVICE
 
 logger = Logger(service=SERVICE)
-tracer = Tracer(service=SERVICE)
+tracer = tracing.tracer(SERVICE)
 metrics = Metrics(service=SERVICE)
 copy_config_to_registered_loggers(
     source_logger=logger, include={"outbox", "outbox_publisher", "outbox_sweeper"}
