@@ -14,7 +14,9 @@ queue, and the inbox consumers' state (their effect counters, read models and de
 - **duplicate effects**: an event whose effect committed more than once at a consumer, or never (while it
   was published to it); a read model that differs from the one derived from the Orders table;
 - **duplicates on the wire**, by cause (allowed, counted): each publication of an event on a destination
-  after its first, attributed to what happened in the invocation that published it before.
+  after its first, attributed to what happened in the invocation that published it before (a crash or
+  timeout, a failed marking call; the poison queue or another destination or entry failing only if that
+  invocation did not end with the row PUBLISHED); one no fault explains is a violation (`unexplained`).
 
 Pure: the `History` is plain data, so the checker's own tests build violating histories by hand.
 """
@@ -86,10 +88,14 @@ class Verdict:
     out_of_order: list[str] = field(default_factory=list)
     duplicate_effects: list[str] = field(default_factory=list)
     duplicates: Counter[str] = field(default_factory=Counter)
+    unexplained: list[str] = field(default_factory=list)
+    """Duplicates on the wire that no fault explains (also counted in `duplicates`): a broken promise."""
 
     @property
     def ok(self) -> bool:
-        return not (self.lost or self.invented or self.out_of_order or self.duplicate_effects)
+        return not (
+            self.lost or self.invented or self.out_of_order or self.duplicate_effects or self.unexplained
+        )
 
     def violations(self) -> list[str]:
         return [
@@ -97,6 +103,7 @@ class Verdict:
             *(f"invented: {v}" for v in self.invented),
             *(f"out of order: {v}" for v in self.out_of_order),
             *(f"duplicate effect: {v}" for v in self.duplicate_effects),
+            *(f"unexplained duplicate: {v}" for v in self.unexplained),
         ]
 
 
@@ -239,22 +246,35 @@ def _effects(
 
 
 def _duplicates(history: History, published: Mapping[str, list[Publication]], verdict: Verdict) -> None:
-    for publications in published.values():
+    for destination, publications in published.items():
         last: dict[str, Publication] = {}
         for publication in publications:
             previous = last.get(publication.event_id)
             last[publication.event_id] = publication
-            if previous is not None:
-                verdict.duplicates[_cause(history.invocations.get(previous.invocation))] += 1
+            if previous is None:
+                continue
+            cause = _cause(history.invocations.get(previous.invocation), previous.event_id)
+            verdict.duplicates[cause] += 1
+            if cause == CAUSE_UNEXPLAINED:
+                verdict.unexplained.append(
+                    f"{destination} got {publication.aggregate_key} seq {publication.seq} "
+                    f"({publication.event_id}) again in invocation {publication.invocation}, after "
+                    f"invocation {previous.invocation}, with no fault to explain it"
+                )
 
 
-def _cause(invocation: Invocation | None) -> str:
+def _cause(invocation: Invocation | None, event_id: str) -> str:  # noqa: PLR0911 - one answer a cause
+    """Why an event went out again after `invocation` published it: a crash or timeout, a failed marking
+    call, or (only if it did not end with the event's row PUBLISHED) the poison queue or another destination
+    or entry failing. Anything else is unexplained."""
     if invocation is None:
         return CAUSE_UNEXPLAINED
     if invocation.crashed:
         return CAUSE_CRASH
     if invocation.faults.get("dynamodb"):
         return CAUSE_MARKING
+    if event_id in invocation.marked and not invocation.retried:
+        return CAUSE_UNEXPLAINED
     if invocation.faults.get("sqs"):
         return CAUSE_POISON_QUEUE
     if invocation.faults.get(SNS) or invocation.faults.get(EVENTBRIDGE) or invocation.faults.get("entries"):

@@ -3,10 +3,11 @@
     python -m tests.reliability.report build/reliability/tally --json build/reliability/report.json \
         --min-schedules 1000
 
-Prints one table (schedules, commands, events, faults injected by kind, lost, invented, out of order,
-duplicate effects, duplicates on the wire by cause, the longest time from faults cleared to drained, the seed)
-and writes the same figures as JSON. Exits 1 when any promise broke, a schedule did not drain, or
-fewer schedules ran than asked for.
+Prints one table (schedules, commands, events, faults armed by kind, faults that took effect by kind,
+lost, invented, out of order, duplicate effects, unexplained duplicates, duplicates on the wire by cause,
+the longest time from faults cleared to drained, the seed) and writes the same figures as JSON. Exits 1
+when any promise broke, a schedule did not drain, fewer schedules ran than asked for, or (in a run of
+`LONG_RUN` schedules or more) a fault kind never took effect.
 """
 
 from __future__ import annotations
@@ -20,9 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from tests.reliability.invariants import CAUSES
+from tests.reliability.kinds import EFFECTIVE_UNITS
 from tests.reliability.profiles import profile
 
-VIOLATIONS = ("lost", "invented", "out_of_order", "duplicate_effects")
+FAULT_KINDS = tuple(EFFECTIVE_UNITS)
+
+VIOLATIONS = ("lost", "invented", "out_of_order", "duplicate_effects", "unexplained_duplicates")
+LONG_RUN = 100
+"""From this many schedules, every fault kind must have taken effect at least once."""
 
 
 def machine() -> dict[str, Any]:
@@ -34,20 +40,24 @@ def machine() -> dict[str, Any]:
 
 
 def summarize(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    faults: Counter[str] = Counter()
+    armed: Counter[str] = Counter(dict.fromkeys(FAULT_KINDS, 0))
+    effective: Counter[str] = Counter(dict.fromkeys(FAULT_KINDS, 0))
     duplicates: Counter[str] = Counter(dict.fromkeys(CAUSES, 0))
     for result in results:
-        faults.update(result["faults"])
+        armed.update(result["armed"])
+        effective.update(result["effective"])
         duplicates.update(result["duplicates"])
     longest = max(results, key=lambda r: r["clear_to_drained_s"], default=None)
-    failing = [r for r in results if not r["drained"] or any(r[name] for name in VIOLATIONS)]
+    failing = [r for r in results if not r["drained"] or any(r.get(name, 0) for name in VIOLATIONS)]
     return {
         "schedules": len(results),
         "commands": sum(r["commands"] for r in results),
         "commands_failed": sum(r["commands_failed"] for r in results),
         "events": sum(r["events"] for r in results),
-        "faults": dict(sorted(faults.items())),
-        **{name: sum(r[name] for r in results) for name in VIOLATIONS},
+        "faults_armed": dict(sorted(armed.items())),
+        "faults_effective": dict(sorted(effective.items())),
+        "never_effective": sorted(kind for kind in FAULT_KINDS if not effective[kind]),
+        **{name: sum(r.get(name, 0) for r in results) for name in VIOLATIONS},
         "not_drained": sum(1 for r in results if not r["drained"]),
         "duplicates_on_the_wire": dict(duplicates),
         "longest_clear_to_drained_s": longest["clear_to_drained_s"] if longest else 0.0,
@@ -61,8 +71,13 @@ def render(summary: dict[str, Any]) -> str:
         f"{'schedules':<52}{summary['schedules']:>10}",
         f"{'commands (failed at the client)':<52}{summary['commands']:>10} ({summary['commands_failed']})",
         f"{'events (outbox rows)':<52}{summary['events']:>10}",
-        "faults injected, by kind:",
-        *(f"  {kind:<50}{count:>10}" for kind, count in summary["faults"].items()),
+        "faults armed (schedule steps), by kind:",
+        *(f"  {kind:<50}{count:>10}" for kind, count in summary["faults_armed"].items()),
+        "faults that took effect, by kind:",
+        *(
+            f"  {kind + ' (' + EFFECTIVE_UNITS.get(kind, 'done') + ')':<50}{count:>10}"
+            for kind, count in summary["faults_effective"].items()
+        ),
         *(f"{name.replace('_', ' '):<52}{summary[name]:>10}" for name in (*VIOLATIONS, "not_drained")),
         "duplicates on the wire, by cause:",
         *(f"  {cause:<50}{count:>10}" for cause, count in summary["duplicates_on_the_wire"].items()),
@@ -93,6 +108,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     arguments.json.parent.mkdir(parents=True, exist_ok=True)
     arguments.json.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     broken = any(summary[name] for name in (*VIOLATIONS, "not_drained"))
+    if summary["schedules"] >= LONG_RUN and summary["never_effective"]:
+        print(f"fault kinds that never took effect: {', '.join(summary['never_effective'])}", file=sys.stderr)
+        broken = True
     if summary["schedules"] < arguments.min_schedules:
         print(
             f"only {summary['schedules']} schedules ran, fewer than {arguments.min_schedules}",

@@ -1,9 +1,10 @@
 """Random fault schedules: order commands interleaved with faults; then the faults clear, the system drains.
 
 A schedule is plain data (Hypothesis generates and shrinks it): a list of steps, each an order command, a
-fault, or time passing. `run_schedule` plays it on a fresh `System`, clears every fault, drains on the
-virtual clock (bounded: `DRAIN_LIMIT_S` of virtual time), lets the operator deal with the injected poison
-(fix and redrive, or skip, as the step said), checks the invariants and returns the figures.
+fault, or time passing. `run_schedule` plays it on a fresh `System`, clears every fault (a crash point that
+has not fired stays armed for the drain's first `CRASH_ARMED_INTO_DRAIN_S`), drains on the virtual clock
+(bounded: `DRAIN_LIMIT_S` of virtual time), lets the operator deal with the injected poison (fix and
+redrive, or skip, as the step said), checks the invariants and returns the figures.
 """
 
 from __future__ import annotations
@@ -17,10 +18,14 @@ from hypothesis import strategies as st
 
 from orders.model import Command
 from tests.reliability.invariants import Verdict
+from tests.reliability.kinds import EFFECTIVE_UNITS
 from tests.reliability.system import API, LEDGER, PUBLISHER, SUMMARY, SWEEPER, System, running_system
 from tests.reliability.wire import EVENTBRIDGE, SNS, CallFault, CrashPoint, EntryFault
 
 DRAIN_LIMIT_S = 6 * 3600
+CRASH_ARMED_INTO_DRAIN_S = 600
+"""A crash point that has not fired when the faults clear stays armed this long into the drain (it still fires
+at most once): the sweeper's and the consumers' matching calls mostly come then."""
 OPERATOR_ROUND_S = 120
 RETRIED = ("crash", "OrderStoreUnavailableError", "ClientError")
 """What a client retries (same idempotency key) once the faults clear: it cannot know whether it committed."""
@@ -61,6 +66,7 @@ CRASHES: dict[str, tuple[str, str, str, str, bool]] = {
 }
 OTHER_FAULTS = ("stream_gap", "foreign_poison", "duplicate_deliveries", "reordered_deliveries")
 FAULT_KINDS = (*CALL_FAULTS, *ENTRY_FAULTS, *CRASHES, *OTHER_FAULTS, "both_5xx")
+assert set(FAULT_KINDS) == set(EFFECTIVE_UNITS), "tests.reliability.kinds lists every fault kind"
 
 
 @dataclass(frozen=True)
@@ -83,7 +89,10 @@ class ScheduleResult:
     commands: int
     commands_failed: int
     events: int
-    faults: Counter[str]
+    armed: Counter[str]
+    """The schedule's fault steps, by kind (armed: whether or not anything met them)."""
+    effective: Counter[str]
+    """What took effect, by kind (`effective_counts`), and the operator's actions."""
     duplicates: Counter[str]
     clear_to_drained_s: float
     drained: bool
@@ -91,11 +100,13 @@ class ScheduleResult:
     invented: int
     out_of_order: int
     duplicate_effects: int
+    unexplained_duplicates: int = 0
     violations: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         document = asdict(self)
-        document["faults"] = dict(self.faults)
+        document["armed"] = dict(self.armed)
+        document["effective"] = dict(self.effective)
         document["duplicates"] = dict(self.duplicates)
         return document
 
@@ -152,7 +163,7 @@ def arm(system: System, step: Step) -> None:
         function, service, operation, when, timeout = CRASHES[kind]
         on_fire = (lambda: system.clock.advance(60)) if timeout else None
         wire.crash_points.append(
-            CrashPoint(function, service, operation, when, step.nth, timeout, on_fire=on_fire)
+            CrashPoint(function, service, operation, when, step.nth, timeout, on_fire=on_fire, kind=kind)
         )
     elif kind == "stream_gap":
         system.stream_stalled = True
@@ -165,6 +176,20 @@ def arm(system: System, step: Step) -> None:
     elif kind == "reordered_deliveries":
         system.reorder_deliveries += 2 * step.nth
     system.fault_log[kind] += 1
+
+
+def effective_counts(system: System) -> Counter[str]:
+    """Each fault kind counted where it took effect (0 when it was armed for nothing), and the operator's
+    actions."""
+    effective: Counter[str] = Counter(dict.fromkeys(FAULT_KINDS, 0))
+    for kind in (*CALL_FAULTS, "both_5xx", *ENTRY_FAULTS, *CRASHES):
+        effective[kind] = system.wire.injected[kind]
+    effective["stream_gap"] = system.streams.trimmed
+    effective["foreign_poison"] = len(set(system.wire.poison_sent) & system.injected_poison)
+    effective["duplicate_deliveries"] = sum(q.duplicates_sent for q in system.queues.values())
+    effective["reordered_deliveries"] = sum(q.reordered for q in system.queues.values())
+    effective.update(system.operator_actions)
+    return effective
 
 
 def _tick_system_faults(system: System) -> None:
@@ -212,7 +237,9 @@ def clear_and_drain(system: System) -> tuple[float, bool]:
     injected poison; the system runs until nothing is left to do. Returns (virtual seconds, drained)."""
     wire = system.wire
     wire.clear_faults()
-    wire.crash_points.clear()
+    for point in wire.crash_points:
+        if not point.fired:
+            point.until = system.clock.seconds() + CRASH_ARMED_INTO_DRAIN_S
     if system.stream_stalled:
         system.stream_stalled = False
         system.trim_stream()
@@ -243,10 +270,10 @@ def operate(system: System) -> None:
         plan = system.operator_plan.pop(event_id, None)
         if plan == "redrive":
             system.operator_fix_and_redrive(row)
-            system.fault_log["operator_redrive"] += 1
+            system.operator_actions["operator_redrive"] += 1
         elif plan == "skip":
             system.operator_skip(row)
-            system.fault_log["operator_skip"] += 1
+            system.operator_actions["operator_skip"] += 1
 
 
 def run_schedule(seed: int, plan: list[Step]) -> tuple[ScheduleResult, Verdict]:
@@ -254,16 +281,14 @@ def run_schedule(seed: int, plan: list[Step]) -> tuple[ScheduleResult, Verdict]:
         play(system, plan)
         seconds, drained = clear_and_drain(system)
         verdict = system.verdict()
-        faults = Counter(system.fault_log)
-        for kind, count in system.wire.injected.items():
-            faults[f"requests failed: {kind}"] += count
         result = ScheduleResult(
             seed=seed,
             steps=len(plan),
             commands=len(system.commands),
             commands_failed=sum(1 for c in system.commands if not c.ok),
             events=len(system.outbox_rows()),
-            faults=faults,
+            armed=Counter(system.fault_log),
+            effective=effective_counts(system),
             duplicates=verdict.duplicates,
             clear_to_drained_s=round(seconds, 1),
             drained=drained,
@@ -271,6 +296,7 @@ def run_schedule(seed: int, plan: list[Step]) -> tuple[ScheduleResult, Verdict]:
             invented=len(verdict.invented),
             out_of_order=len(verdict.out_of_order),
             duplicate_effects=len(verdict.duplicate_effects),
+            unexplained_duplicates=len(verdict.unexplained),
             violations=verdict.violations()[:20],
         )
         return result, verdict

@@ -112,6 +112,8 @@ CONSUMER_BATCH = 10
 SWEEP_RATE = "rate(1 minute)"
 EFFECT_PREFIX = "effect#"
 _TICK_S = 0.001
+REORDER_HOLD_S = 20.0
+"""How long a reordered delivery is held back for the ones after it to overtake."""
 _ONE_ATTEMPT = Config(
     retries={"mode": "standard", "total_max_attempts": 1}, connect_timeout=1, read_timeout=2
 )
@@ -144,6 +146,10 @@ class QueuedMessage:
     visible_at: float
     first_received: float | None = None
     receives: int = 0
+    index: int = 0
+    """Its place in the order the queue was sent to."""
+    held: bool = False
+    """Sent with a delay, for the messages sent after it to overtake (a reordered delivery)."""
 
 
 @dataclass
@@ -156,18 +162,25 @@ class ConsumerQueue:
     dead_letters: list[QueuedMessage] = field(default_factory=list)
     sent: int = 0
     duplicates_sent: int = 0
+    """Extra copies sent (a duplicate delivery)."""
     reordered: int = 0
+    """Held messages that a message sent after them overtook (received first): reorderings made."""
+    redeliveries: int = 0
+    """Receives of a message received before (its visibility timeout expired: not deleted)."""
+    last_received: int = 0
 
-    def send(self, body: str, event_id: str, *, copies: int = 1, position: int | None = None) -> None:
+    def send(self, body: str, event_id: str, *, copies: int = 1, hold_s: float = 0.0) -> None:
+        """`copies` of the message; with `hold_s`, the first is invisible that long, so later ones overtake
+        it."""
         for copy in range(copies):
             self.sent += 1
             self.duplicates_sent += 1 if copy else 0
-            message = QueuedMessage(f"{self.name}-{self.sent}", body, event_id, self.clock())
-            if position is None or position >= len(self.messages):
-                self.messages.append(message)
-            else:
-                self.reordered += 1
-                self.messages.insert(position, message)
+            held = hold_s > 0 and copy == 0
+            visible_at = self.clock() + (hold_s if held else 0.0)
+            message = QueuedMessage(
+                f"{self.name}-{self.sent}", body, event_id, visible_at, index=self.sent, held=held
+            )
+            self.messages.append(message)
 
     def receive(self) -> list[QueuedMessage]:
         now = self.clock()
@@ -181,6 +194,11 @@ class ConsumerQueue:
                 self.dead_letters.append(message)
                 continue
             message.receives += 1
+            if message.receives > 1:
+                self.redeliveries += 1
+            elif message.held and self.last_received > message.index:
+                self.reordered += 1
+            self.last_received = max(self.last_received, message.index)
             message.first_received = message.first_received if message.first_received is not None else now
             message.visible_at = now + CONSUMER_VISIBILITY_S
             batch.append(message)
@@ -257,7 +275,8 @@ class System:
         self.duplicate_deliveries = 0
         """While > 0, each delivery to a consumer queue is sent twice (and the count goes down)."""
         self.reorder_deliveries = 0
-        """While > 0, each delivery to a consumer queue goes ahead of the messages waiting there."""
+        """While > 0, each delivery to a consumer queue is held back `REORDER_HOLD_S`, for the deliveries
+        after it to overtake (and the count goes down)."""
         self.stream_stalled = False
         self.injected_poison: set[str] = set()
         self.commands: list[CommandOutcome] = []
@@ -267,9 +286,11 @@ class System:
         """Injected poison event_id -> what the operator does with it once FAILED: "redrive" or "skip"."""
         self.fault_log: Counter[str] = Counter()
         """Faults armed, by kind."""
+        self.operator_actions: Counter[str] = Counter()
+        """What the operator did with injected poison: operator_redrive, operator_skip."""
         self.pending_trim_at: float | None = None
         self.wire.on_publication.append(self._deliver)
-        self.streams = _TrimmableStreams(REGION)
+        self.streams = _TrimmableStreams(REGION, self.clock.seconds, self.resources.tables.outbox_stream_arn)
         self.mapping = StreamMappingRunner(
             "PublisherStreamMapping",
             MappingSettings(
@@ -372,7 +393,13 @@ class System:
                 Destination.EVENTBRIDGE: EventBridgeDestination(self.client(function, "events"), BUS, SOURCE),
             },
             "poison_queue": SqsPoisonQueue(self.client(function, "sqs"), config.poison_queue_url),
-            "marker": DynamoDBRowMarker(dynamodb, table, published_retention=config.published_retention),
+            "marker": DynamoDBRowMarker(
+                dynamodb,
+                table,
+                published_retention=config.published_retention,
+                sleep=self.sleep,
+                random=lambda: 0.5,
+            ),
             "predecessors": DynamoDBPredecessorReader(
                 dynamodb, table, clock=self.clock, published_retention=config.published_retention
             ),
@@ -410,6 +437,7 @@ class System:
     @contextmanager
     def _invocation(self, function: str) -> Iterator[None]:
         invocation = self.wire.begin(function)
+        published_before = len(self.wire.published)
         try:
             yield
         except Crash as crash:
@@ -420,15 +448,38 @@ class System:
             raise
         finally:
             self.wire.end()
+            self.streams.stamp()
+            invocation.marked = self._marked(self.wire.published[published_before:])
+
+    def _marked(self, publications: list[Publication]) -> frozenset[str]:
+        """The events among `publications` whose rows are PUBLISHED now (read with the admin client)."""
+        keys = {(p.aggregate_key, p.seq): p.event_id for p in publications}
+        marked: set[str] = set()
+        table = self.resources.tables.outbox
+        pending = [RowKey(key, seq).item() for key, seq in keys]
+        while pending:
+            chunk, pending = pending[:100], pending[100:]
+            answer = self.admin["dynamodb"].batch_get_item(RequestItems={table: {"Keys": chunk}})
+            for item in answer["Responses"].get(table, []):
+                event_id = keys.get((item["aggregate_key"]["S"], int(item["seq"]["N"])))
+                stored = (item.get("status", {}).get("S"), item.get("event_id", {}).get("S"))
+                if event_id is not None and stored == ("PUBLISHED", event_id):
+                    marked.add(event_id)
+            pending += answer.get("UnprocessedKeys", {}).get(table, {}).get("Keys", [])
+        return frozenset(marked)
 
     def invoke_publisher(self, event: dict[str, Any]) -> InvocationResult:
         try:
             with self._invocation(PUBLISHER):
+                invocation = self.wire.invocations[-1]
                 publisher: Publisher = self.instance(PUBLISHER)
                 context = VirtualContext(
                     self.clock, PUBLISHER_TIMEOUT_S, PUBLISHER, len(self.wire.invocations)
                 )
-                return InvocationResult(payload=handle(event, context, publisher))
+                invocation.retried = True  # until it answers without batch item failures
+                payload = handle(event, context, publisher)
+                invocation.retried = bool(payload.get("batchItemFailures"))
+                return InvocationResult(payload=payload)
         except Crash as crash:
             self.failed_invocations[PUBLISHER] += 1
             return InvocationResult(error_type="Runtime.ExitError", error_message=crash.where)
@@ -510,11 +561,11 @@ class System:
         if self.duplicate_deliveries > 0:
             self.duplicate_deliveries -= 1
             copies = 2
-        position = None
-        if self.reorder_deliveries > 0 and queue.messages:
+        hold_s = 0.0
+        if self.reorder_deliveries > 0:
             self.reorder_deliveries -= 1
-            position = self.random.randrange(len(queue.messages))
-        queue.send(body, event_id, copies=copies, position=position)
+            hold_s = REORDER_HOLD_S
+        queue.send(body, event_id, copies=copies, hold_s=hold_s)
 
     # --- the orders API ------------------------------------------------------------------------------------
 
@@ -607,6 +658,7 @@ class System:
         """One round of every poller: (did work, only waits for time to pass)."""
         worked = False
         waiting = False
+        self.streams.stamp()
         if not self.stream_stalled:
             for report in self.mapping.poll_once():
                 if report.kind is StepKind.WAITING:
@@ -727,12 +779,28 @@ class System:
 
 
 class _TrimmableStreams(InProcessStreams):
-    """moto's stream in process, and a trim: the next read jumps past every record not read yet."""
+    """moto's stream in process, on the virtual clock, and a trim: the next read jumps past every record not
+    read yet.
 
-    def __init__(self, region: str) -> None:
+    moto stamps a record's ApproximateCreationDateTime with the wall clock, which would keep the mapping's
+    record age (now - created) off the virtual clock. Each record is stamped here with the virtual time it
+    was first seen at instead (`stamp`, called after every invocation, every round and every read: within a
+    round of its write), and handed over with that stamp."""
+
+    def __init__(self, region: str, clock: Callable[[], float], stream_arn: str) -> None:
         super().__init__(region)
         self.trim_next_read = False
         self.trimmed = 0
+        self._clock = clock
+        self._stream_arn = stream_arn
+        self._stamps: list[float] = []
+        """Virtual creation time of the shard's records, by position (moto only appends)."""
+
+    def stamp(self) -> None:
+        shard = self._shard(self._stream_arn)
+        written = len(shard.items) if shard is not None else 0
+        if written > len(self._stamps):
+            self._stamps.extend([self._clock()] * (written - len(self._stamps)))
 
     def get_records(self, ShardIterator: str, Limit: int = 1000) -> dict[str, Any]:  # noqa: N803
         if self.trim_next_read:
@@ -742,7 +810,13 @@ class _TrimmableStreams(InProcessStreams):
             position = int(ShardIterator.partition("|")[0])
             self.trimmed += int(end["ShardIterator"].partition("|")[0]) - position
             ShardIterator = end["ShardIterator"]  # noqa: N806
-        return super().get_records(ShardIterator=ShardIterator, Limit=Limit)
+        self.stamp()
+        answer = super().get_records(ShardIterator=ShardIterator, Limit=Limit)
+        position = int(ShardIterator.partition("|")[0])
+        for offset, record in enumerate(answer["Records"]):
+            created = datetime.fromtimestamp(self._stamps[position + offset], UTC)
+            record["dynamodb"] = {**record["dynamodb"], "ApproximateCreationDateTime": created}
+        return answer
 
 
 _QUIET = (

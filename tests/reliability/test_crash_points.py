@@ -20,10 +20,12 @@ def test_crash_before_the_business_write_commits_nothing_and_the_retry_commits_o
     with running_system(seed=10) as system:
         (order_id,) = place_orders(system, 1, transitions=False)
         # Given the API's instance dies before its first DynamoDB call of a confirm (reading the order)
-        system.wire.crash_points.append(CrashPoint(API, "dynamodb", "GetItem", "before"))
+        point = CrashPoint(API, "dynamodb", "GetItem", "before")
+        system.wire.crash_points.append(point)
         before = statuses(system)
         outcome = system.transition(Command.CONFIRM, order_id, key="confirm-1")
         # Then nothing was written, and the client's retry (same key) on a fresh instance confirms it once
+        assert point.fired
         assert not outcome.ok
         assert str(outcome.error).startswith("crash")
         assert statuses(system) == before
@@ -38,8 +40,11 @@ def test_crash_inside_the_transaction_commits_nothing() -> None:
         (order_id,) = place_orders(system, 1, transitions=False)
         orders_before = system.orders()
         # Given the API dies with its TransactWriteItems built (order, idempotency record, outbox row)
-        system.wire.crash_points.append(CrashPoint(API, "dynamodb", "TransactWriteItems", "before"))
+        point = CrashPoint(API, "dynamodb", "TransactWriteItems", "before")
+        system.wire.crash_points.append(point)
         assert not system.transition(Command.CANCEL, order_id, key="cancel-1").ok
+        assert point.fired
+        assert system.restarts[API] == 1
         # And a transaction whose last action fails: another writer took the order's next outbox slot
         system.admin["dynamodb"].put_item(
             TableName=system.resources.tables.outbox,
@@ -57,6 +62,16 @@ def test_crash_inside_the_transaction_commits_nothing() -> None:
         assert not [key for key in keys if key.startswith("IDEMPOTENCY#cancel")]
         rows = {(r["aggregate_key"]["S"], r["seq"]["N"]): r["event_id"]["S"] for r in system.outbox_rows()}
         assert rows[(f"Order#{order_id}", "2")] == "squatter"
+        # And once the squatter is gone, the client's retry of the crashed cancel commits it once; drained,
+        # every promise holds
+        system.admin["dynamodb"].delete_item(
+            TableName=system.resources.tables.outbox,
+            Key={"aggregate_key": {"S": f"Order#{order_id}"}, "seq": {"N": "2"}},
+        )
+        assert system.transition(Command.CANCEL, order_id, key="cancel-1").ok
+        drain_and_check(system)
+        assert statuses(system) == {"PUBLISHED": 2}
+        assert [o["status"]["S"] for o in system.orders()] == ["CANCELLED"]
 
 
 def _all_orders_items(system: System) -> list[dict[str, Any]]:
@@ -66,8 +81,10 @@ def _all_orders_items(system: System) -> list[dict[str, Any]]:
 def test_crash_right_after_commit_is_retried_by_the_client_without_a_second_event() -> None:
     with running_system(seed=12) as system:
         # Given the API dies right after its TransactWriteItems returned (committed, no answer to the client)
-        system.wire.crash_points.append(CrashPoint(API, "dynamodb", "TransactWriteItems", "after"))
+        point = CrashPoint(API, "dynamodb", "TransactWriteItems", "after")
+        system.wire.crash_points.append(point)
         outcome = system.place("customer-1", key="place-1")
+        assert point.fired
         assert not outcome.ok
         assert statuses(system) == {"PENDING": 1}
         # When the client retries with the same idempotency key
@@ -82,22 +99,28 @@ def test_crash_right_after_commit_is_retried_by_the_client_without_a_second_even
 def test_crash_after_a_publish_call_returned_before_the_next() -> None:
     with running_system(seed=13) as system:
         # Given the publisher dies right after its first PublishBatch returned (10 entries out, more to go)
-        system.wire.crash_points.append(CrashPoint(PUBLISHER, SNS, "PublishBatch", "after"))
+        point = CrashPoint(PUBLISHER, SNS, "PublishBatch", "after")
+        system.wire.crash_points.append(point)
         place_orders(system, 15, transitions=False)
         system.run_for(3)
+        assert point.fired
         assert system.restarts[PUBLISHER] == 1
         # Then a fresh instance publishes the rest; what went out twice is counted as the crash's
         drain_and_check(system)
         assert statuses(system) == {"PUBLISHED": 15}
-        assert set(system.verdict().duplicates) <= {CAUSE_CRASH}
+        duplicates = system.verdict().duplicates
+        assert set(duplicates) <= {CAUSE_CRASH}
+        assert duplicates[CAUSE_CRASH] > 0
 
 
 def test_crash_after_all_publishing_before_marking() -> None:
     with running_system(seed=14) as system:
         # Given the publisher dies at its first marking call, everything published
-        system.wire.crash_points.append(CrashPoint(PUBLISHER, "dynamodb", "BatchExecuteStatement", "before"))
+        point = CrashPoint(PUBLISHER, "dynamodb", "BatchExecuteStatement", "before")
+        system.wire.crash_points.append(point)
         place_orders(system, 8, transitions=False)
         system.run_for(2)
+        assert point.fired
         assert system.restarts[PUBLISHER] == 1
         assert len({p.event_id for p in system.wire.published}) == 8
         # Then every row is published again (the mapping retries the batch) and marked; duplicates counted
@@ -116,6 +139,7 @@ def test_crash_in_the_middle_of_marking_some_chunks_done() -> None:
         place_orders(system, 30, transitions=False)
         system.run_for(5)
         # Then the first chunk was marked and the second not, when it died
+        assert point.fired
         assert system.restarts[PUBLISHER] == 1
         assert at_crash == [{"PUBLISHED": 25, "PENDING": 5}]
         # And, drained, every row is PUBLISHED
@@ -135,8 +159,10 @@ def test_crash_in_the_sweeper_after_its_claim_before_its_publish() -> None:
         assert system.mapping.stats().discarded_records >= 3
         system.wire.call_faults.remove(refusing)
         # And the sweeper dying after its claims, before its PublishBatch
-        system.wire.crash_points.append(CrashPoint(SWEEPER, SNS, "PublishBatch", "before"))
+        point = CrashPoint(SWEEPER, SNS, "PublishBatch", "before")
+        system.wire.crash_points.append(point)
         system.run_until(lambda: system.restarts[SWEEPER] == 1, deadline=system.clock.seconds() + 180)
+        assert point.fired
         assert system.restarts[SWEEPER] == 1
         claimed = [row for row in system.outbox_rows() if "lease_owner" in row]
         assert claimed
@@ -144,17 +170,21 @@ def test_crash_in_the_sweeper_after_its_claim_before_its_publish() -> None:
         # Then a later sweep (its lease expired) publishes them
         drain_and_check(system)
         assert statuses(system) == {"PUBLISHED": 3}
+        assert {p.function for p in system.wire.published} == {SWEEPER}
 
 
 def test_crash_in_a_consumer_between_its_effect_and_its_acknowledgement() -> None:
     with running_system(seed=17) as system:
         # Given the order-summary consumer dying right after its transaction (effect + inbox) committed
-        system.wire.crash_points.append(CrashPoint(SUMMARY, "dynamodb", "TransactWriteItems", "after"))
+        point = CrashPoint(SUMMARY, "dynamodb", "TransactWriteItems", "after")
+        system.wire.crash_points.append(point)
         place_orders(system, 2)
         system.run_for(3)
+        assert point.fired
         assert system.restarts[SUMMARY] == 1
         # Then the message comes back after its visibility timeout, is a duplicate, and the effect stays once
         drain_and_check(system)
+        assert system.queues[SUMMARY].redeliveries >= 1
         effects = system.history().effects[SUMMARY]
         assert effects
         assert set(effects.values()) == {1}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from tests.reliability.invariants import CAUSE_MARKING
 from tests.reliability.scenarios import drain_and_check, place_orders, statuses
-from tests.reliability.system import PUBLISHER, SWEEPER, running_system
+from tests.reliability.system import PUBLISHER, SWEEPER, System, running_system
 from tests.reliability.wire import SNS, CallFault
 
 
@@ -29,6 +29,10 @@ def test_sns_throttled_for_20_s_left_31_of_60_events_undelivered_for_good() -> N
         # Then, drained, all 60 are PUBLISHED, on both destinations, in order, each applied once
         drain_and_check(system)
         assert statuses(system) == {"PUBLISHED": 60}
+        # And the path this case exists for was taken: the mapping gave up on records, the sweeper
+        # published them
+        assert system.mapping.stats().discarded_records > 0
+        assert swept_events(system)
 
 
 def test_the_poison_queue_down_for_6_s_left_12_of_15() -> None:
@@ -55,6 +59,10 @@ def test_the_poison_queue_down_for_6_s_left_12_of_15() -> None:
         drain_and_check(system)
         assert statuses(system) == {"PUBLISHED": 12, "FAILED": 3}
         assert set(system.wire.poison_sent) >= set(poison)
+        # And the path this case exists for was taken: the mapping gave up on records, the sweeper
+        # published them
+        assert system.mapping.stats().discarded_records > 0
+        assert swept_events(system)
 
 
 def test_a_dynamodb_500_during_marking_left_30_published_rows_pending_forever() -> None:
@@ -81,3 +89,14 @@ def test_a_dynamodb_500_during_marking_left_30_published_rows_pending_forever() 
         assert statuses(system) == {"PUBLISHED": 30}
         verdict = system.verdict()
         assert set(verdict.duplicates) <= {CAUSE_MARKING}
+        # And it was the sweeper that re-published them and marked them: its marking calls returned, and
+        # each of the 30 went out again from it
+        assert len(swept_events(system)) == 30
+        marking = [("dynamodb", "BatchExecuteStatement"), ("dynamodb", "UpdateItem")]
+        assert sum(system.wire.calls[(SWEEPER, *call)] for call in marking) > 0
+        assert sum(system.wire.calls[(PUBLISHER, *call)] for call in marking) == 0
+
+
+def swept_events(system: System) -> set[str]:
+    """The events the sweeper published (on any destination)."""
+    return {p.event_id for p in system.wire.published if p.function == SWEEPER}

@@ -8,7 +8,9 @@ from dataclasses import replace
 
 from tests.reliability.invariants import (
     CAUSE_CRASH,
+    CAUSE_DESTINATION,
     CAUSE_MARKING,
+    CAUSE_UNEXPLAINED,
     History,
     OrderState,
     Row,
@@ -188,3 +190,47 @@ def test_duplicates_on_the_wire_are_counted_by_the_cause_of_the_earlier_publicat
     verdict = check(history)
     assert verdict.ok
     assert verdict.duplicates == Counter({CAUSE_CRASH: 1, CAUSE_MARKING: 1})
+
+
+def test_a_duplicate_no_fault_explains_is_a_violation() -> None:
+    # Given seq 1 published to SNS by invocation 2, in which nothing failed, then again by invocation 1
+    history = clean()
+    first = history.rows[0]
+    history.publications = [publication(first, SNS, invocation=2), *history.publications]
+    history.invocations = {1: Invocation(1, "publisher"), 2: Invocation(2, "publisher")}
+    # Then the duplicate is unexplained, and that breaks a promise
+    verdict = check(history)
+    assert verdict.duplicates == Counter({CAUSE_UNEXPLAINED: 1})
+    assert not verdict.ok
+    assert verdict.unexplained == [
+        "sns got Order#o-1 seq 1 (e-1) again in invocation 1, after invocation 2, with no fault to explain it"
+    ]
+    assert any(v.startswith("unexplained duplicate: ") for v in verdict.violations())
+    # And so is one published by an invocation the checker knows nothing of
+    history.invocations = {1: Invocation(1, "publisher")}
+    assert check(history).unexplained
+
+
+def test_a_destination_fault_explains_a_duplicate_of_a_marked_row_only_if_the_batch_came_back() -> None:
+    # Given invocation 2 had an entry fault (another entry failed) and published seq 1 to SNS
+    history = clean()
+    first = history.rows[0]
+    history.publications = [publication(first, SNS, invocation=2), *history.publications]
+    faulted = Invocation(2, "publisher", faults=Counter({"entries": 1}))
+    history.invocations = {1: Invocation(1, "publisher"), 2: faulted}
+    # Then, the row left PENDING by it, the republication is the fault's
+    assert check(history).duplicates == Counter({CAUSE_DESTINATION: 1})
+    assert check(history).ok
+    # But had it marked the row PUBLISHED, nothing explains publishing it again
+    history.invocations = {1: Invocation(1, "publisher"), 2: replace(faulted, marked=frozenset({"e-1"}))}
+    verdict = check(history)
+    assert verdict.duplicates == Counter({CAUSE_UNEXPLAINED: 1})
+    assert not verdict.ok
+    # Unless it reported batch item failures: the mapping sent its batch again, the marked record included
+    retried = replace(faulted, marked=frozenset({"e-1"}), retried=True)
+    history.invocations = {1: Invocation(1, "publisher"), 2: retried}
+    assert check(history).duplicates == Counter({CAUSE_DESTINATION: 1})
+    # While a crash or a failed marking call explains it either way (the marking may not have been the last)
+    crashed = Invocation(2, "publisher", crashed=True, marked=frozenset({"e-1"}))
+    history.invocations = {1: Invocation(1, "publisher"), 2: crashed}
+    assert check(history).duplicates == Counter({CAUSE_CRASH: 1})

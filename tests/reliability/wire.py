@@ -112,6 +112,10 @@ class CrashPoint:
     condition: Callable[[dict[str, Any]], bool] | None = None
     """Counts only calls whose parameters pass (e.g. a TransactWriteItems that marks rows)."""
     on_fire: Callable[[], None] | None = None
+    kind: str = ""
+    """The schedule's fault kind (publisher_crash, ...): what its firing is counted as."""
+    until: float | None = None
+    """Disarmed at this virtual time if it has not fired by then (the drain's first minutes)."""
     seen: int = 0
     fired: bool = False
 
@@ -123,6 +127,11 @@ class Invocation:
     crashed: bool = False
     faults: Counter[str] = field(default_factory=Counter)
     """What was injected during it, by service (and `entries` for single-entry faults)."""
+    marked: frozenset[str] = frozenset()
+    """The event ids it published whose rows were PUBLISHED when it ended (it marked them)."""
+    retried: bool = False
+    """A publisher invocation that reported a failure (an error, batch item failures): the mapping sends
+    (part of) its batch again, records it published and marked included."""
 
 
 @dataclass
@@ -135,7 +144,11 @@ class Wire:
     poison_sent: list[str] = field(default_factory=list)
     """event_id of every poison message the poison queue accepted."""
     injected: Counter[str] = field(default_factory=Counter)
-    """Requests failed, by fault kind."""
+    """What took effect, by fault kind: requests (or entries) failed, crash points fired."""
+    crashes: Counter[str] = field(default_factory=Counter)
+    """Crash points that fired, by function."""
+    calls: Counter[tuple[str, str, str]] = field(default_factory=Counter)
+    """Calls that returned (no injected error), by (function, service, operation)."""
     invocations: list[Invocation] = field(default_factory=list)
     current: Invocation | None = None
     on_publication: list[Callable[[Publication], None]] = field(default_factory=list)
@@ -187,6 +200,7 @@ class Wire:
             operation = model.name
             status = getattr(http_response, "status_code", 200)
             if status < 300:
+                self.calls[(function, service, operation)] += 1
                 self._record(function, service, operation, parsed, context)
                 self._put_back_entries(service, parsed, context)
             self._crash(function, service, operation, "after", context)
@@ -210,8 +224,11 @@ class Wire:
         return None
 
     def _crash(self, function: str, service: str, operation: str, when: str, context: dict[str, Any]) -> None:
+        now = self.clock()
         for point in self.crash_points:
             if point.fired or point.function != function or point.service != service:
+                continue
+            if point.until is not None and now >= point.until:
                 continue
             if point.operation != operation or point.when != when:
                 continue
@@ -222,7 +239,8 @@ class Wire:
                 point.fired = True
                 if point.on_fire is not None:
                     point.on_fire()
-                self.injected["crash" if not point.timeout else "timeout"] += 1
+                self.injected[point.kind or ("timeout" if point.timeout else "crash")] += 1
+                self.crashes[function] += 1
                 raise Crash(f"{function}: {when} {service} {operation} #{point.nth}", timeout=point.timeout)
 
     def _take_out_entries(

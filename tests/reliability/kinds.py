@@ -1,0 +1,27 @@
+"""The random schedules' fault kinds and what each one's effective count counts (tests.reliability.schedules
+arms them; the report, which runs without the product on its path, reads only this)."""
+
+from __future__ import annotations
+
+EFFECTIVE_UNITS: dict[str, str] = {
+    "sns_throttled": "requests failed",
+    "sns_5xx": "requests failed",
+    "eventbridge_throttled": "requests failed",
+    "eventbridge_5xx": "requests failed",
+    "sns_authorization": "requests failed",
+    "poison_queue_down": "requests failed",
+    "dynamodb_outage": "requests failed",
+    "dynamodb_marking": "requests failed",
+    "both_5xx": "requests failed",
+    "sns_entries": "entries failed",
+    "eventbridge_entries": "entries failed",
+    "publisher_crash": "crash points fired",
+    "publisher_timeout": "crash points fired",
+    "sweeper_crash": "crash points fired",
+    "consumer_crash": "crash points fired",
+    "stream_gap": "stream records trimmed",
+    "foreign_poison": "poison rows parked",
+    "duplicate_deliveries": "extra copies delivered",
+    "reordered_deliveries": "deliveries overtaken",
+}
+"""Fault kind -> the unit of its effective count (0: armed for nothing)."""
