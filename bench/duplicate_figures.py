@@ -46,9 +46,9 @@ from outbox.marking import DynamoDBRowMarker
 from outbox.predecessors import DynamoDBPredecessorReader
 from outbox_publisher.adapters import EventBridgeDestination, SnsDestination, SqsPoisonQueue
 from outbox_publisher.config import PublisherConfig
-from outbox_publisher.engine import LOOKAHEAD
 from outbox_publisher.handler import build_publisher, handle
 from outbox_publisher.routing import Destination
+from outbox_publisher.waves import LOOKAHEAD
 from tests.support.clock import FakeClock
 from tests.support.lambda_context import FakeLambdaContext
 

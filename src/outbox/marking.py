@@ -66,9 +66,8 @@ import logging
 import random as _random
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
-from typing import Any, Protocol, TypeGuard
+from datetime import timedelta
+from typing import Any, TypeGuard
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -84,6 +83,7 @@ from outbox.errors import (
     TransactionConflictError,
     TransactionValidationError,
 )
+from outbox.mark_updates import update_of
 from outbox.model import (
     FAILED_INDEX_PARTITION_KEY,
     FIRST_RELEASED_AT,
@@ -104,6 +104,7 @@ from outbox.model import (
     pending_shard,
     truncate_error,
 )
+from outbox.row_marks import FailedMark, Mark, MarkingReport, PublishedMark
 
 # How long a PUBLISHED row stays in the table before its TTL lets DynamoDB delete it. The publisher's
 # configuration and the CDK constructs both default to this.
@@ -114,29 +115,6 @@ _log = logging.getLogger(__name__)
 
 _LEFT_PENDING_ATTRIBUTES = (PENDING_INDEX_PARTITION_KEY, LEASE_OWNER, LEASE_UNTIL, NEXT_ATTEMPT_AT)
 _LEFT_FOR_AN_OPERATOR_ATTRIBUTES = (*_LEFT_PENDING_ATTRIBUTES, TTL_ATTRIBUTE, "published_at")
-_LEFT_PENDING = f"REMOVE {PENDING_INDEX_PARTITION_KEY}, {LEASE_OWNER}, {LEASE_UNTIL}, {NEXT_ATTEMPT_AT}"
-_PUBLISHED_UPDATE = (
-    f"SET #status = :published, published_at = :published_at, {TTL_ATTRIBUTE} = :expires_at "
-    f"ADD attempts :attempts {_LEFT_PENDING}"
-)
-_FAILED = (
-    f"SET #status = :failed, last_error = :last_error, failed_at = :at, {FAILED_INDEX_PARTITION_KEY} = :shard"
-)
-# A FAILED row is kept for an operator: it loses any TTL and publication time an earlier life left on it (a
-# slot another writer rewrote after it was PUBLISHED).
-_LEFT_FOR_AN_OPERATOR = f"{_LEFT_PENDING}, {TTL_ATTRIBUTE}, published_at"
-_FAILED_UPDATE = f"{_FAILED} ADD attempts :attempts {_LEFT_FOR_AN_OPERATOR}"
-_FAILED_AND_RELEASED_UPDATE = (
-    f"{_FAILED}, {RELEASED_AT} = :at, {RELEASE_REASON} = :release_reason, "
-    f"{FIRST_RELEASED_AT} = if_not_exists({FIRST_RELEASED_AT}, :at) "
-    f"ADD attempts :attempts {_LEFT_FOR_AN_OPERATOR}"
-)
-_CONDITION = "#status = :pending"
-_LEASED_CONDITION = f" AND {LEASE_OWNER} = :owner"
-_FIRST_GENERATION = f" AND attribute_not_exists({GENERATION})"
-_GENERATION = f" AND {GENERATION} = :generation"
-_EVENT = " AND event_id = :event_id"
-_NAMES = {"#status": "status"}
 # One marking call ends within this (outbox.aws.invocation_client), plus a moment to answer Lambda.
 MARKING_CALL_MS = (INVOCATION_CALL_S + 1) * 1000
 # BatchExecuteStatement takes at most 25 statements ("Running batch operations with PartiQL for DynamoDB").
@@ -169,87 +147,6 @@ _STATEMENT_ERRORS = {
     "ValidationError": TransactionValidationError.__name__,
     "ItemCollectionSizeLimitExceeded": TransactionValidationError.__name__,
 }
-
-
-@dataclass(frozen=True, slots=True)
-class PublishedMark:
-    key: RowKey
-    published_at: datetime
-    attempts: int
-    lease_owner: str | None = None
-    """Set when the row was claimed: only that lease's owner may mark it."""
-    generation: int = 0
-    """The row's `generation` as the caller read it (outbox.model.generation_of)."""
-    event_id: str | None = None
-    """The row's `event_id` as the caller read it: a slot another writer rewrote meanwhile is not marked."""
-    attempts_stored: bool = True
-    """Whether the row as the caller read it holds `attempts` (a writer may leave it out): the statement adds
-    to it, or sets it."""
-
-
-@dataclass(frozen=True, slots=True)
-class FailedMark:
-    key: RowKey
-    error: str
-    """A reason and an error code only: it is stored as `last_error`, so never payload data."""
-    attempts: int
-    failed_at: datetime
-    lease_owner: str | None = None
-    release_reason: str | None = None
-    """Set when the aggregate's later events may go on past this one (its route continues past poison)."""
-    generation: int = 0
-    event_id: str | None = None
-    attempts_stored: bool = True
-    first_released_stored: bool = False
-    """Whether the row as the caller read it holds `first_released_at` (kept through redrives): a releasing
-    statement sets it only when it was absent, and requires what was read."""
-
-
-@dataclass(frozen=True, slots=True)
-class RestoredMark:
-    """A PENDING row another writer deleted, written back FAILED from its last image (the stream's), unless
-    its slot was written again meanwhile. UpdateItem creates the item: no PutItem permission is needed."""
-
-    key: RowKey
-    image: Mapping[str, Any]
-    error: str
-    failed_at: datetime
-    attempts: int = 0
-
-
-Mark = PublishedMark | FailedMark | RestoredMark
-# What a restored row does not take back from its image: what only a PENDING row carries, and the status.
-_NOT_RESTORED = frozenset(
-    {
-        PARTITION_KEY,
-        SORT_KEY,
-        "status",
-        PENDING_INDEX_PARTITION_KEY,
-        LEASE_OWNER,
-        LEASE_UNTIL,
-        NEXT_ATTEMPT_AT,
-    }
-    | {TTL_ATTRIBUTE, "published_at", "last_error", "failed_at", FAILED_INDEX_PARTITION_KEY}
-)
-
-
-@dataclass(slots=True)
-class MarkingReport:
-    marked: list[RowKey] = field(default_factory=list)
-    already_moved: list[RowKey] = field(default_factory=list)
-    """Rows that were no longer PENDING (someone else moved them on): not an error."""
-    failed: dict[RowKey, str] = field(default_factory=dict)
-    """Rows left PENDING because DynamoDB refused or did not answer: the sweeper reconciles them."""
-    calls: int = 0
-    fallbacks: int = 0
-    """Rows marked with UpdateItem because DynamoDB refused the PartiQL form (the handlers' metric
-    MarkingFallbacks: any datum means the statement needs a look)."""
-
-
-class RowMarker(Protocol):
-    """Port: marks rows, never raises for a row it could not mark (it reports it instead)."""
-
-    def mark(self, marks: Sequence[Mark], deadline: Deadline | None = None) -> MarkingReport: ...
 
 
 class DynamoDBRowMarker:
@@ -490,7 +387,7 @@ class DynamoDBRowMarker:
     def _mark_one(self, mark: Mark, report: MarkingReport) -> None:
         if not self._time_for_a_call([mark], report):
             return
-        expression, condition, names, values = self._update(mark)
+        expression, condition, names, values = update_of(mark, self._retention)
         report.calls += 1
         try:
             self._client.update_item(
@@ -511,54 +408,6 @@ class DynamoDBRowMarker:
             report.failed[mark.key] = type(error).__name__
             return
         report.marked.append(mark.key)
-
-    def _update(self, mark: Mark) -> tuple[str, str, dict[str, str], dict[str, Any]]:
-        """The mark's update expression, its condition, and their names and values."""
-        if isinstance(mark, RestoredMark):
-            return _restore(mark)
-        values: dict[str, Any] = {
-            ":pending": {"S": OutboxStatus.PENDING.value},
-            ":attempts": {"N": str(mark.attempts)},
-        }
-        condition = _CONDITION
-        if mark.lease_owner is not None:
-            condition += _LEASED_CONDITION
-            values[":owner"] = {"S": mark.lease_owner}
-        if mark.generation == 0:
-            condition += _FIRST_GENERATION
-        else:
-            condition += _GENERATION
-            values[":generation"] = {"N": str(mark.generation)}
-        if mark.event_id is not None:
-            condition += _EVENT
-            values[":event_id"] = {"S": mark.event_id}
-        if isinstance(mark, PublishedMark):
-            values[":published"] = {"S": OutboxStatus.PUBLISHED.value}
-            values[":published_at"] = {"S": format_timestamp(mark.published_at)}
-            values[":expires_at"] = {"N": str(int((mark.published_at + self._retention).timestamp()))}
-            return _PUBLISHED_UPDATE, condition, _NAMES, values
-        values[":failed"] = {"S": OutboxStatus.FAILED.value}
-        values[":last_error"] = {"S": truncate_error(mark.error)}
-        values[":at"] = {"S": format_timestamp(mark.failed_at)}
-        values[":shard"] = {"N": str(pending_shard(mark.key.aggregate_key))}
-        if mark.release_reason is None:
-            return _FAILED_UPDATE, condition, _NAMES, values
-        values[":release_reason"] = {"S": truncate_error(mark.release_reason)}
-        return _FAILED_AND_RELEASED_UPDATE, condition, _NAMES, values
-
-
-def _restore(mark: RestoredMark) -> tuple[str, str, dict[str, str], dict[str, Any]]:
-    kept = [name for name in mark.image if name not in _NOT_RESTORED]
-    names = {"#status": "status", "#pk": PARTITION_KEY} | {f"#a{n}": name for n, name in enumerate(kept)}
-    values: dict[str, Any] = {f":a{n}": mark.image[name] for n, name in enumerate(kept)}
-    values |= {
-        ":failed": {"S": OutboxStatus.FAILED.value},
-        ":last_error": {"S": truncate_error(mark.error)},
-        ":at": {"S": format_timestamp(mark.failed_at)},
-        ":shard": {"N": str(pending_shard(mark.key.aggregate_key))},
-    }
-    restored = "".join(f", #a{n} = :a{n}" for n in range(len(kept)))
-    return f"{_FAILED}{restored}", "attribute_not_exists(#pk)", names, values
 
 
 def _in_batch(mark: Mark) -> TypeGuard[PublishedMark | FailedMark]:

@@ -10,19 +10,15 @@ The stream publisher feeds it a shard's batch; the sweeper feeds it rows it clai
   be out before A#1, overtaking it. So a hot aggregate costs one call per event; that is the price of
   order (a FIFO topic does not lift it: EventBridge, which every route may name, keeps no order within a
   call, and SNS does not document that an entry failing fails its group's later entries). Calls are filled
-  in WAVES across the whole batch: each wave takes the next event of every aggregate, in processing order,
-  so a call holds up to 10 distinct aggregates whatever the interleave. The price: when a call fails, the
-  stream hands back everything from the first event not done, and events of other aggregates that waves
-  had already published from later in the batch are published again (duplicates, bounded by the batch;
-  docs/BENCHMARKS.md). `LOOKAHEAD` bounds how far past the first unsettled event a wave may reach.
+  in waves across the whole batch (`outbox_publisher.waves`); the price, when a call fails, is that events
+  of other aggregates already published from later in the batch are published again (docs/BENCHMARKS.md).
 - Retries: transient entry and call failures are retried with capped exponential backoff and full
   jitter, within the attempts allowed and the time left (`RetryPolicy`, `Deadline`).
 - Stop at the first transient failure: that event and everything after it come back as not done
   (`PublishReport.stopped_at`) and nothing later is sent; the events before it that waves had not reached
-  yet still go (`_heads_before`), so a failure late in the batch holds nothing back. Events that shared the
-  failing call and
-  came after it are already out (a call cannot be taken back); they are reported too and will be
-  published again on redelivery. That duplicate is the at-least-once promise (README, "Delivery
+  yet still go (`Waves.stop_at`), so a failure late in the batch holds nothing back. Events that shared the
+  failing call and came after it are already out (a call cannot be taken back); they are reported too and
+  will be published again on redelivery. That duplicate is the at-least-once promise (README, "Delivery
   guarantees"): consumers deduplicate by `event_id`. Order per aggregate holds, because a call never
   holds two of one aggregate.
 - Poison (can never succeed: unreadable row, no route, too large, refused for a permanent reason, another
@@ -42,9 +38,7 @@ The stream publisher feeds it a shard's batch; the sweeper feeds it rows it clai
 
 from __future__ import annotations
 
-import heapq
 import logging
-from collections import deque
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -52,9 +46,9 @@ from typing import Any
 from outbox.clock import Clock, utc_now
 from outbox.deadline import Deadline, NoDeadline
 from outbox.errors import ConfigurationError, OutboxError
-from outbox.marking import Mark, MarkingReport, RestoredMark, RowMarker
 from outbox.model import OutboxEvent, RowKey
 from outbox.predecessors import PredecessorReader, PredecessorState
+from outbox.row_marks import Mark, MarkingReport, RestoredMark, RowMarker
 from outbox_publisher import planning
 from outbox_publisher.candidates import Candidate
 from outbox_publisher.delivery import Deliverer, Delivery
@@ -67,22 +61,10 @@ from outbox_publisher.ports import DestinationPort, PoisonQueue
 from outbox_publisher.report import EventOutcome, PublishReport, Status
 from outbox_publisher.retry import Random, RetryPolicy, Sleep, system_random, system_sleep
 from outbox_publisher.routing import DESTINATION_ORDER, Destination, Router
+from outbox_publisher.waves import LOOKAHEAD, Waves
 from outbox_publisher.writer_contract import reject_reused_event_ids
 
 _log = logging.getLogger(__name__)
-
-LOOKAHEAD = 10_000
-"""How far past the first event not settled (in processing order) a wave may take an aggregate's next event:
-the whole batch (a stream batch holds at most 10,000 records). 0 is the old contiguous cut: a call ends at the
-first aggregate it repeats in stream order.
-
-Why the whole batch, from the figures (docs/BENCHMARKS.md, `duplicates.*` and their `by_window` detail, one
-failure injected at each position of 100 records over 10 aggregates): the duplicates a failure costs grow
-about as fast as the calls shrink, so the windows that meet the 0.11 calls per event target (about 50 and
-more) already re-send nearly what the whole batch does, and the windows that re-send markedly fewer (20 and
-less) pay 1.5 to 2.6 times the calls on EVERY batch. Calls are paid on every batch; duplicates only after a
-failure that outlasts its retries, and they are duplicates by `event_id`, never out of order, which consumers
-already drop (at-least-once). A window is for a deployment whose failures are frequent: pass `lookahead`."""
 
 
 class PublishingEngine:
@@ -160,39 +142,21 @@ class _Run:
 
     def execute(self) -> PublishReport:
         self.gate = OrderGate(self._read_predecessors())
-        order = processing_order(self.candidates)
         # Each event's aggregate; an unreadable row (no key) is an aggregate of its own.
         aggregates = [
             candidate.key.aggregate_key if candidate.key is not None else f"#{index}"
             for index, candidate in enumerate(self.candidates)
         ]
-        # Each aggregate's events in the order they go, and a heap of each queue's head by its place.
-        queues: dict[str, deque[int]] = {}
-        for index in order:
-            queues.setdefault(aggregates[index], deque()).append(index)
-        rank = {index: place for place, index in enumerate(order)}
-        heads = [(rank[queue[0]], aggregate) for aggregate, queue in queues.items()]
-        heapq.heapify(heads)
-        lookahead = self.engine._lookahead
+        waves = Waves(processing_order(self.candidates), aggregates, self.engine._lookahead)
         group: list[Planned] = []
-        frontier = 0
-        stops: list[int] = []
-        limit = len(order)
-        """No event at or after a stop's place in processing order is sent."""
-        while heads:
+        while waves.remaining:
             if self.stopped_at is not None:
-                stops.append(self.stopped_at)
-                limit = min(limit, rank[self.stopped_at])
-                self.stopped_at = None
-                heads, group = self._heads_before(queues, rank, limit, aggregates), []
+                waves.stop_at(
+                    self.stopped_at, [i for i, outcome in self.outcomes.items() if not outcome.done]
+                )
+                self.stopped_at, group = None, []
                 continue
-            while frontier < len(order) and order[frontier] in self.outcomes:
-                frontier += 1
-            reach = min(limit, frontier + _window(order, aggregates, frontier, lookahead))
-            # One wave: the next event of each aggregate within reach, in processing order.
-            wave: list[str] = []
-            while heads and heads[0][0] < reach:
-                wave.append(heapq.heappop(heads)[1])
+            wave = waves.next_wave(settled=self.outcomes)
             if not wave:
                 if not group:
                     break  # not reached: the first unsettled event heads its queue, within reach
@@ -200,45 +164,24 @@ class _Run:
                 group = self._flushed(group)
                 continue
             for aggregate in wave:
-                queue = queues[aggregate]
-                index = queue.popleft()
-                if queue:
-                    heapq.heappush(heads, (rank[queue[0]], aggregate))
+                index = waves.take(aggregate)
                 group = self._take(index, self.candidates[index], group)
                 if self.stopped_at is not None:
                     if index not in self.outcomes:  # the stop came from the group before it
-                        queue.appendleft(index)
+                        waves.put_back(index)
                     break
         self._flush(group)
-        return self._report([*stops, self.stopped_at] if self.stopped_at is not None else stops, rank)
+        # The report names the earliest stop in processing order: where the first event not done is.
+        self.stopped_at = waves.earliest_stop(self.stopped_at)
+        return self._report()
 
-    def _report(self, stops: Sequence[int], rank: Mapping[int, int]) -> PublishReport:
-        # It names the earliest stop in processing order: where the first event not done is.
-        self.stopped_at = min(stops, key=rank.__getitem__) if stops else None
+    def _report(self) -> PublishReport:
         for index, candidate in enumerate(self.candidates):
             self.outcomes.setdefault(index, EventOutcome(candidate, Status.NOT_ATTEMPTED))
         outcomes = [self.outcomes[index] for index in range(len(self.candidates))]
         return PublishReport(
             outcomes, self.stopped_at, self._mark(outcomes), self.deliverer.calls, self.gate_reads
         )
-
-    def _heads_before(
-        self, queues: Mapping[str, deque[int]], rank: Mapping[int, int], limit: int, aggregates: Sequence[str]
-    ) -> list[tuple[int, str]]:
-        """After a stop, the queues the run goes on with. A wave may stop on an event far later in the batch
-        than events earlier waves have not reached yet, and the stream hands back from the first event not
-        done: stopping there would publish those only one wave per redelivery (a persistent failure late in
-        the batch would hold the whole shard). So the run goes on with the events before the stop, of
-        aggregates with nothing unsettled: nothing after a stop, and nothing of an aggregate whose earlier
-        event is not out, is sent."""
-        blocked = {aggregates[index] for index, outcome in self.outcomes.items() if not outcome.done}
-        heads = [
-            (rank[queue[0]], aggregate)
-            for aggregate, queue in queues.items()
-            if queue and rank[queue[0]] < limit and aggregate not in blocked
-        ]
-        heapq.heapify(heads)
-        return heads
 
     def _poison_contract_break(self, index: int, candidate: Candidate, rejection: Rejection) -> None:
         """Marked FAILED first, then to the poison queue, at once whatever its predecessor: only this run saw
@@ -532,26 +475,6 @@ class _Run:
         report.calls += self.early_marks.calls
         report.fallbacks += self.early_marks.fallbacks
         return report
-
-
-def _window(order: Sequence[int], aggregates: Sequence[str], frontier: int, lookahead: int) -> int:
-    """How far past the first event not settled a wave may reach: the lookahead, and at least the run the
-    contiguous cut would take."""
-    return (
-        lookahead if lookahead >= len(order) else max(lookahead, _distinct_run(order, aggregates, frontier))
-    )
-
-
-def _distinct_run(order: Sequence[int], aggregates: Sequence[str], start: int) -> int:
-    """How many events from `start` on, in processing order, before one whose aggregate came already: the
-    run the contiguous cut would put in calls (LOOKAHEAD = 0)."""
-    seen: set[str] = set()
-    for place in range(start, len(order)):
-        aggregate = aggregates[order[place]]
-        if aggregate in seen:
-            return place - start
-        seen.add(aggregate)
-    return len(order) - start
 
 
 def _gives_up(member: Planned, delivery: Delivery) -> bool:

@@ -23,17 +23,17 @@ from outbox.aws import invocation_client
 from outbox.clock import Clock, utc_now
 from outbox.deadline import LambdaDeadline
 from outbox.leases import DynamoDBRowClaimer, RowClaimer
-from outbox.marking import RowMarker
 from outbox.predecessors import PredecessorReader
+from outbox.row_marks import RowMarker
 from outbox_publisher import tracing
 from outbox_publisher.config import PublisherConfig
-from outbox_publisher.engine import LOOKAHEAD
 from outbox_publisher.errors import InvalidStreamEventError, StreamConfigurationError
 from outbox_publisher.ports import DestinationPort, PoisonQueue
 from outbox_publisher.report import Status
 from outbox_publisher.retry import Random, RetryPolicy, Sleep, system_random, system_sleep
 from outbox_publisher.routing import Destination
 from outbox_publisher.stream import StopAtFirstFailureProcessor, StreamBatchResult, StreamPublisher
+from outbox_publisher.waves import LOOKAHEAD
 from outbox_publisher.wiring import build_engine
 
 SERVICE = metric_names.PUBLISHER_SERVICE

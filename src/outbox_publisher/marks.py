@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from outbox.deadline import Deadline
-from outbox.marking import FailedMark, Mark, MarkingReport, PublishedMark, RowMarker
 from outbox.model import FIRST_RELEASED_AT, RowKey, generation_of, string_attribute
+from outbox.row_marks import FailedMark, Mark, MarkingReport, PublishedMark, RowMarker
 from outbox_publisher.candidates import Candidate
 from outbox_publisher.poison import PoisonReason
 from outbox_publisher.report import EventOutcome, Status

@@ -7,7 +7,7 @@ from datetime import datetime
 from enum import StrEnum
 
 from outbox.clock import parse_timestamp
-from outbox.marking import MarkingReport
+from outbox.row_marks import MarkingReport
 from outbox_publisher.candidates import Candidate
 from outbox_publisher.poison import PoisonReason
 from outbox_publisher.routing import Destination

@@ -40,8 +40,8 @@ from outbox.clock import Clock, parse_timestamp, utc_now
 from outbox.deadline import Deadline
 from outbox.errors import OutboxError
 from outbox.leases import STREAM_PUBLISHER, Claim, Lease, RowClaimer
-from outbox.marking import MarkingReport
 from outbox.model import OutboxStatus
+from outbox.row_marks import MarkingReport
 from outbox.stream_mapping import INSERT_EVENT_NAME, MODIFY_EVENT_NAME, REMOVE_EVENT_NAME
 from outbox_publisher import writer_contract
 from outbox_publisher.candidates import Candidate

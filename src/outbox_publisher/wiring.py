@@ -13,8 +13,9 @@ from typing import Any
 
 from outbox.aws import invocation_client
 from outbox.clock import Clock, utc_now
-from outbox.marking import DynamoDBRowMarker, RowMarker
+from outbox.marking import DynamoDBRowMarker
 from outbox.predecessors import DynamoDBPredecessorReader, PredecessorReader
+from outbox.row_marks import RowMarker
 from outbox_publisher import tracing
 from outbox_publisher.adapters import (
     EventBridgeDestination,
@@ -23,11 +24,12 @@ from outbox_publisher.adapters import (
     publishing_client,
 )
 from outbox_publisher.config import PublisherConfig
-from outbox_publisher.engine import LOOKAHEAD, PublishingEngine
+from outbox_publisher.engine import PublishingEngine
 from outbox_publisher.messages import Message
 from outbox_publisher.ports import DestinationPort, EntryResult, PoisonQueue
 from outbox_publisher.retry import Random, RetryPolicy, Sleep, system_random, system_sleep
 from outbox_publisher.routing import Destination
+from outbox_publisher.waves import LOOKAHEAD
 
 tracer = tracing.tracer()
 

@@ -20,8 +20,8 @@ from outbox.aws import invocation_client
 from outbox.clock import Clock, utc_now
 from outbox.deadline import LambdaDeadline
 from outbox.leases import DynamoDBRowClaimer, RowClaimer
-from outbox.marking import RowMarker
 from outbox.predecessors import DynamoDBPredecessorReader, PredecessorReader
+from outbox.row_marks import RowMarker
 from outbox_publisher import tracing
 from outbox_publisher.ports import DestinationPort, PoisonQueue
 from outbox_publisher.retry import Random, RetryPolicy, Sleep, system_random, system_sleep

@@ -29,9 +29,9 @@ from outbox.clock import Clock, parse_timestamp, utc_now
 from outbox.deadline import Deadline
 from outbox.errors import OutboxError
 from outbox.leases import Claim, Lease, RowClaimer
-from outbox.marking import MarkingReport
 from outbox.model import PENDING_SHARDS, REDRIVEN_AT, SWEEP_FAILURES, RowKey
 from outbox.predecessors import MAX_KEYS_PER_CALL, PredecessorReader, PredecessorState
+from outbox.row_marks import MarkingReport
 from outbox_publisher.candidates import Candidate
 from outbox_publisher.engine import PublishingEngine
 from outbox_publisher.gate import HoldReason

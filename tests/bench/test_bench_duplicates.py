@@ -8,7 +8,7 @@ import pytest
 from bench import duplicate_figures
 from bench.cpu_figures import lambda_batch
 from bench.duplicate_figures import FailureKind, Harness, redelivery
-from outbox_publisher.engine import LOOKAHEAD
+from outbox_publisher.waves import LOOKAHEAD
 from tests.support.events import event
 
 

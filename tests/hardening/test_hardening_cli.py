@@ -25,8 +25,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from outbox.clock import utc_now
-from outbox.marking import DynamoDBRowMarker, FailedMark
+from outbox.marking import DynamoDBRowMarker
 from outbox.model import OutboxStatus, RowKey
+from outbox.row_marks import FailedMark
 from outbox_cli.main import main
 from tests.hardening.checks import OUTBOX_KEY, TableState, judge, leaks_in, marker, restore
 from tests.hardening.profiles import examples

@@ -11,8 +11,9 @@ from typing import Any, cast
 import pytest
 from moto.dynamodb.models import DynamoDBBackend
 
-from outbox.marking import DynamoDBRowMarker, PublishedMark
+from outbox.marking import DynamoDBRowMarker
 from outbox.model import RowKey
+from outbox.row_marks import PublishedMark
 from tests.support.aws import Tables
 from tests.support.clock import START
 from tests.support.events import event

@@ -10,7 +10,8 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from outbox.clock import utc_now
-from outbox.marking import DynamoDBRowMarker, FailedMark
+from outbox.marking import DynamoDBRowMarker
+from outbox.row_marks import FailedMark
 from outbox_ops.clients import OpsClients
 from outbox_ops.failed import FailedFilter
 from outbox_ops.redrive import Operations, Operator, Outcome

@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 
 from outbox.clock import utc_now
-from outbox.marking import DynamoDBRowMarker, FailedMark
+from outbox.marking import DynamoDBRowMarker
 from outbox.model import OutboxStatus
+from outbox.row_marks import FailedMark
 from outbox_ops import permissions
 from outbox_ops.clients import OpsClients
 from tests.integration.ops.conftest import Ops

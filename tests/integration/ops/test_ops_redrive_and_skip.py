@@ -7,8 +7,9 @@ import json
 from datetime import timedelta
 
 from outbox.clock import utc_now
-from outbox.marking import DynamoDBRowMarker, FailedMark, PublishedMark
+from outbox.marking import DynamoDBRowMarker
 from outbox.model import RowKey
+from outbox.row_marks import FailedMark, PublishedMark
 from tests.integration.ops.conftest import Ops
 from tests.integration.ops.test_ops_status_and_failed import BAD_PAYLOAD, new
 

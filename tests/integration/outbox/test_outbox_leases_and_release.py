@@ -11,9 +11,10 @@ from botocore.exceptions import EndpointConnectionError
 
 from outbox.errors import AwsUnavailableError, ThrottledError
 from outbox.leases import STREAM_PUBLISHER, Claim, DynamoDBRowClaimer, Lease
-from outbox.marking import DynamoDBRowMarker, FailedMark
+from outbox.marking import DynamoDBRowMarker
 from outbox.model import OutboxEvent, OutboxStatus, RowKey
 from outbox.release import ReleaseError, redrive, skip, skip_missing_predecessor
+from outbox.row_marks import FailedMark
 from tests.integration.publisher.publisher_world import client_error
 from tests.support.aws import Tables
 from tests.support.clock import START

@@ -12,9 +12,10 @@ from moto.dynamodb.exceptions import MockValidationException
 from moto.dynamodb.models import DynamoDBBackend
 
 from outbox.leases import DynamoDBRowClaimer, Lease
-from outbox.marking import DynamoDBRowMarker, FailedMark, PublishedMark
+from outbox.marking import DynamoDBRowMarker
 from outbox.model import OutboxStatus, RowKey, pending_shard
 from outbox.release import redrive
+from outbox.row_marks import FailedMark, PublishedMark
 from tests.support.aws import Tables
 from tests.support.clock import START
 from tests.support.events import event

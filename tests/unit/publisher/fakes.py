@@ -9,17 +9,18 @@ from typing import Any
 
 from outbox.deadline import Deadline
 from outbox.leases import Claim, ClaimResult, Lease
-from outbox.marking import Mark, MarkingReport
 from outbox.model import OutboxEvent, RowKey
 from outbox.predecessors import PredecessorState
+from outbox.row_marks import Mark, MarkingReport
 from outbox_publisher.candidates import Candidate
-from outbox_publisher.engine import LOOKAHEAD, PublishingEngine
+from outbox_publisher.engine import PublishingEngine
 from outbox_publisher.errors import DestinationCallError, FailureKind, PoisonQueueUnavailableError
 from outbox_publisher.messages import Message, eventbridge_size, sns_size
 from outbox_publisher.poison import PoisonMessage
 from outbox_publisher.ports import EntryResult
 from outbox_publisher.retry import RetryPolicy
 from outbox_publisher.routing import Destination, Router
+from outbox_publisher.waves import LOOKAHEAD
 from tests.support.clock import FakeClock, RecordingSleep
 
 SOURCE = "shop.orders"

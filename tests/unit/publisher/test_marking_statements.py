@@ -27,14 +27,9 @@ import pytest
 from botocore.exceptions import ClientError
 
 from outbox.deadline import Deadline
-from outbox.marking import (
-    MARKING_CALL_MS,
-    STATEMENT_BACKOFF_MS,
-    DynamoDBRowMarker,
-    FailedMark,
-    PublishedMark,
-)
+from outbox.marking import MARKING_CALL_MS, STATEMENT_BACKOFF_MS, DynamoDBRowMarker
 from outbox.model import RowKey
+from outbox.row_marks import FailedMark, PublishedMark
 from tests.support.clock import START
 
 _PATH = r'"[A-Za-z_][A-Za-z0-9_]*"'

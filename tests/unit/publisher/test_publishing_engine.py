@@ -4,8 +4,8 @@ Retries, stops, deadlines and failing calls: test_publishing_engine_failures.py.
 
 from __future__ import annotations
 
-from outbox.marking import FailedMark, PublishedMark
 from outbox.model import RowKey
+from outbox.row_marks import FailedMark, PublishedMark
 from outbox_publisher.candidates import Candidate
 from outbox_publisher.errors import FailureKind
 from outbox_publisher.poison import PoisonReason
