@@ -22,6 +22,7 @@ import boto3
 import moto.core.utils
 import moto.sqs.models
 import pytest
+from moto.dynamodb.models.table import Table
 
 from outbox_local.aws_server import LocalAwsServer
 from outbox_local.endpoint import LOCAL_CREDENTIALS
@@ -259,3 +260,102 @@ def test_names_are_converted_once_while_the_hot_paths_are_cheap_and_as_moto_does
     # and afterwards each module has moto's own again
     assert vars(moto.sqs.models)["camelcase_to_underscores"] is original
     assert moto.core.utils.camelcase_to_underscores is original
+
+
+def keyed_table(endpoint: str, name: str, hash_type: str, range_type: str | None) -> Any:
+    """A table keyed `h` (and `r`), indexed on `g` (and `r`), holding keys whose text order is not theirs."""
+    dynamodb = client(endpoint, "dynamodb")
+    keys = [{"AttributeName": "h", "KeyType": "HASH"}]
+    attributes = [
+        {"AttributeName": "h", "AttributeType": hash_type},
+        {"AttributeName": "g", "AttributeType": "S"},
+    ]
+    index_keys = [{"AttributeName": "g", "KeyType": "HASH"}]
+    if range_type is not None:
+        keys.append({"AttributeName": "r", "KeyType": "RANGE"})
+        attributes.append({"AttributeName": "r", "AttributeType": range_type})
+        index_keys.append({"AttributeName": "r", "KeyType": "RANGE"})
+    dynamodb.create_table(
+        TableName=name,
+        KeySchema=keys,
+        AttributeDefinitions=attributes,
+        BillingMode="PAY_PER_REQUEST",
+        GlobalSecondaryIndexes=[
+            {"IndexName": "by_g", "KeySchema": index_keys, "Projection": {"ProjectionType": "ALL"}}
+        ],
+    )
+    values: dict[str, list[Any]] = {
+        "S": ["b", "a10", "a9", "A", "ab", "a"],
+        "N": ["10", "9", "-1", "1.5", "100", "0"],
+    }
+    values["B"] = [text.encode() for text in values["S"]]
+    for index, hash_value in enumerate(values[hash_type]):
+        for range_value in values[range_type][: 1 + index % 3] if range_type else [None]:
+            item: dict[str, Any] = {"h": {hash_type: hash_value}, "g": {"S": "odd" if index % 2 else "even"}}
+            if range_type is not None:
+                item["r"] = {range_type: range_value}
+            dynamodb.put_item(TableName=name, Item=item)
+    return dynamodb
+
+
+@pytest.mark.parametrize(("hash_type", "range_type"), [("S", None), ("N", "N"), ("B", "S"), ("S", "N")])
+def test_items_walked_in_key_order_answer_what_moto_answers(
+    endpoint: str, hash_type: str, range_type: str | None
+) -> None:
+    dynamodb = keyed_table(endpoint, "keyed", hash_type, range_type)
+
+    def observe() -> tuple[Any, ...]:
+        scanned = dynamodb.scan(TableName="keyed")["Items"]
+        paged = dynamodb.scan(TableName="keyed", Limit=2)
+        indexed = dynamodb.query(
+            TableName="keyed",
+            IndexName="by_g",
+            KeyConditionExpression="g = :g",
+            ExpressionAttributeValues={":g": {"S": "odd"}},
+        )["Items"]
+        backwards = dynamodb.query(
+            TableName="keyed",
+            IndexName="by_g",
+            KeyConditionExpression="g = :g",
+            ExpressionAttributeValues={":g": {"S": "even"}},
+            ScanIndexForward=False,
+            Limit=3,
+        )
+        return scanned, paged["Items"], paged.get("LastEvaluatedKey"), indexed, backwards["Items"]
+
+    before = observe()
+    with lighter_moto():
+        during = observe()
+    assert during == before
+    assert len(before[0]) >= 6
+
+
+def test_items_of_keys_of_mixed_types_are_left_to_moto_s_own_sort() -> None:
+    sorted_by_moto = Table.all_items
+    calls: list[int] = []
+
+    class Mixed:
+        range_key_attr = None
+
+        def __init__(self) -> None:
+            self.items = {"a": _Keyed("S", "a"), 1: _Keyed("N", "1")}
+
+    def counting(self: Any) -> list[Any]:
+        calls.append(1)
+        return list(self.items.values())
+
+    Table.all_items = counting  # type: ignore[method-assign]
+    try:
+        with lighter_moto():
+            stand_in: Any = Mixed()  # moto's shape only
+            items = Table.all_items(stand_in)
+    finally:
+        Table.all_items = sorted_by_moto  # type: ignore[method-assign]
+    assert calls == [1]
+    assert len(items) == 2
+
+
+class _Keyed:
+    def __init__(self, kind: str, value: str) -> None:
+        self.hash_key = type("Key", (), {"type": kind, "cast_value": value})()
+        self.range_key = None

@@ -1,0 +1,218 @@
+"""DynamoDB expressions in moto, made cheap while a local runtime runs: the same answers for less CPU. A
+named correction of moto 5.2, part of `outbox_local.moto_performance` (docs/local.md, "Where moto differs
+from AWS").
+
+Found by profiling the runtime under `bench/local_load.py`: an UpdateItem (the inbox's advance of an
+aggregate's last seq in each consumer's transaction, the row marker's PartiQL UPDATE of every published row)
+cost moto about 1.4 ms of CPU, half of the runtime's CPU at 40 orders/s. Where it went:
+
+- the expression is parsed twice per action (once by the request handler to list the names it uses, once
+  by the backend), about 0.2 ms each; an expression's tree depends on its text only, so each text is parsed
+  once and kept. Every user of the kept tree only reads it, except moto's `Validator`, which works on a
+  deep copy (`Validator.__init__`);
+- that deep copy, 0.2 ms with `copy.deepcopy`, is made from the kept tree's pickle instead (about 0.03 ms):
+  the same tree, built by the C unpickler;
+- the validation walks the tree ten times, and for every node each walk rebuilds its table of the node
+  types it processes, twice (`DepthFirstTraverser.nodes_to_be_processed`, `process`), and tests the node
+  against it with ABC `isinstance`: the walk here builds the table once per walk and visits the same nodes
+  in the same order, calling the walker's own hooks. Three of the ten walks are pure checks (no more than
+  one clause of a kind, no overlapping paths, no key attribute updated) that read only the tree, the names
+  and the table's key: once a combination of the three has passed them, they are not walked again for it;
+- a condition expression is lexed anew for every write, its token patterns compiled for every token: the
+  tokens depend on the text only, so each text is lexed once (the values and names are still put in by
+  moto's parser, every time).
+
+tests/integration/local/test_local_moto_expressions.py compares every answer with moto's own over a set of
+expressions, and fails loudly if moto's shape changes under these.
+"""
+
+from __future__ import annotations
+
+import copy
+import pickle
+import threading
+from collections import deque
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import moto.dynamodb.parsing.ast_nodes
+import moto.dynamodb.parsing.expressions
+import moto.dynamodb.parsing.validators
+from moto.dynamodb.comparisons import ConditionExpressionParser
+
+# moto's update-expression modules are untyped (mypy sees none of their names): handled as Any here.
+_ast_nodes: Any = moto.dynamodb.parsing.ast_nodes
+_validators: Any = moto.dynamodb.parsing.validators
+_expressions: Any = moto.dynamodb.parsing.expressions
+Node = _ast_nodes.Node
+DepthFirstTraverser = _ast_nodes.DepthFirstTraverser
+UpdateExpressionParser = _expressions.UpdateExpressionParser
+
+_KEPT_EXPRESSIONS = 1024
+"""Distinct expression texts kept, of each kind (an application has a handful; past this, all are dropped)."""
+
+
+_KEPT_AS = "_outbox_kept_as"
+"""Set on the copy of a kept tree that moto's validator works on: the text it was parsed from."""
+
+
+class _ParsedOnce:
+    """Each expression text's tree, parsed by moto once, and its pickle, from which copies are made; and the
+    (text, names, table key) combinations that passed moto's pure checks."""
+
+    def __init__(self, parse: Any) -> None:
+        self._parse = parse
+        self._trees: dict[str, Any] = {}
+        # By id of a kept tree (kept trees stay alive, so their ids stay theirs): its text and its pickle.
+        self._kept: dict[int, tuple[str, bytes]] = {}
+        self._checked: set[tuple[str, tuple[tuple[str, str], ...], tuple[str, ...]]] = set()
+        self._lock = threading.Lock()
+
+    def make(self, expression: str) -> Any:
+        tree = self._trees.get(expression)
+        if tree is not None:
+            return tree
+        tree = self._parse(expression)  # an invalid expression raises here, as in moto, and is not kept
+        pickled = pickle.dumps(tree, pickle.HIGHEST_PROTOCOL)
+        with self._lock:
+            if len(self._trees) >= _KEPT_EXPRESSIONS:
+                self._trees, self._kept, self._checked = {}, {}, set()
+            self._trees[expression] = tree
+            self._kept[id(tree)] = (expression, pickled)
+        return tree
+
+    def deepcopy(self, value: Any, memo: dict[int, Any] | None = None) -> Any:
+        kept = self._kept.get(id(value))
+        if kept is None or memo is not None:
+            return copy.deepcopy(value, memo)
+        text, pickled = kept
+        tree = pickle.loads(pickled)  # noqa: S301 - our own pickle of moto's tree, made in this process
+        setattr(tree, _KEPT_AS, text)
+        return tree
+
+    def validate(self, validator: Any) -> Any:
+        """moto's `Validator.validate`: every walker in turn. The pure checks (a tree's clause counts, its
+        overlapping paths, a key attribute updated), which depend on the text, the names and the table's key
+        only, are skipped where that combination passed them before."""
+        node = validator.node_to_validate
+        text = getattr(node, _KEPT_AS, None)
+        names = validator.expression_attribute_names or {}
+        combination = (text, tuple(sorted(names.items())), tuple(validator.table.table_key_attrs))
+        checked = text is not None and combination in self._checked
+        for walker in validator.processors:
+            if checked and isinstance(walker, _PURE_CHECKS):
+                continue
+            node = walker.traverse(node)
+        if text is not None and not checked:
+            with self._lock:
+                self._checked.add(combination)  # type: ignore[arg-type]  # text is a str here
+        return node
+
+
+_PURE_CHECKS = (
+    _validators.ActionCountValidator,
+    _validators.OverlappingPathsValidator,
+    _validators.UpdateHashRangeKeyValidator,
+)
+"""Walkers that only raise or return the node they were given, reading nothing but the tree, the names and
+the table's key attributes."""
+
+
+def _traverse_node_recursively(self: Any, node: Any, child_id: int = -1) -> Any:
+    """moto's `DepthFirstTraverser.traverse_node_recursively`, with the walker's node types read once and each
+    node's class tested against them once per walk (moto's node classes are ABCs: `isinstance` is slow)."""
+    return _Walk(self).visit(node, child_id)
+
+
+class _Walk:
+    def __init__(self, walker: Any) -> None:
+        self._walker = walker
+        self._processed = walker.nodes_to_be_processed()
+        self._is_processed: dict[type, bool] = {}
+
+    def visit(self, node: Any, child_id: int) -> Any:
+        kind = type(node)
+        if not _is_node(kind):
+            return node
+        walker, parent_node = self._walker, node.parent
+        if node.children is not None:
+            for index, child in enumerate(node.children):
+                walker.pre_processing_of_child(node, index)
+                self.visit(child, index)
+        processed = self._is_processed.get(kind)
+        if processed is None:
+            processed = self._is_processed[kind] = issubclass(kind, self._processed)
+        if processed:
+            node = walker.process(node)
+            node.parent = parent_node
+            if parent_node:
+                parent_node.children[child_id] = node
+        return node
+
+
+_node_classes: dict[type, bool] = {}
+
+
+def _is_node(kind: type) -> bool:
+    known = _node_classes.get(kind)
+    if known is None:
+        known = _node_classes[kind] = issubclass(kind, Node)
+    return known
+
+
+def _as_method(function: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """`function` as a class attribute that binds: a bound method set on a class does not bind again."""
+
+    def method(self: Any) -> Any:
+        return function(self)
+
+    return method
+
+
+_Lex = Callable[[ConditionExpressionParser], deque[ConditionExpressionParser.Node]]
+
+
+def _lexed_once(lex: _Lex) -> _Lex:
+    """moto's `ConditionExpressionParser._lex_condition_expression`, each text's tokens kept."""
+    kept: dict[str | None, tuple[ConditionExpressionParser.Node, ...]] = {}
+
+    def lex_condition_expression(self: ConditionExpressionParser) -> deque[ConditionExpressionParser.Node]:
+        text = self.condition_expression
+        tokens = kept.get(text)
+        if tokens is None:
+            tokens = tuple(
+                lex(self)
+            )  # an expression moto cannot lex raises here, as in moto, and is not kept
+            if len(kept) >= _KEPT_EXPRESSIONS:
+                kept.clear()
+            kept[text] = tokens
+        # Tokens are named tuples; each gets its own (empty) children list, as moto's lexer gives it.
+        return deque(token._replace(children=[]) for token in tokens)
+
+    return lex_condition_expression
+
+
+@contextmanager
+def cheaper_expressions() -> Iterator[None]:
+    """While in effect, this process's moto parses each update expression once and validates it faster, and
+    lexes each condition expression once."""
+    make = UpdateExpressionParser.__dict__["make"]
+    walk = DepthFirstTraverser.traverse_node_recursively
+    deepcopy, validate = _validators.deepcopy, _validators.Validator.validate
+    parser: Any = ConditionExpressionParser
+    lex = parser._lex_condition_expression
+    parsed = _ParsedOnce(make.__get__(None, UpdateExpressionParser))
+    UpdateExpressionParser.make = parsed.make
+    _validators.deepcopy = parsed.deepcopy
+    _validators.Validator.validate = _as_method(parsed.validate)
+    DepthFirstTraverser.traverse_node_recursively = _traverse_node_recursively
+    parser._lex_condition_expression = _lexed_once(lex)
+    try:
+        yield
+    finally:
+        UpdateExpressionParser.make = make
+        _validators.deepcopy = deepcopy
+        _validators.Validator.validate = validate
+        DepthFirstTraverser.traverse_node_recursively = walk
+        parser._lex_condition_expression = lex
