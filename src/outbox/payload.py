@@ -43,13 +43,7 @@ class StoredPayload(dict[str, Any]):
 
 def decode_payload(text: str) -> StoredPayload:
     try:
-        value = json.loads(
-            text,
-            parse_constant=_reject_constant,
-            parse_float=Decimal,
-            parse_int=Decimal,
-            object_pairs_hook=_unique_keys,
-        )
+        value = _DECODER.decode(text)
     except _DuplicateKeyError:
         # Parsers disagree on which duplicate wins: forwarding such text would let consumers disagree.
         raise InvalidPayloadError("payload has duplicate keys", field="payload") from None
@@ -75,3 +69,12 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     if len(value) != len(pairs):
         raise _DuplicateKeyError
     return value
+
+
+# One decoder for every payload: `json.loads` with these options would build (and compile) a new one per call.
+_DECODER = json.JSONDecoder(
+    parse_constant=_reject_constant,
+    parse_float=Decimal,
+    parse_int=Decimal,
+    object_pairs_hook=_unique_keys,
+)
