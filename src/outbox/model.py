@@ -124,6 +124,10 @@ def outbox_table(table_name: str) -> TableKeys:
     return TableKeys(table_name, PARTITION_KEY, SORT_KEY)
 
 
+# ensure_ascii=False: SNS and EventBridge count UTF-8 bytes, and escapes would only inflate them. One encoder
+# for every envelope: `json.dumps` with options builds a new one per call.
+_ENVELOPE_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+
 _AGGREGATE_TYPE = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")
 _EVENT_TYPE = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,127}$")
 _MAX_ID_LENGTH = 256
@@ -186,6 +190,8 @@ class OutboxEvent:
     published_at: str | None = None
     expires_at: int | None = None
     _payload_json: str = field(default="", repr=False, compare=False)
+    aggregate_key: str = field(init=False, repr=False, compare=False)
+    """aggregate_type#aggregate_id: the row's partition key, the key of its order (set once, read often)."""
 
     def __post_init__(self) -> None:
         if type(self.status) is not OutboxStatus:
@@ -198,6 +204,7 @@ class OutboxEvent:
             if not valid(self):
                 raise InvalidEventError(message, field=field_name)
         object.__setattr__(self, "_payload_json", encode_payload(self.payload))
+        object.__setattr__(self, "aggregate_key", aggregate_key(self.aggregate_type, self.aggregate_id))
 
     @classmethod
     def new(
@@ -226,15 +233,24 @@ class OutboxEvent:
             correlation_id=correlation_id,
         )
 
-    @property
-    def aggregate_key(self) -> str:
-        return aggregate_key(self.aggregate_type, self.aggregate_id)
-
     def with_status(self, status: OutboxStatus, **changes: Any) -> OutboxEvent:
         return replace(self, status=status, **changes)
 
     def envelope(self) -> dict[str, Any]:
         """The JSON body every consumer gets, on SNS and EventBridge alike (README, "Published envelope")."""
+        return self._envelope_head() | {"payload": dict(self.payload)}
+
+    def envelope_json(self) -> str:
+        """The envelope as JSON text, with the payload's text spliced in unchanged (see from_item)."""
+        text = _ENVELOPE_ENCODER.encode(self._envelope_head())
+        return f'{text[:-1]},"payload":{self._payload_json}}}'
+
+    @property
+    def payload_json(self) -> str:
+        """The payload as the JSON text that is published: as stored, for an event read from its row."""
+        return self._payload_json
+
+    def _envelope_head(self) -> dict[str, Any]:
         return {
             "event_id": self.event_id,
             "event_type": self.event_type,
@@ -244,16 +260,7 @@ class OutboxEvent:
             "seq": self.seq,
             "occurred_at": self.occurred_at,
             "correlation_id": self.correlation_id,
-            "payload": dict(self.payload),
         }
-
-    def envelope_json(self) -> str:
-        """The envelope as JSON text, with the payload's text spliced in unchanged (see from_item)."""
-        head = self.envelope()
-        del head["payload"]
-        # ensure_ascii=False: SNS and EventBridge count UTF-8 bytes, and escapes would only inflate them.
-        text = json.dumps(head, separators=(",", ":"), ensure_ascii=False)
-        return f'{text[:-1]},"payload":{self._payload_json}}}'
 
     def to_item(self) -> dict[str, dict[str, Any]]:
         """The row as a low-level DynamoDB item (the format of TransactWriteItems and streams)."""

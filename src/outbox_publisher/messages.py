@@ -57,8 +57,7 @@ class Message:
 
     def __post_init__(self) -> None:
         if self.body_bytes < 0:
-            body = self.body
-            object.__setattr__(self, "body_bytes", len(body) if body.isascii() else len(body.encode()))
+            object.__setattr__(self, "body_bytes", _utf8_bytes(self.body))
 
     @classmethod
     def of(cls, event: OutboxEvent) -> Message:
@@ -94,11 +93,19 @@ def sns_entry(message: Message, position: int, *, fifo: bool) -> dict[str, Any]:
 
 def sns_size(message: Message) -> int:
     """Body plus each attribute's name, data type and value, in UTF-8 bytes."""
-    attributes = sns_attributes(message.event)
-    return message.body_bytes + sum(
-        len(name.encode()) + len(value["DataType"].encode()) + len(value["StringValue"].encode())
-        for name, value in attributes.items()
-    )
+    event = message.event
+    values = _utf8_bytes(event.event_type) + _utf8_bytes(event.aggregate_type) + _utf8_bytes(event.event_id)
+    return message.body_bytes + _SNS_ATTRIBUTE_NAMES_AND_TYPES_BYTES + values
+
+
+def _utf8_bytes(text: str) -> int:
+    return len(text) if text.isascii() else len(text.encode())
+
+
+# What the attributes' names and data types weigh: the same for every message (sns_attributes).
+_SNS_ATTRIBUTE_NAMES_AND_TYPES_BYTES = sum(
+    len(name.encode()) + len(_STRING.encode()) for name in ("event_type", "aggregate_type", "event_id")
+)
 
 
 def is_fifo(arn_or_url: str) -> bool:
@@ -136,9 +143,9 @@ def eventbridge_refusal(event: OutboxEvent, text: str | None = None) -> str | No
     """Why EventBridge would refuse the event's Detail for good, found before the call (None: it would not).
     Names no value: the reason reaches logs and `last_error`.
 
-    `text`, when given, is JSON text holding the payload's literals (the envelope): an integer outside the
-    range needs 19 digits or more in its literal's mantissa (digits and at most one point, contiguous), so
-    text with no such run holds none, and the payload is not walked."""
+    `text`, when given, is JSON text holding the payload's literals (its `payload_json`, or the envelope): an
+    integer outside the range needs 19 digits or more in its literal's mantissa (digits and at most one point,
+    contiguous), so text with no such run holds none, and the payload is not walked."""
     if text is not None and not _LONG_MANTISSA.search(text):
         return None
     for number in _integers(event.payload):

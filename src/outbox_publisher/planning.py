@@ -52,7 +52,9 @@ def plan(
                 f"{destination.value} entry is {size} bytes, over the {port.max_entry_bytes}-byte limit",
             )
         sizes[destination] = size
-        refusal = eventbridge_refusal(event, message.body) if destination is Destination.EVENTBRIDGE else None
+        refusal = (
+            eventbridge_refusal(event, event.payload_json) if destination is Destination.EVENTBRIDGE else None
+        )
         if refusal is not None:
             return Rejection(
                 PoisonReason.REJECTED, "InvalidEventBridgeDetail", f"{destination.value}: {refusal}"

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
+from outbox.model import OutboxEvent
 from outbox_publisher.messages import (
     ENTRY_ID,
     GROUP_ID,
     Message,
     entry_id,
     eventbridge_entry,
+    eventbridge_refusal,
     eventbridge_size,
     message_group_id,
     sns_entry,
@@ -99,6 +102,27 @@ def test_sizes_count_utf8_bytes_of_everything_sent() -> None:
     assert body > len(message.body)
 
 
+@pytest.mark.parametrize(
+    "row",
+    [
+        {},
+        {"event_type": {"S": "Order.Placed_v2-x"}, "aggregate_type": {"S": "A" * 64}},
+        {"event_id": {"S": "0000000A-0000-0000-0000-00000000000B"}},  # a UUID as another writer spells it
+        {"aggregate_id": {"S": "ü" * 256}, "payload": {"S": '{"note":"é€😀"}'}},
+    ],
+)
+def test_the_sns_size_is_what_the_entry_it_sends_weighs(row: dict[str, Any]) -> None:
+    # Given an event read from a row (sns_size counts the attributes' names and types once, as a constant)
+    item = event("o-1", 1).to_item() | row
+    item["aggregate_key"] = {"S": f"{item['aggregate_type']['S']}#{item['aggregate_id']['S']}"}
+    message = Message.of(OutboxEvent.from_item(item))
+    # When the entry is built / Then its body and attributes, in UTF-8 bytes, are what sns_size says
+    entry = sns_entry(message, 0, fifo=False)
+    attributes = entry["MessageAttributes"].items()
+    weighed = sum(len(f"{n}{v['DataType']}{v['StringValue']}".encode()) for n, v in attributes)
+    assert sns_size(message) == len(entry["Message"].encode()) + weighed
+
+
 def test_entry_ids_are_valid_batch_ids() -> None:
     # Given positions 0..9
     # Then each id matches the documented pattern and is unique
@@ -148,3 +172,31 @@ def test_a_valid_aggregate_key_is_its_own_group_id() -> None:
     # When its group id is derived
     # Then it is the key itself (README, "Published envelope")
     assert message_group_id("Order#5d0c-ab") == "Order#5d0c-ab"
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        '{"n":1}',
+        '{"n":9223372036854775807,"m":-9223372036854775808}',
+        '{"n":9223372036854775808}',
+        '{"n":-9223372036854775809}',
+        '{"n":1.2345678901234567890123}',
+        '{"n":12345678901234567890e-5}',
+        '{"list":[1,[2,{"deep":99999999999999999999}]]}',
+        '{"text":"12345678901234567890"}',
+        '{"n":1e400}',
+        '{"n":0.0000000000000000001}',
+    ],
+)
+@pytest.mark.parametrize("seq", ["1", "9" * 38])
+def test_the_eventbridge_check_of_the_payload_text_agrees_with_walking_the_payload(
+    payload: str, seq: str
+) -> None:
+    # Given an event read from its row (a seq of 38 digits puts a long run in the envelope, not the payload)
+    item = event("o-1", 1).to_item() | {"payload": {"S": payload}, "seq": {"N": seq}}
+    read = OutboxEvent.from_item(item)
+    # When checked with the payload's text, the envelope's, or no text (the walk) / Then the same verdict
+    walked = eventbridge_refusal(read)
+    assert eventbridge_refusal(read, read.payload_json) == walked
+    assert eventbridge_refusal(read, read.envelope_json()) == walked
