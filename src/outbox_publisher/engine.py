@@ -55,7 +55,7 @@ from outbox_publisher.delivery import Deliverer, Delivery
 from outbox_publisher.errors import FailureKind, PoisonQueueUnavailableError
 from outbox_publisher.gate import HoldReason, OrderGate, Unknown, predecessors_to_read, processing_order
 from outbox_publisher.marks import continues_past_poison, failed_mark, mark_rows, marks_for
-from outbox_publisher.planning import Planned
+from outbox_publisher.planning import CallGroup, Planned
 from outbox_publisher.poison import PoisonMessage, PoisonReason, Rejection
 from outbox_publisher.ports import DestinationPort, PoisonQueue
 from outbox_publisher.report import EventOutcome, PublishReport, Status
@@ -148,13 +148,13 @@ class _Run:
             for index, candidate in enumerate(self.candidates)
         ]
         waves = Waves(processing_order(self.candidates), aggregates, self.engine._lookahead)
-        group: list[Planned] = []
+        group = CallGroup()
         while waves.remaining:
             if self.stopped_at is not None:
                 waves.stop_at(
                     self.stopped_at, [i for i, outcome in self.outcomes.items() if not outcome.done]
                 )
-                self.stopped_at, group = None, []
+                self.stopped_at, group = None, CallGroup()
                 continue
             wave = waves.next_wave(settled=self.outcomes)
             if not wave:
@@ -205,11 +205,9 @@ class _Run:
             return
         self._poison(index, candidate, rejection, attempts=0, delivered_to=())
 
-    def _take(self, index: int, candidate: Candidate, group: list[Planned]) -> list[Planned]:
+    def _take(self, index: int, candidate: Candidate, group: CallGroup) -> CallGroup:
         """Adds the candidate to the group of the next calls, or settles it; the group to go on with."""
-        if candidate.key is not None and any(
-            member.event.aggregate_key == candidate.key.aggregate_key for member in group
-        ):
+        if candidate.key is not None and group.holds(candidate.key.aggregate_key):
             # The gate decides on this event once its predecessor, in the group, is out.
             group = self._flushed(group)
             if self.stopped_at is not None:
@@ -243,16 +241,16 @@ class _Run:
         elif isinstance(plan, Rejection):
             self._poison(index, candidate, plan, attempts=0, delivered_to=())
         else:
-            if group and not planning.fits(group, plan, self.engine._destinations):
+            if group and not group.fits(plan, self.engine._destinations):
                 group = self._flushed(group)
                 if self.stopped_at is not None:
                     return group
-            group.append(plan)
+            group.add(plan)
         return group
 
-    def _flushed(self, group: Sequence[Planned]) -> list[Planned]:
+    def _flushed(self, group: CallGroup) -> CallGroup:
         self._flush(group)
-        return []
+        return CallGroup()
 
     def _read_predecessors(self) -> dict[Any, PredecessorState] | None:
         """The states of predecessors outside the run, read at once; None if they could not be read."""
@@ -283,11 +281,12 @@ class _Run:
             )
         self.outcomes[index] = EventOutcome(candidate, Status.HELD, code=reason.value)
 
-    def _flush(self, group: Sequence[Planned]) -> None:
+    def _flush(self, group: CallGroup) -> None:
         if not group or self.stopped_at is not None:
             return
+        members = group.members
         if not self.engine._retry.has_time_for(self.deadline):
-            first = group[0]
+            first = members[0]
             _log.warning("too little time left to publish; handing the rest back", extra=_ids(first.event))
             self._stop(
                 first.index,
@@ -297,28 +296,28 @@ class _Run:
                 tried=False,
             )
             return
-        deliveries: dict[int, dict[Destination, Delivery]] = {member.index: {} for member in group}
+        deliveries: dict[int, dict[Destination, Delivery]] = {member.index: {} for member in members}
         # Once an event has failed on one destination (not for good), later events of the group are not
         # sent to the next destinations: they will be handed back and published everywhere on redelivery.
         cut: int | None = None
         for destination in DESTINATION_ORDER:
-            members = [
+            sending = [
                 member
-                for member in group
+                for member in members
                 if destination in member.destinations
                 and (cut is None or member.index < cut)
                 and all(delivery.ok for delivery in deliveries[member.index].values())
             ]
-            if not members:
+            if not sending:
                 continue
             results = self.deliverer.deliver(
-                self.engine._destinations[destination], [member.message for member in members]
+                self.engine._destinations[destination], [member.message for member in sending]
             )
-            for member, result in zip(members, results, strict=True):
+            for member, result in zip(sending, results, strict=True):
                 deliveries[member.index][destination] = result
             failed = [
                 member.index
-                for member, result in zip(members, results, strict=True)
+                for member, result in zip(sending, results, strict=True)
                 # A last-chance event that fails is poisoned, not retried: nothing after it must wait.
                 if not result.ok
                 and result.kind is not FailureKind.PERMANENT
@@ -329,7 +328,7 @@ class _Run:
         published_at = self.engine._clock()
         # In input order, the order the stream resumes in: an event after the cut that went to the first
         # destinations only is settled after the event that failed (not done), never before it.
-        for member in sorted(group, key=lambda member: member.index):
+        for member in sorted(members, key=lambda member: member.index):
             self._settle(member, deliveries[member.index], published_at)
 
     def _settle(
