@@ -115,6 +115,14 @@ _log = logging.getLogger(__name__)
 
 _LEFT_PENDING_ATTRIBUTES = (PENDING_INDEX_PARTITION_KEY, LEASE_OWNER, LEASE_UNTIL, NEXT_ATTEMPT_AT)
 _LEFT_FOR_AN_OPERATOR_ATTRIBUTES = (*_LEFT_PENDING_ATTRIBUTES, TTL_ATTRIBUTE, "published_at")
+# What each kind of mark SETs, in the order of its statement's parameters (`_statement`).
+_PUBLISHED_SETS = ("status", "published_at", TTL_ATTRIBUTE)
+_FAILED_SETS = ("status", "last_error", "failed_at", FAILED_INDEX_PARTITION_KEY)
+_FAILED_AND_RELEASED_SETS = (*_FAILED_SETS, RELEASED_AT, RELEASE_REASON)
+_FAILED_AND_FIRST_RELEASED_SETS = (*_FAILED_AND_RELEASED_SETS, FIRST_RELEASED_AT)
+_PENDING = OutboxStatus.PENDING.value
+_PUBLISHED = OutboxStatus.PUBLISHED.value
+_FAILED = OutboxStatus.FAILED.value
 # One marking call ends within this (outbox.aws.invocation_client), plus a moment to answer Lambda.
 MARKING_CALL_MS = (INVOCATION_CALL_S + 1) * 1000
 # BatchExecuteStatement takes at most 25 statements ("Running batch operations with PartiQL for DynamoDB").
@@ -305,32 +313,40 @@ class DynamoDBRowMarker:
     def _statement(self, mark: PublishedMark | FailedMark) -> dict[str, Any]:
         """The mark as one PartiQL UPDATE of the documented grammar: each SET and REMOVE its own clause, the
         conditions in WHERE, every value a `?` parameter."""
+        parameters: list[dict[str, str]]
+        names: tuple[str, ...]
+        removed: tuple[str, ...]
         if isinstance(mark, PublishedMark):
-            sets = [
-                ("status", {"S": OutboxStatus.PUBLISHED.value}),
-                ("published_at", {"S": format_timestamp(mark.published_at)}),
-                (TTL_ATTRIBUTE, {"N": str(int((mark.published_at + self._retention).timestamp()))}),
+            names = _PUBLISHED_SETS
+            parameters = [
+                {"S": _PUBLISHED},
+                {"S": format_timestamp(mark.published_at)},
+                {"N": str(int((mark.published_at + self._retention).timestamp()))},
             ]
-            removed: tuple[str, ...] = _LEFT_PENDING_ATTRIBUTES
+            removed = _LEFT_PENDING_ATTRIBUTES
         else:
-            sets = [
-                ("status", {"S": OutboxStatus.FAILED.value}),
-                ("last_error", {"S": truncate_error(mark.error)}),
-                ("failed_at", {"S": format_timestamp(mark.failed_at)}),
-                (FAILED_INDEX_PARTITION_KEY, {"N": str(pending_shard(mark.key.aggregate_key))}),
+            failed_at = format_timestamp(mark.failed_at)
+            parameters = [
+                {"S": _FAILED},
+                {"S": truncate_error(mark.error)},
+                {"S": failed_at},
+                {"N": str(pending_shard(mark.key.aggregate_key))},
             ]
-            if mark.release_reason is not None:
-                sets.append((RELEASED_AT, {"S": format_timestamp(mark.failed_at)}))
-                sets.append((RELEASE_REASON, {"S": truncate_error(mark.release_reason)}))
+            if mark.release_reason is None:
+                names = _FAILED_SETS
+            else:
+                parameters += [{"S": failed_at}, {"S": truncate_error(mark.release_reason)}]
+                names = _FAILED_AND_RELEASED_SETS
                 if not mark.first_released_stored:
-                    sets.append((FIRST_RELEASED_AT, {"S": format_timestamp(mark.failed_at)}))
+                    parameters.append({"S": failed_at})
+                    names = _FAILED_AND_FIRST_RELEASED_SETS
             removed = _LEFT_FOR_AN_OPERATOR_ATTRIBUTES
-        parameters = [value for _, value in sets]
-        parameters.append({"N": str(mark.attempts)})
+        key = mark.key
         parameters += [
-            {"S": mark.key.aggregate_key},
-            {"N": mark.key.seq_text},
-            {"S": OutboxStatus.PENDING.value},
+            {"N": str(mark.attempts)},
+            {"S": key.aggregate_key},
+            {"N": key.seq_text},
+            {"S": _PENDING},
         ]
         if mark.lease_owner is not None:
             parameters.append({"S": mark.lease_owner})
@@ -340,7 +356,7 @@ class DynamoDBRowMarker:
             parameters.append({"S": mark.event_id})
         # The text depends on the mark's shape only: built once per shape, not once per row.
         shape = (
-            tuple(name for name, _ in sets),
+            names,
             removed,
             mark.attempts_stored,
             mark.lease_owner is not None,
