@@ -10,6 +10,7 @@ Nor does a call start that could end after `publish_until`, when the caller sets
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -33,6 +34,12 @@ class Delivery:
     attempts: int
     code: str | None = None
     kind: FailureKind | None = None
+
+
+@functools.cache
+def _delivered(attempts: int) -> Delivery:
+    """The Delivery of a message that went through: immutable, so one per attempt count (a handful)."""
+    return Delivery(True, attempts)
 
 
 class Deliverer:
@@ -85,7 +92,7 @@ class Deliverer:
             for position, result in zip(pending, results, strict=True):
                 attempts[position] += 1
                 if result.ok:
-                    done[position] = Delivery(True, attempts[position])
+                    done[position] = _delivered(attempts[position])
                 elif result.kind is FailureKind.TRANSIENT:
                     retry.append((position, result))
                 else:

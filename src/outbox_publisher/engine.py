@@ -176,9 +176,10 @@ class _Run:
         return self._report()
 
     def _report(self) -> PublishReport:
-        for index, candidate in enumerate(self.candidates):
-            self.outcomes.setdefault(index, EventOutcome(candidate, Status.NOT_ATTEMPTED))
-        outcomes = [self.outcomes[index] for index in range(len(self.candidates))]
+        outcomes = [
+            self.outcomes[index] if index in self.outcomes else EventOutcome(candidate, Status.NOT_ATTEMPTED)
+            for index, candidate in enumerate(self.candidates)
+        ]
         return PublishReport(
             outcomes, self.stopped_at, self._mark(outcomes), self.deliverer.calls, self.gate_reads
         )

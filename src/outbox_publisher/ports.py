@@ -20,11 +20,14 @@ class EntryResult:
 
     @classmethod
     def success(cls) -> EntryResult:
-        return cls(True)
+        return _SUCCESS  # immutable: one for every entry that went through
 
     @classmethod
     def failure(cls, code: str, kind: FailureKind) -> EntryResult:
         return cls(False, code, kind)
+
+
+_SUCCESS = EntryResult(True)
 
 
 class DestinationPort(Protocol):
