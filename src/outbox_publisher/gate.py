@@ -73,13 +73,13 @@ def predecessors_to_read(candidates: Sequence[Candidate]) -> list[RowKey]:
     in_run = {candidate.key for candidate in candidates if candidate.key is not None}
     return sorted(
         {
-            candidate.key.predecessor
+            predecessor
             for candidate in candidates
             if candidate.key is not None
             and candidate.key.seq > 1
             and candidate.predecessor is None
             and not candidate.predecessor_released
-            and candidate.key.predecessor not in in_run
+            and (predecessor := candidate.key.predecessor) not in in_run
         }
     )
 
@@ -103,13 +103,15 @@ class OrderGate:
             return HoldReason.PREDECESSOR_HELD
         if key.seq <= 1 or candidate.predecessor_released:
             return None  # a seq below 1 has no predecessor: such a row is only ever poisoned
-        if key.predecessor in self._resolved:
-            return None if self._resolved[key.predecessor] else HoldReason.PREDECESSOR_FAILED
+        predecessor = key.predecessor
+        resolved = self._resolved.get(predecessor)
+        if resolved is not None:
+            return None if resolved else HoldReason.PREDECESSOR_FAILED
         state = candidate.predecessor
         if state is None:
-            if self._states is None or key.predecessor not in self._states:
-                raise Unknown(str(key.predecessor))
-            state = self._states[key.predecessor]
+            if self._states is None or predecessor not in self._states:
+                raise Unknown(str(predecessor))
+            state = self._states[predecessor]
         return None if state.resolved else _HOLDS[state]
 
     def published(self, key: RowKey | None) -> None:
