@@ -24,7 +24,9 @@ The stream publisher feeds it a shard's batch; the sweeper feeds it rows it clai
 - Poison (can never succeed: unreadable row, no route, too large, refused for a permanent reason, another
   writer's break of the row contract): once the gate lets it (its predecessor is out, as for any event; a
   contract break at once, outbox_publisher.writer_contract), the row goes WHOLE to the poison queue
-  with the reason, the error code and the attempt count, its row is marked FAILED, and the batch goes on.
+  with the reason, the error code and the attempt count (`outbox_publisher.poisoning`), its row is marked
+  FAILED, and the batch goes on. Which of its events a call group published, poisoned or stopped at is judged
+  from their deliveries by `outbox_publisher.settling`.
   If the poison queue does not take it, it is a transient failure like any other: retried, never
   dropped. A candidate on its last chance (the sweeper's cutoff) that fails transiently is poison too
   (`gave_up`).
@@ -46,21 +48,23 @@ from typing import Any
 from outbox.clock import Clock, utc_now
 from outbox.deadline import Deadline, NoDeadline
 from outbox.errors import ConfigurationError, OutboxError
-from outbox.model import OutboxEvent, RowKey
+from outbox.model import OutboxEvent
 from outbox.predecessors import PredecessorReader, PredecessorState
-from outbox.row_marks import Mark, MarkingReport, RestoredMark, RowMarker
+from outbox.row_marks import MarkingReport, RowMarker
 from outbox_publisher import planning
 from outbox_publisher.candidates import Candidate
 from outbox_publisher.delivery import Deliverer, Delivery
-from outbox_publisher.errors import FailureKind, PoisonQueueUnavailableError
+from outbox_publisher.errors import FailureKind
 from outbox_publisher.gate import HoldReason, OrderGate, Unknown, predecessors_to_read, processing_order
-from outbox_publisher.marks import continues_past_poison, failed_mark, mark_rows, marks_for
+from outbox_publisher.marks import continues_past_poison, mark_rows, marks_for
 from outbox_publisher.planning import CallGroup, Planned
-from outbox_publisher.poison import PoisonMessage, PoisonReason, Rejection
+from outbox_publisher.poison import PoisonReason, Rejection
+from outbox_publisher.poisoning import contract_break_mark, poisoned, send_to_poison_queue
 from outbox_publisher.ports import DestinationPort, PoisonQueue
 from outbox_publisher.report import EventOutcome, PublishReport, Status
 from outbox_publisher.retry import Random, RetryPolicy, Sleep, system_random, system_sleep
 from outbox_publisher.routing import DESTINATION_ORDER, Destination, Router
+from outbox_publisher.settling import gives_up, judge
 from outbox_publisher.waves import LOOKAHEAD, Waves
 from outbox_publisher.writer_contract import reject_reused_event_ids
 
@@ -189,13 +193,7 @@ class _Run:
         the break (outbox_publisher.writer_contract), and a row left PENDING holds an event the sweeper would
         publish, so a mark DynamoDB did not make hands the record back. The row is never released: nothing
         after it can go first."""
-        detail = f"{rejection.reason.value}: {rejection.code}: {rejection.detail}"
-        now = self.engine._clock()
-        mark: Mark | None
-        if candidate.deleted and (key := candidate.key or RowKey.stored(candidate.row)) is not None:
-            mark = RestoredMark(key, candidate.row, detail, now)
-        else:
-            mark = failed_mark(candidate, detail, 0, now, self.engine._router)
+        mark = contract_break_mark(candidate, rejection, self.engine._clock(), self.engine._router)
         report = mark_rows(self.engine._marker, [mark] if mark is not None else [], self.deadline)
         self.early_marks.marked.extend(report.marked)
         self.early_marks.already_moved.extend(report.already_moved)  # this run's retry, or a sweeper's
@@ -320,9 +318,7 @@ class _Run:
                 member.index
                 for member, result in zip(sending, results, strict=True)
                 # A last-chance event that fails is poisoned, not retried: nothing after it must wait.
-                if not result.ok
-                and result.kind is not FailureKind.PERMANENT
-                and not _gives_up(member, result)
+                if not result.ok and result.kind is not FailureKind.PERMANENT and not gives_up(member, result)
             ]
             if failed:
                 cut = min(failed) if cut is None else min(cut, *failed)
@@ -335,61 +331,47 @@ class _Run:
     def _settle(
         self, member: Planned, deliveries: Mapping[Destination, Delivery], published_at: datetime
     ) -> None:
-        attempts = max((delivery.attempts for delivery in deliveries.values()), default=0)
-        delivered = tuple(destination for destination, delivery in deliveries.items() if delivery.ok)
-        complete = len(delivered) == len(member.destinations)
-        if complete:
-            # Also after a stop: an event that shared the failing call is out, and its row says so.
+        verdict = judge(member, deliveries, stopped=self.stopped_at is not None)
+        if verdict.status is Status.PUBLISHED:
             self.outcomes[member.index] = EventOutcome(
                 member.candidate,
                 Status.PUBLISHED,
-                attempts,
+                verdict.attempts,
                 published_at=published_at,
-                delivered_to=delivered,
+                delivered_to=verdict.delivered_to,
             )
             self.gate.published(member.candidate.key)
-            return
-        if self.stopped_at is not None:
+        elif verdict.status is Status.NOT_ATTEMPTED:
             self.outcomes[member.index] = EventOutcome(
-                member.candidate, Status.NOT_ATTEMPTED, attempts, delivered_to=delivered
+                member.candidate, Status.NOT_ATTEMPTED, verdict.attempts, delivered_to=verdict.delivered_to
             )
-            return
-        failures = [
-            (destination, delivery) for destination, delivery in deliveries.items() if not delivery.ok
-        ]
-        permanent = [(d, delivery) for d, delivery in failures if delivery.kind is FailureKind.PERMANENT]
-        if permanent:
-            destination, delivery = permanent[0]
-            rejection = Rejection(
-                PoisonReason.REJECTED,
-                f"{destination.value}:{delivery.code}",
-                f"{destination.value} refused the entry for good ({delivery.code})",
+        elif verdict.rejection is not None:
+            self._poison(
+                member.index,
+                member.candidate,
+                verdict.rejection,
+                attempts=verdict.attempts,
+                delivered_to=verdict.delivered_to,
             )
-            self._poison(member.index, member.candidate, rejection, attempts=attempts, delivered_to=delivered)
-            return
-        destination, delivery = failures[0]
-        if _gives_up(member, delivery):
-            rejection = Rejection(
-                PoisonReason.GAVE_UP,
-                f"{destination.value}:{delivery.code}",
-                f"{delivery.kind} failures on {destination.value} outlasted the sweeper's limit",
+        else:
+            assert verdict.failed_on is not None  # noqa: S101 - judge names the destination that failed
+            _log.warning(
+                "publish failed after retries; stopping here",
+                extra={
+                    **_ids(member.event),
+                    "destination": verdict.failed_on.value,
+                    "code": deliveries[verdict.failed_on].code,
+                },
             )
-            self._poison(member.index, member.candidate, rejection, attempts=attempts, delivered_to=delivered)
-            return
-        _log.warning(
-            "publish failed after retries; stopping here",
-            extra={**_ids(member.event), "destination": destination.value, "code": delivery.code},
-        )
-        self._stop(
-            member.index,
-            member.candidate,
-            f"{destination.value}:{delivery.code}",
-            f"{delivery.kind} failure on {destination.value}",
-            attempts=attempts,
-            delivered_to=delivered,
-            # No attempt at that destination: the run had no time to try it, nothing failed.
-            tried=delivery.attempts > 0,
-        )
+            self._stop(
+                member.index,
+                member.candidate,
+                str(verdict.code),
+                str(verdict.detail),
+                attempts=verdict.attempts,
+                delivered_to=verdict.delivered_to,
+                tried=verdict.tried,
+            )
 
     def _poison(
         self,
@@ -400,47 +382,26 @@ class _Run:
         attempts: int,
         delivered_to: tuple[Destination, ...],
     ) -> None:
-        message = PoisonMessage.of(
+        queue_error = send_to_poison_queue(
+            self.engine._poison_queue,
             candidate,
             rejection,
             attempts=attempts,
             delivered_to=delivered_to,
-            poisoned_at=self.engine._clock(),
+            now=self.engine._clock(),
         )
-        log_fields = {
-            "event_id": message.event_id,
-            "aggregate_key": message.aggregate_key,
-            "seq": message.seq,
-            "reason": rejection.reason.value,
-            "code": rejection.code,
-        }
-        try:
-            self.engine._poison_queue.send(message)
-        except PoisonQueueUnavailableError as error:
-            _log.error(
-                "poison queue unavailable; record will be retried",
-                extra={**log_fields, "queue_error": error.code},
-            )
+        if queue_error is not None:
             self._stop(
                 index,
                 candidate,
-                f"PoisonQueue:{error.code}",
+                f"PoisonQueue:{queue_error}",
                 "the poison queue did not take the event",
                 attempts=attempts,
                 delivered_to=delivered_to,
             )
             return
-        _log.error("poison event sent to the poison queue", extra=log_fields)
-        self.gate.poisoned(candidate.key, continues=self._continues_past(candidate))
-        self.outcomes[index] = EventOutcome(
-            candidate,
-            Status.POISONED,
-            attempts,
-            code=rejection.code,
-            detail=f"{rejection.reason.value}: {rejection.code}: {rejection.detail}",
-            delivered_to=delivered_to,
-            poison_reason=rejection.reason,
-        )
+        self.gate.poisoned(candidate.key, continues=continues_past_poison(candidate, self.engine._router))
+        self.outcomes[index] = poisoned(candidate, rejection, attempts=attempts, delivered_to=delivered_to)
 
     def _stop(
         self,
@@ -464,9 +425,6 @@ class _Run:
             tried=tried,
         )
 
-    def _continues_past(self, candidate: Candidate) -> bool:
-        return continues_past_poison(candidate, self.engine._router)
-
     def _mark(self, outcomes: Sequence[EventOutcome]) -> MarkingReport:
         marks = marks_for(outcomes, self.engine._router, self.engine._clock())
         report = mark_rows(self.engine._marker, marks, self.deadline)
@@ -475,12 +433,6 @@ class _Run:
         report.calls += self.early_marks.calls
         report.fallbacks += self.early_marks.fallbacks
         return report
-
-
-def _gives_up(member: Planned, delivery: Delivery) -> bool:
-    """A last-chance event that was tried and failed becomes poison (`gave_up`). One the run had no time to
-    try at all is not failed for it: it stays PENDING for the next run."""
-    return member.candidate.last_chance and delivery.attempts > 0
 
 
 def _ids(event: OutboxEvent) -> dict[str, Any]:
