@@ -12,7 +12,7 @@ engine (outbox_publisher.engine) acts on the verdict.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from outbox_publisher.delivery import Delivery
 from outbox_publisher.errors import FailureKind
@@ -22,8 +22,9 @@ from outbox_publisher.report import Status
 from outbox_publisher.routing import Destination
 
 
-@dataclass(frozen=True, slots=True)
-class Verdict:
+class Verdict(NamedTuple):
+    """Made once per event of every call group: a tuple is the cheapest immutable value to build."""
+
     status: Status
     """PUBLISHED, NOT_ATTEMPTED, POISONED (to be sent to the poison queue) or FAILED (the run stops)."""
     attempts: int
