@@ -1,7 +1,7 @@
 """Lambda entry point of the outbox publisher (handler `outbox_publisher.handler.handler`).
 
-Thin by design: Powertools logging, tracing and metrics; the stream batch goes to the
-`StreamPublisher`; the answer is Powertools' partial-batch response. Configuration is read and
+Thin by design: Powertools logging, tracing and metrics; the stream batch goes to the `StreamPublisher`;
+the answer is Lambda's partial-batch response (`stream.batch_item_failures`). Configuration is read and
 validated once per process, before the first record is touched, and a bad one fails every invocation
 loudly instead of publishing anywhere by accident.
 """
@@ -9,14 +9,13 @@ loudly instead of publishing anywhere by accident.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 from aws_lambda_powertools.metrics import MetricUnit
-from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 
 from outbox import metrics as metric_names
 from outbox.aws import invocation_client
@@ -32,7 +31,7 @@ from outbox_publisher.ports import DestinationPort, PoisonQueue
 from outbox_publisher.report import Status
 from outbox_publisher.retry import Random, RetryPolicy, Sleep, system_random, system_sleep
 from outbox_publisher.routing import Destination
-from outbox_publisher.stream import StopAtFirstFailureProcessor, StreamBatchResult, StreamPublisher
+from outbox_publisher.stream import StreamBatchResult, StreamPublisher, batch_item_failures
 from outbox_publisher.waves import LOOKAHEAD
 from outbox_publisher.wiring import build_engine
 
@@ -113,26 +112,16 @@ def handle(event: Mapping[str, Any], context: Any, app: Publisher) -> dict[str, 
     if not isinstance(records, list):
         raise InvalidStreamEventError("the event has no Records list: not a DynamoDB stream batch")
     deadline = LambdaDeadline(context)
-    outcome: list[StreamBatchResult] = []
-
-    def publish_batch(batch: Sequence[DynamoDBRecord]) -> int | None:
-        result = app.stream.publish(batch, deadline)
-        outcome.append(result)
-        return result.first_failure
-
-    processor = StopAtFirstFailureProcessor()
     try:
-        with processor(records=records, handler=publish_batch):
-            processor.process()
+        result = app.stream.publish(records, deadline)
     except StreamConfigurationError as error:
         # Fail the invocation: the mapping retries, PublisherErrors fires, nothing is skipped or poisoned.
         metrics.add_metric(name=metric_names.CONFIGURATION_ERRORS, unit=MetricUnit.Count, value=1)
         logger.error("the publisher is misconfigured; failing the invocation", extra={"reason": str(error)})
         raise
-    response = processor.response()
-    if outcome:
-        _observe(outcome[0], len(response["batchItemFailures"]))
-    return dict(response)
+    response = batch_item_failures(records, result.first_failure)
+    _observe(result, len(response["batchItemFailures"]))
+    return response
 
 
 def _observe(result: StreamBatchResult, handed_back: int) -> None:

@@ -17,24 +17,22 @@ claim, and no publish call of the run may end later than `PUBLISH_HORIZON` after
 is still younger than the grace, so the sweeper has not looked at it (docs/publisher.md, "Order gate and
 sweeper").
 
-Powertools' BatchProcessor hands records to a handler one at a time and carries on past a failure. On an
-ordered stream that is wrong twice over: records after a failure would be published ahead of it, and since
-Lambda checkpoints at the LOWEST reported sequence number and re-sends everything after it
-(docs/publisher.md, "Retries"), they would be published again. `StopAtFirstFailureProcessor` keeps
-Powertools' response shape and reporting but processes the batch as one unit, and reports the first record
-that is not done (failed, or not attempted after the engine stopped) and EVERY later one, by SequenceNumber.
+The batch is processed as one ordered unit, not record by record as Powertools' BatchProcessor does (it
+carries on past a failure). On an ordered stream that would be wrong twice over: records after a failure
+would be published ahead of it, and since Lambda checkpoints at the LOWEST reported sequence number and
+re-sends everything after it (docs/publisher.md, "Retries"), they would be published again. So the answer
+(`batch_item_failures`, the partial-batch response's shape) reports the first record that is not done
+(failed, or not attempted after the engine stopped) and EVERY later one, by SequenceNumber. Nothing of
+Powertools' batch utility is used: importing it costs the cold start its event data classes and asyncio.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
-
-from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType
-from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 
 from outbox.clock import Clock, parse_timestamp, utc_now
 from outbox.deadline import Deadline
@@ -60,10 +58,6 @@ CLOCK_SKEW = timedelta(seconds=2)
 _log = logging.getLogger(__name__)
 
 
-class RecordNotPublishedError(Exception):
-    """Stands for a record handed back to Lambda (Powertools' failure handler wants an exception)."""
-
-
 @dataclass(frozen=True, slots=True)
 class Skipped:
     reason: str
@@ -87,9 +81,8 @@ class StreamBatchResult:
         return self.report.contract_breaks
 
 
-def classify(record: DynamoDBRecord, table_name: str) -> Candidate | Skipped:
+def classify(raw: Mapping[str, Any], table_name: str) -> Candidate | Skipped:
     """A publishable candidate, or why the record is skipped. Raises StreamConfigurationError."""
-    raw: dict[str, Any] = record.raw_event
     source_arn = raw.get("eventSourceARN")
     if isinstance(source_arn, str) and f":table/{table_name}/stream/" not in source_arn:
         raise StreamConfigurationError(
@@ -140,7 +133,7 @@ def _modified(
     return rejected.but(replaced=old_image)
 
 
-def sequence_number_of(raw: dict[str, Any]) -> str:
+def sequence_number_of(raw: Mapping[str, Any]) -> str:
     sequence_number = (raw.get("dynamodb") or {}).get("SequenceNumber")
     if not isinstance(sequence_number, str) or not sequence_number:
         # An empty or null itemIdentifier would fail the whole batch anyway; say why instead.
@@ -168,9 +161,10 @@ class StreamPublisher:
         self._clock = clock
         self._retry = retry or RetryPolicy()
 
-    def publish(self, records: Sequence[DynamoDBRecord], deadline: Deadline) -> StreamBatchResult:
+    def publish(self, records: Sequence[Mapping[str, Any]], deadline: Deadline) -> StreamBatchResult:
+        """Publishes Lambda's records (the event's `Records`, as Lambda sends them)."""
         for record in records:
-            sequence_number_of(record.raw_event)  # before anything is published, not halfway
+            sequence_number_of(record)  # before anything is published, not halfway
         verdicts = [classify(record, self._table_name) for record in records]  # raises before publishing
         started = self._clock()
         lease = Lease(STREAM_PUBLISHER, started + timedelta(milliseconds=deadline.remaining_ms()))
@@ -265,38 +259,9 @@ def _count(counts: dict[str, int], key: str) -> None:
     counts[key] = counts.get(key, 0) + 1
 
 
-BatchHandler = Callable[[Sequence[DynamoDBRecord]], int | None]
-"""Processes a whole batch; returns the index of the first record to hand back, or None."""
-
-
-class StopAtFirstFailureProcessor(BatchProcessor):
-    """Powertools' BatchProcessor for DynamoDB streams, processing the batch as one ordered unit.
-
-    Unlike the stock processor, which calls the handler per record and carries on past failures, this one
-    calls a `BatchHandler` once with every record and reports the record it stopped at and every later
-    one. `raise_on_entire_batch_failure` is off: when the first record fails, reporting every record has
-    the same effect as failing the invocation, without making Lambda bisect the batch.
-    """
-
-    def __init__(self) -> None:
-        super().__init__(event_type=EventType.DynamoDBStreams, raise_on_entire_batch_failure=False)
-
-    def process(self) -> list[tuple[Any, ...]]:
-        records = [DynamoDBRecord(record) for record in self.records]
-        handler: BatchHandler = self.handler
-        first_failure = handler(records)
-        responses: list[tuple[Any, ...]] = []
-        for position, (raw, record) in enumerate(zip(self.records, records, strict=True)):
-            if first_failure is None or position < first_failure:
-                responses.append(self.success_handler(raw, None))
-                continue
-            error = RecordNotPublishedError(
-                "not published: an earlier record of the shard failed"
-                if position > first_failure
-                else "not published: transient failure"
-            )
-            responses.append(self.failure_handler(record, (RecordNotPublishedError, error, None)))
-        return responses
-
-    def _process_record(self, record: dict[str, Any]) -> Any:
-        raise NotImplementedError("records are processed as one batch, see process()")
+def batch_item_failures(records: Sequence[Mapping[str, Any]], first_failure: int | None) -> dict[str, Any]:
+    """Lambda's partial-batch response (ReportBatchItemFailures): the record the run stopped at and every
+    later one, by SequenceNumber. When that is the first record, every record is reported rather than the
+    invocation failed, so Lambda retries the batch without bisecting it."""
+    failed = records[first_failure:] if first_failure is not None else ()
+    return {"batchItemFailures": [{"itemIdentifier": sequence_number_of(record)} for record in failed]}
