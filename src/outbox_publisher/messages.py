@@ -11,9 +11,8 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import Any, NamedTuple
 
 from outbox.model import OutboxEvent
 
@@ -46,22 +45,19 @@ GROUP_ID = re.compile(r"[A-Za-z0-9!\"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~]{1,128}"
 _STRING = "String"
 
 
-@dataclass(frozen=True, slots=True)
-class Message:
-    """One event, ready to publish: the event and its envelope as JSON text (built once)."""
+class Message(NamedTuple):
+    """One event, ready to publish: the event and its envelope as JSON text (built once). A NamedTuple (see
+    outbox_publisher.delivery.Delivery): build it with `of`."""
 
     event: OutboxEvent
     body: str
-    body_bytes: int = -1
+    body_bytes: int
     """The body's size in UTF-8 bytes (what SNS and EventBridge count), measured once for both."""
-
-    def __post_init__(self) -> None:
-        if self.body_bytes < 0:
-            object.__setattr__(self, "body_bytes", _utf8_bytes(self.body))
 
     @classmethod
     def of(cls, event: OutboxEvent) -> Message:
-        return cls(event, event.envelope_json())
+        body = event.envelope_json()
+        return cls(event, body, _utf8_bytes(body))
 
 
 def entry_id(position: int) -> str:

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from outbox.clock import format_timestamp
 from outbox.model import PARTITION_KEY, SORT_KEY, string_attribute
@@ -34,8 +34,9 @@ class PoisonReason(StrEnum):
     """Another writer broke the row contract (outbox_publisher.writer_contract): FAILED, for an operator."""
 
 
-@dataclass(frozen=True, slots=True)
-class Rejection:
+class Rejection(NamedTuple):
+    """Why an event can never be published (a NamedTuple: see outbox_publisher.delivery.Delivery)."""
+
     reason: PoisonReason
     code: str
     detail: str

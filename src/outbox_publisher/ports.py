@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from outbox_publisher.errors import FailureKind
 from outbox_publisher.messages import Message
@@ -12,8 +11,9 @@ from outbox_publisher.poison import PoisonMessage
 from outbox_publisher.routing import Destination
 
 
-@dataclass(frozen=True, slots=True)
-class EntryResult:
+class EntryResult(NamedTuple):
+    """One entry's answer from a destination (a NamedTuple: see outbox_publisher.delivery.Delivery)."""
+
     ok: bool
     code: str | None = None
     kind: FailureKind | None = None

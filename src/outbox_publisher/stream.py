@@ -32,7 +32,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from outbox.clock import Clock, parse_timestamp, utc_now
 from outbox.deadline import Deadline
@@ -58,8 +58,9 @@ CLOCK_SKEW = timedelta(seconds=2)
 _log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
-class Skipped:
+class Skipped(NamedTuple):
+    """Why a record is not published (a NamedTuple: see outbox_publisher.delivery.Delivery)."""
+
     reason: str
 
 
