@@ -53,7 +53,10 @@ ETAG_HEADER = "ETag"
 _CORRELATION_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 
 logger = Logger()
-tracer = Tracer()
+# botocore only: the API calls AWS through boto3 and nothing else, and Powertools' default (`patch_all`) would
+# also import and patch requests, sqlite3 and every other library the X-Ray SDK supports, on every cold start,
+# for calls never made (as outbox_publisher.tracing does for the publisher, which this asset does not ship).
+tracer = Tracer(patch_modules=("botocore",))
 metrics = Metrics()
 app = APIGatewayHttpResolver()
 
