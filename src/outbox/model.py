@@ -305,7 +305,7 @@ class OutboxEvent:
                 occurred_at=reader.string("occurred_at"),
                 schema_version=reader.integer("schema_version"),
                 correlation_id=reader.optional_string("correlation_id"),
-                status=OutboxStatus(reader.string("status")) if "status" in item else OutboxStatus.PENDING,
+                status=_status(reader.string("status")) if "status" in item else OutboxStatus.PENDING,
                 attempts=reader.integer("attempts") if "attempts" in item else 0,
                 last_error=reader.optional_string("last_error"),
                 published_at=reader.optional_string("published_at"),
@@ -354,7 +354,11 @@ class _ItemReader:
         return self.string(name) if name in self._item else None
 
     def integer(self, name: str) -> int:
-        text = str(self._value(name, "N"))
+        attribute = self._item.get(name)
+        if type(attribute) is dict and type(value := attribute.get("N")) is str:
+            text = value  # the common case, read inline, as in `string`
+        else:
+            text = str(self._value(name, "N"))
         if text.isascii() and text.isdigit() and len(text) <= _PLAIN_DIGITS:
             return int(text)  # the common case, read without a Decimal: the same whole number
         try:
@@ -369,6 +373,15 @@ class _ItemReader:
         return int(number)
 
 
+def _status(text: str) -> OutboxStatus:
+    """`OutboxStatus(text)` by a dict lookup (an enum's call is slow); raises ValueError alike."""
+    status = _STATUSES.get(text)
+    if status is None:
+        raise ValueError(f"{text!r} is not a valid OutboxStatus")
+    return status
+
+
+_STATUSES = {status.value: status for status in OutboxStatus}
 _PLAIN_DIGITS = 18
 """Digits an N value may have to be read as a whole number directly (well within MAX_WHOLE_NUMBER)."""
 _CANONICAL_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
