@@ -160,6 +160,8 @@ def string_attribute(item: Mapping[str, Any] | None, name: str) -> str | None:
 
 def generation_of(row: Mapping[str, Any]) -> int:
     """The row's redrive generation (0 until its first redrive; an unreadable one counts as 0)."""
+    if GENERATION not in row:
+        return 0  # every row until its first redrive: without raising and catching a KeyError
     try:
         return int(str(row[GENERATION]["N"]))
     except (KeyError, TypeError, ValueError):
