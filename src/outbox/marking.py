@@ -23,18 +23,18 @@ below hold whoever publishes.
   PENDING (reported as `DeadlineExceeded`) rather than risk the invocation's timeout.
 
 As few calls and as little capacity as DynamoDB allows: rows are marked with PartiQL `BatchExecuteStatement`,
-up to 25 UPDATE statements per call, each a standard conditional write (1 WCU per KB, where a transaction
-costs 2) whose conditions are the statement's WHERE clause. DynamoDB answers each statement on its own: a
-row that already moved on fails only its own statement (`ConditionalCheckFailed`), never its neighbours', so a
-redelivered batch costs the same calls as the first delivery. A FAILED mark that releases its row stays in
-the batch: PartiQL has no `if_not_exists`, so the statement sets `first_released_at` guarded by
-`IS MISSING` when the row as read had none, and leaves it alone guarded by `IS NOT MISSING` when it had
-one (as `attempts` is handled). What PartiQL cannot say goes one UpdateItem per row: a single row (one
-UpdateItem is the same write, and needs no PartiQL), a restored row (an UPDATE never creates an item), and
-a statement that failed its condition on a row still PENDING for this mark (it gained or lost `attempts`
-or `first_released_at` since it was read: UpdateItem's ADD and `if_not_exists` need no such condition) or
-whose answer holds no item (sources disagree on whether batch members return it): UpdateItem's own answer
-then says exactly whether the row had moved on.
+up to 25 UPDATE statements per call (outbox.mark_statements writes them), each a standard conditional write (1
+WCU per KB, where a transaction costs 2) whose conditions are the statement's WHERE clause. DynamoDB answers
+each statement on its own: a row that already moved on fails only its own statement
+(`ConditionalCheckFailed`), never its neighbours', so a redelivered batch costs the same calls as the first
+delivery. A FAILED mark that releases its row stays in the batch: PartiQL has no `if_not_exists`, so the
+statement sets `first_released_at` guarded by `IS MISSING` when the row as read had none, and leaves it alone
+guarded by `IS NOT MISSING` when it had one (as `attempts` is handled). What PartiQL cannot say goes one
+UpdateItem per row: a single row (one UpdateItem is the same write, and needs no PartiQL), a restored row (an
+UPDATE never creates an item), and a statement that failed its condition on a row still PENDING for this mark
+(it gained or lost `attempts` or `first_released_at` since it was read: UpdateItem's ADD and `if_not_exists`
+need no such condition) or whose answer holds no item (sources disagree on whether batch members return it):
+UpdateItem's own answer then says exactly whether the row had moved on.
 
 The PartiQL form has NOT been run against real DynamoDB here (no AWS account): it follows the UPDATE
 grammar page (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/ql-reference.update.html)
@@ -73,7 +73,6 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from outbox.aws import INVOCATION_CALL_S
 from outbox.aws_errors import error_code
-from outbox.clock import format_timestamp
 from outbox.deadline import Deadline, NoDeadline
 from outbox.dynamodb import translate_client_error
 from outbox.errors import (
@@ -83,26 +82,15 @@ from outbox.errors import (
     TransactionConflictError,
     TransactionValidationError,
 )
+from outbox.mark_statements import MarkStatements
 from outbox.mark_updates import update_of
 from outbox.model import (
-    FAILED_INDEX_PARTITION_KEY,
-    FIRST_RELEASED_AT,
     GENERATION,
     LEASE_OWNER,
-    LEASE_UNTIL,
-    NEXT_ATTEMPT_AT,
-    PARTITION_KEY,
-    PENDING_INDEX_PARTITION_KEY,
-    RELEASE_REASON,
-    RELEASED_AT,
-    SORT_KEY,
-    TTL_ATTRIBUTE,
     OutboxStatus,
     RowKey,
     generation_of,
     outbox_table,
-    pending_shard,
-    truncate_error,
 )
 from outbox.row_marks import FailedMark, Mark, MarkingReport, PublishedMark
 
@@ -113,16 +101,6 @@ DEFAULT_PUBLISHED_RETENTION = timedelta(days=DEFAULT_PUBLISHED_RETENTION_DAYS)
 
 _log = logging.getLogger(__name__)
 
-_LEFT_PENDING_ATTRIBUTES = (PENDING_INDEX_PARTITION_KEY, LEASE_OWNER, LEASE_UNTIL, NEXT_ATTEMPT_AT)
-_LEFT_FOR_AN_OPERATOR_ATTRIBUTES = (*_LEFT_PENDING_ATTRIBUTES, TTL_ATTRIBUTE, "published_at")
-# What each kind of mark SETs, in the order of its statement's parameters (`_statement`).
-_PUBLISHED_SETS = ("status", "published_at", TTL_ATTRIBUTE)
-_FAILED_SETS = ("status", "last_error", "failed_at", FAILED_INDEX_PARTITION_KEY)
-_FAILED_AND_RELEASED_SETS = (*_FAILED_SETS, RELEASED_AT, RELEASE_REASON)
-_FAILED_AND_FIRST_RELEASED_SETS = (*_FAILED_AND_RELEASED_SETS, FIRST_RELEASED_AT)
-_PENDING = OutboxStatus.PENDING.value
-_PUBLISHED = OutboxStatus.PUBLISHED.value
-_FAILED = OutboxStatus.FAILED.value
 # One marking call ends within this (outbox.aws.invocation_client), plus a moment to answer Lambda.
 MARKING_CALL_MS = (INVOCATION_CALL_S + 1) * 1000
 # BatchExecuteStatement takes at most 25 statements ("Running batch operations with PartiQL for DynamoDB").
@@ -179,8 +157,7 @@ class DynamoDBRowMarker:
         self._partiql = True
         self._client = client
         self._table = outbox_table(table_name)
-        self._quoted_table = _quoted(table_name)
-        self._texts: dict[tuple[Any, ...], str] = {}
+        self._statements = MarkStatements(table_name, published_retention)
         self._retention = published_retention
         self._deadline: Deadline = NoDeadline()
 
@@ -311,94 +288,7 @@ class DynamoDBRowMarker:
             self._sleep(delay_ms / 1000)
 
     def _statement(self, mark: PublishedMark | FailedMark) -> dict[str, Any]:
-        """The mark as one PartiQL UPDATE of the documented grammar: each SET and REMOVE its own clause, the
-        conditions in WHERE, every value a `?` parameter."""
-        parameters: list[dict[str, str]]
-        names: tuple[str, ...]
-        removed: tuple[str, ...]
-        if isinstance(mark, PublishedMark):
-            names = _PUBLISHED_SETS
-            parameters = [
-                {"S": _PUBLISHED},
-                {"S": format_timestamp(mark.published_at)},
-                {"N": str(int((mark.published_at + self._retention).timestamp()))},
-            ]
-            removed = _LEFT_PENDING_ATTRIBUTES
-        else:
-            failed_at = format_timestamp(mark.failed_at)
-            parameters = [
-                {"S": _FAILED},
-                {"S": truncate_error(mark.error)},
-                {"S": failed_at},
-                {"N": str(pending_shard(mark.key.aggregate_key))},
-            ]
-            if mark.release_reason is None:
-                names = _FAILED_SETS
-            else:
-                parameters += [{"S": failed_at}, {"S": truncate_error(mark.release_reason)}]
-                names = _FAILED_AND_RELEASED_SETS
-                if not mark.first_released_stored:
-                    parameters.append({"S": failed_at})
-                    names = _FAILED_AND_FIRST_RELEASED_SETS
-            removed = _LEFT_FOR_AN_OPERATOR_ATTRIBUTES
-        key = mark.key
-        parameters += [
-            {"N": str(mark.attempts)},
-            {"S": key.aggregate_key},
-            {"N": key.seq_text},
-            {"S": _PENDING},
-        ]
-        if mark.lease_owner is not None:
-            parameters.append({"S": mark.lease_owner})
-        if mark.generation != 0:
-            parameters.append({"N": str(mark.generation)})
-        if mark.event_id is not None:
-            parameters.append({"S": mark.event_id})
-        # The text depends on the mark's shape only: built once per shape, not once per row.
-        shape = (
-            names,
-            removed,
-            mark.attempts_stored,
-            mark.lease_owner is not None,
-            mark.generation == 0,
-            mark.event_id is not None,
-            _first_released_stored(mark),
-        )
-        statement = self._texts.get(shape)
-        if statement is None:
-            statement = self._texts[shape] = self._statement_text(shape)
-        # The row as stored when a condition fails (ALL_OLD: a statement cannot project). `_still_markable`
-        # reads only `status`, `lease_owner`, `generation` and `event_id` of it, but without it every moved-on
-        # row (each row of a redelivered batch) would need an UpdateItem to tell it from a row that only
-        # gained or lost `attempts` or `first_released_at`: kept, at the price of the response's size (the
-        # whole item, payload included, per row that failed its condition).
-        return {
-            "Statement": statement,
-            "Parameters": parameters,
-            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-        }
-
-    def _statement_text(
-        self, shape: tuple[tuple[str, ...], tuple[str, ...], bool, bool, bool, bool, bool | None]
-    ) -> str:
-        """The UPDATE of one mark's shape; its `?` in the order `_statement` lists the parameters."""
-        sets, removed, attempts_stored, leased, first_generation, with_event_id, first_released_stored = shape
-        clauses = [f"SET {_quoted(name)} = ?" for name in sets]
-        clauses.append('SET "attempts" = "attempts" + ?' if attempts_stored else 'SET "attempts" = ?')
-        clauses.extend(f"REMOVE {_quoted(name)}" for name in removed)
-        conditions = [f"{_quoted(PARTITION_KEY)} = ?", f"{_quoted(SORT_KEY)} = ?", '"status" = ?']
-        if leased:
-            conditions.append(f"{_quoted(LEASE_OWNER)} = ?")
-        conditions.append(
-            f"{_quoted(GENERATION)} IS MISSING" if first_generation else f"{_quoted(GENERATION)} = ?"
-        )
-        if with_event_id:
-            conditions.append('"event_id" = ?')
-        conditions.append('"attempts" IS NOT MISSING' if attempts_stored else '"attempts" IS MISSING')
-        if first_released_stored is not None:  # a release: sets `first_released_at` only where it was absent
-            missing = "IS NOT MISSING" if first_released_stored else "IS MISSING"
-            conditions.append(f"{_quoted(FIRST_RELEASED_AT)} {missing}")
-        return f"UPDATE {self._quoted_table} {' '.join(clauses)} WHERE {' AND '.join(conditions)}"
+        return self._statements.of(mark)
 
     def _mark_one(self, mark: Mark, report: MarkingReport) -> None:
         if not self._time_for_a_call([mark], report):
@@ -429,19 +319,6 @@ class DynamoDBRowMarker:
 def _in_batch(mark: Mark) -> TypeGuard[PublishedMark | FailedMark]:
     """Whether PartiQL can say the mark: not a restored row (an UPDATE never creates an item)."""
     return isinstance(mark, PublishedMark | FailedMark)
-
-
-def _first_released_stored(mark: PublishedMark | FailedMark) -> bool | None:
-    """For a releasing FAILED mark, whether the row as read held `first_released_at`; None for the others."""
-    if isinstance(mark, FailedMark) and mark.release_reason is not None:
-        return mark.first_released_stored
-    return None
-
-
-def _quoted(name: str) -> str:
-    """A PartiQL identifier, double-quoted: reserved words such as `status` included. DynamoDB's table and
-    attribute names here never hold a quote."""
-    return f'"{name}"'
 
 
 def _still_markable(mark: PublishedMark | FailedMark, item: Mapping[str, Any]) -> bool:

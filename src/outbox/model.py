@@ -14,12 +14,13 @@ import uuid
 import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from enum import StrEnum
 from typing import Any
 
 from outbox.clock import Clock, format_timestamp, parse_timestamp, utc_now
 from outbox.errors import InvalidEventError, InvalidOutboxRowError
+from outbox.item_reader import ItemReader
 from outbox.limits import MAX_WHOLE_NUMBER, Item
 from outbox.payload import JsonObject, decode_payload, encode_payload
 from outbox.transaction import TableKeys
@@ -294,7 +295,7 @@ class OutboxEvent:
     @classmethod
     def from_item(cls, item: Item) -> OutboxEvent:
         """Read a row back. Any breach of the contract raises InvalidOutboxRowError naming the field."""
-        reader = _ItemReader(item)
+        reader = ItemReader(item)
         try:
             stored_payload = reader.string("payload")
             event = cls(
@@ -331,50 +332,6 @@ class OutboxEvent:
         return event
 
 
-class _ItemReader:
-    def __init__(self, item: Item) -> None:
-        self._item = item
-
-    def _value(self, name: str, kind: str) -> Any:
-        attribute = self._item.get(name)
-        if type(attribute) is dict and kind in attribute:
-            return attribute[kind]  # the common case, without the Mapping check below (an ABC's: slow)
-        if attribute is None:
-            raise InvalidOutboxRowError(f"{name} is missing", field=name)
-        # A made-up record may hold anything where an attribute value (a map) goes.
-        if not isinstance(attribute, Mapping) or kind not in attribute:
-            raise InvalidOutboxRowError(f"{name} must be of type {kind}", field=name)
-        return attribute[kind]
-
-    def string(self, name: str) -> str:
-        attribute = self._item.get(name)
-        if type(attribute) is dict and type(value := attribute.get("S")) is str:
-            return value  # the common case, read inline: it is most of a row
-        return str(self._value(name, "S"))
-
-    def optional_string(self, name: str) -> str | None:
-        return self.string(name) if name in self._item else None
-
-    def integer(self, name: str) -> int:
-        attribute = self._item.get(name)
-        if type(attribute) is dict and type(value := attribute.get("N")) is str:
-            text = value  # the common case, read inline, as in `string`
-        else:
-            text = str(self._value(name, "N"))
-        if text.isascii() and text.isdigit() and len(text) <= _PLAIN_DIGITS:
-            return int(text)  # the common case, read without a Decimal: the same whole number
-        try:
-            number = Decimal(text)
-        except InvalidOperation:
-            raise InvalidOutboxRowError(f"{name} is not a number", field=name) from None
-        if not number.is_finite() or number != number.to_integral_value():
-            raise InvalidOutboxRowError(f"{name} must be a whole number", field=name)
-        # Only a made-up record holds more (DynamoDB refuses it): and int() spells no more than 4,300 digits.
-        if number.copy_abs() > MAX_WHOLE_NUMBER:  # copy_abs, exact: abs() rounds to 28 digits
-            raise InvalidOutboxRowError(f"{name} has more digits than a whole number may", field=name)
-        return int(number)
-
-
 def _status(text: str) -> OutboxStatus:
     """`OutboxStatus(text)` by a dict lookup (an enum's call is slow); raises ValueError alike."""
     status = _STATUSES.get(text)
@@ -384,8 +341,6 @@ def _status(text: str) -> OutboxStatus:
 
 
 _STATUSES = {status.value: status for status in OutboxStatus}
-_PLAIN_DIGITS = 18
-"""Digits an N value may have to be read as a whole number directly (well within MAX_WHOLE_NUMBER)."""
 _CANONICAL_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
