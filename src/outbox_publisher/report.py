@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
+from typing import NamedTuple
 
 from outbox.clock import parse_timestamp
 from outbox.row_marks import MarkingReport
@@ -24,8 +25,10 @@ class Status(StrEnum):
     """After the stop: not (fully) published, handed back."""
 
 
-@dataclass(frozen=True, slots=True)
-class EventOutcome:
+class EventOutcome(NamedTuple):
+    """How one candidate fared in a run. A NamedTuple, as the run's other per-event records: immutable, and
+    the cheapest to define and to build (outbox_publisher.delivery.Delivery)."""
+
     candidate: Candidate
     status: Status
     attempts: int = 0
