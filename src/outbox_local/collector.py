@@ -6,8 +6,10 @@ tables, queues and messages, the provisioned stack), each a pause of about 0.2 s
 waited out. Everything alive once the runtime has started (modules, the provisioned resources) lives as long
 as the process: it is moved out of the collector's sight (`gc.freeze`). A larger young generation makes the
 short-lived cycles of each request (Flask's contexts, botocore's parsers) die in the cheap collections, so
-the full ones become rare. Reference counting frees everything else as before: memory is not traded away
-(the benchmark reports the runtime's peak memory with its other figures).
+the full ones become rare. Reference counting frees everything else as before (the benchmark reports the
+runtime's peak memory with its other figures). The one trade: a cycle among the frozen objects that becomes
+garbage later (none is expected: the provisioned stack lives as long as the process) is not collected until
+the runtime stops.
 """
 
 from __future__ import annotations

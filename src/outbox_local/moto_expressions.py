@@ -34,6 +34,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
 import moto.dynamodb.parsing.ast_nodes
@@ -57,36 +58,49 @@ _KEPT_AS = "_outbox_kept_as"
 """Set on the copy of a kept tree that moto's validator works on: the text it was parsed from."""
 
 
+@dataclass(frozen=True)
+class _Kept:
+    """What is kept, replaced whole when full (one assignment: a reader sees the old state or the new)."""
+
+    trees: dict[str, Any] = field(default_factory=dict)
+    # By id of a kept tree: the tree itself (so its id stays its own while the entry lives), its text, its
+    # pickle.
+    by_id: dict[int, tuple[Any, str, bytes]] = field(default_factory=dict)
+    checked: set[tuple[str, tuple[tuple[str, str], ...], tuple[str, ...]]] = field(default_factory=set)
+
+
 class _ParsedOnce:
     """Each expression text's tree, parsed by moto once, and its pickle, from which copies are made; and the
     (text, names, table key) combinations that passed moto's pure checks."""
 
     def __init__(self, parse: Any) -> None:
         self._parse = parse
-        self._trees: dict[str, Any] = {}
-        # By id of a kept tree (kept trees stay alive, so their ids stay theirs): its text and its pickle.
-        self._kept: dict[int, tuple[str, bytes]] = {}
-        self._checked: set[tuple[str, tuple[tuple[str, str], ...], tuple[str, ...]]] = set()
+        self._kept = _Kept()
         self._lock = threading.Lock()
 
     def make(self, expression: str) -> Any:
-        tree = self._trees.get(expression)
+        tree = self._kept.trees.get(expression)
         if tree is not None:
             return tree
         tree = self._parse(expression)  # an invalid expression raises here, as in moto, and is not kept
-        pickled = pickle.dumps(tree, pickle.HIGHEST_PROTOCOL)
+        try:
+            pickled = pickle.dumps(tree, pickle.HIGHEST_PROTOCOL)
+        except RecursionError:
+            return tree  # too deep to keep: moto's own copy, later, fails the way it does without this layer
         with self._lock:
-            if len(self._trees) >= _KEPT_EXPRESSIONS:
-                self._trees, self._kept, self._checked = {}, {}, set()
-            self._trees[expression] = tree
-            self._kept[id(tree)] = (expression, pickled)
+            if len(self._kept.trees) >= _KEPT_EXPRESSIONS:
+                self._kept = _Kept()
+            kept = self._kept
+            # Two threads may parse one new text at once: the first tree kept is every caller's.
+            tree = kept.trees.setdefault(expression, tree)
+            kept.by_id.setdefault(id(tree), (tree, expression, pickled))
         return tree
 
     def deepcopy(self, value: Any, memo: dict[int, Any] | None = None) -> Any:
-        kept = self._kept.get(id(value))
-        if kept is None or memo is not None:
+        kept = self._kept.by_id.get(id(value))
+        if kept is None or kept[0] is not value or memo is not None:
             return copy.deepcopy(value, memo)
-        text, pickled = kept
+        _, text, pickled = kept
         tree = pickle.loads(pickled)  # noqa: S301 - our own pickle of moto's tree, made in this process
         setattr(tree, _KEPT_AS, text)
         return tree
@@ -99,14 +113,15 @@ class _ParsedOnce:
         text = getattr(node, _KEPT_AS, None)
         names = validator.expression_attribute_names or {}
         combination = (text, tuple(sorted(names.items())), tuple(validator.table.table_key_attrs))
-        checked = text is not None and combination in self._checked
+        kept = self._kept
+        checked = text is not None and combination in kept.checked
         for walker in validator.processors:
             if checked and isinstance(walker, _PURE_CHECKS):
                 continue
             node = walker.traverse(node)
         if text is not None and not checked:
             with self._lock:
-                self._checked.add(combination)  # type: ignore[arg-type]  # text is a str here
+                kept.checked.add(combination)  # type: ignore[arg-type]  # text is a str here
         return node
 
 

@@ -9,7 +9,9 @@ import copy
 import inspect
 import pickle
 import re
+import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import boto3
@@ -323,3 +325,34 @@ def test_moto_canary_the_shape_the_layer_relies_on() -> None:
         "children[0] =",
     ):
         assert change not in source
+
+
+def test_two_threads_parsing_one_new_text_share_one_kept_tree() -> None:
+    both_parsing = threading.Barrier(2)
+
+    def slow_parse(expression: str) -> Any:
+        both_parsing.wait(timeout=10)  # both threads are inside the parse before either keeps its tree
+        return UpdateExpressionParser.make(expression)
+
+    parsed = moto_expressions._ParsedOnce(slow_parse)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        trees = list(pool.map(parsed.make, ["SET a = :v", "SET a = :v"]))
+    assert trees[0] is trees[1]
+    assert list(parsed._kept.trees) == ["SET a = :v"]
+    assert [entry[0] for entry in parsed._kept.by_id.values()] == [trees[0]]
+    copied = parsed.deepcopy(trees[0])
+    assert copied is not trees[0]
+    assert getattr(copied, moto_expressions._KEPT_AS) == "SET a = :v"
+    other = {"not": ["kept"]}
+    assert parsed.deepcopy(other) == other
+    assert parsed.deepcopy(other) is not other
+
+
+def test_an_expression_too_deep_to_keep_fails_as_moto_fails(backend: DynamoDBBackend) -> None:
+    terms = 300
+    expression = "SET a = " + " + ".join(f":v{index}" for index in range(terms))
+    values = {f":v{index}": {"N": "1"} for index in range(terms)}
+    expected = outcome(backend, expression, {}, values)
+    with cheaper_expressions():
+        assert outcome(backend, expression, {}, values) == expected
+    assert expected[:2] == ("raised", "RecursionError")
