@@ -29,6 +29,7 @@ expressions, and fails loudly if moto's shape changes under these.
 from __future__ import annotations
 
 import copy
+import functools
 import pickle
 import threading
 from collections import deque
@@ -135,8 +136,8 @@ the table's key attributes."""
 
 
 def _traverse_node_recursively(self: Any, node: Any, child_id: int = -1) -> Any:
-    """moto's `DepthFirstTraverser.traverse_node_recursively`, with the walker's node types read once and each
-    node's class tested against them once per walk (moto's node classes are ABCs: `isinstance` is slow)."""
+    """moto's `DepthFirstTraverser.traverse_node_recursively`, with the walker's node types read once per walk
+    and each node class tested against them once (moto's node classes are ABCs: `isinstance` is slow)."""
     return _Walk(self).visit(node, child_id)
 
 
@@ -144,21 +145,17 @@ class _Walk:
     def __init__(self, walker: Any) -> None:
         self._walker = walker
         self._processed = walker.nodes_to_be_processed()
-        self._is_processed: dict[type, bool] = {}
 
     def visit(self, node: Any, child_id: int) -> Any:
-        kind = type(node)
-        if not _is_node(kind):
+        kind: Any = type(node)  # a class: hashable, though typeshed does not say so for type[Any]
+        if not _is_subclass(kind, Node):
             return node
         walker, parent_node = self._walker, node.parent
         if node.children is not None:
             for index, child in enumerate(node.children):
                 walker.pre_processing_of_child(node, index)
                 self.visit(child, index)
-        processed = self._is_processed.get(kind)
-        if processed is None:
-            processed = self._is_processed[kind] = issubclass(kind, self._processed)
-        if processed:
+        if _is_subclass(kind, self._processed):
             node = walker.process(node)
             node.parent = parent_node
             if parent_node:
@@ -166,14 +163,10 @@ class _Walk:
         return node
 
 
-_node_classes: dict[type, bool] = {}
-
-
-def _is_node(kind: type) -> bool:
-    known = _node_classes.get(kind)
-    if known is None:
-        known = _node_classes[kind] = issubclass(kind, Node)
-    return known
+@functools.cache
+def _is_subclass(kind: type, of: type | tuple[type, ...]) -> bool:
+    """`issubclass`, answered once per pair: moto's node classes and each walker's tuple of them are few."""
+    return issubclass(kind, of)
 
 
 def _as_method(function: Callable[[Any], Any]) -> Callable[[Any], Any]:
@@ -196,9 +189,8 @@ def _lexed_once(lex: _Lex) -> _Lex:
         text = self.condition_expression
         tokens = kept.get(text)
         if tokens is None:
-            tokens = tuple(
-                lex(self)
-            )  # an expression moto cannot lex raises here, as in moto, and is not kept
+            # An expression moto cannot lex raises here, as in moto, and is not kept.
+            tokens = tuple(lex(self))
             if len(kept) >= _KEPT_EXPRESSIONS:
                 kept.clear()
             kept[text] = tokens
