@@ -359,3 +359,95 @@ class _Keyed:
     def __init__(self, kind: str, value: str) -> None:
         self.hash_key = type("Key", (), {"type": kind, "cast_value": value})()
         self.range_key = None
+
+
+def _sends_and_deletes(sqs: Any, name: str) -> list[Any]:
+    """What moto answers to sends and deletes on a standard queue and on FIFO queues with and without
+    content-based deduplication, a duplicate within the window among them, and every kind of delete."""
+    answers: list[Any] = []
+    standard = sqs.create_queue(QueueName=f"{name}-standard")["QueueUrl"]
+    content = sqs.create_queue(
+        QueueName=f"{name}-content.fifo",
+        Attributes={"FifoQueue": "true", "ContentBasedDeduplication": "true"},
+    )["QueueUrl"]
+    explicit = sqs.create_queue(QueueName=f"{name}-explicit.fifo", Attributes={"FifoQueue": "true"})[
+        "QueueUrl"
+    ]
+    for body in ("a", "b", "a"):
+        sqs.send_message(QueueUrl=standard, MessageBody=body)
+        sqs.send_message(QueueUrl=content, MessageBody=body, MessageGroupId="g")
+        sqs.send_message(QueueUrl=explicit, MessageBody=body, MessageGroupId="g", MessageDeduplicationId=body)
+    for refused in (
+        {"QueueUrl": explicit, "MessageBody": "c", "MessageGroupId": "g"},  # no deduplication id
+        {"QueueUrl": content, "MessageBody": "c"},  # no group
+    ):
+        with pytest.raises(sqs.exceptions.ClientError) as error:
+            sqs.send_message(**refused)
+        answers.append(error.value.response["Error"]["Code"])
+    sqs.send_message_batch(
+        QueueUrl=content,
+        Entries=[{"Id": str(n), "MessageBody": body, "MessageGroupId": "h"} for n, body in enumerate("xyx")],
+    )
+    for url in (standard, content, explicit):
+        answers.append(
+            sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"][
+                "ApproximateNumberOfMessages"
+            ]
+        )
+        first = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=0)["Messages"]
+        again = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=300)["Messages"]
+        answers.append(sorted(message["Body"] for message in again))
+        old_handle, current = first[0]["ReceiptHandle"], again[-1]["ReceiptHandle"]
+        sqs.delete_message(QueueUrl=url, ReceiptHandle=old_handle)  # a handle the message had before
+        sqs.delete_message(QueueUrl=url, ReceiptHandle=old_handle)  # deleted already: success again
+        sqs.delete_message(QueueUrl=url, ReceiptHandle=current)
+        with pytest.raises(sqs.exceptions.ReceiptHandleIsInvalid):
+            sqs.delete_message(QueueUrl=url, ReceiptHandle="not-a-handle")
+        attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+        answers.append(
+            {key: value for key, value in attributes.items() if "Timestamp" not in key and "Arn" not in key}
+        )
+    return answers
+
+
+def test_sends_and_deletes_answer_what_moto_answers(endpoint: str) -> None:
+    # Given moto as it is, and then with the hot paths made cheap
+    sqs = client(endpoint, "sqs")
+    before = _sends_and_deletes(sqs, "before")
+    with lighter_moto():
+        during = _sends_and_deletes(sqs, "during")
+
+    # Then every answer is the same: duplicates dropped, refusals, counts, receives, deletes
+    assert during == before
+    assert before[0:2] == ["InvalidParameterValue", "MissingParameter"]
+    # 3 on the standard queue; content-based: the second "a" and "x" dropped; explicit ids: the second "a"
+    assert before[2::3] == ["3", "4", "2"]
+    assert before[3] == ["a", "a", "b"]
+    assert [counts["ApproximateNumberOfMessagesNotVisible"] for counts in before[4::3]] == ["1", "1", "0"]
+
+
+def test_moto_s_send_reads_only_content_based_deduplication_of_a_queue_s_attributes(endpoint: str) -> None:
+    """The canary of the cheap send: if moto's send path starts reading another attribute of the queue, the
+    one-attribute answer given while it sends would be wrong, and this fails."""
+    read: list[str] = []
+
+    class Recording(dict[str, Any]):
+        def get(self, key: str, default: Any = None) -> Any:
+            read.append(key)
+            return super().get(key, default)
+
+        def __getitem__(self, key: str) -> Any:
+            read.append(key)
+            return super().__getitem__(key)
+
+    sqs = client(endpoint, "sqs")
+    with lighter_moto():
+        recorded = moto.sqs.models.Queue.attributes
+        cheap = recorded.fget  # type: ignore[attr-defined]
+        moto.sqs.models.Queue.attributes = property(lambda queue: Recording(cheap(queue)))  # type: ignore[method-assign,assignment]
+        try:
+            _sends_and_deletes(sqs, "canary")
+        finally:
+            moto.sqs.models.Queue.attributes = recorded  # type: ignore[method-assign]
+    assert "ContentBasedDeduplication" in read
+    assert set(read) == {"ContentBasedDeduplication"}
