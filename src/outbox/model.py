@@ -125,9 +125,10 @@ def outbox_table(table_name: str) -> TableKeys:
     return TableKeys(table_name, PARTITION_KEY, SORT_KEY)
 
 
-# ensure_ascii=False: SNS and EventBridge count UTF-8 bytes, and escapes would only inflate them. One encoder
-# for every envelope: `json.dumps` with options builds a new one per call.
-_ENVELOPE_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+# How a JSON encoder with ensure_ascii=False writes a string (SNS and EventBridge count UTF-8 bytes, and
+# escapes would only inflate them): the envelope is written field by field with it, as such an encoder writes
+# it compactly, without the encoder's per-call set-up (tests/unit/outbox/test_envelope_text.py compares them).
+_json_string = json.encoder.encode_basestring
 
 _AGGREGATE_TYPE = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")
 _EVENT_TYPE = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,127}$")
@@ -244,9 +245,16 @@ class OutboxEvent:
         return self._envelope_head() | {"payload": dict(self.payload)}
 
     def envelope_json(self) -> str:
-        """The envelope as JSON text, with the payload's text spliced in unchanged (see from_item)."""
-        text = _ENVELOPE_ENCODER.encode(self._envelope_head())
-        return f'{text[:-1]},"payload":{self._payload_json}}}'
+        """The envelope as compact JSON text, with the payload's text spliced in unchanged (see from_item)."""
+        correlation_id = "null" if self.correlation_id is None else _json_string(self.correlation_id)
+        return (
+            f'{{"event_id":{_json_string(self.event_id)},"event_type":{_json_string(self.event_type)},'
+            f'"schema_version":{int.__repr__(self.schema_version)},'
+            f'"aggregate_type":{_json_string(self.aggregate_type)},'
+            f'"aggregate_id":{_json_string(self.aggregate_id)},"seq":{int.__repr__(self.seq)},'
+            f'"occurred_at":{_json_string(self.occurred_at)},"correlation_id":{correlation_id},'
+            f'"payload":{self._payload_json}}}'
+        )
 
     @property
     def payload_json(self) -> str:
