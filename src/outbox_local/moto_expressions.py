@@ -19,8 +19,14 @@ cost moto about 1.4 ms of CPU, half of the runtime's CPU at 40 orders/s. Where i
   one clause of a kind, no overlapping paths, no key attribute updated) that read only the tree, the names
   and the table's key: once a combination of the three has passed them, they are not walked again for it;
 - a condition expression is lexed anew for every write, its token patterns compiled for every token: the
-  tokens depend on the text only, so each text is lexed once (the values and names are still put in by
-  moto's parser, every time).
+  tokens depend on the text only, so each text is lexed once;
+- and it is then parsed anew for every write (about a quarter of a row marker's UPDATE, whose condition is
+  the same, status and generation, for every row it marks): the parsed condition depends on the text and
+  the names and values it uses only, and moto only reads it (each operator's `expr` reads the item and
+  returns a new answer), so each combination is parsed once and kept, from a private copy of those names and
+  values (nothing the caller does to its own values later can change a kept condition). An expression the
+  copy does not parse is parsed as moto parses it, with the caller's names and values, so it raises moto's
+  own error (or answers, not kept).
 
 tests/integration/local/test_local_moto_expressions.py compares every answer with moto's own over a set of
 expressions, and fails loudly if moto's shape changes under these.
@@ -30,7 +36,10 @@ from __future__ import annotations
 
 import copy
 import functools
+import json
 import pickle
+import re
+import sys
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -38,6 +47,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import moto.dynamodb.comparisons
 import moto.dynamodb.parsing.ast_nodes
 import moto.dynamodb.parsing.expressions
 import moto.dynamodb.parsing.validators
@@ -200,10 +210,62 @@ def _lexed_once(lex: _Lex) -> _Lex:
     return lex_condition_expression
 
 
+_GetFilterExpression = Callable[[str | None, dict[str, str] | None, dict[str, Any] | None], Any]
+
+
+_PLACEHOLDER = re.compile(r"[:#][A-z0-9\-_]+")
+"""A name or value placeholder, as moto's condition lexer reads one (`attribute_regex`)."""
+
+
+def _parsed_once(parse: _GetFilterExpression) -> _GetFilterExpression:
+    """moto's `get_filter_expression`, each combination of text and the names and values it uses parsed once.
+
+    Only the placeholders the text uses make the combination: one request's values serve its update expression
+    too (a row marker's timestamps), and would make every combination new."""
+    kept: dict[tuple[str | None, str, str], Any] = {}
+    lock = threading.Lock()
+
+    def get_filter_expression(
+        expr: str | None, names: dict[str, str] | None, values: dict[str, Any] | None
+    ) -> Any:
+        used = frozenset(_PLACEHOLDER.findall(expr or ""))
+        try:
+            key = (
+                expr,
+                json.dumps({name: value for name, value in (names or {}).items() if name in used}),
+                json.dumps({name: value for name, value in (values or {}).items() if name in used}),
+            )
+        except (TypeError, ValueError):  # not JSON (no request carries such values): moto's parse, not kept
+            return parse(expr, names, values)
+        condition = kept.get(key)
+        if condition is not None:
+            return condition
+        try:
+            # From a private copy: the parsed operands hold parts of the values they were given.
+            condition = parse(expr, json.loads(key[1]), json.loads(key[2]))
+        except Exception:
+            return parse(expr, names, values)
+        with lock:
+            if len(kept) >= _KEPT_EXPRESSIONS:
+                kept.clear()
+            return kept.setdefault(key, condition)
+
+    return get_filter_expression
+
+
+def _holding_filter_expression(function: object) -> list[Any]:
+    """moto's modules that imported `get_filter_expression` by name (and the module defining it)."""
+    return [
+        module
+        for name, module in list(sys.modules.items())
+        if name.startswith("moto.dynamodb") and getattr(module, "get_filter_expression", None) is function
+    ]
+
+
 @contextmanager
 def cheaper_expressions() -> Iterator[None]:
-    """While in effect, this process's moto parses each update expression once and validates it faster, and
-    lexes each condition expression once."""
+    """While in effect, this process's moto parses each update expression once and validates it faster, lexes
+    each condition expression once, and parses each condition once per combination of names and values."""
     make = UpdateExpressionParser.__dict__["make"]
     walk = DepthFirstTraverser.traverse_node_recursively
     deepcopy, validate = _validators.deepcopy, _validators.Validator.validate
@@ -215,9 +277,15 @@ def cheaper_expressions() -> Iterator[None]:
     _validators.Validator.validate = _as_method(parsed.validate)
     DepthFirstTraverser.traverse_node_recursively = _traverse_node_recursively
     parser._lex_condition_expression = _lexed_once(lex)
+    filter_expression = moto.dynamodb.comparisons.get_filter_expression
+    parsed_conditions = _parsed_once(filter_expression)
+    for module in _holding_filter_expression(filter_expression):
+        module.get_filter_expression = parsed_conditions
     try:
         yield
     finally:
+        for module in _holding_filter_expression(parsed_conditions):
+            module.get_filter_expression = filter_expression
         UpdateExpressionParser.make = make
         _validators.deepcopy = deepcopy
         _validators.Validator.validate = validate

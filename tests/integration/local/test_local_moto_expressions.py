@@ -15,15 +15,20 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import boto3
+import moto.dynamodb.comparisons
+import moto.dynamodb.models
+import moto.dynamodb.models.table
 import pytest
 from moto import mock_aws
-from moto.dynamodb.comparisons import ConditionExpressionParser, get_filter_expression
+from moto.dynamodb.comparisons import ConditionExpressionParser
 from moto.dynamodb.models import DynamoDBBackend, dynamodb_backends
 
 from outbox_local import moto_expressions
 from outbox_local.moto_expressions import DepthFirstTraverser, UpdateExpressionParser, cheaper_expressions
 
 _validators: Any = moto_expressions._validators
+_backend_module: Any = moto.dynamodb.models
+"""Where DynamoDBBackend finds `get_filter_expression` (imported by name, so looked up at each call here)."""
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
 
@@ -223,11 +228,19 @@ CONDITIONS: list[tuple[str, dict[str, str], dict[str, Any]]] = [
 ]
 
 
-def verdict(backend: DynamoDBBackend, expression: str, names: dict[str, str], values: dict[str, Any]) -> Any:
-    backend.put_item("t", copy.deepcopy(STORED))
-    item = backend.get_item("t", {"pk": STORED["pk"], "sk": STORED["sk"]})
+def verdict(
+    backend: DynamoDBBackend,
+    expression: str,
+    names: dict[str, str],
+    values: dict[str, Any],
+    stored: dict[str, Any] = STORED,
+) -> Any:
+    backend.put_item("t", copy.deepcopy(stored))
+    item = backend.get_item("t", {"pk": stored["pk"], "sk": stored["sk"]})
+    # The name moto's backend calls, looked up at each call: the layer's while it is in effect.
+    parse = _backend_module.get_filter_expression
     try:
-        return ("held", get_filter_expression(expression, dict(names), copy.deepcopy(values)).expr(item))
+        return ("held", parse(expression, dict(names), copy.deepcopy(values)).expr(item))
     except Exception as error:  # the error itself is what is compared
         return ("raised", type(error).__name__, str(error))
 
@@ -237,8 +250,60 @@ def test_every_condition_answers_what_moto_answers(backend: DynamoDBBackend) -> 
     assert [result[1] for result in expected if result[0] == "held"].count(True) >= 6
     assert sum(1 for result in expected if result[0] == "raised") == 6
     with cheaper_expressions():
-        for _ in range(3):  # lexed, then from the kept tokens
+        for _ in range(3):  # lexed and parsed, then from the kept tokens and conditions
             assert [verdict(backend, *condition) for condition in CONDITIONS] == expected
+
+
+def test_a_kept_condition_judges_each_item_as_a_new_parse_would(backend: DynamoDBBackend) -> None:
+    # Given items that each condition judges differently, judged once by moto as it is
+    items = [
+        STORED,
+        {**STORED, "count": {"N": "4"}, "status": {"S": "PENDING"}},
+        {"pk": STORED["pk"], "sk": STORED["sk"]},
+        {**STORED, "count": {"N": "100"}, "list": {"L": []}, "flag": {"S": "BOOL"}},
+    ]
+    expected = [[verdict(backend, *condition, item) for condition in CONDITIONS] for item in items]
+    assert len({str(answers) for answers in expected}) == len(items)  # each item judged differently
+
+    # When the conditions are kept, and each item judged with the kept ones, in turn and twice
+    with cheaper_expressions():
+        for _ in range(2):
+            assert [
+                [verdict(backend, *condition, item) for condition in CONDITIONS] for item in items
+            ] == expected
+
+
+def test_a_condition_is_parsed_once_per_names_and_values_and_the_caller_s_values_stay_its_own(
+    backend: DynamoDBBackend,
+) -> None:
+    # Given a stored item, and moto's parser, counted
+    backend.put_item("t", copy.deepcopy(STORED))
+    parsed: list[str] = []
+    parse = ConditionExpressionParser.parse
+
+    def counting(self: ConditionExpressionParser) -> Any:
+        parsed.append(self.condition_expression or "")
+        return parse(self)
+
+    expression, names = "#t = :tags", {"#t": "tags"}
+    ConditionExpressionParser.parse = counting  # type: ignore[method-assign]
+    try:
+        with cheaper_expressions():
+            get = _backend_module.get_filter_expression
+            values = {":tags": {"SS": ["x", "y"]}}
+            first = get(expression, names, values)
+            values[":tags"]["SS"].append("z")  # the caller changes its own values after the call
+            again = get(expression, names, {":tags": {"SS": ["x", "y"]}})
+            other = get(expression, names, {":tags": {"SS": ["x"]}})
+            renamed = get(expression, {"#t": "list"}, {":tags": {"SS": ["x", "y"]}})
+            item = backend.get_item("t", {"pk": STORED["pk"], "sk": STORED["sk"]})
+    finally:
+        ConditionExpressionParser.parse = parse  # type: ignore[method-assign]
+
+    # Then each combination was parsed once, and the kept one still compares with the set it was given
+    assert parsed == [expression] * 3
+    assert again is first
+    assert (first.expr(item), other.expr(item), renamed.expr(item)) == (True, False, False)
 
 
 def test_a_condition_text_is_lexed_once_and_its_tokens_are_never_shared(backend: DynamoDBBackend) -> None:
@@ -271,9 +336,13 @@ def test_moto_is_as_it_was_after() -> None:
         ConditionExpressionParser._lex_condition_expression,
         _validators.Validator.validate,
     )
+    parse_condition = moto.dynamodb.comparisons.get_filter_expression
+    callers = (moto.dynamodb.comparisons, moto.dynamodb.models, moto.dynamodb.models.table)
     with cheaper_expressions():
         assert _validators.deepcopy is not deepcopy
         assert ConditionExpressionParser._lex_condition_expression is not lex
+        assert all(module.get_filter_expression is not parse_condition for module in callers)
+    assert all(module.get_filter_expression is parse_condition for module in callers)
     assert UpdateExpressionParser.__dict__["make"] is make
     assert DepthFirstTraverser.traverse_node_recursively is walk
     assert _validators.deepcopy is deepcopy is copy.deepcopy
