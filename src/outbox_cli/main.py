@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TextIO
 
 from outbox_cli import local_controls, operations
-from outbox_cli.local import add_up_arguments
+from outbox_cli.local import add_up_arguments, port, schedule_speedup
 
 DEFAULT_TEMPLATE = Path("cdk.out/OutboxStack.template.json")
 # What the local commands import beyond the base install.
@@ -60,10 +60,15 @@ def _runtime_arguments(parser: argparse.ArgumentParser, *, aws_port: int, api_po
     )
     parser.add_argument("--region", type=operations.region, default="us-east-1")
     parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--aws-port", type=int, default=aws_port, help="AWS endpoint port (0: any free port)")
-    parser.add_argument("--api-port", type=int, default=api_port, help="HTTP API port (0: any free port)")
     parser.add_argument(
-        "--schedule-speedup", type=float, default=1.0, help="fire rate(...) schedules this many times faster"
+        "--aws-port", type=port, default=aws_port, help="AWS endpoint port (0: any free port)"
+    )
+    parser.add_argument("--api-port", type=port, default=api_port, help="HTTP API port (0: any free port)")
+    parser.add_argument(
+        "--schedule-speedup",
+        type=schedule_speedup,
+        default=1.0,
+        help="fire rate(...) schedules this many times faster",
     )
 
 

@@ -9,7 +9,7 @@ import io
 import pytest
 
 from outbox.limits import MAX_WHOLE_NUMBER
-from outbox_cli.main import main
+from outbox_cli.main import build_parser, main
 
 WHERE = ["--table", "outbox", "--region", "us-east-1"]
 
@@ -93,3 +93,64 @@ def test_a_seq_int_cannot_read_or_not_in_ascii_digits_is_a_usage_error(seq: str,
 def test_an_empty_region_is_a_usage_error_not_a_botocore_value_error(argv: list[str], region: str) -> None:
     # Given / When / Then
     assert "a region must be named, e.g. us-east-1" in usage_error([*argv, "--region", region])
+
+
+LOCAL_COMMANDS = [pytest.param(["local", "up"], id="local-up"), pytest.param(["demo"], id="demo")]
+
+
+@pytest.mark.parametrize("command", LOCAL_COMMANDS)
+@pytest.mark.parametrize("flag", ["--aws-port", "--api-port"])
+@pytest.mark.parametrize(
+    "text",
+    ["65536", "99999", "-1", "\u0668\u0660\u0668\u0660", "\uff18\uff10\uff18\uff10", "80.0", "", "1e3"],
+)
+def test_a_port_outside_0_to_65535_or_not_in_ascii_digits_is_a_usage_error(
+    command: list[str], flag: str, text: str
+) -> None:
+    assert "is not a port: 0 (any free port) to 65535" in usage_error([*command, flag, text])
+
+
+@pytest.mark.parametrize("command", LOCAL_COMMANDS)
+@pytest.mark.parametrize(
+    "text", ["0", "0.0", "inf", "nan", "1e3", "-2", "3601", "\u0661\u0662", "1_000", " 2"]
+)
+def test_a_schedule_speedup_not_a_positive_ascii_number_up_to_3600_is_a_usage_error(
+    command: list[str], text: str
+) -> None:
+    assert "is not a speed-up: a number above 0 and at most 3600" in usage_error(
+        [*command, "--schedule-speedup", text]
+    )
+
+
+@pytest.mark.parametrize("text", ["0", "65", "\u0664", "1e2", "4.0", "9" * 5000])
+def test_max_environments_not_1_to_64_in_ascii_digits_is_a_usage_error(text: str) -> None:
+    said = usage_error(["local", "up", "--max-environments", text])
+    assert "--max-environments" in said
+
+
+def test_the_local_flags_take_what_they_name() -> None:
+    arguments = build_parser().parse_args(
+        [
+            "local",
+            "up",
+            "--aws-port",
+            "0",
+            "--api-port",
+            "65535",
+            "--schedule-speedup",
+            "12.5",
+            "--max-environments",
+            "64",
+        ]
+    )
+    assert (
+        arguments.aws_port,
+        arguments.api_port,
+        arguments.schedule_speedup,
+        arguments.max_environments,
+    ) == (
+        0,
+        65535,
+        12.5,
+        64,
+    )
