@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import cast
 
 from aws_cdk import Duration
@@ -26,6 +27,7 @@ from outbox import metrics
 from outbox import stream_mapping as mapping
 from outbox.errors import ConfigurationError
 from outbox.marking import DEFAULT_PUBLISHED_RETENTION_DAYS
+from outbox.numbers import MAX_DURATION
 from outbox_cdk import constants as c
 from outbox_cdk.errors import OutboxConstructError
 from outbox_cdk.functions import FunctionSettings, PythonFunction, powertools_layer
@@ -113,10 +115,15 @@ class PublisherSettings:
     function: FunctionSettings | None = None
 
     def __post_init__(self) -> None:
-        if self.published_retention_days < 1:
-            raise OutboxConstructError("published_retention_days must be at least 1")
-        if self.sweep_grace_seconds < env.MIN_SWEEP_GRACE_SECONDS:
-            raise OutboxConstructError(f"sweep_grace_seconds must be at least {env.MIN_SWEEP_GRACE_SECONDS}")
+        # The function refuses to start past MAX_DURATION (outbox.numbers): said here, at synth, instead.
+        most_days, most_seconds = MAX_DURATION // timedelta(days=1), MAX_DURATION // timedelta(seconds=1)
+        if not 1 <= self.published_retention_days <= most_days:
+            raise OutboxConstructError(f"published_retention_days must be at least 1 and at most {most_days}")
+        if not env.MIN_SWEEP_GRACE_SECONDS <= self.sweep_grace_seconds <= most_seconds:
+            least = env.MIN_SWEEP_GRACE_SECONDS
+            raise OutboxConstructError(
+                f"sweep_grace_seconds must be at least {least} and at most {most_seconds}"
+            )
         if problem := event_source_problem(self.event_source):
             raise OutboxConstructError(problem)
 

@@ -418,9 +418,20 @@ def test_the_other_wrong_settings_are_refused() -> None:
 
     from outbox_cdk import FailureQueuesProps, OutboxPublisher, PublisherSettings
 
-    # Retention below a day
-    with pytest.raises(OutboxConstructError, match="published_retention_days must be at least 1"):
-        PublisherSettings(published_retention_days=0)
+    # Retention below a day, or longer than the function accepts (100 years)
+    for days in (0, 36_501):
+        with pytest.raises(
+            OutboxConstructError, match="published_retention_days must be at least 1 and at most 36500"
+        ):
+            PublisherSettings(published_retention_days=days)
+    # A sweep grace below the minimum, or longer than the function accepts
+    for seconds in (0, 3_153_600_001):
+        with pytest.raises(
+            OutboxConstructError, match=r"sweep_grace_seconds must be at least \d+ and at most 3153600000"
+        ):
+            PublisherSettings(sweep_grace_seconds=seconds)
+    # The longest of each is accepted
+    PublisherSettings(published_retention_days=36_500, sweep_grace_seconds=3_153_600_000)
     # Queue props for queues that were all passed in
     stack = Stack(App(), "Queues")
     with pytest.raises(OutboxConstructError, match="queue_props applies to queues created here"):
