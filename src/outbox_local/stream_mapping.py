@@ -341,6 +341,10 @@ class ShardProcessor:
 
     def _commit(self, records: Sequence[StreamRecord]) -> None:
         if records:
+            # Filtered-out records after any of these are behind the checkpoint now: forget them all (only the
+            # last one's can move the checkpoint), or the map would keep one entry per such record for good.
+            for record in records[:-1]:
+                self._filtered_after.pop(record.sequence_number, None)
             last = records[-1].sequence_number
             self.checkpoint = self._filtered_after.pop(last, last)
 

@@ -259,6 +259,22 @@ def test_filtered_records_behind_an_outstanding_record_are_checkpointed_past_onc
     assert shard.checkpoint == "3"
 
 
+def test_filtered_records_inside_a_processed_batch_leave_nothing_behind() -> None:
+    # Given an INSERT-only filter, and MODIFYs directly after INSERTs that are not the last of their batch
+    function = ScriptedFunction()
+    shard = processor(function, filters=INSERT_ONLY)
+    shard.offer([record(n, event_name="MODIFY" if n % 2 == 0 else "INSERT") for n in range(1, 9)])
+
+    # When the batch succeeds
+    assert shard.step().kind is StepKind.SUCCEEDED
+
+    # Then the checkpoint is past the last record, and no filtered record is remembered any longer (the
+    # processor kept one entry per such record for the shard's life: a leak on a long run)
+    assert function.batches == [["1", "3", "5", "7"]]
+    assert shard.checkpoint == "8"
+    assert shard._filtered_after == {}
+
+
 def test_filtered_records_between_a_success_and_a_partial_failure_are_checkpointed_past() -> None:
     # Given ReportBatchItemFailures, records 1 and 3 accepted, 2 filtered out, and 3 reported failed once
     function = ScriptedFunction(in_turn(reports("3"), reports()))
