@@ -15,22 +15,15 @@ remaining time). Exactly-once then holds only if the remote side itself accepts 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
-
-from aws_lambda_powertools.utilities.idempotency import (
-    DynamoDBPersistenceLayer,
-    IdempotencyConfig,
-    idempotent_function,
-)
-from aws_lambda_powertools.utilities.idempotency.exceptions import (
-    IdempotencyAlreadyInProgressError,
-    IdempotencyPersistenceLayerError,
-)
+from typing import TYPE_CHECKING, Any
 
 from outbox.errors import AwsUnavailableError
 from outbox_inbox.envelope import Envelope
 from outbox_inbox.errors import ExternalCallInProgressError
 from outbox_inbox.inbox import PARTITION_KEY, TTL_ATTRIBUTE
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig
 
 IDEMPOTENCY_KEY_FIELD = "event_id"
 
@@ -47,7 +40,21 @@ class IdempotentCall:
         dedupe_window_s: int,
         client: Any,
     ) -> None:
-        self._config = IdempotencyConfig(
+        # Powertools' idempotency utility (and what it imports) loads when a consumer with an external effect
+        # is built: every consumer function imports this module, most never make an external call.
+        from aws_lambda_powertools.utilities.idempotency import (  # noqa: PLC0415
+            DynamoDBPersistenceLayer,
+            IdempotencyConfig,
+            idempotent_function,
+        )
+        from aws_lambda_powertools.utilities.idempotency.exceptions import (  # noqa: PLC0415
+            IdempotencyAlreadyInProgressError,
+            IdempotencyPersistenceLayerError,
+        )
+
+        self._in_progress_error = IdempotencyAlreadyInProgressError
+        self._persistence_error = IdempotencyPersistenceLayerError
+        self._config: IdempotencyConfig = IdempotencyConfig(
             event_key_jmespath=IDEMPOTENCY_KEY_FIELD,
             raise_on_no_idempotency_key=True,
             expires_after_seconds=dedupe_window_s,
@@ -72,11 +79,11 @@ class IdempotentCall:
     def __call__(self, envelope: Envelope) -> None:
         try:
             self._once(key={IDEMPOTENCY_KEY_FIELD: envelope.event_id}, envelope=envelope)
-        except IdempotencyAlreadyInProgressError:
+        except self._in_progress_error:
             raise ExternalCallInProgressError(
                 f"the external call for event {envelope.event_id} is in progress elsewhere"
             ) from None
-        except IdempotencyPersistenceLayerError as error:
+        except self._persistence_error as error:
             raise AwsUnavailableError(
                 f"the idempotency record of event {envelope.event_id} could not be read or written"
             ) from error
