@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Protocol
 
 
@@ -11,20 +10,25 @@ class Deadline(Protocol):
     def remaining_ms(self) -> int: ...
 
 
-@dataclass(frozen=True, slots=True)
+# Plain classes, not dataclasses: nothing compares, hashes or prints a deadline, and a frozen dataclass costs
+# every handler's cold start several compiled methods (issue 14).
 class LambdaDeadline:
     """The invocation's remaining time, from the Lambda context."""
 
-    context: object
+    __slots__ = ("context",)
+
+    def __init__(self, context: object) -> None:
+        self.context = context
 
     def remaining_ms(self) -> int:
         remaining: Callable[[], int] = self.context.get_remaining_time_in_millis  # type: ignore[attr-defined]
         return int(remaining())
 
 
-@dataclass(frozen=True, slots=True)
 class NoDeadline:
     """For callers with no time limit (a CLI redrive, tests)."""
+
+    __slots__ = ()
 
     def remaining_ms(self) -> int:
         return 2**31

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from outbox.dynamodb import ConditionNotMetError, call
 from outbox.model import (
@@ -66,8 +66,10 @@ class Claim(StrEnum):
     """The row is gone."""
 
 
-@dataclass(frozen=True, slots=True)
-class ClaimResult:
+class ClaimResult(NamedTuple):
+    """One claim's answer. A NamedTuple, as the publisher's per-event records: immutable, and the cheapest to
+    define at a cold start and to build per row."""
+
     claim: Claim
     row: Mapping[str, Any] | None = None
     """The row as stored now (after the claim, when claimed; as it was, otherwise)."""

@@ -69,15 +69,18 @@ class SweepReport:
     publish: PublishReport = field(default_factory=lambda: PublishReport([], None, MarkingReport()))
 
 
-@dataclass(slots=True)
 class _Claiming:
-    """One run's claiming: its lease and clock reading, its deadline, what it claimed."""
+    """One run's claiming: its lease and clock reading, its deadline, what it claimed. (A plain class: only
+    its run reads it, and a dataclass would cost the cold start its generated methods.)"""
 
-    lease: Lease
-    now: datetime
-    deadline: Deadline
-    report: SweepReport
-    candidates: list[Candidate] = field(default_factory=list)
+    __slots__ = ("candidates", "deadline", "lease", "now", "report")
+
+    def __init__(self, lease: Lease, now: datetime, deadline: Deadline, report: SweepReport) -> None:
+        self.lease = lease
+        self.now = now
+        self.deadline = deadline
+        self.report = report
+        self.candidates: list[Candidate] = []
 
 
 class Sweeper:
