@@ -256,7 +256,10 @@ class Sweeper:
         tried = max(1, outcome.attempts)
         code = outcome.code or "Failed"
         failures = _number(outcome.candidate.row, SWEEP_FAILURES) + 1
-        ceiling = min(self._settings.backoff_max, self._settings.backoff_base * (2 ** (failures - 1)))
+        base, most = self._settings.backoff_base, self._settings.backoff_max
+        # Doubled no more often than it takes to pass the cap: base * 2**n overflows a timedelta past n ~ 40.
+        doublings = min(failures - 1, (most // base).bit_length())
+        ceiling = min(most, base * 2**doublings)
         # Equal jitter: at least half the ceiling, so a failing row is never retried right away.
         delay = ceiling * (0.5 + self._random() / 2)
         try:

@@ -99,6 +99,26 @@ def test_the_backoff_is_capped(world: World) -> None:
     assert stored["next_attempt_at"] == {"N": str(math.ceil(world.clock().timestamp() + 75))}
 
 
+@pytest.mark.parametrize("failures", ["40", "1000", "99999999999999999999", "9.9E+125"])
+def test_a_row_that_failed_more_sweeps_than_a_timedelta_can_double_waits_the_cap(
+    world: World, failures: str
+) -> None:
+    # Given A#1 that failed more sweeps than 30 s can be doubled without overflowing a timedelta (as a large
+    # SWEEP_MAX_ATTEMPTS allows), up to the largest number DynamoDB stores
+    a1 = event("A", 1)
+    world.put_raw(a1.to_item() | {"sweep_failures": {"N": failures}})
+    world.clock.advance(GRACE)
+    failing = SnsClientFailingEvents(world.sns, {a1.event_id}, code="InternalError")
+
+    # When the sweeper fails once more
+    world.sweep(world.sweeper(sns_client=failing, SWEEP_BACKOFF_MAX_SECONDS="100"))
+
+    # Then the row backs off as any other (no OverflowError): the cap, with its jitter
+    stored = row(world, a1)
+    assert stored["next_attempt_at"] == {"N": str(math.ceil(world.clock().timestamp() + 75))}
+    assert stored["status"] == {"S": "PENDING"}
+
+
 def test_a_redriven_row_starts_its_cutoffs_afresh(world: World) -> None:
     # Given A#1 that gave up two days ago after 100 attempts, redriven now
     a1 = event("A", 1)
