@@ -18,9 +18,11 @@ so its CPU is the runtime's throughput):
   those attributes (`ContentBasedDeduplication`, which only a FIFO queue has): while moto sends, it is the one
   computed, so a send no longer scans the queue at all (over a long run the strict consumer's queue holds
   thousands, and every SNS and EventBridge delivery to it paid three scans).
-- SQS DeleteMessage: moto asks every message of the queue, twice, whether it ever had the receipt handle (a
-  list built per message), then rebuilds the queue: a delete that cost the backlog. The message is found in
-  one pass comparing the handle, and the queue rebuilt once, as moto does.
+- SQS DeleteMessage: moto asks every message of the queue, twice, whether it ever had the receipt handle,
+  building a list of the message's handles for each question: a delete that cost the backlog. A message now
+  answers by comparing the handle with its own, then its old ones (the same answer, no list). moto's delete
+  itself is left as it is, so `outbox_local.moto_isolation`'s queue lock around it still holds (replacing the
+  method would have undone that lock: a send during a delete lost its message).
 - Every request: moto finds out whether the action is a method of its response class by listing the class's
   members (`inspect.getmembers`), 0.4 ms a request, a fifth of a GetItem's CPU. A class's methods do not
   change: listed once per class.
@@ -59,7 +61,6 @@ import moto.core.utils
 from moto.cloudwatch.models import CloudWatchBackend, MetricDatumBase
 from moto.core.utils import unix_time, unix_time_millis
 from moto.dynamodb.models.table import Table
-from moto.sqs.exceptions import ReceiptHandleIsInvalid
 from moto.sqs.models import Message, Queue, SQSBackend
 
 from outbox_local.moto_expressions import cheaper_expressions
@@ -120,18 +121,9 @@ def _sending_message(original: Any) -> Any:
     return send
 
 
-def _delete_message(self: Queue, receipt_handle: str) -> None:
-    """moto's `Queue.delete_message`, finding the message in one pass (receipt handles are unique)."""
-    if receipt_handle in self.deleted_messages:
-        return  # already deleted: moto answers success again
-    for message in self._messages:
-        if message.receipt_handle == receipt_handle or receipt_handle in message._old_receipt_handles:
-            break
-    else:
-        raise ReceiptHandleIsInvalid()
-    self._messages = [kept for kept in self._messages if kept is not message]
-    self.pending_messages.discard(message)
-    self.deleted_messages.update(message.all_receipt_handles)  # type: ignore[arg-type]
+def _had_receipt_handle(self: Message, receipt_handle: str) -> bool:
+    """moto's `Message.had_receipt_handle` (its current handle or an earlier one), without building a list."""
+    return receipt_handle == self.receipt_handle or receipt_handle in self._old_receipt_handles
 
 
 _QUEUE_SCANS = {
@@ -238,7 +230,7 @@ def lighter_moto() -> Iterator[None]:
     parse, method_names = ext.parse, responses.method_names_from_class
     retention = SQSBackend.is_message_valid_based_on_retention_period
     scans = {name: getattr(Queue, name) for name in _QUEUE_SCANS}
-    queue_attributes, delete_message = Queue.__dict__["attributes"], Queue.delete_message
+    queue_attributes, had_receipt_handle = Queue.__dict__["attributes"], Message.had_receipt_handle
     send, validate = SQSBackend.send_message, SQSBackend._validate_message
     statistics, all_metrics = CloudWatchBackend.get_metric_statistics, CloudWatchBackend.get_all_metrics
     all_items = Table.all_items
@@ -249,7 +241,7 @@ def lighter_moto() -> Iterator[None]:
     for name, scan in _QUEUE_SCANS.items():
         setattr(Queue, name, property(scan))
     Queue.attributes = _attributes_while_sending(queue_attributes)  # type: ignore[method-assign,assignment]
-    Queue.delete_message = _delete_message  # type: ignore[method-assign]
+    Message.had_receipt_handle = _had_receipt_handle  # type: ignore[method-assign]
     SQSBackend.send_message = _sending_message(send)  # type: ignore[method-assign]
     SQSBackend._validate_message = _sending_message(validate)  # type: ignore[method-assign]
     CloudWatchBackend.get_metric_statistics = _statistics_of_one_metric(statistics)  # type: ignore[method-assign]
@@ -263,7 +255,7 @@ def lighter_moto() -> Iterator[None]:
         SQSBackend.is_message_valid_based_on_retention_period = retention  # type: ignore[method-assign]
         for name, original in scans.items():
             setattr(Queue, name, original)
-        Queue.attributes, Queue.delete_message = queue_attributes, delete_message  # type: ignore[method-assign]
+        Queue.attributes, Message.had_receipt_handle = queue_attributes, had_receipt_handle  # type: ignore[method-assign]
         SQSBackend.send_message, SQSBackend._validate_message = send, validate  # type: ignore[method-assign]
         CloudWatchBackend.get_metric_statistics = statistics  # type: ignore[method-assign]
         CloudWatchBackend.get_all_metrics = all_metrics  # type: ignore[method-assign]

@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from moto.dynamodb.comparisons import get_filter_expression
+import moto.dynamodb.comparisons
 from moto.dynamodb.exceptions import (
     ConditionalCheckFailed,
     MockValidationException,
@@ -89,7 +89,8 @@ def _check(
             current = backend.get_item(table_name, key)
             condition = op.get("ConditionExpression")
             if condition is not None:
-                expression = get_filter_expression(
+                # Looked up at each call: while a runtime runs, a condition is parsed once (moto_expressions)
+                expression = moto.dynamodb.comparisons.get_filter_expression(
                     condition, op.get("ExpressionAttributeNames"), op.get("ExpressionAttributeValues")
                 )
                 if not expression.expr(current):

@@ -25,6 +25,7 @@ from moto.dynamodb.models import DynamoDBBackend, dynamodb_backends
 
 from outbox_local import moto_expressions
 from outbox_local.moto_expressions import DepthFirstTraverser, UpdateExpressionParser, cheaper_expressions
+from outbox_local.moto_transactions import atomic_transactions
 
 _validators: Any = moto_expressions._validators
 _backend_module: Any = moto.dynamodb.models
@@ -425,3 +426,41 @@ def test_an_expression_too_deep_to_keep_fails_as_moto_fails(backend: DynamoDBBac
     with cheaper_expressions():
         assert outcome(backend, expression, {}, values) == expected
     assert expected[:2] == ("raised", "RecursionError")
+
+
+def test_a_transaction_s_conditions_are_parsed_once_too(backend: DynamoDBBackend) -> None:
+    # Given the runtime's atomic transactions (which check each condition before writing) and moto's parser,
+    # counted
+    parsed: list[str] = []
+    parse = ConditionExpressionParser.parse
+
+    def counting(self: ConditionExpressionParser) -> Any:
+        parsed.append(self.condition_expression or "")
+        return parse(self)
+
+    ConditionExpressionParser.parse = counting  # type: ignore[method-assign]
+    try:
+        with atomic_transactions(), cheaper_expressions():
+            # When two transactions put new items under the same condition
+            for sk in ("1", "2"):
+                backend.transact_write_items(
+                    [
+                        {
+                            "Put": {
+                                "TableName": "t",
+                                "Item": {"pk": {"S": "tx"}, "sk": {"N": sk}},
+                                "ConditionExpression": "attribute_not_exists(#p)",
+                                "ExpressionAttributeNames": {"#p": "pk"},
+                            }
+                        }
+                    ]
+                )
+    finally:
+        ConditionExpressionParser.parse = parse  # type: ignore[method-assign]
+
+    # Then the condition was parsed once for both, checks and writes alike, and both items were written
+    assert parsed.count("attribute_not_exists(#p)") == 1
+    assert [backend.get_item("t", {"pk": {"S": "tx"}, "sk": {"N": sk}}) is not None for sk in "12"] == [
+        True,
+        True,
+    ]

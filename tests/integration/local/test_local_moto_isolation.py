@@ -5,6 +5,7 @@ isolation it gets in and the damage is seen; with it, it waits until the first r
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import urllib.request
 from collections import defaultdict
@@ -22,21 +23,27 @@ from outbox_local.aws_server import LocalAwsServer
 from outbox_local.endpoint import LOCAL_CREDENTIALS
 from outbox_local.faults import FaultInjector
 from outbox_local.moto_isolation import isolated_requests
+from outbox_local.moto_performance import lighter_moto
 
 REGION = "us-east-1"
 CHANCE_S = 0.5
 """How long the second request is given to slip in: long enough for it to get there, if it can."""
 
 
-@pytest.fixture
-def endpoint() -> Iterator[str]:
+@pytest.fixture(params=["isolation alone", "the runtime's corrections in its order"])
+def endpoint(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Isolation on its own, and with what LocalRuntime.start enters after it (the cheaper hot paths), which
+    must not undo any of its locks."""
     server = LocalAwsServer(FaultInjector())
     server.start()
     try:
         reset = urllib.request.Request(f"{server.endpoint_url}/moto-api/reset", method="POST")  # noqa: S310
         with urllib.request.urlopen(reset, timeout=10):  # noqa: S310 - our own loopback server
             pass
-        with isolated_requests():
+        with contextlib.ExitStack() as corrections:
+            corrections.enter_context(isolated_requests())
+            if request.param != "isolation alone":
+                corrections.enter_context(lighter_moto())
             yield server.endpoint_url
     finally:
         server.stop()
