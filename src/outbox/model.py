@@ -355,18 +355,20 @@ _CANONICAL_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[
 _EVENT_RULES: tuple[tuple[str, Callable[[OutboxEvent], bool], str], ...] = (
     (
         "aggregate_type",
-        lambda event: bool(_AGGREGATE_TYPE.fullmatch(event.aggregate_type)),
+        lambda event: (
+            isinstance(event.aggregate_type, str) and bool(_AGGREGATE_TYPE.fullmatch(event.aggregate_type))
+        ),
         "aggregate_type must be 1-64 letters, digits, '_', '.', '-' (no '#')",
     ),
     (
         "aggregate_id",
-        lambda event: 0 < len(event.aggregate_id) <= _MAX_ID_LENGTH,
+        lambda event: isinstance(event.aggregate_id, str) and 0 < len(event.aggregate_id) <= _MAX_ID_LENGTH,
         f"aggregate_id must be 1-{_MAX_ID_LENGTH} characters",
     ),
     ("seq", lambda event: _is_int(event.seq) and event.seq >= 1, "seq must be an integer >= 1"),
     (
         "event_type",
-        lambda event: bool(_EVENT_TYPE.fullmatch(event.event_type)),
+        lambda event: isinstance(event.event_type, str) and bool(_EVENT_TYPE.fullmatch(event.event_type)),
         "event_type must be 1-128 letters, digits, '_', '.', '-'",
     ),
     (
@@ -382,7 +384,10 @@ _EVENT_RULES: tuple[tuple[str, Callable[[OutboxEvent], bool], str], ...] = (
     ),
     (
         "correlation_id",
-        lambda event: event.correlation_id is None or 0 < len(event.correlation_id) <= _MAX_ID_LENGTH,
+        lambda event: (
+            event.correlation_id is None
+            or (isinstance(event.correlation_id, str) and 0 < len(event.correlation_id) <= _MAX_ID_LENGTH)
+        ),
         f"correlation_id must be 1-{_MAX_ID_LENGTH} characters",
     ),
     ("attempts", lambda event: _is_int(event.attempts) and event.attempts >= 0, "attempts must be >= 0"),
@@ -394,7 +399,8 @@ _EVENT_RULES: tuple[tuple[str, Callable[[OutboxEvent], bool], str], ...] = (
     ),
 )
 """What every event holds, checked in this order (the first rule broken names the field): data, so the checks
-cost no message formatting while they pass."""
+cost no message formatting while they pass. Text fields are checked to be text first: a list or a number
+would pass a length check, or make a pattern raise TypeError, and then fail when the envelope is written."""
 
 
 def _is_int(value: object) -> bool:

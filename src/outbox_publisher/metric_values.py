@@ -15,10 +15,12 @@ every value of any other provider. One value per event, as before: the same EMF,
 from __future__ import annotations
 
 import logging
+import numbers
 from collections.abc import Sequence
 
 from aws_lambda_powertools import Metrics
 from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.metrics.exceptions import MetricValueError
 from aws_lambda_powertools.metrics.provider.cloudwatch_emf import cloudwatch
 from aws_lambda_powertools.metrics.provider.cloudwatch_emf.constants import MAX_METRICS
 
@@ -39,6 +41,8 @@ def add_values(metrics: Metrics, name: str, unit: MetricUnit, values: Sequence[f
     it sets again on each call, are already these)."""
     for value in values:
         if stored is not None and len(stored) < MAX_METRICS - 1:
+            if not isinstance(value, numbers.Number):  # add_metric's own check, and its words
+                raise MetricValueError(f"{value} is not a valid number")
             stored.append(float(value))
             continue
         metrics.add_metric(name=name, unit=unit, value=value)

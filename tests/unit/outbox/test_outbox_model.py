@@ -116,6 +116,12 @@ def test_a_payload_json_cannot_represent_is_refused_without_echoing_it(payload: 
         ({"event_type": "Order Placed"}, "event_type"),
         ({"schema_version": 0}, "schema_version"),
         ({"correlation_id": ""}, "correlation_id"),
+        # Not text at all: a length check alone would pass these, a pattern raise TypeError, the envelope fail
+        *(
+            ({name: value}, name)
+            for name in ("aggregate_type", "aggregate_id", "event_type", "correlation_id")
+            for value in (["o-1"], ("o", "1"), {"id": "o-1"}, 7, b"o-1")
+        ),
     ],
 )
 def test_contract_breaches_are_typed_and_name_the_field(overrides: dict[str, Any], field: str) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from aws_lambda_powertools import Metrics
 from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.metrics.exceptions import MetricValueError
 from aws_lambda_powertools.metrics.provider.cloudwatch_emf.cloudwatch import AmazonCloudWatchEMFProvider
 
 from outbox_publisher.metric_values import add_values
@@ -105,3 +106,19 @@ def test_powertools_is_called_only_to_start_or_fill_a_metric(monkeypatch: pytest
 
 def _plain(metric_set: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {name: dict(metric) for name, metric in metric_set.items()}
+
+
+@pytest.mark.parametrize("position", [0, 1, 50, 99])
+def test_a_value_that_is_not_a_number_is_refused_as_add_metric_refuses_it(position: int) -> None:
+    # Given values of which one is text, at the first place, within the set or where it fills it
+    values: list[Any] = [float(n) for n in range(100)]
+    values[position] = "2"
+
+    # When they are added one by one, and together
+    with pytest.raises(MetricValueError) as one_call_each:
+        one_by_one(metrics_with({}), values)
+    with pytest.raises(MetricValueError) as together:
+        add_values(metrics_with({}), NAME, MetricUnit.Milliseconds, values)
+
+    # Then both refuse it with the same words
+    assert str(together.value) == str(one_call_each.value) == "2 is not a valid number"
