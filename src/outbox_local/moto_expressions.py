@@ -39,7 +39,6 @@ import functools
 import json
 import pickle
 import re
-import sys
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -52,6 +51,8 @@ import moto.dynamodb.parsing.ast_nodes
 import moto.dynamodb.parsing.expressions
 import moto.dynamodb.parsing.validators
 from moto.dynamodb.comparisons import ConditionExpressionParser
+
+from outbox_local.moto_imports import rebind
 
 # moto's update-expression modules are untyped (mypy sees none of their names): handled as Any here.
 _ast_nodes: Any = moto.dynamodb.parsing.ast_nodes
@@ -253,15 +254,6 @@ def _parsed_once(parse: _GetFilterExpression) -> _GetFilterExpression:
     return get_filter_expression
 
 
-def _holding_filter_expression(function: object) -> list[Any]:
-    """moto's modules that imported `get_filter_expression` by name (and the module defining it)."""
-    return [
-        module
-        for name, module in list(sys.modules.items())
-        if name.startswith("moto.dynamodb") and getattr(module, "get_filter_expression", None) is function
-    ]
-
-
 @contextmanager
 def cheaper_expressions() -> Iterator[None]:
     """While in effect, this process's moto parses each update expression once and validates it faster, lexes
@@ -279,13 +271,11 @@ def cheaper_expressions() -> Iterator[None]:
     parser._lex_condition_expression = _lexed_once(lex)
     filter_expression = moto.dynamodb.comparisons.get_filter_expression
     parsed_conditions = _parsed_once(filter_expression)
-    for module in _holding_filter_expression(filter_expression):
-        module.get_filter_expression = parsed_conditions
+    rebind("get_filter_expression", filter_expression, parsed_conditions)
     try:
         yield
     finally:
-        for module in _holding_filter_expression(parsed_conditions):
-            module.get_filter_expression = filter_expression
+        rebind("get_filter_expression", parsed_conditions, filter_expression)
         UpdateExpressionParser.make = make
         _validators.deepcopy = deepcopy
         _validators.Validator.validate = validate

@@ -41,6 +41,12 @@ so its CPU is the runtime's throughput):
   other DynamoDB request waited (`outbox_local.moto_isolation`). The items are sorted on their key values,
   converted once per item: the same order, as the key attributes of a table all have the one type its
   schema gives them (where they do not, moto's own sort runs).
+- DynamoDB items: moto checks an item's size (its 400 KB limit) as it sets each attribute, by sizing every
+  attribute already set (`LimitedSizeDict.__setitem__`): building an item costs the square of its attribute
+  count, a fifth of a place-order transaction's CPU (two puts of a dozen attributes and more). A new item is
+  sized once, after its attributes are converted, against moto's own limit: as every attribute's size is at
+  least zero, the sum passes the limit at the end exactly when it passed it at some attribute, so the same
+  items are refused, with moto's own error. Updates to an item still go through moto's check.
 - DynamoDB update expressions are parsed once per text and validated faster, condition expressions lexed
   once per text (`outbox_local.moto_expressions`).
 """
@@ -48,7 +54,6 @@ so its CPU is the runtime's throughput):
 from __future__ import annotations
 
 import functools
-import sys
 import threading
 import weakref
 from collections.abc import Iterator
@@ -60,10 +65,14 @@ import moto.core.responses
 import moto.core.utils
 from moto.cloudwatch.models import CloudWatchBackend, MetricDatumBase
 from moto.core.utils import unix_time, unix_time_millis
+from moto.dynamodb.exceptions import ItemSizeTooLarge
+from moto.dynamodb.models.dynamo_type import DynamoType, Item, LimitedSizeDict
 from moto.dynamodb.models.table import Table
+from moto.dynamodb.models.utilities import bytesize
 from moto.sqs.models import Message, Queue, SQSBackend
 
 from outbox_local.moto_expressions import cheaper_expressions
+from outbox_local.moto_imports import rebind
 
 _PARSED_EXPRESSIONS = 1024
 
@@ -196,30 +205,36 @@ def _items_in_key_order(original: Any) -> Any:
     return all_items
 
 
+ITEM_SIZE_LIMIT = 405_000
+"""moto's limit on an item's size, in `LimitedSizeDict.__setitem__` (between AWS's documented 400 KB and what
+AWS was seen to accept)."""
+
+
+def _item_sized_once(
+    self: Item, hash_key: DynamoType, range_key: DynamoType | None, attrs: dict[str, Any]
+) -> None:
+    """moto's `Item.__init__`, sizing the new item once instead of once per attribute."""
+    self.hash_key = hash_key
+    self.range_key = range_key
+    converted = {name: DynamoType(value) for name, value in attrs.items()}
+    if sum(bytesize(name) + value.size() for name, value in converted.items()) > ITEM_SIZE_LIMIT:
+        raise ItemSizeTooLarge
+    self.attrs = LimitedSizeDict()
+    dict.update(self.attrs, converted)  # sized above: its __setitem__ would size the item again per attribute
+
+
 _CACHED_NAMES = 4096
-
-
-def _modules_holding(function: object) -> list[Any]:
-    """moto's modules that imported `function` by name (`from moto.core.utils import ...`)."""
-    return [
-        module
-        for name, module in list(sys.modules.items())
-        if (name == "moto" or name.startswith("moto."))
-        and getattr(module, "camelcase_to_underscores", None) is function
-    ]
 
 
 @contextmanager
 def _names_converted_once() -> Iterator[None]:
     original = moto.core.utils.camelcase_to_underscores
     cached = functools.lru_cache(maxsize=_CACHED_NAMES)(original)
-    for module in _modules_holding(original):  # moto.core.utils itself among them: modules imported later
-        module.camelcase_to_underscores = cached
+    rebind("camelcase_to_underscores", original, cached)  # moto.core.utils itself too: modules imported later
     try:
         yield
     finally:
-        for module in _modules_holding(cached):
-            module.camelcase_to_underscores = original
+        rebind("camelcase_to_underscores", cached, original)
 
 
 @contextmanager
@@ -233,7 +248,7 @@ def lighter_moto() -> Iterator[None]:
     queue_attributes, had_receipt_handle = Queue.__dict__["attributes"], Message.had_receipt_handle
     send, validate = SQSBackend.send_message, SQSBackend._validate_message
     statistics, all_metrics = CloudWatchBackend.get_metric_statistics, CloudWatchBackend.get_all_metrics
-    all_items = Table.all_items
+    all_items, new_item = Table.all_items, Item.__init__
     # moto imports `parse` from jsonpath_ng.ext inside the function, at each call: it finds this one.
     ext.parse = functools.lru_cache(maxsize=_PARSED_EXPRESSIONS)(parse)
     responses.method_names_from_class = functools.cache(method_names)
@@ -247,6 +262,7 @@ def lighter_moto() -> Iterator[None]:
     CloudWatchBackend.get_metric_statistics = _statistics_of_one_metric(statistics)  # type: ignore[method-assign]
     CloudWatchBackend.get_all_metrics = _all_metrics_or_the_asked_ones(all_metrics)  # type: ignore[method-assign]
     Table.all_items = _items_in_key_order(all_items)  # type: ignore[method-assign]
+    Item.__init__ = _item_sized_once  # type: ignore[method-assign]
     try:
         with _names_converted_once(), cheaper_expressions():
             yield
@@ -260,3 +276,4 @@ def lighter_moto() -> Iterator[None]:
         CloudWatchBackend.get_metric_statistics = statistics  # type: ignore[method-assign]
         CloudWatchBackend.get_all_metrics = all_metrics  # type: ignore[method-assign]
         Table.all_items = all_items  # type: ignore[method-assign]
+        Item.__init__ = new_item  # type: ignore[method-assign]

@@ -22,13 +22,15 @@ import boto3
 import moto.core.utils
 import moto.sqs.models
 import pytest
+from moto.dynamodb.exceptions import ItemSizeTooLarge
+from moto.dynamodb.models.dynamo_type import DynamoType, Item
 from moto.dynamodb.models.table import Table
 
 from outbox_local import moto_performance
 from outbox_local.aws_server import LocalAwsServer
 from outbox_local.endpoint import LOCAL_CREDENTIALS
 from outbox_local.faults import FaultInjector
-from outbox_local.moto_performance import lighter_moto
+from outbox_local.moto_performance import ITEM_SIZE_LIMIT, lighter_moto
 from outbox_local.moto_streams import InProcessStreams
 from outbox_local.moto_transactions import atomic_transactions
 from outbox_local.stream_records import lambda_record
@@ -354,6 +356,48 @@ def test_items_of_keys_of_mixed_types_are_left_to_moto_s_own_sort() -> None:
         Table.all_items = sorted_by_moto  # type: ignore[method-assign]
     assert calls == [1]
     assert len(items) == 2
+
+
+def _item_of_size(size: int) -> dict[str, Any]:
+    """Attributes whose size, as moto and DynamoDB count it (names and values in UTF-8 bytes), is `size`."""
+    fixed = len("pk") + len("k") + len("blob") + len("é".encode())  # a two-byte character among the rest
+    return {"pk": {"S": "k"}, "blob": {"S": "é" + "x" * (size - fixed)}}
+
+
+@pytest.mark.parametrize("size", [ITEM_SIZE_LIMIT - 1, ITEM_SIZE_LIMIT, ITEM_SIZE_LIMIT + 1])
+def test_a_new_item_sized_once_is_refused_exactly_when_moto_refuses_it(size: int) -> None:
+    def build() -> Any:
+        attributes = _item_of_size(size)
+        return Item(DynamoType(attributes["pk"]), None, attributes)
+
+    def outcome() -> Any:
+        try:
+            item = build()
+        except ItemSizeTooLarge:
+            return "refused"
+        return (type(item.attrs), item.attrs, item.hash_key, item.range_key)
+
+    # Given moto's own item construction, which checks the size as it sets each attribute
+    by_moto = outcome()
+
+    # When the item is sized once, Then it is refused or built exactly as moto refuses or builds it
+    with lighter_moto():
+        assert Item.__init__ is not _MOTO_ITEM_INIT
+        sized_once = outcome()
+    assert sized_once == by_moto
+    assert (by_moto == "refused") is (size > ITEM_SIZE_LIMIT)  # moto's limit is still the one copied
+    assert Item.__init__ is _MOTO_ITEM_INIT
+
+
+def test_an_item_built_while_the_hot_paths_are_cheap_still_checks_each_later_attribute() -> None:
+    with lighter_moto():
+        attributes = _item_of_size(ITEM_SIZE_LIMIT - 10)
+        item = Item(DynamoType(attributes["pk"]), None, attributes)
+        with pytest.raises(ItemSizeTooLarge):
+            item.attrs["more"] = DynamoType({"S": "x" * 20})  # what an update expression does
+
+
+_MOTO_ITEM_INIT = Item.__init__
 
 
 class _Keyed:
