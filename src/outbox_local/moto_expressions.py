@@ -18,15 +18,8 @@ cost moto about 1.4 ms of CPU, half of the runtime's CPU at 40 orders/s. Where i
   in the same order, calling the walker's own hooks. Three of the ten walks are pure checks (no more than
   one clause of a kind, no overlapping paths, no key attribute updated) that read only the tree, the names
   and the table's key: once a combination of the three has passed them, they are not walked again for it;
-- a condition expression is lexed anew for every write, its token patterns compiled for every token: the
-  tokens depend on the text only, so each text is lexed once;
-- and it is then parsed anew for every write (about a quarter of a row marker's UPDATE, whose condition is
-  the same, status and generation, for every row it marks): the parsed condition depends on the text and
-  the names and values it uses only, and moto only reads it (each operator's `expr` reads the item and
-  returns a new answer), so each combination is parsed once and kept, from a private copy of those names and
-  values (nothing the caller does to its own values later can change a kept condition). An expression the
-  copy does not parse is parsed as moto parses it, with the caller's names and values, so it raises moto's
-  own error (or answers, not kept).
+- condition expressions: each text lexed once, each condition parsed once per combination of names and
+  values, or per shape (`outbox_local.moto_conditions`).
 
 tests/integration/local/test_local_moto_expressions.py compares every answer with moto's own over a set of
 expressions, and fails loudly if moto's shape changes under these.
@@ -36,12 +29,9 @@ from __future__ import annotations
 
 import copy
 import functools
-import json
 import pickle
-import re
 import threading
-from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -50,9 +40,9 @@ import moto.dynamodb.comparisons
 import moto.dynamodb.parsing.ast_nodes
 import moto.dynamodb.parsing.expressions
 import moto.dynamodb.parsing.validators
-from moto.dynamodb.comparisons import ConditionExpressionParser
 
-from outbox_local.moto_imports import rebind
+from outbox_local.moto_conditions import conditions_parsed_once
+from outbox_local.moto_imports import as_method
 
 # moto's update-expression modules are untyped (mypy sees none of their names): handled as Any here.
 _ast_nodes: Any = moto.dynamodb.parsing.ast_nodes
@@ -180,104 +170,24 @@ def _is_subclass(kind: type, of: type | tuple[type, ...]) -> bool:
     return issubclass(kind, of)
 
 
-def _as_method(function: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    """`function` as a class attribute that binds: a bound method set on a class does not bind again."""
-
-    def method(self: Any) -> Any:
-        return function(self)
-
-    return method
-
-
-_Lex = Callable[[ConditionExpressionParser], deque[ConditionExpressionParser.Node]]
-
-
-def _lexed_once(lex: _Lex) -> _Lex:
-    """moto's `ConditionExpressionParser._lex_condition_expression`, each text's tokens kept."""
-    kept: dict[str | None, tuple[ConditionExpressionParser.Node, ...]] = {}
-
-    def lex_condition_expression(self: ConditionExpressionParser) -> deque[ConditionExpressionParser.Node]:
-        text = self.condition_expression
-        tokens = kept.get(text)
-        if tokens is None:
-            # An expression moto cannot lex raises here, as in moto, and is not kept.
-            tokens = tuple(lex(self))
-            if len(kept) >= _KEPT_EXPRESSIONS:
-                kept.clear()
-            kept[text] = tokens
-        # Tokens are named tuples; each gets its own (empty) children list, as moto's lexer gives it.
-        return deque(token._replace(children=[]) for token in tokens)
-
-    return lex_condition_expression
-
-
-_GetFilterExpression = Callable[[str | None, dict[str, str] | None, dict[str, Any] | None], Any]
-
-
-_PLACEHOLDER = re.compile(r"[:#][A-z0-9\-_]+")
-"""A name or value placeholder, as moto's condition lexer reads one (`attribute_regex`)."""
-
-
-def _parsed_once(parse: _GetFilterExpression) -> _GetFilterExpression:
-    """moto's `get_filter_expression`, each combination of text and the names and values it uses parsed once.
-
-    Only the placeholders the text uses make the combination: one request's values serve its update expression
-    too (a row marker's timestamps), and would make every combination new."""
-    kept: dict[tuple[str | None, str, str], Any] = {}
-    lock = threading.Lock()
-
-    def get_filter_expression(
-        expr: str | None, names: dict[str, str] | None, values: dict[str, Any] | None
-    ) -> Any:
-        used = frozenset(_PLACEHOLDER.findall(expr or ""))
-        try:
-            key = (
-                expr,
-                json.dumps({name: value for name, value in (names or {}).items() if name in used}),
-                json.dumps({name: value for name, value in (values or {}).items() if name in used}),
-            )
-        except (TypeError, ValueError):  # not JSON (no request carries such values): moto's parse, not kept
-            return parse(expr, names, values)
-        condition = kept.get(key)
-        if condition is not None:
-            return condition
-        try:
-            # From a private copy: the parsed operands hold parts of the values they were given.
-            condition = parse(expr, json.loads(key[1]), json.loads(key[2]))
-        except Exception:
-            return parse(expr, names, values)
-        with lock:
-            if len(kept) >= _KEPT_EXPRESSIONS:
-                kept.clear()
-            return kept.setdefault(key, condition)
-
-    return get_filter_expression
-
-
 @contextmanager
 def cheaper_expressions() -> Iterator[None]:
     """While in effect, this process's moto parses each update expression once and validates it faster, lexes
-    each condition expression once, and parses each condition once per combination of names and values."""
+    each condition expression once, and parses each condition once per combination of names and values or
+    per shape (`outbox_local.moto_conditions`)."""
     make = UpdateExpressionParser.__dict__["make"]
     walk = DepthFirstTraverser.traverse_node_recursively
     deepcopy, validate = _validators.deepcopy, _validators.Validator.validate
-    parser: Any = ConditionExpressionParser
-    lex = parser._lex_condition_expression
     parsed = _ParsedOnce(make.__get__(None, UpdateExpressionParser))
     UpdateExpressionParser.make = parsed.make
     _validators.deepcopy = parsed.deepcopy
-    _validators.Validator.validate = _as_method(parsed.validate)
+    _validators.Validator.validate = as_method(parsed.validate)
     DepthFirstTraverser.traverse_node_recursively = _traverse_node_recursively
-    parser._lex_condition_expression = _lexed_once(lex)
-    filter_expression = moto.dynamodb.comparisons.get_filter_expression
-    parsed_conditions = _parsed_once(filter_expression)
-    rebind("get_filter_expression", filter_expression, parsed_conditions)
     try:
-        yield
+        with conditions_parsed_once():
+            yield
     finally:
-        rebind("get_filter_expression", parsed_conditions, filter_expression)
         UpdateExpressionParser.make = make
         _validators.deepcopy = deepcopy
         _validators.Validator.validate = validate
         DepthFirstTraverser.traverse_node_recursively = walk
-        parser._lex_condition_expression = lex

@@ -1,10 +1,11 @@
-"""Replace a function that moto's modules imported by name (`from moto.core.utils import
-camelcase_to_underscores`): each module holds its own reference, so a correction must rebind it in every
-module that holds it, and rebind moto's own afterwards."""
+"""How a correction puts its own function where moto's was: on a class, or in every module that imported
+moto's by name (`from moto.core.utils import camelcase_to_underscores`: each module holds a reference)."""
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
+from typing import Any
 
 
 def rebind(name: str, current: object, replacement: object) -> None:
@@ -14,3 +15,12 @@ def rebind(name: str, current: object, replacement: object) -> None:
             module, name, None
         ) is current:
             setattr(module, name, replacement)
+
+
+def as_method(function: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """`function` as a class attribute that binds: a bound method set on a class does not bind again."""
+
+    def method(self: Any) -> Any:
+        return function(self)
+
+    return method

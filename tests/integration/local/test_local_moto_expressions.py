@@ -307,6 +307,119 @@ def test_a_condition_is_parsed_once_per_names_and_values_and_the_caller_s_values
     assert (first.expr(item), other.expr(item), renamed.expr(item)) == (True, False, False)
 
 
+def _other_values(values: dict[str, Any]) -> dict[str, Any]:
+    """The same placeholders and types, other scalar values (a number one more, a text or binary longer)."""
+    changed = {"N": lambda v: str(int(v) + 1), "S": lambda v: v + "z", "B": lambda v: v + b"z"}
+    return {
+        name: {
+            kind: changed[kind](content) if kind in changed else content for kind, content in value.items()
+        }
+        for name, value in values.items()
+    }
+
+
+def test_a_condition_of_scalar_values_judges_as_moto_with_each_request_s_own_values(
+    backend: DynamoDBBackend,
+) -> None:
+    # Given every condition with its values, and with other values of the same types, judged by moto as it is
+    items = [STORED, {**STORED, "count": {"N": "6"}, "status": {"S": "PENDINGz"}}]
+    cases = [
+        case
+        for condition in CONDITIONS
+        for case in (condition, (*condition[:2], _other_values(condition[2])))
+    ]
+    expected = [[verdict(backend, *case, item) for case in cases] for item in items]
+    assert expected[0] != expected[1]  # the other values and the other item change verdicts
+
+    # When parsed once per shape, each request's values put in, Then each verdict is moto's
+    with cheaper_expressions():
+        for _ in range(2):
+            assert [[verdict(backend, *case, item) for case in cases] for item in items] == expected
+
+
+def test_a_condition_is_parsed_once_per_shape_and_the_names_and_values_found_are_moto_s(
+    backend: DynamoDBBackend,
+) -> None:
+    # Given moto's parser, counted, and what it finds in a condition of scalar values
+    parsed: list[str] = []
+    parse = ConditionExpressionParser.parse
+
+    def counting(self: ConditionExpressionParser) -> Any:
+        parsed.append(self.condition_expression or "")
+        return parse(self)
+
+    expression = "#s = :status AND #e = :event AND attribute_exists(#s)"
+    names = {"#s": "status", "#e": "event_id", "#unused": "x"}
+
+    def found(values: dict[str, Any]) -> Any:
+        parser = ConditionExpressionParser(expression, names, values)
+        condition = parser.parse()
+        return condition, parser.expr_attr_names_found, parser.expr_attr_values_found
+
+    _, names_found, values_found = found({":status": {"S": "PENDING"}, ":event": {"S": "e0"}})
+    ConditionExpressionParser.parse = counting  # type: ignore[method-assign]
+    try:
+        with cheaper_expressions():
+            # When conditions of one shape come with their own values (a marker's event ids), and of another
+            conditions = [found({":status": {"S": "PENDING"}, ":event": {"S": f"e{n}"}}) for n in range(3)]
+            numbers = found({":status": {"S": "PENDING"}, ":event": {"N": "1"}})
+    finally:
+        ConditionExpressionParser.parse = parse  # type: ignore[method-assign]
+
+    # Then each shape was parsed once, every parser found what moto's finds, and each condition has its values
+    assert parsed == [expression, expression]
+    assert all((names, values) == (names_found, values_found) for _, names, values in [*conditions, numbers])
+    backend.put_item("t", {**copy.deepcopy(STORED), "status": {"S": "PENDING"}, "event_id": {"S": "e1"}})
+    item = backend.get_item("t", {"pk": STORED["pk"], "sk": STORED["sk"]})
+    assert [condition.expr(item) for condition, *_ in conditions] == [False, True, False]
+    assert len({id(condition) for condition, *_ in conditions}) == 3  # each request's own copy
+
+
+def test_an_update_s_condition_is_parsed_once_for_every_row_it_marks(backend: DynamoDBBackend) -> None:
+    # Given rows, one of which has moved on, and moto's parser, counted
+    for sk, status in (("1", "PENDING"), ("2", "PENDING"), ("3", "PUBLISHED")):
+        backend.put_item("t", {"pk": {"S": "m"}, "sk": {"N": sk}, "status": {"S": status}, "n": {"N": "0"}})
+    parsed: list[str] = []
+    parse = ConditionExpressionParser.parse
+
+    def counting(self: ConditionExpressionParser) -> Any:
+        parsed.append(self.condition_expression or "")
+        return parse(self)
+
+    def mark(sk: str) -> str:
+        try:
+            backend.update_item(
+                "t",
+                {"pk": {"S": "m"}, "sk": {"N": sk}},
+                "SET #s = :done, n = n + :one",
+                {"#s": "status"},
+                {
+                    ":done": {"S": "PUBLISHED"},
+                    ":pending": {"S": "PENDING"},
+                    ":one": {"N": "1"},
+                    ":sk": {"N": sk},
+                },
+                condition_expression="#s = :pending AND sk = :sk",
+            )
+        except Exception as error:  # the error is what is compared
+            return type(error).__name__
+        return "marked"
+
+    ConditionExpressionParser.parse = counting  # type: ignore[method-assign]
+    try:
+        with cheaper_expressions():
+            # When an UpdateItem marks each row under a condition naming its own key
+            answers = [mark(sk) for sk in "123"]
+    finally:
+        ConditionExpressionParser.parse = parse  # type: ignore[method-assign]
+
+    # Then the condition was parsed once, and each row was judged on its own values
+    assert parsed == ["#s = :pending AND sk = :sk"]
+    assert answers == ["marked", "marked", "ConditionalCheckFailed"]
+    stored = [backend.get_item("t", {"pk": {"S": "m"}, "sk": {"N": sk}}) for sk in "123"]
+    assert [item.attrs["n"].value for item in stored if item is not None] == ["1", "1", "0"]
+
+
 def test_a_condition_text_is_lexed_once_and_its_tokens_are_never_shared(backend: DynamoDBBackend) -> None:
     expression, names, values = CONDITIONS[1]
     lexed: list[str | None] = []
@@ -337,13 +450,12 @@ def test_moto_is_as_it_was_after() -> None:
         ConditionExpressionParser._lex_condition_expression,
         _validators.Validator.validate,
     )
-    parse_condition = moto.dynamodb.comparisons.get_filter_expression
-    callers = (moto.dynamodb.comparisons, moto.dynamodb.models, moto.dynamodb.models.table)
+    parse_condition = ConditionExpressionParser.parse
     with cheaper_expressions():
         assert _validators.deepcopy is not deepcopy
         assert ConditionExpressionParser._lex_condition_expression is not lex
-        assert all(module.get_filter_expression is not parse_condition for module in callers)
-    assert all(module.get_filter_expression is parse_condition for module in callers)
+        assert ConditionExpressionParser.parse is not parse_condition
+    assert ConditionExpressionParser.parse is parse_condition
     assert UpdateExpressionParser.__dict__["make"] is make
     assert DepthFirstTraverser.traverse_node_recursively is walk
     assert _validators.deepcopy is deepcopy is copy.deepcopy
