@@ -220,6 +220,12 @@ def table(report: dict[str, Any]) -> str:
                 f"{seconds:.1f} s = {cpu['cores'][role]:.2f} core, {1000 * seconds / orders:.1f} ms/order",
             )
         )
+    if cpu.get("seconds"):
+        # What bounds the rate on this machine: every process shares its cores.
+        total, cores = sum(cpu["seconds"].values()), sum(cpu["cores"].values())
+        rows.append(
+            ("CPU all processes", f"{total:.1f} s = {cores:.2f} core, {1000 * total / orders:.1f} ms/order")
+        )
     width = max(len(label) for label, _ in rows)
     lines = [f"{label:<{width}}  {value}" for label, value in rows]
     lines.append("")
