@@ -7,7 +7,7 @@ with a typed error is clearer than decoding a cancelled transaction.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from decimal import Decimal
+from decimal import Decimal, getcontext
 from typing import Any
 
 MAX_TRANSACTION_ACTIONS = 100
@@ -23,12 +23,18 @@ Item = Mapping[str, AttributeValue]
 
 def item_size(item: Item) -> int:
     """Size of an item as DynamoDB bills and limits it: attribute names plus values."""
-    return sum(len(name.encode()) + attribute_value_size(value) for name, value in item.items())
+    size = 0
+    for name, value in item.items():  # a loop, not sum() over a generator: every write sizes its items
+        size += len(name.encode()) + attribute_value_size(value)
+    return size
 
 
 def attribute_value_size(value: AttributeValue) -> int:
     """Size of one low-level AttributeValue, following DynamoDB's published sizing rules."""
     (kind, data), *_ = value.items()
+    scalar = _SCALAR_SIZE.get(kind)
+    if scalar is not None:  # most values are: looked up first
+        return scalar(data)
     if kind == "L":
         # 3 bytes for the list, 1 byte per element, plus the elements.
         return 3 + sum(1 + attribute_value_size(element) for element in data)
@@ -38,15 +44,19 @@ def attribute_value_size(value: AttributeValue) -> int:
         )
     if kind in _SET_ELEMENT:
         return sum(_SCALAR_SIZE[_SET_ELEMENT[kind]](element) for element in data)
-    if kind in _SCALAR_SIZE:
-        return _SCALAR_SIZE[kind](data)
     raise ValueError(f"unknown attribute value type {kind!r}")
 
 
 def _number_size(text: str) -> int:
     # Numbers take about one byte per two significant digits, plus one.
-    digits = Decimal(text).normalize().as_tuple().digits
-    return (len(digits) + 1) // 2 + 1
+    if text.isdigit() and text.isascii() and len(text) <= getcontext().prec:
+        # A whole number in plain digits (every seq, version and count): its significant digits are those
+        # between its leading and trailing zeros, as normalize() counts them, without building a Decimal.
+        # (normalize() rounds to the context's precision: a longer text takes its path, to be rounded alike.)
+        digits = len(text.strip("0")) or 1
+    else:
+        digits = len(Decimal(text).normalize().as_tuple().digits)
+    return (digits + 1) // 2 + 1
 
 
 _SCALAR_SIZE: dict[str, Callable[[Any], int]] = {

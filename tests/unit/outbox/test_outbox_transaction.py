@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -116,3 +117,14 @@ def test_item_sizes_follow_dynamodb_rules() -> None:
     assert attribute_value_size({"SS": ["a", "bc"]}) == 3
     with pytest.raises(ValueError, match="unknown attribute value type"):
         attribute_value_size({"X": 1})
+
+
+@pytest.mark.parametrize(
+    "number",
+    ["0", "000", "7", "10", "1200", "0012", "1020", "9" * 28, "9" * 29, "1" + "0" * 37, "1.50", "-10", "1e3"],
+)
+def test_a_number_counts_the_significant_digits_decimal_normalize_leaves(number: str) -> None:
+    # Given a number's text: plain digits (counted without a Decimal) or not, within 28 digits or not
+    # When / Then: the size Decimal's normalize() gives its digits (rounded to 28, as the library always did)
+    digits = len(Decimal(number).normalize().as_tuple().digits)
+    assert attribute_value_size({"N": number}) == (digits + 1) // 2 + 1
