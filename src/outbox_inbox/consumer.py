@@ -116,7 +116,9 @@ class InboxConsumer:
 
     def register_lambda_context(self, context: Any) -> None:
         """Called once per invocation by the batch handler."""
-        if isinstance(self._external, InvocationAware):
+        # None first: an isinstance check against a runtime-checkable Protocol inspects the protocol's members
+        # each time, and most consumers have no external effect.
+        if self._external is not None and isinstance(self._external, InvocationAware):
             self._external.register_lambda_context(context)
 
     def consume_sqs_record(self, record: Mapping[str, Any]) -> Outcome:
