@@ -51,6 +51,7 @@ CORRELATION_HEADER = "X-Correlation-Id"
 REPLAYED_HEADER = "Idempotent-Replayed"
 ETAG_HEADER = "ETag"
 _CORRELATION_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+_CORRELATION_CONTEXT_KEY = "correlation_id"
 
 logger = Logger()
 # botocore only: the API calls AWS through boto3 and nothing else, and Powertools' default (`patch_all`) would
@@ -296,7 +297,13 @@ def _correlation_id() -> str:
 
 
 def _current_correlation_id() -> str | None:
-    """A valid X-Correlation-Id header from the caller, else API Gateway's request id."""
+    """A valid X-Correlation-Id header from the caller, else API Gateway's request id.
+
+    Worked out once per request and kept in `app.context` (Powertools clears it after each request): a command
+    needs it for its event and again for its response, and each read of the headers copies them all."""
+    if _CORRELATION_CONTEXT_KEY in app.context:
+        known: str | None = app.context[_CORRELATION_CONTEXT_KEY]
+        return known
     header = app.current_event.headers.get(CORRELATION_HEADER)
     if header is not None and _CORRELATION_ID.fullmatch(header):
         correlation_id: str | None = header
@@ -304,4 +311,5 @@ def _current_correlation_id() -> str | None:
         correlation_id = app.current_event.request_context.request_id or None
     if correlation_id is not None:
         logger.set_correlation_id(correlation_id)
+    app.context[_CORRELATION_CONTEXT_KEY] = correlation_id
     return correlation_id
