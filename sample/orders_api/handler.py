@@ -238,7 +238,7 @@ def _json_response(status: int, body: dict[str, Any], *, etag: str | None = None
     return Response(
         status_code=status,
         content_type=content_types.APPLICATION_JSON,
-        body=json.dumps(body, separators=(",", ":")),
+        body=_RESPONSE_ENCODER.encode(body),
         headers=headers,
     )
 
@@ -264,9 +264,7 @@ def _json_body(*, required: bool) -> object:
     try:
         # Decimals, not floats, and no NaN/Infinity or duplicate keys: what is hashed for
         # idempotency and stored must be exactly what the client meant.
-        return json.loads(
-            raw, parse_float=Decimal, parse_constant=_reject_constant, object_pairs_hook=_unique_keys
-        )
+        return _BODY_DECODER.decode(raw)
     except (ValueError, RecursionError):
         raise OrderValidationError("is not valid JSON", field="body") from None
 
@@ -282,6 +280,13 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
             raise ValueError("duplicate key")
         result[key] = value
     return result
+
+
+# Built once: `json.loads` and `json.dumps` with options build a new decoder or encoder per call.
+_BODY_DECODER = json.JSONDecoder(
+    parse_float=Decimal, parse_constant=_reject_constant, object_pairs_hook=_unique_keys
+)
+_RESPONSE_ENCODER = json.JSONEncoder(separators=(",", ":"))
 
 
 def _idempotency_key() -> str | None:

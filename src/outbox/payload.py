@@ -20,7 +20,7 @@ def encode_payload(payload: JsonObject) -> str:
     if not isinstance(payload, Mapping):
         raise InvalidPayloadError("payload must be a JSON object", field="payload")
     try:
-        return json.dumps(dict(payload), separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        return _ENCODER.encode(dict(payload))
     except (TypeError, ValueError) as error:
         # The message names the Python type only, never the value (it may be sensitive).
         raise InvalidPayloadError(f"payload is not JSON-serialisable: {type(error).__name__}") from None
@@ -71,7 +71,9 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return value
 
 
-# One decoder for every payload: `json.loads` with these options would build (and compile) a new one per call.
+# One encoder and one decoder for every payload: `json.dumps` and `json.loads` with these options would build
+# a new one per call (every event written, every row read).
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 _DECODER = json.JSONDecoder(
     parse_constant=_reject_constant,
     parse_float=Decimal,
