@@ -100,10 +100,14 @@ def _is_eventbridge_event(document: Mapping[str, Any]) -> bool:
     return "detail-type" in document and "detail" in document and "source" in document
 
 
+# Built once: `json.loads` with an option builds a new decoder per call (every message).
+_DECODER = json.JSONDecoder(parse_float=Decimal)
+
+
 def _decode(text: str, what: str) -> object:
     try:
         # Decimal keeps every number exactly as published (a float would round 0.1 and large integers).
-        return json.loads(text, parse_float=Decimal)
+        return _DECODER.decode(text)
     except (ValueError, RecursionError):
         raise MalformedEnvelopeError(f"{what} is not JSON") from None
 
