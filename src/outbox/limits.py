@@ -7,7 +7,7 @@ with a typed error is clearer than decoding a cancelled transaction.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from decimal import Decimal, getcontext
+from decimal import Decimal
 from typing import Any
 
 MAX_TRANSACTION_ACTIONS = 100
@@ -48,15 +48,12 @@ def attribute_value_size(value: AttributeValue) -> int:
 
 
 def _number_size(text: str) -> int:
-    # Numbers take about one byte per two significant digits, plus one.
-    if text.isdigit() and text.isascii() and len(text) <= getcontext().prec:
-        # A whole number in plain digits (every seq, version and count): its significant digits are those
-        # between its leading and trailing zeros, as normalize() counts them, without building a Decimal.
-        # (normalize() rounds to the context's precision: a longer text takes its path, to be rounded alike.)
-        digits = len(text.strip("0")) or 1
-    else:
-        digits = len(Decimal(text).normalize().as_tuple().digits)
-    return (digits + 1) // 2 + 1
+    # About one byte per two significant digits, plus one. DynamoDB keeps up to 38 significant digits: counted
+    # exactly, from the text (plain digits, as every seq, version and count is) or from the Decimal's digits
+    # (its normalize() would round them to its context's 28).
+    digits = text if text.isdigit() and text.isascii() else "".join(map(str, Decimal(text).as_tuple().digits))
+    significant = len(digits.strip("0")) or 1
+    return (significant + 1) // 2 + 1
 
 
 _SCALAR_SIZE: dict[str, Callable[[Any], int]] = {

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -120,11 +119,27 @@ def test_item_sizes_follow_dynamodb_rules() -> None:
 
 
 @pytest.mark.parametrize(
-    "number",
-    ["0", "000", "7", "10", "1200", "0012", "1020", "9" * 28, "9" * 29, "1" + "0" * 37, "1.50", "-10", "1e3"],
+    ("number", "significant"),
+    [
+        ("0", 1),
+        ("000", 1),
+        ("7", 1),
+        ("10", 1),
+        ("1200", 2),
+        ("0012", 2),
+        ("1020", 3),
+        ("9" * 28, 28),
+        ("9" * 29, 29),  # past Decimal's default precision: not rounded
+        ("9" * 38, 38),  # DynamoDB's most
+        ("1" + "0" * 37, 1),
+        ("1.50", 2),
+        ("-10", 1),
+        ("1e3", 1),
+        ("0.00120", 2),
+        ("-123456789012345678901234567890.12345678", 38),
+    ],
 )
-def test_a_number_counts_the_significant_digits_decimal_normalize_leaves(number: str) -> None:
-    # Given a number's text: plain digits (counted without a Decimal) or not, within 28 digits or not
-    # When / Then: the size Decimal's normalize() gives its digits (rounded to 28, as the library always did)
-    digits = len(Decimal(number).normalize().as_tuple().digits)
-    assert attribute_value_size({"N": number}) == (digits + 1) // 2 + 1
+def test_a_number_counts_its_significant_digits_exactly(number: str, significant: int) -> None:
+    # Given a number's text: plain digits or not, within Decimal's 28 digits or past them
+    # When / Then: one byte per two significant digits, plus one
+    assert attribute_value_size({"N": number}) == (significant + 1) // 2 + 1
