@@ -43,10 +43,11 @@ so its CPU is the runtime's throughput):
   schema gives them (where they do not, moto's own sort runs).
 - DynamoDB items: moto checks an item's size (its 400 KB limit) as it sets each attribute, by sizing every
   attribute already set (`LimitedSizeDict.__setitem__`): building an item costs the square of its attribute
-  count, a fifth of a place-order transaction's CPU (two puts of a dozen attributes and more). A new item is
-  sized once, after its attributes are converted, against moto's own limit: as every attribute's size is at
-  least zero, the sum passes the limit at the end exactly when it passed it at some attribute, so the same
-  items are refused, with moto's own error. Updates to an item still go through moto's check.
+  count, a fifth of a place-order transaction's CPU (two puts of a dozen attributes and more). A new item's
+  size is summed once, as its attributes are converted in turn, against moto's own limit: as every
+  attribute's size is at least zero, the running sum passes the limit at the attribute where moto's check
+  would, so the same items are refused there, with moto's own error (an attribute after it is not looked at,
+  as in moto). Updates to an item still go through moto's check.
 - DynamoDB update expressions are parsed once per text and validated faster, condition expressions lexed
   once per text (`outbox_local.moto_expressions`).
 """
@@ -213,12 +214,21 @@ AWS was seen to accept)."""
 def _item_sized_once(
     self: Item, hash_key: DynamoType, range_key: DynamoType | None, attrs: dict[str, Any]
 ) -> None:
-    """moto's `Item.__init__`, sizing the new item once instead of once per attribute."""
+    """moto's `Item.__init__`, sizing the new item once instead of once per attribute.
+
+    As moto does, each attribute is converted and sized in turn, and the item refused as soon as the size so
+    far passes the limit: an attribute after that point is neither converted nor sized (one moto cannot
+    convert or size raises its own error only where moto's would)."""
     self.hash_key = hash_key
     self.range_key = range_key
-    converted = {name: DynamoType(value) for name, value in attrs.items()}
-    if sum(bytesize(name) + value.size() for name, value in converted.items()) > ITEM_SIZE_LIMIT:
-        raise ItemSizeTooLarge
+    converted: dict[str, DynamoType] = {}
+    size = 0
+    for name, value in attrs.items():
+        attribute = DynamoType(value)
+        size += bytesize(name) + attribute.size()
+        if size > ITEM_SIZE_LIMIT:
+            raise ItemSizeTooLarge
+        converted[name] = attribute
     self.attrs = LimitedSizeDict()
     dict.update(self.attrs, converted)  # sized above: its __setitem__ would size the item again per attribute
 

@@ -397,6 +397,27 @@ def test_an_item_built_while_the_hot_paths_are_cheap_still_checks_each_later_att
             item.attrs["more"] = DynamoType({"S": "x" * 20})  # what an update expression does
 
 
+@pytest.mark.parametrize("malformed", [{"L": [{}]}, {"S": None}, {"M": {"x": {}}}])
+def test_an_item_past_the_limit_is_refused_before_a_later_attribute_moto_cannot_convert(
+    malformed: dict[str, Any],
+) -> None:
+    def outcome() -> str:
+        # Given an item past the limit, then an attribute moto's conversion or sizing would fail on
+        attributes = {**_item_of_size(ITEM_SIZE_LIMIT + 1), "malformed": malformed}
+        try:
+            Item(DynamoType(attributes["pk"]), None, attributes)
+        except Exception as error:  # the error is what is compared
+            return type(error).__name__
+        return "built"
+
+    by_moto = outcome()
+    assert by_moto == "ItemSizeTooLarge"  # moto refuses at the attribute that passes the limit
+
+    # When sized once, Then the same refusal, not the later attribute's own error
+    with lighter_moto():
+        assert outcome() == by_moto
+
+
 _MOTO_ITEM_INIT = Item.__init__
 
 
