@@ -10,7 +10,7 @@ import inspect
 import pickle
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -309,7 +309,11 @@ def test_a_condition_is_parsed_once_per_names_and_values_and_the_caller_s_values
 
 def _other_values(values: dict[str, Any]) -> dict[str, Any]:
     """The same placeholders and types, other scalar values (a number one more, a text or binary longer)."""
-    changed = {"N": lambda v: str(int(v) + 1), "S": lambda v: v + "z", "B": lambda v: v + b"z"}
+    changed: dict[str, Callable[[Any], Any]] = {
+        "N": lambda v: str(int(v) + 1),
+        "S": lambda v: v + "z",
+        "B": lambda v: v + b"z",
+    }
     return {
         name: {
             kind: changed[kind](content) if kind in changed else content for kind, content in value.items()
@@ -335,6 +339,24 @@ def test_a_condition_of_scalar_values_judges_as_moto_with_each_request_s_own_val
     with cheaper_expressions():
         for _ in range(2):
             assert [[verdict(backend, *case, item) for case in cases] for item in items] == expected
+
+
+def test_a_shape_is_kept_per_names_too(backend: DynamoDBBackend) -> None:
+    # Given one text and one value type, with names that point it at different attributes, judged by moto
+    expression = "#a = :v AND attribute_exists(#b)"
+    cases = [
+        (expression, {"#a": "count", "#b": "tags"}, {":v": {"N": "5"}}),
+        (expression, {"#a": "sk", "#b": "tags"}, {":v": {"N": "5"}}),
+        (expression, {"#a": "count", "#b": "missing"}, {":v": {"N": "5"}}),
+        (expression, {"#a": "sk", "#b": "tags"}, {":v": {"N": "1"}}),
+    ]
+    expected = [verdict(backend, *case) for case in cases]
+    assert [answer[1] for answer in expected] == [True, False, False, True]
+
+    # When parsed once per shape, Then the names are the condition's as much as its text
+    with cheaper_expressions():
+        for _ in range(2):
+            assert [verdict(backend, *case) for case in cases] == expected
 
 
 def test_a_condition_is_parsed_once_per_shape_and_the_names_and_values_found_are_moto_s(
