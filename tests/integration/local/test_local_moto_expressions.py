@@ -21,6 +21,7 @@ import moto.dynamodb.models.table
 import pytest
 from moto import mock_aws
 from moto.dynamodb.comparisons import ConditionExpressionParser
+from moto.dynamodb.exceptions import InvalidConditionExpression
 from moto.dynamodb.models import DynamoDBBackend, dynamodb_backends
 
 from outbox_local import moto_expressions
@@ -529,6 +530,63 @@ def test_moto_canary_the_shape_the_layer_relies_on() -> None:
         "children[0] =",
     ):
         assert change not in source
+
+
+def _untouched(name: str) -> Any:
+    def touched(*_: Any) -> Any:
+        raise AssertionError(f"moto's condition parse read a value's content ({name})")
+
+    return touched
+
+
+_Untouchable = type(
+    "_Untouchable",
+    (),
+    {
+        name: _untouched(name)
+        for name in (
+            "__getattribute__",
+            "__str__",
+            "__bytes__",
+            "__format__",
+            "__eq__",
+            "__ne__",
+            "__lt__",
+            "__le__",
+            "__gt__",
+            "__ge__",
+            "__hash__",
+            "__bool__",
+            "__len__",
+            "__iter__",
+            "__contains__",
+            "__getitem__",
+            "__int__",
+            "__float__",
+            "__index__",
+            "__add__",
+            "__radd__",
+            "__mul__",
+            "__mod__",
+        )
+    },
+)
+"""A value's content that fails on any look at it: moto's parse may carry it, never read it."""
+
+
+def test_moto_canary_a_condition_s_parse_reads_no_scalar_value_s_content() -> None:
+    """What a shape relies on: moto's parse looks at a value's type only, so a shape parsed with stand-ins is
+    the condition parsed with any values of those types (if this fails, shapes are no longer sound)."""
+    parsed = 0
+    for expression, names, values in CONDITIONS:
+        untouchable = {name: {kind: _Untouchable() for kind in value} for name, value in values.items()}
+        try:
+            moto_parse = ConditionExpressionParser(expression, names, untouchable).parse()
+        except (ValueError, KeyError, InvalidConditionExpression):  # rejected before any value is read
+            continue
+        parsed += 1
+        assert type(moto_parse).__module__ == "moto.dynamodb.comparisons"
+    assert parsed == len(CONDITIONS) - 6
 
 
 def test_two_threads_parsing_one_new_text_share_one_kept_tree() -> None:
