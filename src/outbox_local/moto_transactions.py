@@ -89,7 +89,7 @@ def _check(
             current = backend.get_item(table_name, key)
             condition = op.get("ConditionExpression")
             if condition is not None:
-                # Looked up at each call: while a runtime runs, a condition is parsed once (moto_expressions)
+                # moto's own parse: while a runtime runs, it answers from what is kept (moto_conditions)
                 expression = moto.dynamodb.comparisons.get_filter_expression(
                     condition, op.get("ExpressionAttributeNames"), op.get("ExpressionAttributeValues")
                 )

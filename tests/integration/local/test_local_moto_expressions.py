@@ -30,7 +30,8 @@ from outbox_local.moto_transactions import atomic_transactions
 
 _validators: Any = moto_expressions._validators
 _backend_module: Any = moto.dynamodb.models
-"""Where DynamoDBBackend finds `get_filter_expression` (imported by name, so looked up at each call here)."""
+"""Where DynamoDBBackend finds `get_filter_expression`, which parses through moto's own parser (the layer's
+while it is in effect)."""
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
 
