@@ -48,6 +48,10 @@ so its CPU is the runtime's throughput):
   attribute's size is at least zero, the running sum passes the limit at the attribute where moto's check
   would, so the same items are refused there, with moto's own error (an attribute after it is not looked at,
   as in moto). Updates to an item still go through moto's check.
+- SQS receipt handles: moto draws each of a received message's 185 letters with its own `random.choice`
+  call, about 0.2 ms a message, and every message is received at least once (a consumer's, a subscriber
+  queue's). They are drawn in one `choices` call from moto's own random source: the same 185 lowercase
+  letters, each as likely, about a quarter of the time.
 - DynamoDB update expressions are parsed once per text and validated faster, condition expressions lexed
   once per text (`outbox_local.moto_expressions`).
 """
@@ -55,6 +59,7 @@ so its CPU is the runtime's throughput):
 from __future__ import annotations
 
 import functools
+import string
 import threading
 import weakref
 from collections.abc import Iterator
@@ -64,6 +69,7 @@ from typing import Any
 import jsonpath_ng.ext
 import moto.core.responses
 import moto.core.utils
+import moto.sqs.utils
 from moto.cloudwatch.models import CloudWatchBackend, MetricDatumBase
 from moto.core.utils import unix_time, unix_time_millis
 from moto.dynamodb.exceptions import ItemSizeTooLarge
@@ -233,6 +239,16 @@ def _item_sized_once(
     dict.update(self.attrs, converted)  # sized above: its __setitem__ would size the item again per attribute
 
 
+RECEIPT_HANDLE_LENGTH = 185
+"""What moto's `generate_receipt_handle` draws: this many lowercase letters."""
+
+
+def _receipt_handle() -> str:
+    """moto's `generate_receipt_handle`, its letters drawn in one call (from moto's own random source)."""
+    sqs_utils: Any = moto.sqs.utils  # moto's random source, which it does not export
+    return "".join(sqs_utils.random.choices(string.ascii_lowercase, k=RECEIPT_HANDLE_LENGTH))
+
+
 _CACHED_NAMES = 4096
 
 
@@ -259,6 +275,7 @@ def lighter_moto() -> Iterator[None]:
     send, validate = SQSBackend.send_message, SQSBackend._validate_message
     statistics, all_metrics = CloudWatchBackend.get_metric_statistics, CloudWatchBackend.get_all_metrics
     all_items, new_item = Table.all_items, Item.__init__
+    receipt_handle = moto.sqs.utils.generate_receipt_handle
     # moto imports `parse` from jsonpath_ng.ext inside the function, at each call: it finds this one.
     ext.parse = functools.lru_cache(maxsize=_PARSED_EXPRESSIONS)(parse)
     responses.method_names_from_class = functools.cache(method_names)
@@ -273,6 +290,7 @@ def lighter_moto() -> Iterator[None]:
     CloudWatchBackend.get_all_metrics = _all_metrics_or_the_asked_ones(all_metrics)  # type: ignore[method-assign]
     Table.all_items = _items_in_key_order(all_items)  # type: ignore[method-assign]
     Item.__init__ = _item_sized_once  # type: ignore[method-assign]
+    rebind("generate_receipt_handle", receipt_handle, _receipt_handle)  # moto.sqs.models imported it by name
     try:
         with _names_converted_once(), cheaper_expressions():
             yield
@@ -287,3 +305,4 @@ def lighter_moto() -> Iterator[None]:
         CloudWatchBackend.get_all_metrics = all_metrics  # type: ignore[method-assign]
         Table.all_items = all_items  # type: ignore[method-assign]
         Item.__init__ = new_item  # type: ignore[method-assign]
+        rebind("generate_receipt_handle", _receipt_handle, receipt_handle)

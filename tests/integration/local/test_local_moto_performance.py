@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import json
+import string
 import threading
 import urllib.request
 from collections.abc import Iterator
@@ -21,6 +22,7 @@ from typing import Any
 import boto3
 import moto.core.utils
 import moto.sqs.models
+import moto.sqs.utils
 import pytest
 from moto.dynamodb.exceptions import ItemSizeTooLarge
 from moto.dynamodb.models.dynamo_type import DynamoType, Item
@@ -30,7 +32,7 @@ from outbox_local import moto_performance
 from outbox_local.aws_server import LocalAwsServer
 from outbox_local.endpoint import LOCAL_CREDENTIALS
 from outbox_local.faults import FaultInjector
-from outbox_local.moto_performance import ITEM_SIZE_LIMIT, lighter_moto
+from outbox_local.moto_performance import ITEM_SIZE_LIMIT, RECEIPT_HANDLE_LENGTH, lighter_moto
 from outbox_local.moto_streams import InProcessStreams
 from outbox_local.moto_transactions import atomic_transactions
 from outbox_local.stream_records import lambda_record
@@ -419,6 +421,37 @@ def test_an_item_past_the_limit_is_refused_before_a_later_attribute_moto_cannot_
 
 
 _MOTO_ITEM_INIT = Item.__init__
+
+
+def test_receipt_handles_are_drawn_in_one_call_as_moto_draws_them_and_moto_s_is_back_after(
+    endpoint: str,
+) -> None:
+    # Given moto's own receipt handles: the length and letters the layer copies
+    original = moto.sqs.utils.generate_receipt_handle
+    by_moto = {original() for _ in range(50)}
+    assert {len(handle) for handle in by_moto} == {RECEIPT_HANDLE_LENGTH}
+    assert set().union(*by_moto) <= set(string.ascii_lowercase)
+
+    # When a message is received while the hot paths are cheap
+    sqs = client(endpoint, "sqs")
+    url = sqs.create_queue(QueueName="handles")["QueueUrl"]
+    with lighter_moto():
+        assert vars(moto.sqs.models)["generate_receipt_handle"] is not original
+        handles = []
+        for body in ("a", "b", "c"):
+            sqs.send_message(QueueUrl=url, MessageBody=body)
+            received = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=1)["Messages"][0]
+            handles.append(received["ReceiptHandle"])
+            sqs.delete_message(QueueUrl=url, ReceiptHandle=received["ReceiptHandle"])
+
+    # Then its handle is as moto's are, each its own, the message deleted by it; and moto's is back after
+    assert all(
+        len(handle) == RECEIPT_HANDLE_LENGTH and set(handle) <= set(string.ascii_lowercase)
+        for handle in handles
+    )
+    assert len(set(handles)) == 3
+    assert "Messages" not in sqs.receive_message(QueueUrl=url, WaitTimeSeconds=0)
+    assert vars(moto.sqs.models)["generate_receipt_handle"] is original
 
 
 class _Keyed:
