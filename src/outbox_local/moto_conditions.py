@@ -52,6 +52,8 @@ _Lex = Callable[[ConditionExpressionParser], deque[ConditionExpressionParser.Nod
 _Parse = Callable[[ConditionExpressionParser], Any]
 _Parsed = tuple[Any, tuple[str, ...], tuple[str, ...]]
 """A parsed condition, and the names and values its parse found (moto's `expr_attr_names_found`, ...)."""
+_Shape = tuple[bytes, tuple[str, ...], tuple[str, ...]]
+"""A shape: its condition pickled with stand-ins, and the names and values its parse found."""
 
 
 def _lexed_once(lex: _Lex) -> _Lex:
@@ -105,14 +107,14 @@ class _ParsedOnce:
     def __init__(self, parse: _Parse) -> None:
         self._parse = parse
         self._kept: dict[tuple[str, str, str], _Parsed] = {}
-        self._shapes: dict[tuple[str, str, str], tuple[bytes, tuple[str, ...], tuple[str, ...]] | None] = {}
+        self._shapes: dict[tuple[str, str, str], _Shape | None] = {}
         self._lock = threading.Lock()
 
     def parse(self, parser: ConditionExpressionParser) -> Any:
         """moto's `ConditionExpressionParser.parse`, from what is kept where it can be."""
-        expression = parser.condition_expression
-        found = self._found(expression, parser.expression_attribute_names, parser.expression_attribute_values)
-        if expression is None or found is None:
+        names, values = parser.expression_attribute_names, parser.expression_attribute_values
+        found = self._found(parser.condition_expression, names, values)
+        if found is None:
             return self._parse(parser)  # moto's own parse: its answer, or its error
         condition, names_found, values_found = found
         parser.expr_attr_names_found.extend(names_found)
@@ -129,8 +131,7 @@ class _ParsedOnce:
         values_used = {name: value for name, value in (values or {}).items() if name in used}
         try:
             names_key = json.dumps(names_used, sort_keys=True)
-            values_key = json.dumps(values_used, sort_keys=True)
-        except (TypeError, ValueError):  # not JSON (no request carries such values): not kept
+        except (TypeError, ValueError):  # not JSON (no request carries such names): not kept
             return None
         if values_used and all(_is_scalar(value) for value in values_used.values()):
             types = json.dumps(sorted((name, next(iter(value))) for name, value in values_used.items()))
@@ -143,6 +144,10 @@ class _ParsedOnce:
             if shape is not None:
                 pickled, names_found, values_found = shape
                 return _ValuesIn(pickled, values_used).load(), names_found, values_found
+        try:
+            values_key = json.dumps(values_used, sort_keys=True)
+        except (TypeError, ValueError):  # not JSON (no request carries such values): not kept
+            return None
         key = (expression, names_key, values_key)
         parsed = self._kept.get(key)
         if parsed is None:
@@ -152,9 +157,7 @@ class _ParsedOnce:
                 self._keep(self._kept, key, parsed)
         return parsed
 
-    def _shape_of(
-        self, expression: str, names: dict[str, str], values: dict[str, Any]
-    ) -> tuple[bytes, tuple[str, ...], tuple[str, ...]] | None:
+    def _shape_of(self, expression: str, names: dict[str, str], values: dict[str, Any]) -> _Shape | None:
         stand_ins = {name: {kind: _STAND_IN + name} for name, value in values.items() for kind in value}
         parsed = self._private_parse(expression, names, stand_ins)
         if parsed is None:

@@ -52,8 +52,8 @@ so its CPU is the runtime's throughput):
   call, about 0.2 ms a message, and every message is received at least once (a consumer's, a subscriber
   queue's). They are drawn in one `choices` call from moto's own random source: the same 185 lowercase
   letters, each as likely, about a quarter of the time.
-- DynamoDB update expressions are parsed once per text and validated faster, condition expressions lexed
-  once per text (`outbox_local.moto_expressions`).
+- DynamoDB update expressions are parsed once per text and validated faster (`outbox_local.moto_expressions`),
+  condition expressions parsed once per combination or shape (`outbox_local.moto_conditions`).
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import moto.dynamodb.comparisons
+from moto.dynamodb.comparisons import get_filter_expression
 from moto.dynamodb.exceptions import (
     ConditionalCheckFailed,
     MockValidationException,
@@ -89,8 +89,8 @@ def _check(
             current = backend.get_item(table_name, key)
             condition = op.get("ConditionExpression")
             if condition is not None:
-                # moto's own parse: while a runtime runs, it answers from what is kept (moto_conditions)
-                expression = moto.dynamodb.comparisons.get_filter_expression(
+                # moto's own parse (while a runtime runs, it answers from what is kept: moto_conditions)
+                expression = get_filter_expression(
                     condition, op.get("ExpressionAttributeNames"), op.get("ExpressionAttributeValues")
                 )
                 if not expression.expr(current):
