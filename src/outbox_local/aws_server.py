@@ -1,6 +1,6 @@
-"""The moto server the runtime provisions into: threaded, on 127.0.0.1, behind the fault injector, the
-runtime's own answer to Lambda's event source mapping read calls (`outbox_local.event_source_mapping_api`)
-and its controls (`outbox_local.control_api`)."""
+"""The moto server the runtime provisions into: threaded, on 127.0.0.1, with HTTP/1.1 keep-alive
+(`outbox_local.keep_alive`), behind the fault injector, the runtime's own answer to Lambda's event source
+mapping read calls (`outbox_local.event_source_mapping_api`) and its controls (`outbox_local.control_api`)."""
 
 from __future__ import annotations
 
@@ -9,25 +9,13 @@ import logging
 from typing import Any
 
 from moto.moto_server.threaded_moto_server import ThreadedMotoServer
-from moto.moto_server.werkzeug_app import (
-    DomainDispatcherApplication,
-    MotoRequestHandler,
-    create_backend_app,
-)
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 from werkzeug.serving import make_server
 
 from outbox_local.control_api import ControlApi
 from outbox_local.event_source_mapping_api import EventSourceMappingApi
 from outbox_local.faults import FaultInjector, WsgiApp
-
-
-class _ClosingRequestHandler(MotoRequestHandler):
-    # HTTP/1.0 closes each connection after its response: no keep-alive handler thread outlives a request,
-    # so stopping the server leaves no thread or socket behind (handlers' cached boto3 clients included).
-    protocol_version = "HTTP/1.0"
-
-    def log_request(self, *args: Any, **kwargs: Any) -> None:
-        """Request lines would drown the runtime's own output."""
+from outbox_local.keep_alive import Connections, keep_alive_handler
 
 
 class _Dispatcher(DomainDispatcherApplication):
@@ -54,6 +42,7 @@ class LocalAwsServer(ThreadedMotoServer):
         self._faults = faults
         self._event_source_mappings = event_source_mappings
         self._control = control
+        self._connections = Connections()
         logging.getLogger("werkzeug").setLevel(logging.ERROR)
 
     def _server_entry(self) -> None:
@@ -65,7 +54,7 @@ class LocalAwsServer(ThreadedMotoServer):
             # Outermost: the runtime's own controls are never failed by an armed fault.
             app = self._control.wrap(app)
         self._server = make_server(
-            self._ip_address, self._port, app, True, request_handler=_ClosingRequestHandler
+            self._ip_address, self._port, app, True, request_handler=keep_alive_handler(self._connections)
         )
         self._server_ready_event.set()
         self._server.serve_forever()
@@ -77,5 +66,6 @@ class LocalAwsServer(ThreadedMotoServer):
 
     def stop(self) -> None:
         super().stop()
+        self._connections.close_all()  # clients' kept-alive connections, and the threads serving them
         if self._server is not None:
             self._server.server_close()  # release the listening port now, not at garbage collection
