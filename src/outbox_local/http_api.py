@@ -89,6 +89,17 @@ class MalformedRequestError(Exception):
         self.message = message
 
 
+LISTEN_BACKLOG = 128
+"""Connections waiting to be accepted. http.server's default is 5: under load (32 clients, each request on a
+new connection, the accepting thread waiting for the interpreter lock) the kernel dropped connection attempts,
+which clients saw as a second's stall (the retried SYN) or a reset, where API Gateway accepts them."""
+
+
+class _ThreadingServer(ThreadingHTTPServer):
+    request_queue_size = LISTEN_BACKLOG
+    daemon_threads = True
+
+
 class HttpApiServer:
     """One HTTP API: a threaded HTTP server on 127.0.0.1 that invokes the routes' functions."""
 
@@ -105,8 +116,7 @@ class HttpApiServer:
         self.routes: list[Route] = []
         self.stage = stage
         self._invoke = invoke
-        self._server = ThreadingHTTPServer((host, port), self._handler_class())
-        self._server.daemon_threads = True
+        self._server = _ThreadingServer((host, port), self._handler_class())
         self._thread: threading.Thread | None = None
 
     @property

@@ -131,3 +131,21 @@ def test_a_body_that_never_comes_is_refused_after_the_read_timeout(
     # Then it answers 400 and invokes nothing
     assert (status, body) == (400, {"message": "Bad Request"})
     assert recorder.events == []
+
+
+def test_a_burst_of_connections_waits_to_be_accepted_instead_of_being_dropped() -> None:
+    """Before the accepting thread takes them (here: it never runs), up to LISTEN_BACKLOG connections are
+    held by the kernel; with http.server's default of 5 the next attempts were dropped, each a stalled SYN."""
+    server = HttpApiServer("api1", Recorder())  # not started: nothing accepts
+    host, port = server.url.removeprefix("http://").split(":")
+    burst = http_api.LISTEN_BACKLOG // 2
+    opened: list[socket.socket] = []
+    try:
+        for _ in range(burst):
+            # A dropped attempt is retried after a second: a connection not made within one was dropped.
+            opened.append(socket.create_connection((host, int(port)), timeout=1.0))
+        assert len(opened) == burst
+    finally:
+        for connection in opened:
+            connection.close()
+        server.stop()
