@@ -53,6 +53,7 @@ class LocalAwsServer(ThreadedMotoServer):
         if self._control is not None:
             # Outermost: the runtime's own controls are never failed by an armed fault.
             app = self._control.wrap(app)
+        self._connections = Connections()  # a server started again after stop(): the earlier one is closing
         self._server = make_server(
             self._ip_address, self._port, app, True, request_handler=keep_alive_handler(self._connections)
         )

@@ -11,7 +11,9 @@ and the server accepted it and started a thread for it: about a sixth of the run
 
 - reads exactly the request's body (`Content-Length`), no more, and leaves the connection open for the next
   request unless the client asked to close it (`Connection: close`, or HTTP/1.0 without `keep-alive`), the
-  request's body was chunked, its `Content-Length` was not a number, or the application failed;
+  request's body was chunked, or the application failed; a request whose body's length is unknown (a
+  `Transfer-Encoding` other than chunked, a `Content-Length` that is not one number) is refused (400), so
+  that its body is never read as the next request;
 - sends the status line, headers and body in one write, with the body's `Content-Length` (moto's answers
   are small and whole, so nothing is streamed).
 
@@ -23,6 +25,8 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
+import traceback
 from collections.abc import Iterable
 from socket import SHUT_RDWR, socket
 from typing import IO, Any, cast
@@ -40,25 +44,33 @@ class Connections:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._open: dict[socket, threading.Thread] = {}
+        self._closing = False
 
     def opened(self, connection: socket) -> None:
         with self._lock:
             self._open[connection] = threading.current_thread()
+            closing = self._closing
+        if closing:  # accepted before the server stopped, but set up after close_all looked: closed as well
+            with contextlib.suppress(OSError):
+                connection.shutdown(SHUT_RDWR)
 
     def closed(self, connection: socket) -> None:
         with self._lock:
             self._open.pop(connection, None)
 
     def close_all(self, timeout_s: float = 5.0) -> None:
-        """Shut every open connection down and wait for the threads that served them to end."""
+        """Shut every open connection down (and any set up from now on) and wait, `timeout_s` in all, for the
+        threads that served them to end."""
         with self._lock:
+            self._closing = True
             open_now = list(self._open.items())
         for connection, _ in open_now:
             with contextlib.suppress(OSError):  # the client closed it first
                 connection.shutdown(SHUT_RDWR)  # a thread waiting for the next request reads end-of-file
+        deadline = time.monotonic() + timeout_s
         for _, thread in open_now:
             if thread is not threading.current_thread():
-                thread.join(timeout_s)
+                thread.join(max(0.0, deadline - time.monotonic()))
 
 
 def keep_alive_handler(connections: Connections) -> type[KeepAliveHandler]:
@@ -91,9 +103,17 @@ class KeepAliveHandler(MotoRequestHandler):
             self.close_connection = True  # chunked: werkzeug's reader may read past the body's end
         else:
             length = environ.get("CONTENT_LENGTH") or "0"
-            if not length.isdigit():
+            refused = None
+            if "HTTP_TRANSFER_ENCODING" in environ:  # not chunked: where the body ends is unknown
+                refused = "Transfer-Encoding is not chunked"
+            elif (
+                not (length.isascii() and length.isdigit())
+                or len(set(self.headers.get_all("Content-Length") or ())) > 1
+            ):
+                refused = "Content-Length is not one number"
+            if refused is not None:
                 self.close_connection = True
-                self.send_error(400, "Content-Length is not a number")
+                self.send_error(400, refused)
                 return
             body = LimitedStream(cast(IO[bytes], self.rfile), int(length))
             environ["wsgi.input"] = body
@@ -122,7 +142,12 @@ class KeepAliveHandler(MotoRequestHandler):
                 if close is not None:
                     close()
         except Exception:  # the application failed: answered 500, as werkzeug does, and the connection closed
-            self.log_error("Error on request %s %s", environ["REQUEST_METHOD"], environ["PATH_INFO"])
+            self.log_error(
+                "Error on request %s %s:\n%s",
+                environ["REQUEST_METHOD"],
+                environ["PATH_INFO"],
+                traceback.format_exc(),  # what werkzeug logs: moto's own failures are found by it
+            )
             self.close_connection = True
             error = InternalServerError()
             return "500 INTERNAL SERVER ERROR", error.get_headers(environ), error.get_body(environ).encode()

@@ -5,8 +5,10 @@ close the connection does."""
 
 from __future__ import annotations
 
+import logging
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,23 +19,26 @@ from werkzeug.serving import BaseWSGIServer, make_server
 from outbox_local.aws_server import LocalAwsServer
 from outbox_local.endpoint import LOCAL_CREDENTIALS
 from outbox_local.faults import FaultInjector
-from outbox_local.keep_alive import Connections, keep_alive_handler
+from outbox_local.keep_alive import Connections, KeepAliveHandler, keep_alive_handler
 
 TIMEOUT_S = 10.0
 
 
 class _App:
     """Answers `<method> <path> <body length read>`; `/fail` raises; `/ignore` reads no body; `/last` answers
-    with hop-by-hop headers of its own."""
+    with hop-by-hop headers of its own; `/slow` answers once `release` is set."""
 
     def __init__(self) -> None:
         self.seen: list[tuple[str, int]] = []  # (path, client port)
+        self.release = threading.Event()
 
     def __call__(self, environ: dict[str, Any], start_response: Any) -> list[bytes]:
         path = environ["PATH_INFO"]
         self.seen.append((path, environ["REMOTE_PORT"]))
         if path == "/fail":
             raise RuntimeError("the application failed")
+        if path == "/slow":
+            self.release.wait(TIMEOUT_S)
         body = b"" if path == "/ignore" else environ["wsgi.input"].read()
         hop_by_hop = [("Connection", "close"), ("Transfer-Encoding", "chunked")] if path == "/last" else []
         start_response("200 OK", [("Content-Type", "text/plain"), *hop_by_hop])
@@ -143,6 +148,18 @@ def test_a_body_the_application_leaves_unread_is_not_taken_for_the_next_request(
         ),
         (b"POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n", "HTTP/1.1 400 ", None),
         (_request("/fail", body=b"unread"), "HTTP/1.1 500 INTERNAL SERVER ERROR", None),
+        (
+            # No chunked coding: the body's length is unknown (RFC 9112 6.3), it must not become a request
+            b"POST /ignore HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n" + _request("/smuggled"),
+            "HTTP/1.1 400 ",
+            None,
+        ),
+        (b"POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: \xb2\r\n\r\nab", "HTTP/1.1 400 ", None),
+        (
+            b"POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nContent-Length: 5\r\n\r\nabcde",
+            "HTTP/1.1 400 ",
+            None,
+        ),
     ],
     ids=[
         "Connection: close",
@@ -151,6 +168,9 @@ def test_a_body_the_application_leaves_unread_is_not_taken_for_the_next_request(
         "a chunked body",
         "a Content-Length that is not a number",
         "an application error",
+        "a Transfer-Encoding that is not chunked",
+        "a Content-Length in digits other than ASCII's",
+        "two different Content-Lengths",
     ],
 )
 def test_the_connection_is_closed_after_a_request_that_asks_for_it_is_chunked_refused_or_failed(
@@ -206,6 +226,66 @@ def test_closing_all_ends_idle_connections_and_the_threads_serving_them(
         assert len(serving) == 2  # one thread per connection, waiting for its next request
         connections.close_all()
         assert all(_Responses(connection).closed() for connection in (first, second))
+        assert not any(thread.is_alive() for thread in serving)
+
+
+def test_an_application_error_is_logged_with_its_traceback(
+    served: tuple[BaseWSGIServer, _App, Connections], caplog: pytest.LogCaptureFixture
+) -> None:
+    # werkzeug's handler logged the traceback; moto's own failures (a KeyError deep in a backend) reach here
+    server, _, _ = served
+    caplog.set_level(logging.ERROR, logger="werkzeug")
+    with _connect(server) as connection:
+        connection.sendall(_request("/fail"))
+        assert _Responses(connection).next()[0] == "HTTP/1.1 500 INTERNAL SERVER ERROR"
+    assert "RuntimeError: the application failed" in caplog.text
+
+
+def test_closing_all_waits_for_busy_threads_at_most_its_timeout_in_all(
+    served: tuple[BaseWSGIServer, _App, Connections],
+) -> None:
+    server, app, connections = served
+    busy = [_connect(server) for _ in range(3)]
+    try:
+        for connection in busy:
+            connection.sendall(_request("/slow"))
+        deadline = time.monotonic() + TIMEOUT_S
+        while len(app.seen) < len(busy) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        started = time.monotonic()
+        connections.close_all(timeout_s=1.0)
+        assert time.monotonic() - started < 1.9  # one timeout, not one per busy connection
+    finally:
+        app.release.set()
+        for connection in busy:
+            connection.close()
+
+
+def test_a_connection_set_up_while_closing_all_runs_is_closed_too(
+    served: tuple[BaseWSGIServer, _App, Connections], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A connection accepted just before the server stopped, whose thread registers it only after close_all
+    # looked (the thread was waiting for the interpreter lock), must not outlive the server.
+    server, _, connections = served
+    entered, go_on = threading.Event(), threading.Event()
+    original = KeepAliveHandler.setup
+
+    def late_setup(self: KeepAliveHandler) -> None:
+        entered.set()
+        go_on.wait(TIMEOUT_S)
+        original(self)
+
+    monkeypatch.setattr(KeepAliveHandler, "setup", late_setup)
+    before = set(threading.enumerate())
+    with _connect(server) as connection:
+        assert entered.wait(TIMEOUT_S)
+        serving = set(threading.enumerate()) - before
+        connections.close_all()
+        go_on.set()
+        connection.settimeout(2.0)
+        assert connection.recv(1) == b""  # closed by the server, not waiting for a request
+        for thread in serving:
+            thread.join(2.0)
         assert not any(thread.is_alive() for thread in serving)
 
 
