@@ -27,6 +27,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from outbox_local.http_framing import content_length
 from outbox_local.invocation import InvocationResult
 
 MAX_BODY_BYTES = 10 * 1024 * 1024
@@ -34,7 +35,6 @@ MAX_BODY_BYTES = 10 * 1024 * 1024
 BODY_READ_TIMEOUT_S = 10.0
 """How long a body that is shorter than its Content-Length is waited for before the request is refused."""
 _METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"})
-_CONTENT_LENGTH = re.compile(r"[0-9]{1,19}")
 _TEXT_TYPES = re.compile(r"^(text/|application/(json|xml|x-www-form-urlencoded|.*\+json|.*\+xml))")
 
 
@@ -185,12 +185,9 @@ class HttpApiServer:
             def _body(self) -> bytes:
                 if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
                     raise MalformedRequestError(400, "Bad Request")
-                raw = (self.headers.get("Content-Length") or "0").strip()
-                # ASCII digits (isdigit() takes every script's), no more than a 64-bit length has: int() would
-                # refuse past 4,300 with a ValueError, and no such length frames a request.
-                if _CONTENT_LENGTH.fullmatch(raw) is None:
+                length = content_length((self.headers.get("Content-Length") or "0").strip())
+                if length is None:
                     raise MalformedRequestError(400, "Bad Request")
-                length = int(raw)
                 if length > MAX_BODY_BYTES:
                     raise MalformedRequestError(413, "Request Entity Too Large")
                 if not length:

@@ -35,6 +35,8 @@ from moto.moto_server.werkzeug_app import MotoRequestHandler
 from werkzeug.exceptions import InternalServerError
 from werkzeug.wsgi import LimitedStream
 
+from outbox_local.http_framing import content_length
+
 _NO_BODY_STATUSES = (204, 304)
 
 
@@ -102,20 +104,14 @@ class KeepAliveHandler(MotoRequestHandler):
         if environ.get("wsgi.input_terminated"):
             self.close_connection = True  # chunked: werkzeug's reader may read past the body's end
         else:
-            length = environ.get("CONTENT_LENGTH") or "0"
-            refused = None
+            length = content_length(environ.get("CONTENT_LENGTH") or "0")
             if "HTTP_TRANSFER_ENCODING" in environ:  # not chunked: where the body ends is unknown
-                refused = "Transfer-Encoding is not chunked"
-            elif (
-                not (length.isascii() and length.isdigit())
-                or len(set(self.headers.get_all("Content-Length") or ())) > 1
-            ):
-                refused = "Content-Length is not one number"
-            if refused is not None:
-                self.close_connection = True
-                self.send_error(400, refused)
+                self._refuse("Transfer-Encoding is not chunked")
                 return
-            body = LimitedStream(cast(IO[bytes], self.rfile), int(length))
+            if length is None or len(set(self.headers.get_all("Content-Length") or ())) > 1:
+                self._refuse("Content-Length is not one number")
+                return
+            body = LimitedStream(cast(IO[bytes], self.rfile), length)
             environ["wsgi.input"] = body
         status, headers, content = self._run(environ)
         if body is not None and not self.close_connection:
@@ -124,6 +120,10 @@ class KeepAliveHandler(MotoRequestHandler):
             except Exception:  # the client sent less than it announced: nothing more can be read from it
                 self.close_connection = True
         self._respond(status, headers, content, head=environ["REQUEST_METHOD"] == "HEAD")
+
+    def _refuse(self, reason: str) -> None:
+        self.close_connection = True
+        self.send_error(400, reason)
 
     def _run(self, environ: dict[str, Any]) -> tuple[str, list[tuple[str, str]], bytes]:
         started: list[Any] = []

@@ -156,6 +156,11 @@ def test_a_body_the_application_leaves_unread_is_not_taken_for_the_next_request(
         ),
         (b"POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: \xb2\r\n\r\nab", "HTTP/1.1 400 ", None),
         (
+            b"POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: " + b"1" * 5000 + b"\r\n\r\n",
+            "HTTP/1.1 400 ",
+            None,
+        ),
+        (
             b"POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nContent-Length: 5\r\n\r\nabcde",
             "HTTP/1.1 400 ",
             None,
@@ -170,6 +175,7 @@ def test_a_body_the_application_leaves_unread_is_not_taken_for_the_next_request(
         "an application error",
         "a Transfer-Encoding that is not chunked",
         "a Content-Length in digits other than ASCII's",
+        "a Content-Length longer than any length (int() refuses 4,300 digits)",
         "two different Content-Lengths",
     ],
 )
