@@ -24,7 +24,7 @@ import re
 from decimal import Decimal
 from typing import Any, TypeVar
 
-from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response, content_types
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -43,6 +43,7 @@ from orders.model import Command, Order, StatusChange
 from orders.repository import DynamoDBOrderRepository
 from orders.service import CommandResult, OrderService
 from orders_api.config import OrdersApiConfig
+from outbox import tracing
 from outbox.aws import client
 
 MAX_BODY_BYTES = 16 * 1024
@@ -54,10 +55,9 @@ _CORRELATION_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 _CORRELATION_CONTEXT_KEY = "correlation_id"
 
 logger = Logger()
-# botocore only: the API calls AWS through boto3 and nothing else, and Powertools' default (`patch_all`) would
-# also import and patch requests, sqlite3 and every other library the X-Ray SDK supports, on every cold start,
-# for calls never made (as outbox_publisher.tracing does for the publisher, which this asset does not ship).
-tracer = Tracer(patch_modules=("botocore",))
+# The outbox library's tracer, as the publisher's: X-Ray subsegments for the routes and each botocore call,
+# without the X-Ray SDK (outbox.tracing says why).
+tracer = tracing.tracer()
 metrics = Metrics()
 app = APIGatewayHttpResolver()
 

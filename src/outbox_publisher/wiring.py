@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from outbox import tracing
 from outbox.aws import invocation_client
 from outbox.clock import Clock, utc_now
 from outbox.marking import DynamoDBRowMarker
 from outbox.predecessors import DynamoDBPredecessorReader, PredecessorReader
 from outbox.row_marks import RowMarker
-from outbox_publisher import tracing
 from outbox_publisher.adapters import (
     EventBridgeDestination,
     SnsDestination,
