@@ -1,4 +1,4 @@
-"""SQS batches through Powertools: only failed and gapped messages are reported, FIFO groups stop at their
+"""SQS batches, message by message: only failed and gapped messages are reported, FIFO groups stop at their
 first failure, what can never be applied goes to the dead-letter queue instead of failing the batch."""
 
 import json
@@ -93,6 +93,28 @@ def test_a_fifo_batch_stops_at_the_first_failure_of_each_message_group(consumer:
     records = {item["pk"]["S"] for item in scan_all(consumer.dynamodb, consumer.table)}
     assert "summary#aggregate#Order#o-b" in records
     assert "summary#aggregate#Order#o-a" not in records
+
+
+def test_a_fifo_group_past_its_failure_is_handed_back_without_being_tried(consumer: Consumer) -> None:
+    # Given a consumer on a FIFO queue whose effect fails for order o-a, and sees every event it is given
+    tried: list[tuple[str, int]] = []
+
+    def effect(envelope: Envelope, transaction: Transaction) -> None:
+        tried.append((envelope.aggregate_id, envelope.seq))
+        if envelope.aggregate_id == "o-a":
+            raise RuntimeError("the effect failed")
+
+    inbox_consumer = consumer.build(effect=effect)
+    a, b = order_events("o-a"), order_events("o-b")
+    a1, a2, b1 = (
+        sqs_record(event.envelope_json(), queue_arn=FIFO_QUEUE_ARN, group_id=f"Order#{event.aggregate_id}")
+        for event in (a[0], a[1], b[0])
+    )
+    # When group a's first message fails, with its next message later in the batch than group b's
+    response = handle_sqs_batch({"Records": [a1, b1, a2]}, inbox_consumer, FakeLambdaContext())
+    # Then group a's next message is handed back untried, and group b goes on
+    assert failures(response) == [a1["messageId"], a2["messageId"]]
+    assert tried == [("o-a", 1), ("o-b", 1)]
 
 
 def test_a_message_the_dead_letter_queue_refuses_is_handed_back_not_lost(consumer: Consumer) -> None:
