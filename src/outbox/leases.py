@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 from typing import Any, NamedTuple, Protocol
@@ -44,8 +43,9 @@ _HELD_CONDITION = f"#status = :pending AND {LEASE_OWNER} = :owner"
 _NAMES = {"#status": "status"}
 
 
-@dataclass(frozen=True, slots=True)
-class Lease:
+class Lease(NamedTuple):
+    """Who holds a row, until when (a NamedTuple, as outbox.model.RowKey: immutable, cheap to define)."""
+
     owner: str
     until: datetime
 

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from enum import StrEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 from outbox.clock import Clock, format_timestamp, parse_timestamp, utc_now
 from outbox.errors import InvalidEventError, InvalidOutboxRowError
@@ -71,9 +71,9 @@ FAILED_INDEX_SORT_KEY = "failed_at"
 PENDING_INDEX_ATTRIBUTES = (NEXT_ATTEMPT_AT, PREDECESSOR_RELEASED_AT)
 
 
-@dataclass(frozen=True, slots=True, order=True)
-class RowKey:
-    """The primary key of an outbox row."""
+class RowKey(NamedTuple):
+    """The primary key of an outbox row. A NamedTuple, as the publisher's per-event records: immutable,
+    ordered and hashed by its fields, and the cheapest to define at a cold start and to build per row."""
 
     aggregate_key: str
     seq: int

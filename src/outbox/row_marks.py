@@ -4,9 +4,8 @@ restored FAILED), what a marker reports, and the marker's port. outbox.marking w
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from outbox.deadline import Deadline
 from outbox.model import (
@@ -22,8 +21,9 @@ from outbox.model import (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class PublishedMark:
+# The marks are NamedTuples, as the publisher's per-event records: immutable, and the cheapest to define at a
+# cold start and to build per row.
+class PublishedMark(NamedTuple):
     key: RowKey
     published_at: datetime
     attempts: int
@@ -38,8 +38,7 @@ class PublishedMark:
     to it, or sets it."""
 
 
-@dataclass(frozen=True, slots=True)
-class FailedMark:
+class FailedMark(NamedTuple):
     key: RowKey
     error: str
     """A reason and an error code only: it is stored as `last_error`, so never payload data."""
@@ -56,8 +55,7 @@ class FailedMark:
     statement sets it only when it was absent, and requires what was read."""
 
 
-@dataclass(frozen=True, slots=True)
-class RestoredMark:
+class RestoredMark(NamedTuple):
     """A PENDING row another writer deleted, written back FAILED from its last image (the stream's), unless
     its slot was written again meanwhile. UpdateItem creates the item: no PutItem permission is needed."""
 
@@ -84,17 +82,29 @@ NOT_RESTORED = frozenset(
 )
 
 
-@dataclass(slots=True)
 class MarkingReport:
-    marked: list[RowKey] = field(default_factory=list)
-    already_moved: list[RowKey] = field(default_factory=list)
-    """Rows that were no longer PENDING (someone else moved them on): not an error."""
-    failed: dict[RowKey, str] = field(default_factory=dict)
-    """Rows left PENDING because DynamoDB refused or did not answer: the sweeper reconciles them."""
-    calls: int = 0
-    fallbacks: int = 0
-    """Rows marked with UpdateItem because DynamoDB refused the PartiQL form (the handlers' metric
-    MarkingFallbacks: any datum means the statement needs a look)."""
+    """What a marker did. A plain class, not a dataclass: it is only filled in and read, and a dataclass would
+    cost every handler's cold start its generated methods (issue 14)."""
+
+    __slots__ = ("already_moved", "calls", "failed", "fallbacks", "marked")
+
+    def __init__(
+        self,
+        marked: list[RowKey] | None = None,
+        already_moved: list[RowKey] | None = None,
+        failed: dict[RowKey, str] | None = None,
+        calls: int = 0,
+        fallbacks: int = 0,
+    ) -> None:
+        self.marked: list[RowKey] = [] if marked is None else marked
+        self.already_moved: list[RowKey] = [] if already_moved is None else already_moved
+        """Rows that were no longer PENDING (someone else moved them on): not an error."""
+        self.failed: dict[RowKey, str] = {} if failed is None else failed
+        """Rows left PENDING because DynamoDB refused or did not answer: the sweeper reconciles them."""
+        self.calls = calls
+        self.fallbacks = fallbacks
+        """Rows marked with UpdateItem because DynamoDB refused the PartiQL form (the handlers' metric
+        MarkingFallbacks: any datum means the statement needs a look)."""
 
 
 class RowMarker(Protocol):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from outbox.errors import (
     ConditionFailedError,
@@ -53,8 +53,10 @@ class TableKeys:
         return {name: dict(item[name]) for name in names}
 
 
-@dataclass(frozen=True, slots=True)
-class _Action:
+class _Action(NamedTuple):
+    """One action and what its failed condition means (a NamedTuple: immutable, and cheap to define at a cold
+    start, unlike a dataclass)."""
+
     label: str
     request: dict[str, Any]
     on_condition_failed: ConditionFailure
