@@ -3,19 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from outbox.errors import InvalidOutboxRowError
 from outbox.leases import Lease
 from outbox.model import PREDECESSOR_RELEASED_AT, OutboxEvent, RowKey
 from outbox.predecessors import PredecessorState
-from outbox_publisher.poison import PoisonReason, Rejection
+from outbox_publisher.poison import NO_SOURCE, PoisonReason, Rejection
 
 
-@dataclass(frozen=True, slots=True)
-class Candidate:
-    """One outbox row to publish, as the caller found it."""
+class Candidate(NamedTuple):
+    """One outbox row to publish, as the caller found it. A NamedTuple, as the run's per-event records:
+    immutable, and the cheapest to define at a cold start and to build per row."""
 
     ref: str
     """The caller's identifier (a stream SequenceNumber; a sweeper's own key). Returned, never interpreted."""
@@ -24,7 +23,7 @@ class Candidate:
     key: RowKey | None
     event: OutboxEvent | None
     rejection: Rejection | None = None
-    source: Mapping[str, str] = field(default_factory=dict)
+    source: Mapping[str, str] = NO_SOURCE
     """Where the row came from (stream ARN, sequence number...), for the poison message."""
     lease: Lease | None = None
     """Held by the caller (outbox.leases): the row is marked only under it."""
@@ -45,7 +44,7 @@ class Candidate:
         return PREDECESSOR_RELEASED_AT in self.row
 
     def but(self, **changes: Any) -> Candidate:
-        return replace(self, **changes)
+        return self._replace(**changes)
 
     @classmethod
     def from_row(

@@ -288,14 +288,14 @@ class _Run:
             first = members[0]
             _log.warning("too little time left to publish; handing the rest back", extra=_ids(first.event))
             self._stop(
-                first.index,
+                first.position,
                 first.candidate,
                 "DeadlineExceeded",
                 "too little time left in the invocation",
                 tried=False,
             )
             return
-        deliveries: dict[int, dict[Destination, Delivery]] = {member.index: {} for member in members}
+        deliveries: dict[int, dict[Destination, Delivery]] = {member.position: {} for member in members}
         # Once an event has failed on one destination (not for good), later events of the group are not
         # sent to the next destinations: they will be handed back and published everywhere on redelivery.
         cut: int | None = None
@@ -304,8 +304,8 @@ class _Run:
                 member
                 for member in members
                 if destination in member.destinations
-                and (cut is None or member.index < cut)
-                and all(delivery.ok for delivery in deliveries[member.index].values())
+                and (cut is None or member.position < cut)
+                and all(delivery.ok for delivery in deliveries[member.position].values())
             ]
             if not sending:
                 continue
@@ -313,9 +313,9 @@ class _Run:
                 self.engine._destinations[destination], [member.message for member in sending]
             )
             for member, result in zip(sending, results, strict=True):
-                deliveries[member.index][destination] = result
+                deliveries[member.position][destination] = result
             failed = [
-                member.index
+                member.position
                 for member, result in zip(sending, results, strict=True)
                 # A last-chance event that fails is poisoned, not retried: nothing after it must wait.
                 if not result.ok and result.kind is not FailureKind.PERMANENT and not gives_up(member, result)
@@ -325,15 +325,15 @@ class _Run:
         published_at = self.engine._clock()
         # In input order, the order the stream resumes in: an event after the cut that went to the first
         # destinations only is settled after the event that failed (not done), never before it.
-        for member in sorted(members, key=lambda member: member.index):
-            self._settle(member, deliveries[member.index], published_at)
+        for member in sorted(members, key=lambda member: member.position):
+            self._settle(member, deliveries[member.position], published_at)
 
     def _settle(
         self, member: Planned, deliveries: Mapping[Destination, Delivery], published_at: datetime
     ) -> None:
         verdict = judge(member, deliveries, stopped=self.stopped_at is not None)
         if verdict.status is Status.PUBLISHED:
-            self.outcomes[member.index] = EventOutcome(
+            self.outcomes[member.position] = EventOutcome(
                 member.candidate,
                 Status.PUBLISHED,
                 verdict.attempts,
@@ -342,12 +342,12 @@ class _Run:
             )
             self.gate.published(member.candidate.key)
         elif verdict.status is Status.NOT_ATTEMPTED:
-            self.outcomes[member.index] = EventOutcome(
+            self.outcomes[member.position] = EventOutcome(
                 member.candidate, Status.NOT_ATTEMPTED, verdict.attempts, delivered_to=verdict.delivered_to
             )
         elif verdict.rejection is not None:
             self._poison(
-                member.index,
+                member.position,
                 member.candidate,
                 verdict.rejection,
                 attempts=verdict.attempts,
@@ -364,7 +364,7 @@ class _Run:
                 },
             )
             self._stop(
-                member.index,
+                member.position,
                 member.candidate,
                 str(verdict.code),
                 str(verdict.detail),

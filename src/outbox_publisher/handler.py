@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
@@ -46,8 +45,10 @@ metrics = Metrics(service=SERVICE)
 copy_config_to_registered_loggers(source_logger=logger, include={"outbox", "outbox_publisher"})
 
 
-@dataclass(frozen=True)
-class Publisher:
+class Publisher(NamedTuple):
+    """The process's wiring (a NamedTuple: immutable, and cheap to define at a cold start, unlike a
+    dataclass)."""
+
     config: PublisherConfig
     stream: StreamPublisher
 

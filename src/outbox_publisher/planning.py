@@ -4,7 +4,7 @@ events may share one batch call. Pure: no I/O."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from outbox.model import OutboxEvent
 from outbox_publisher.candidates import Candidate
@@ -14,9 +14,11 @@ from outbox_publisher.ports import DestinationPort
 from outbox_publisher.routing import Destination, Router
 
 
-@dataclass(frozen=True, slots=True)
-class Planned:
-    index: int
+class Planned(NamedTuple):
+    """What publishing one candidate takes (a NamedTuple, as the run's per-event records)."""
+
+    position: int
+    """The candidate's index in the run's input (not `index`: a tuple's method)."""
     candidate: Candidate
     event: OutboxEvent
     message: Message

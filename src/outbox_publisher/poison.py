@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from outbox.clock import format_timestamp
@@ -43,9 +43,13 @@ class Rejection(NamedTuple):
     """Free of payload data: it ends up in logs and in `last_error`."""
 
 
-@dataclass(frozen=True, slots=True)
-class PoisonMessage:
-    """What the poison queue receives: the whole row, and why it can never be published."""
+NO_SOURCE: Mapping[str, str] = MappingProxyType({})
+"""An empty `source`, immutable: a NamedTuple's default is one object, shared by every record."""
+
+
+class PoisonMessage(NamedTuple):
+    """What the poison queue receives: the whole row, and why it can never be published. (A NamedTuple, as
+    the publisher's per-event records: immutable, and cheap to define at a cold start.)"""
 
     reason: PoisonReason
     error_code: str
@@ -58,7 +62,7 @@ class PoisonMessage:
     seq: int | None = None
     delivered_to: tuple[Destination, ...] = ()
     """Destinations that did accept it before another refused it for good."""
-    source: Mapping[str, str] = field(default_factory=dict)
+    source: Mapping[str, str] = NO_SOURCE
     row_omitted: str | None = None
     """Set (and `row` cut down to its keys) only when the whole row cannot fit in a queue message."""
     replaced_row: Mapping[str, Any] | None = None
@@ -96,10 +100,10 @@ class PoisonMessage:
         """The same message with only the row's keys: the row itself stays in the table (FAILED, no TTL).
         A replaced row stays: the message is its only copy."""
         keys = {name: self.row[name] for name in (PARTITION_KEY, SORT_KEY) if name in self.row}
-        return replace(self, row=keys, row_omitted=why)
+        return self._replace(row=keys, row_omitted=why)
 
     def without_replaced_row(self, why: str) -> PoisonMessage:
-        return replace(self, replaced_row=None, replaced_row_omitted=why)
+        return self._replace(replaced_row=None, replaced_row_omitted=why)
 
     def to_json(self) -> str:
         document: dict[str, Any] = {

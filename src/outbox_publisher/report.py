@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 from typing import NamedTuple
@@ -56,17 +55,29 @@ class EventOutcome(NamedTuple):
         return (self.published_at - occurred).total_seconds() * 1000
 
 
-@dataclass(slots=True)
 class PublishReport:
-    outcomes: list[EventOutcome]
-    """One per candidate, in input order."""
-    stopped_at: int | None
-    """Index of the candidate the run stopped at (a transient failure); None if it did not stop."""
-    marking: MarkingReport
-    calls: int = 0
-    """Publish calls (SNS, EventBridge)."""
-    gate_reads: int = 0
-    """Reads of predecessors' states the order gate made."""
+    """What a run did. A plain class, not a dataclass: it is only filled in and read, and a dataclass would
+    cost the cold start its generated methods (issue 14)."""
+
+    __slots__ = ("calls", "gate_reads", "marking", "outcomes", "stopped_at")
+
+    def __init__(
+        self,
+        outcomes: list[EventOutcome],
+        stopped_at: int | None,
+        marking: MarkingReport,
+        calls: int = 0,
+        gate_reads: int = 0,
+    ) -> None:
+        self.outcomes = outcomes
+        """One per candidate, in input order."""
+        self.stopped_at = stopped_at
+        """Index of the candidate the run stopped at (a transient failure); None if it did not stop."""
+        self.marking = marking
+        self.calls = calls
+        """Publish calls (SNS, EventBridge)."""
+        self.gate_reads = gate_reads
+        """Reads of predecessors' states the order gate made."""
 
     @property
     def first_not_done(self) -> int | None:

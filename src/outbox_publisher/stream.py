@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
@@ -64,17 +63,31 @@ class Skipped(NamedTuple):
     reason: str
 
 
-@dataclass(slots=True)
 class StreamBatchResult:
-    report: PublishReport
-    skipped: dict[str, int]
-    """Skipped records by reason: `modify`, `remove`, `not_pending`, `already_moved`..."""
-    first_failure: int | None
-    """Index, in the Lambda batch, of the first record handed back; every later one is handed back too."""
-    records: int = 0
-    held: dict[str, int] = field(default_factory=dict)
-    """Events held, by reason (the engine's order gate, and late rows another path holds)."""
-    claims: int = 0
+    """What publishing one batch did. A plain class, not a dataclass: it is only filled in and read, and a
+    dataclass would cost the cold start its generated methods (issue 14)."""
+
+    __slots__ = ("claims", "first_failure", "held", "records", "report", "skipped")
+
+    def __init__(
+        self,
+        report: PublishReport,
+        skipped: dict[str, int],
+        first_failure: int | None,
+        records: int = 0,
+        *,
+        held: dict[str, int] | None = None,
+        claims: int = 0,
+    ) -> None:
+        self.report = report
+        self.skipped = skipped
+        """Skipped records by reason: `modify`, `remove`, `not_pending`, `already_moved`..."""
+        self.first_failure = first_failure
+        """Index, in the Lambda batch, of the first record handed back; every later one is handed back too."""
+        self.records = records
+        self.held: dict[str, int] = {} if held is None else held
+        """Events held, by reason (the engine's order gate, and late rows another path holds)."""
+        self.claims = claims
 
     @property
     def contract_breaks(self) -> int:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -281,7 +280,7 @@ def test_a_rewritten_slots_poison_message_drops_the_row_in_the_table_before_the_
     client = Answering({"MessageId": "m"})
 
     # When it is sent to the poison queue
-    SqsPoisonQueue(client, "https://sqs/poison").send(replace(message, replaced_row=replaced))
+    SqsPoisonQueue(client, "https://sqs/poison").send(message._replace(replaced_row=replaced))
 
     # Then the replaced row, whose only copy this is, is kept whole; the row, still in the table, is cut to
     # its keys
