@@ -18,7 +18,6 @@ of its lowest ones up to `limit` (a run claims no more) from a shared budget; it
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, NamedTuple, Protocol
 
@@ -54,17 +53,22 @@ class PendingRow(NamedTuple):
     predecessor_released: bool = False
 
 
-@dataclass(slots=True)
 class PendingScan:
-    due: dict[str, list[PendingRow]] = field(default_factory=dict)
-    """Due rows kept, by aggregate: aggregates oldest first, each one's rows in `seq` order."""
-    due_count: int = 0
-    """Due rows read, kept or not."""
-    count: int = 0
-    """PENDING rows read (all of them unless `complete` is False)."""
-    oldest: datetime | None = None
-    complete: bool = True
-    calls: int = 0
+    """What one scan of the index found. A plain class, not a dataclass: it is only filled in and read, and a
+    dataclass would cost the cold start its generated methods (issue 14)."""
+
+    __slots__ = ("calls", "complete", "count", "due", "due_count", "oldest")
+
+    def __init__(self) -> None:
+        self.due: dict[str, list[PendingRow]] = {}
+        """Due rows kept, by aggregate: aggregates oldest first, each one's rows in `seq` order."""
+        self.due_count = 0
+        """Due rows read, kept or not."""
+        self.count = 0
+        """PENDING rows read (all of them unless `complete` is False)."""
+        self.oldest: datetime | None = None
+        self.complete = True
+        self.calls = 0
 
 
 class PendingIndex(Protocol):

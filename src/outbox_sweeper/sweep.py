@@ -21,7 +21,6 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -52,21 +51,38 @@ UNSWEPT_PREDECESSOR = "pending_unswept"
 _log = logging.getLogger(__name__)
 
 
-@dataclass(slots=True)
 class SweepReport:
-    pending: int = 0
-    pending_complete: bool = True
-    oldest_pending_age_s: float = 0.0
-    due: int = 0
-    held_aggregates: int = 0
-    """Aggregates whose next event waits behind a FAILED or missing one."""
-    claimed: int = 0
-    swept: int = 0
-    """Events this sweep published."""
-    backed_off: int = 0
-    gave_up: int = 0
-    poisoned: int = 0
-    publish: PublishReport = field(default_factory=lambda: PublishReport([], None, MarkingReport()))
+    """What one sweep did. A plain class, not a dataclass: it is only filled in and read, and a dataclass
+    would cost the cold start its generated methods (issue 14)."""
+
+    __slots__ = (
+        "backed_off",
+        "claimed",
+        "due",
+        "gave_up",
+        "held_aggregates",
+        "oldest_pending_age_s",
+        "pending",
+        "pending_complete",
+        "poisoned",
+        "publish",
+        "swept",
+    )
+
+    def __init__(self) -> None:
+        self.pending = 0
+        self.pending_complete = True
+        self.oldest_pending_age_s = 0.0
+        self.due = 0
+        self.held_aggregates = 0
+        """Aggregates whose next event waits behind a FAILED or missing one."""
+        self.claimed = 0
+        self.swept = 0
+        """Events this sweep published."""
+        self.backed_off = 0
+        self.gave_up = 0
+        self.poisoned = 0
+        self.publish = PublishReport([], None, MarkingReport())
 
 
 class _Claiming:
