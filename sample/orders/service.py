@@ -19,9 +19,8 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from orders.commands import PlaceOrder, TransitionOrder, request_hash, validate_idempotency_key
 from orders.errors import (
@@ -47,8 +46,9 @@ EVENT_TYPES = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class CommandResult:
+# The service's records are NamedTuples: immutable, and cheap to define at a cold start (a frozen dataclass
+# costs the Orders API's import several compiled methods each, issue 14).
+class CommandResult(NamedTuple):
     """What a command returns: the order after it and the `event_id` of the event it emitted.
 
     `order` is the whole order, or, for a transition made without reading the order (If-Match), the
@@ -73,8 +73,7 @@ class CommandResult:
         return cls(order, str(data["event_id"]), replayed=replayed)
 
 
-@dataclass(frozen=True, slots=True)
-class IdempotencyRecord:
+class IdempotencyRecord(NamedTuple):
     """A used idempotency key: which request it was used for and the response it got."""
 
     key: str
@@ -89,8 +88,7 @@ class IdempotencyRecord:
         return self.expires_at > int(now.timestamp())
 
 
-@dataclass(frozen=True, slots=True)
-class OrderChange:
+class OrderChange(NamedTuple):
     """Everything one command writes, atomically.
 
     `order` is the order's new state, or a `StatusChange` (then the write is conditioned on the version,
@@ -137,8 +135,7 @@ class OrderRepository(Protocol):
         ...
 
 
-@dataclass(frozen=True, slots=True)
-class _Key:
+class _Key(NamedTuple):
     """A request's idempotency key and its fingerprint."""
 
     key: str

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from outbox.config import require
 
@@ -11,8 +11,9 @@ ENV_ORDERS_TABLE_NAME = "ORDERS_TABLE_NAME"
 ENV_OUTBOX_TABLE_NAME = "OUTBOX_TABLE_NAME"
 
 
-@dataclass(frozen=True, slots=True)
-class OrdersApiConfig:
+class OrdersApiConfig(NamedTuple):
+    """The table names. A NamedTuple: immutable, and cheap to define at the cold start, unlike a dataclass."""
+
     orders_table_name: str
     outbox_table_name: str
 

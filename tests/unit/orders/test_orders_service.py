@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 from collections import Counter
-from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -62,8 +61,7 @@ class InMemoryOrders:
             assert stored is not None
             if (stored.last_seq, stored.status) != (new.expected_seq, new.previous_status):
                 raise OrderConditionFailedError(stored)
-            new = replace(
-                stored,
+            new = stored._replace(
                 status=new.status,
                 version=new.version,
                 last_seq=new.last_seq,
@@ -266,7 +264,7 @@ def test_a_stored_order_whose_seq_left_its_version_is_written_from_what_is_store
 ) -> None:
     # Given an order whose last_seq is not its version (a writer that emitted two events once)
     order_id = placed(service, store)
-    store.orders[order_id] = replace(store.orders[order_id], last_seq=2)
+    store.orders[order_id] = store.orders[order_id]._replace(last_seq=2)
     # When it is confirmed with If-Match "1"
     result = service.confirm(if_match(Command.CONFIRM, order_id, '"1"'))
     # Then the event continues the stored sequence (seq 3), never a guessed one
