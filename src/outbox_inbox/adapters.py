@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, Final, Protocol
+from typing import Any, Final, NamedTuple, Protocol
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -30,9 +29,9 @@ class DynamoDBInboxReader:
         return item
 
 
-@dataclass(frozen=True, slots=True)
-class DeadLetter:
-    """A message the consumer gives up on: its body exactly as received, and why (no payload data)."""
+class DeadLetter(NamedTuple):
+    """A message the consumer gives up on: its body exactly as received, and why (no payload data). A
+    NamedTuple: immutable, and cheap to define at a cold start, unlike a dataclass."""
 
     body: str
     reason: str
