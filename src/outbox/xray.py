@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import socket
 import threading
@@ -115,7 +116,10 @@ class Subsegment:
         self.error = self.fault = self.throttle = False
 
     def put_annotation(self, key: str, value: Any) -> None:
-        """Kept when X-Ray can index it: a string, number or boolean under a key of letters, digits, `_`."""
+        """Kept when X-Ray can index it: a string, a finite number or a boolean under a key of letters,
+        digits, `_` (NaN and infinities have no JSON form: a document holding one is refused whole)."""
+        if isinstance(value, float) and not math.isfinite(value):
+            return
         if isinstance(value, str | int | float | bool) and key.replace("_", "").isalnum() and key.isascii():
             self.annotations[key] = value
 
@@ -320,10 +324,14 @@ class Recorder:
 
 
 def _datagram(document: dict[str, Any]) -> bytes | None:
-    """The document as one datagram; too large for one, without its metadata, else not at all (logged)."""
+    """The document as one datagram; without its metadata when that is too large for one or is not JSON
+    (a cycle, a key JSON has no form for, NaN), else not at all (logged)."""
     for attempt in (document, {name: value for name, value in document.items() if name != "metadata"}):
-        body = json.dumps(attempt, default=str, separators=(",", ":")).encode()
+        try:
+            body = json.dumps(attempt, default=str, separators=(",", ":"), allow_nan=False).encode()
+        except Exception:  # noqa: S112 - metadata is the caller's arbitrary objects; recording never fails it
+            continue
         if len(PROTOCOL_HEADER) + len(body) <= MAX_DATAGRAM_BYTES:
             return PROTOCOL_HEADER + body
-    logger.warning("X-Ray subsegment %s not sent: larger than one datagram", document["name"])
+    logger.warning("X-Ray subsegment %s not sent: larger than one datagram or not JSON", document["name"])
     return None

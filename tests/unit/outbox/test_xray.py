@@ -276,7 +276,7 @@ def test_a_document_too_large_even_without_metadata_is_not_sent_and_is_logged(
     ):
         subsegment.put_annotation("huge", "x" * MAX_DATAGRAM_BYTES)
     assert sent == []
-    assert "## big not sent: larger than one datagram" in caplog.text
+    assert "## big not sent: larger than one datagram or not JSON" in caplog.text
     assert "xxxx" not in caplog.text
 
 
@@ -309,3 +309,35 @@ def test_only_botocore_can_be_patched() -> None:
     traced, _ = recorder()
     with pytest.raises(ConfigurationError, match="botocore only"):
         traced.patch(["botocore", "requests"])
+
+
+def _circular() -> dict[str, Any]:
+    value: dict[str, Any] = {}
+    value["self"] = value
+    return value
+
+
+@pytest.mark.parametrize(
+    "value",
+    [_circular(), {("a", "b"): 1}, float("nan"), [float("inf")]],
+    ids=["circular", "keys json cannot write", "nan", "infinity"],
+)
+def test_metadata_json_cannot_write_is_left_out_and_never_fails_the_caller(value: Any) -> None:
+    traced, sent = recorder()
+    with traced.in_subsegment("## handler") as subsegment:
+        subsegment.put_annotation("kept", "yes")
+        subsegment.put_metadata("bad", value)
+    (datagram,) = sent
+    doc = json.loads(datagram[len(PROTOCOL_HEADER) :], parse_constant=pytest.fail)  # NaN is not JSON
+    assert doc["annotations"] == {"kept": "yes"}
+    assert "metadata" not in doc
+    assert traced.current() is None
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")])
+def test_an_annotation_json_cannot_write_is_left_out(value: float) -> None:
+    traced, sent = recorder()
+    with traced.in_subsegment("## handler") as subsegment:
+        subsegment.put_annotation("ratio", value)
+    (doc,) = documents(sent)
+    assert "annotations" not in doc
