@@ -38,8 +38,9 @@ TRACE_HEADER_ENV = "_X_AMZN_TRACE_ID"
 DAEMON_ADDRESS_ENV = "AWS_XRAY_DAEMON_ADDRESS"
 DEFAULT_DAEMON_ADDRESS = "127.0.0.1:2000"
 PROTOCOL_HEADER = b'{"format": "json", "version": 1}\n'
-MAX_DATAGRAM_BYTES = 64 * 1024 - 1
-"""X-Ray's limit on a segment document (64 KB), and a UDP datagram's."""
+MAX_DATAGRAM_BYTES = 65_535 - 20 - 8
+"""The most one UDP datagram over IPv4 carries (65,535 bytes less the IP and UDP headers; Lambda's daemon
+address is IPv4), under X-Ray's 64 KB limit on a document: a larger one is refused by `sendto` (EMSGSIZE)."""
 LOCAL = "local"
 """The namespace of a subsegment of the function's own work (the SDK's); an AWS call's is `aws`."""
 STACK_FRAMES = 10

@@ -341,3 +341,14 @@ def test_an_annotation_json_cannot_write_is_left_out(value: float) -> None:
         subsegment.put_annotation("ratio", value)
     (doc,) = documents(sent)
     assert "annotations" not in doc
+
+
+def test_a_datagram_of_the_largest_size_allowed_reaches_the_daemon(caplog: pytest.LogCaptureFixture) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as daemon:
+        daemon.bind(("127.0.0.1", 0))
+        daemon.settimeout(5)
+        emit = UdpEmitter(daemon.getsockname())
+        with caplog.at_level(logging.WARNING, logger="outbox.xray"):
+            emit(b"x" * MAX_DATAGRAM_BYTES)
+        assert "not sent" not in caplog.text
+        assert len(daemon.recv(MAX_DATAGRAM_BYTES + 1)) == MAX_DATAGRAM_BYTES
