@@ -253,13 +253,17 @@ class Recorder:
     def begin(self, name: str, namespace: str = LOCAL) -> Subsegment | None:
         """A new subsegment under the open one; None when this invocation is not sampled."""
         stack = self._open()
+        context = TraceContext.sampled(self._environ.get(TRACE_HEADER_ENV))
+        if stack and stack[0].context != context:
+            # Left open by an earlier invocation of this warm process (a suspended traced generator, kept): no
+            # parent for this one, which has its own segment (even in the same trace) and sampling decision.
+            stack.clear()
         if stack:
             parent = stack[-1]
             subsegment = Subsegment(name, parent.context, parent.id, namespace)
+        elif context is None:
+            return None
         else:
-            context = TraceContext.sampled(self._environ.get(TRACE_HEADER_ENV))
-            if context is None:
-                return None
             subsegment = Subsegment(name, context, context.parent, namespace)
         stack.append(subsegment)
         return subsegment

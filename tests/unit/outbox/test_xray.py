@@ -7,6 +7,7 @@ import json
 import logging
 import socket
 import threading
+from collections.abc import Generator
 from typing import Any
 
 import pytest
@@ -352,3 +353,54 @@ def test_a_datagram_of_the_largest_size_allowed_reaches_the_daemon(caplog: pytes
             emit(b"x" * MAX_DATAGRAM_BYTES)
         assert "not sent" not in caplog.text
         assert len(daemon.recv(MAX_DATAGRAM_BYTES + 1)) == MAX_DATAGRAM_BYTES
+
+
+NEXT_ROOT = "1-5759e989-0123456789abcdef01234567"
+NEXT_PARENT = "0f0f0f0f0f0f0f0f"
+
+
+def test_each_invocation_of_a_warm_process_is_recorded_in_its_own_trace() -> None:
+    environ = dict(SAMPLED)
+    traced, sent = recorder(environ)
+    with traced.in_subsegment("## first"):
+        pass
+    environ["_X_AMZN_TRACE_ID"] = f"Root={NEXT_ROOT};Parent={NEXT_PARENT};Sampled=1"
+    with traced.in_subsegment("## second"):
+        pass
+    first, second = documents(sent)
+    assert (first["trace_id"], first["parent_id"]) == (ROOT, PARENT)
+    assert (second["trace_id"], second["parent_id"]) == (NEXT_ROOT, NEXT_PARENT)
+
+
+def test_a_subsegment_left_open_by_an_earlier_invocation_is_not_the_parent_of_the_next_ones() -> None:
+    environ = dict(SAMPLED)
+    traced, sent = recorder(environ)
+
+    def pages() -> Generator[int, None, None]:
+        with traced.in_subsegment("## pages"):
+            yield 1
+            yield 2
+
+    # The next invocation in another trace, in the same trace (its own segment: a caller's trace header
+    # passed on to two invocations), and unsampled.
+    for root, parent, sampled in ((NEXT_ROOT, NEXT_PARENT, 1), (ROOT, NEXT_PARENT, 1), (ROOT, PARENT, 0)):
+        environ["_X_AMZN_TRACE_ID"] = SAMPLED["_X_AMZN_TRACE_ID"]
+        left_open = pages()
+        next(left_open)  # suspended inside its subsegment, and kept (a cache, a module global)
+        environ["_X_AMZN_TRACE_ID"] = f"Root={root};Parent={parent};Sampled={sampled}"
+        sent.clear()
+        with traced.in_subsegment("## handler") as subsegment:
+            assert (subsegment is UNRECORDED) == (not sampled)
+        assert traced.current() is None  # nothing kept from an earlier invocation: the stack does not grow
+        if sampled:
+            (handler,) = documents(sent)
+            assert (handler["trace_id"], handler["parent_id"]) == (root, parent)
+        else:
+            assert sent == []
+        left_open.close()
+        pages_doc = documents(sent)[-1]  # still sent, in the trace it belongs to
+        assert (pages_doc["name"], pages_doc["trace_id"], pages_doc["parent_id"]) == (
+            "## pages",
+            ROOT,
+            PARENT,
+        )
