@@ -128,15 +128,20 @@ class Subsegment:
         if not namespace.startswith("AWS."):  # reserved for AWS
             self.metadata.setdefault(namespace, {})[key] = value
 
-    def add_exception(self, exception: BaseException, stack: Any = None, remote: bool = False) -> None:
-        """An exception in the recorded work: a fault, unless a status code already said what it was."""
+    def add_exception(
+        self, exception: BaseException, stack: Any = None, remote: bool = False, message: str = ""
+    ) -> None:
+        """An exception in the recorded work: a fault, unless a status code already said what it was.
+
+        Recorded by its type and stack, not its text: that may quote the request (botocore's
+        ParamValidationError quotes the value refused, an item's attribute or a message body). `message`
+        is for a text known to carry none (an AWS error code)."""
         if self.http_status is None:
             self.fault = True
         frames = stack if stack is not None else traceback.extract_tb(exception.__traceback__)
         self.exceptions.append(
             {
                 "id": os.urandom(8).hex(),
-                "message": str(exception),
                 "type": type(exception).__name__,
                 "remote": remote,
                 "stack": [
@@ -144,6 +149,7 @@ class Subsegment:
                     for frame in list(frames)[-STACK_FRAMES:]
                 ],
             }
+            | ({"message": message} if message else {})
         )
 
     def set_status(self, status: int | None) -> None:
@@ -198,7 +204,9 @@ class _Unrecorded:
 
     def put_annotation(self, key: str, value: Any) -> None: ...
     def put_metadata(self, key: str, value: Any, namespace: str = "default") -> None: ...
-    def add_exception(self, exception: BaseException, stack: Any = None, remote: bool = False) -> None: ...
+    def add_exception(
+        self, exception: BaseException, stack: Any = None, remote: bool = False, message: str = ""
+    ) -> None: ...
     def close(self, end_time: float | None = None) -> None: ...
     def add_subsegment(self, subsegment: Any) -> None: ...
     def remove_subsegment(self, subsegment: Any) -> None: ...
@@ -333,10 +341,16 @@ def _datagram(document: dict[str, Any]) -> bytes | None:
     (a cycle, a key JSON has no form for, NaN), else not at all (logged)."""
     for attempt in (document, {name: value for name, value in document.items() if name != "metadata"}):
         try:
-            body = json.dumps(attempt, default=str, separators=(",", ":"), allow_nan=False).encode()
+            body = json.dumps(attempt, default=_as_text, separators=(",", ":"), allow_nan=False).encode()
         except Exception:  # noqa: S112 - metadata is the caller's arbitrary objects; recording never fails it
             continue
         if len(PROTOCOL_HEADER) + len(body) <= MAX_DATAGRAM_BYTES:
             return PROTOCOL_HEADER + body
     logger.warning("X-Ray subsegment %s not sent: larger than one datagram or not JSON", document["name"])
     return None
+
+
+def _as_text(value: Any) -> str:
+    """Metadata JSON has no form for, as text (the X-Ray SDK's `str`); an exception by its type, for its text
+    may quote the request (Powertools records a traced function's exception as metadata)."""
+    return type(value).__name__ if isinstance(value, BaseException) else str(value)

@@ -3,7 +3,8 @@
 The two places the X-Ray SDK's own botocore patch wraps: `BaseClient._make_api_call` (every client, every
 operation, retries included) opens a subsegment named after the service's endpoint prefix, in the `aws`
 namespace, with the operation, the region, the request id, the HTTP status and the resources named (a
-table, a topic, a queue: never an item or a message); `Endpoint.prepare_request` sets the request's
+table, a topic, a queue: never an item or a message) and, when it fails, the AWS error code (not the
+error's text, which may quote the request); `Endpoint.prepare_request` sets the request's
 `X-Amzn-Trace-Id` to that subsegment, so SNS, EventBridge and the rest continue the trace from the call.
 Without a sampled invocation both pass straight through.
 """
@@ -40,7 +41,9 @@ def instrument(recorder: Recorder) -> Callable[[], None]:
             response = make_api_call(client, operation_name, api_params)
         except ClientError as error:
             _answered(subsegment.aws, subsegment.set_status, error.response)
-            subsegment.add_exception(error, remote=True)
+            subsegment.add_exception(
+                error, remote=True, message=str(error.response.get("Error", {}).get("Code", ""))
+            )
             raise
         except Exception as error:
             subsegment.add_exception(error)

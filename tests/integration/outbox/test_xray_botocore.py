@@ -7,10 +7,12 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import boto3
 import pytest
+from aws_lambda_powertools import Tracer
+from aws_lambda_powertools.tracing.base import BaseProvider
 from botocore.client import BaseClient
 from botocore.endpoint import Endpoint
 from botocore.exceptions import ClientError, ParamValidationError
@@ -175,3 +177,37 @@ def test_unpatching_restores_botocore() -> None:
     with pytest.raises(ConfigurationError):
         recorder.patch(["sqlite3"])
     assert BaseClient._make_api_call is make_api_call
+
+
+def test_no_exception_text_is_recorded_as_it_may_quote_the_request(
+    aws: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sent: list[bytes] = []
+    recorder = Recorder(emit=sent.append, environ=SAMPLED)
+    monkeypatch.setattr(Tracer, "_config", dict(Tracer._default_config))  # Powertools' shared config
+    tracer = Tracer(service="test", disabled=False, auto_patch=False, provider=cast(BaseProvider, recorder))
+    recorder.patch(["botocore"])
+    dynamodb = boto3.client("dynamodb", region_name="us-east-1")
+
+    @tracer.capture_method  # and its error recorded as metadata, Powertools' default
+    def put(value: Any) -> None:
+        dynamodb.put_item(TableName="orders", Item={"pk": {"S": value}})
+
+    @tracer.capture_method
+    def get() -> None:
+        dynamodb.get_item(TableName="missing", Key={"pk": {"S": "secret-order-id"}})
+
+    try:
+        with pytest.raises(ParamValidationError, match="secret-order-id"):  # botocore quotes the value
+            put(b"secret-order-id")
+        with pytest.raises(ClientError):
+            get()
+    finally:
+        recorder.unpatch()
+    documents = [json.loads(datagram[len(PROTOCOL_HEADER) :]) for datagram in sent]
+    assert b"secret-order-id" not in b"".join(sent)
+    refused, put_doc, missing, get_doc = documents
+    assert refused["cause"]["exceptions"][0]["type"] == put_doc["cause"]["exceptions"][0]["type"]
+    assert list(put_doc["metadata"]["test"].values()) == ["ParamValidationError"]
+    assert missing["cause"]["exceptions"][0]["message"] == "ResourceNotFoundException"
+    assert list(get_doc["metadata"]["test"].values()) == ["ResourceNotFoundException"]

@@ -173,7 +173,7 @@ def test_invalid_characters_are_removed_from_a_name() -> None:
     assert documents(sent)[0]["name"] == "## getorder"
 
 
-def test_an_exception_inside_a_subsegment_is_a_fault_with_its_cause_and_is_raised() -> None:
+def test_an_exception_inside_a_subsegment_is_a_fault_with_its_type_and_stack_and_is_raised() -> None:
     traced, sent = recorder()
 
     def deep(depth: int) -> None:
@@ -189,7 +189,7 @@ def test_an_exception_inside_a_subsegment_is_a_fault_with_its_cause_and_is_raise
     assert "error" not in doc
     (exception,) = doc["cause"]["exceptions"]
     assert exception["type"] == "ValueError"
-    assert exception["message"] == "bad thing"
+    assert "message" not in exception  # its text may quote the request: see outbox.xray_botocore's tests
     assert exception["remote"] is False
     assert len(exception["stack"]) == STACK_FRAMES
     assert exception["stack"][-1] == {
