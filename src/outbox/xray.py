@@ -296,6 +296,8 @@ class Recorder:
             return
         try:
             yield subsegment
+        except GeneratorExit:  # a traced generator its caller stopped early: done, not failed
+            raise
         except BaseException as error:
             subsegment.add_exception(error)
             raise

@@ -404,3 +404,19 @@ def test_a_subsegment_left_open_by_an_earlier_invocation_is_not_the_parent_of_th
             ROOT,
             PARENT,
         )
+
+
+def test_a_traced_generator_closed_before_its_end_is_not_a_fault() -> None:
+    traced, sent = recorder()
+
+    def pages() -> Generator[int, None, None]:
+        with traced.in_subsegment("## pages"):
+            yield 1
+            yield 2
+
+    for page in pages():  # the caller stops early: Python closes the generator (GeneratorExit)
+        assert page == 1
+        break
+    (doc,) = documents(sent)
+    assert not {"fault", "error", "cause"} & doc.keys()
+    assert traced.current() is None
