@@ -23,11 +23,11 @@ import logging
 import math
 import os
 import socket
-import threading
 import time
 import traceback
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
+from contextvars import ContextVar
 from typing import Any, NamedTuple
 
 from outbox import xray_botocore
@@ -234,7 +234,8 @@ class UdpEmitter:
 class Recorder:
     """Records subsegments of the current invocation and sends each as it closes.
 
-    The open subsegments are kept per thread: a subsegment's parent is the one open around it, or the
+    The open subsegments are kept per context (contextvars): per thread, and per asyncio task, so tasks
+    running at once each record under their own. A subsegment's parent is the one open around it, or the
     invocation's segment. A Powertools tracing provider (duck-typed: `outbox.tracing` hands it over).
     """
 
@@ -245,27 +246,24 @@ class Recorder:
     ) -> None:
         self._environ = environ
         self._emit = emit or UdpEmitter(daemon_address(environ.get(DAEMON_ADDRESS_ENV)))
-        self._local = threading.local()
+        # A tuple, never changed in place: a task started inside a subsegment sees it (its context is a
+        # copy), and what the task opens stays its own.
+        self._open: ContextVar[tuple[Subsegment, ...]] = ContextVar(f"xray_open_{id(self):x}", default=())
         self._unpatch: list[Callable[[], None]] = []
 
-    def _open(self) -> list[Subsegment]:
-        stack: list[Subsegment] | None = getattr(self._local, "stack", None)
-        if stack is None:
-            stack = self._local.stack = []
-        return stack
-
     def current(self) -> Subsegment | None:
-        stack = self._open()
+        stack = self._open.get()
         return stack[-1] if stack else None
 
     def begin(self, name: str, namespace: str = LOCAL) -> Subsegment | None:
         """A new subsegment under the open one; None when this invocation is not sampled."""
-        stack = self._open()
+        stack = self._open.get()
         context = TraceContext.sampled(self._environ.get(TRACE_HEADER_ENV))
         if stack and stack[0].context != context:
             # Left open by an earlier invocation of this warm process (a suspended traced generator, kept): no
             # parent for this one, which has its own segment (even in the same trace) and sampling decision.
-            stack.clear()
+            stack = ()
+            self._open.set(stack)
         if stack:
             parent = stack[-1]
             subsegment = Subsegment(name, parent.context, parent.id, namespace)
@@ -273,13 +271,13 @@ class Recorder:
             return None
         else:
             subsegment = Subsegment(name, context, context.parent, namespace)
-        stack.append(subsegment)
+        self._open.set((*stack, subsegment))
         return subsegment
 
     def end(self, subsegment: Subsegment) -> None:
-        stack = self._open()
+        stack = self._open.get()
         if subsegment in stack:
-            del stack[stack.index(subsegment) :]
+            self._open.set(stack[: stack.index(subsegment)])
         if not subsegment.end_time:
             subsegment.close()
         datagram = _datagram(subsegment.document())

@@ -420,3 +420,31 @@ def test_a_traced_generator_closed_before_its_end_is_not_a_fault() -> None:
     (doc,) = documents(sent)
     assert not {"fault", "error", "cause"} & doc.keys()
     assert traced.current() is None
+
+
+def test_concurrent_tasks_each_record_under_their_own_subsegment() -> None:
+    traced, sent = recorder()
+
+    async def task(name: str, before: float, after: float) -> None:
+        async with traced.in_subsegment_async(f"## {name}"):
+            await asyncio.sleep(before)
+            with traced.in_subsegment(f"## {name} call"):
+                pass
+            await asyncio.sleep(after)
+
+    async def handler() -> None:
+        with traced.in_subsegment("## handler"):
+            # a opens, b opens, a calls, a closes, b calls, b closes: their lives overlap.
+            await asyncio.gather(task("a", 0, 0.02), task("b", 0.01, 0.02))
+
+    asyncio.run(handler())
+    docs = documents(sent)
+    names = {doc["id"]: doc["name"] for doc in docs}
+    assert {doc["name"]: names.get(doc["parent_id"], doc["parent_id"]) for doc in docs} == {
+        "## a call": "## a",
+        "## b call": "## b",
+        "## a": "## handler",
+        "## b": "## handler",
+        "## handler": PARENT,
+    }
+    assert traced.current() is None
