@@ -46,9 +46,7 @@ def comparable(documents: list[dict[str, Any]]) -> list[dict[str, Any]]:
     names = {document["id"]: document["name"] for document in documents}
     shaped = []
     for document in documents:
-        kept = {
-            name: value for name, value in document.items() if name not in {"id", "start_time", "end_time"}
-        }
+        kept = {name: value for name, value in document.items() if name not in _RANDOM}
         kept["parent_id"] = names.get(document["parent_id"], document["parent_id"])
         kept.pop("cause", None)
         if "aws" in kept:

@@ -51,12 +51,7 @@ def main(recorder: str) -> None:
     with mock_aws():
         dynamodb = boto3.client("dynamodb", region_name="us-east-1")
         dynamodb.meta.events.register(
-            "before-send",
-            lambda request, **_: headers.append(
-                str(request.headers["X-Amzn-Trace-Id"], "utf-8")
-                if isinstance(request.headers["X-Amzn-Trace-Id"], bytes)
-                else request.headers["X-Amzn-Trace-Id"]
-            ),
+            "before-send", lambda request, **_: headers.append(_trace_header(request))
         )
 
         @tracer.capture_method(capture_response=False)
