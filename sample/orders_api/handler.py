@@ -1,4 +1,4 @@
-"""Orders API handler: thin HTTP glue around `OrderService` (Powertools event handler).
+"""Orders API handler: thin HTTP glue around `OrderService` (routes in `orders_api.http`).
 
 Routes (API Gateway HTTP API, payload format 2.0); the contract is documented in docs/api.md:
   POST /orders                 place an order          (201; header Idempotency-Key optional)
@@ -10,7 +10,8 @@ Every answer that carries an order carries its `ETag` (its version, quoted). A c
 `If-Match` naming that version is one DynamoDB call, and answers with what it knows of the order (its id,
 status, version, updated_at), not the fields it did not read.
 
-Cold start stays cheap: importing this module builds no boto3 client. The service (and its one
+Cold start stays cheap: importing this module builds no boto3 client and no router but its own (`http`
+says why). The service (and its one
 DynamoDB client) is built on the first invocation and reused by every later one. Tests swap it
 with `set_service` and reset it with `set_service(None)`.
 """
@@ -25,7 +26,6 @@ from decimal import Decimal
 from typing import Any, TypeVar
 
 from aws_lambda_powertools import Logger, Metrics
-from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response, content_types
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
@@ -43,6 +43,7 @@ from orders.model import Command, Order, StatusChange
 from orders.repository import DynamoDBOrderRepository
 from orders.service import CommandResult, OrderService
 from orders_api.config import OrdersApiConfig
+from orders_api.http import Response, Router
 from outbox import tracing
 from outbox.aws import client
 
@@ -59,7 +60,7 @@ logger = Logger()
 # without the X-Ray SDK (outbox.tracing says why).
 tracer = tracing.tracer()
 metrics = Metrics()
-app = APIGatewayHttpResolver()
+app = Router(content_type="application/json")
 
 _service: OrderService | None = None
 
@@ -87,9 +88,9 @@ def set_service(service: OrderService | None) -> None:
 # --- Routes -----------------------------------------------------------------------------------
 
 
-@app.post("/orders")
+@app.route("POST", "/orders")
 @tracer.capture_method(capture_response=False)
-def place_order() -> Response[str]:
+def place_order() -> Response:
     request = PlaceOrder.from_json(_json_body(required=True))
     result = get_service().place(
         request, idempotency_key=_idempotency_key(), correlation_id=_correlation_id()
@@ -98,29 +99,29 @@ def place_order() -> Response[str]:
     return _result_response(201, result)
 
 
-@app.get("/orders/<order_id>")
+@app.route("GET", "/orders/<order_id>")
 @tracer.capture_method(capture_response=False)
-def get_order(order_id: str) -> Response[str]:
+def get_order(order_id: str) -> Response:
     order = get_service().get(order_id)
     metrics.add_metric(name="OrdersRead", unit=MetricUnit.Count, value=1)
     return _json_response(200, order_view(order), etag=entity_tag(order.version))
 
 
-@app.post("/orders/<order_id>/confirm")
+@app.route("POST", "/orders/<order_id>/confirm")
 @tracer.capture_method(capture_response=False)
-def confirm_order(order_id: str) -> Response[str]:
+def confirm_order(order_id: str) -> Response:
     return _transition(Command.CONFIRM, order_id, "OrdersConfirmed")
 
 
-@app.post("/orders/<order_id>/cancel")
+@app.route("POST", "/orders/<order_id>/cancel")
 @tracer.capture_method(capture_response=False)
-def cancel_order(order_id: str) -> Response[str]:
+def cancel_order(order_id: str) -> Response:
     return _transition(Command.CANCEL, order_id, "OrdersCancelled")
 
 
-def _transition(command: Command, order_id: str, metric: str) -> Response[str]:
+def _transition(command: Command, order_id: str, metric: str) -> Response:
     request = TransitionOrder.from_json(
-        command, order_id, _json_body(required=False), if_match=app.current_event.headers.get(IF_MATCH_HEADER)
+        command, order_id, _json_body(required=False), if_match=app.current.header(IF_MATCH_HEADER)
     )
     result = get_service().transition(
         request, idempotency_key=_idempotency_key(), correlation_id=_correlation_id()
@@ -135,7 +136,7 @@ _E = TypeVar("_E", bound=Exception)
 
 
 def _error_handler(exc_type: type[_E], status: int, code: str) -> None:
-    def handle(error: _E) -> Response[str]:
+    def handle(error: _E) -> Response:
         field = getattr(error, "field", None)
         # The error type and code only: messages may carry ids, never request bodies; a field name that came
         # from the request (an unknown key) is not logged either.
@@ -144,7 +145,7 @@ def _error_handler(exc_type: type[_E], status: int, code: str) -> None:
         metrics.add_metric(name="RequestsRejected", unit=MetricUnit.Count, value=1)
         return error_response(status, code, str(error), field=field)
 
-    app.exception_handler(exc_type)(handle)
+    app.on_error(exc_type, handle)
 
 
 _error_handler(OrderValidationError, 400, "validation_error")
@@ -155,7 +156,7 @@ _error_handler(IdempotencyConflictError, 409, "idempotency_key_reused")
 _error_handler(PreconditionFailedError, 412, "precondition_failed")
 
 
-def _unavailable(error: OrderStoreUnavailableError) -> Response[str]:
+def _unavailable(error: OrderStoreUnavailableError) -> Response:
     logger.warning("order store unavailable", extra={"error_type": type(error.__cause__).__name__})
     metrics.add_metric(name="RequestsFailed", unit=MetricUnit.Count, value=1)
     response = error_response(503, "service_unavailable", "the service is busy; retry later")
@@ -163,7 +164,7 @@ def _unavailable(error: OrderStoreUnavailableError) -> Response[str]:
     return response
 
 
-def _unexpected(error: Exception) -> Response[str]:
+def _unexpected(error: Exception) -> Response:
     # Anything else is a bug or an unexpected AWS failure: log it with its stack, answer a
     # generic 500 that leaks nothing about the internals.
     logger.exception("unhandled error", extra={"error_type": type(error).__name__})
@@ -171,15 +172,14 @@ def _unexpected(error: Exception) -> Response[str]:
     return error_response(500, "internal_error", "internal error")
 
 
-def _route_not_found(_error: Exception) -> Response[str]:
+def _route_not_found() -> Response:
     metrics.add_metric(name="RequestsRejected", unit=MetricUnit.Count, value=1)
     return error_response(404, "route_not_found", "no such route")
 
 
-# Registered by call rather than as decorators: Powertools' decorators are untyped.
-app.exception_handler(OrderStoreUnavailableError)(_unavailable)
-app.exception_handler(Exception)(_unexpected)
-app.not_found(_route_not_found)
+app.on_error(OrderStoreUnavailableError, _unavailable)
+app.on_error(Exception, _unexpected)
+app.on_not_found(_route_not_found)
 
 
 # --- Entry point ------------------------------------------------------------------------------
@@ -189,7 +189,7 @@ app.not_found(_route_not_found)
 @tracer.capture_lambda_handler(capture_response=False)
 @metrics.log_metrics(capture_cold_start_metric=True)
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    return app.resolve(event, context)
+    return app.resolve(event)
 
 
 # --- Helpers ----------------------------------------------------------------------------------
@@ -210,14 +210,14 @@ def order_view(order: Order | StatusChange) -> dict[str, Any]:
     return view
 
 
-def error_response(status: int, code: str, message: str, *, field: str | None = None) -> Response[str]:
+def error_response(status: int, code: str, message: str, *, field: str | None = None) -> Response:
     error: dict[str, Any] = {"code": code, "message": message}
     if field is not None:
         error["field"] = field
     return _json_response(status, {"error": error})
 
 
-def _result_response(status: int, result: CommandResult) -> Response[str]:
+def _result_response(status: int, result: CommandResult) -> Response:
     response = _json_response(
         status,
         {**order_view(result.order), "event_id": result.event_id},
@@ -228,19 +228,14 @@ def _result_response(status: int, result: CommandResult) -> Response[str]:
     return response
 
 
-def _json_response(status: int, body: dict[str, Any], *, etag: str | None = None) -> Response[str]:
-    headers: dict[str, str | list[str]] = {}
+def _json_response(status: int, body: dict[str, Any], *, etag: str | None = None) -> Response:
+    headers: dict[str, str] = {}
     if etag is not None:
         headers[ETAG_HEADER] = etag
     correlation_id = _current_correlation_id()
     if correlation_id is not None:
         headers[CORRELATION_HEADER] = correlation_id
-    return Response(
-        status_code=status,
-        content_type=content_types.APPLICATION_JSON,
-        body=_RESPONSE_ENCODER.encode(body),
-        headers=headers,
-    )
+    return Response(status, _RESPONSE_ENCODER.encode(body), headers)
 
 
 def _count(metric: str, result: CommandResult) -> None:
@@ -251,7 +246,7 @@ def _count(metric: str, result: CommandResult) -> None:
 
 def _json_body(*, required: bool) -> object:
     try:
-        raw = app.current_event.decoded_body or ""
+        raw = app.current.decoded_body()
     except (UnicodeDecodeError, binascii.Error):
         # A body sent as binary (base64) that is not UTF-8 text cannot be JSON.
         raise OrderValidationError("is not UTF-8 text", field="body") from None
@@ -290,7 +285,7 @@ _RESPONSE_ENCODER = json.JSONEncoder(separators=(",", ":"))
 
 
 def _idempotency_key() -> str | None:
-    value = app.current_event.headers.get(IDEMPOTENCY_HEADER)
+    value = app.current.header(IDEMPOTENCY_HEADER)
     return None if value is None else value.strip()
 
 
@@ -304,17 +299,18 @@ def _correlation_id() -> str:
 def _current_correlation_id() -> str | None:
     """A valid X-Correlation-Id header from the caller, else API Gateway's request id.
 
-    Worked out once per request and kept in `app.context` (Powertools clears it after each request): a command
-    needs it for its event and again for its response, and each read of the headers copies them all."""
-    if _CORRELATION_CONTEXT_KEY in app.context:
-        known: str | None = app.context[_CORRELATION_CONTEXT_KEY]
+    Worked out once per request and kept in the request's context: a command needs it for its event and again
+    for its response."""
+    context = app.current.context
+    if _CORRELATION_CONTEXT_KEY in context:
+        known: str | None = context[_CORRELATION_CONTEXT_KEY]
         return known
-    header = app.current_event.headers.get(CORRELATION_HEADER)
+    header = app.current.header(CORRELATION_HEADER)
     if header is not None and _CORRELATION_ID.fullmatch(header):
         correlation_id: str | None = header
     else:
-        correlation_id = app.current_event.request_context.request_id or None
+        correlation_id = app.current.request_id or None
     if correlation_id is not None:
         logger.set_correlation_id(correlation_id)
-    app.context[_CORRELATION_CONTEXT_KEY] = correlation_id
+    context[_CORRELATION_CONTEXT_KEY] = correlation_id
     return correlation_id

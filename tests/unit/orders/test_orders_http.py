@@ -1,0 +1,183 @@
+"""orders_api.http: the Orders API's own routing, held to what Powertools' HTTP API resolver did for the same
+routes (the resolver is the oracle: every path is routed, or not, with the same parameters)."""
+
+from __future__ import annotations
+
+import base64
+import itertools
+from typing import Any, cast
+
+import pytest
+from aws_lambda_powertools.event_handler import APIGatewayHttpResolver
+from aws_lambda_powertools.event_handler import Response as PowertoolsResponse
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from orders_api.http import Response, Router
+from tests.support.lambda_context import FakeLambdaContext
+from tests.support.orders import http_event
+
+ROUTES = (
+    ("POST", "/orders"),
+    ("GET", "/orders/<order_id>"),
+    ("POST", "/orders/<order_id>/confirm"),
+    ("POST", "/orders/<order_id>/cancel"),
+)
+PIECES = ("orders", "confirm", "cancel", "", "..", "%2F", "%00", "%ff", "a b", "é", "o-1", "?x=1", "#", "'!*")
+
+
+def ours() -> Router:
+    router = Router(content_type="application/json")
+    for method, rule in ROUTES:
+        router.route(method, rule)(lambda rule=rule, **parameters: Response(200, repr((rule, parameters))))
+    router.on_not_found(lambda: Response(404, "not found"))
+    return router
+
+
+def powertools() -> APIGatewayHttpResolver:
+    resolver = APIGatewayHttpResolver()
+    for method, rule in ROUTES:
+
+        def answer(rule: str = rule, **parameters: Any) -> PowertoolsResponse[str]:
+            return PowertoolsResponse(200, "application/json", repr((rule, parameters)))
+
+        resolver.route(rule, method)(answer)
+    resolver.not_found(lambda _error: PowertoolsResponse(404, "application/json", "not found"))
+    return resolver
+
+
+OURS, POWERTOOLS = ours(), powertools()
+
+
+def routed(method: str, path: str) -> tuple[tuple[int, str], tuple[int, str]]:
+    event = http_event(method, path)
+    mine = OURS.resolve(event)
+    theirs = POWERTOOLS.resolve(event, cast(Any, FakeLambdaContext()))
+    return (mine["statusCode"], mine["body"]), (theirs["statusCode"], theirs["body"])
+
+
+PATHS = ["/" + "/".join(parts) for size in (1, 2, 3) for parts in itertools.product(PIECES[:8], repeat=size)]
+
+
+@pytest.mark.parametrize("method", ["GET", "POST", "get", "DELETE"])
+@pytest.mark.parametrize("path", PATHS[::2])
+def test_every_path_is_routed_as_powertools_routed_it(method: str, path: str) -> None:
+    mine, theirs = routed(method, path)
+    assert mine == theirs
+
+
+SEGMENTS = [chr(code) for code in range(1, 128)] + ["é", "\u00a0", "\u2028", "日本", "a b", "%2F", "x" * 300]
+
+
+@pytest.mark.parametrize("segment", SEGMENTS)
+def test_an_order_id_of_any_character_is_routed_as_powertools_routed_it(segment: str) -> None:
+    for method, path in (("GET", f"/orders/{segment}"), ("POST", f"/orders/o-{segment}-1/confirm")):
+        mine, theirs = routed(method, path)
+        assert mine == theirs
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    method=st.sampled_from(["GET", "POST"]),
+    parts=st.lists(st.one_of(st.sampled_from(PIECES), st.text(max_size=6)), min_size=0, max_size=4),
+)
+def test_any_path_is_routed_as_powertools_routed_it(method: str, parts: list[str]) -> None:
+    mine, theirs = routed(method, "/" + "/".join(parts))
+    assert mine == theirs
+
+
+def test_the_response_is_what_api_gateway_takes_with_the_content_type_unless_a_route_set_one() -> None:
+    router = Router(content_type="application/json")
+    router.route("GET", "/a")(lambda: Response(200, "{}", {"ETag": '"1"'}))
+    router.route("GET", "/b")(lambda: Response(200, "x", {"Content-Type": "text/plain"}))
+    assert router.resolve(http_event("GET", "/a")) == {
+        "statusCode": 200,
+        "body": "{}",
+        "isBase64Encoded": False,
+        "headers": {"Content-Type": "application/json", "ETag": '"1"'},
+        "cookies": [],
+    }
+    assert router.resolve(http_event("GET", "/b"))["headers"] == {"Content-Type": "text/plain"}
+
+
+class BaseError(Exception):
+    pass
+
+
+class SpecificError(BaseError):
+    pass
+
+
+class OtherError(SpecificError):
+    pass
+
+
+def test_an_exception_goes_to_the_handler_of_its_nearest_class() -> None:
+    router = Router(content_type="application/json")
+    raised: list[Exception] = [SpecificError("a"), OtherError("b"), ValueError("c")]
+
+    def fail() -> Response:
+        raise raised.pop(0)
+
+    router.route("GET", "/fail")(fail)
+    router.on_error(BaseError, lambda error: Response(400, f"base {error}"))
+    router.on_error(SpecificError, lambda error: Response(409, f"specific {error}"))
+    router.on_error(Exception, lambda error: Response(500, f"any {type(error).__name__}"))
+    answers = [router.resolve(http_event("GET", "/fail")) for _ in range(3)]
+    assert [(answer["statusCode"], answer["body"]) for answer in answers] == [
+        (409, "specific a"),
+        (409, "specific b"),
+        (500, "any ValueError"),
+    ]
+
+
+def test_an_exception_no_handler_takes_is_raised() -> None:
+    router = Router(content_type="application/json")
+
+    def fail() -> Response:
+        raise KeyError("k")
+
+    router.route("GET", "/fail")(fail)
+    with pytest.raises(KeyError):
+        router.resolve(http_event("GET", "/fail"))
+    with pytest.raises(LookupError, match="no route for GET"):
+        router.resolve(http_event("GET", "/nowhere"))
+
+
+def test_the_request_is_read_as_the_routes_need_it_and_only_while_it_is_handled() -> None:
+    router = Router(content_type="application/json")
+    seen: list[dict[str, Any]] = []
+
+    def look() -> Response:
+        request = router.current
+        seen.append(
+            {
+                "idempotency": request.header("Idempotency-Key"),
+                "absent": request.header("If-Match"),
+                "body": request.decoded_body(),
+                "request_id": request.request_id,
+                "method": request.method,
+                "context": dict(request.context),
+            }
+        )
+        request.context["kept"] = True
+        return Response(200, "")
+
+    router.route("POST", "/look")(look)
+    body = '{"a": 1}'
+    event = http_event(
+        "POST", "/look", raw_body=body, headers={"Idempotency-Key": "k-1"}, base64_encoded=True
+    )
+    assert event["body"] == base64.b64encode(body.encode()).decode()
+    router.resolve(event)
+    router.resolve(event)
+    expected = {
+        "idempotency": "k-1",
+        "absent": None,
+        "body": body,
+        "request_id": "api-request-1",
+        "method": "POST",
+    }
+    assert seen == [expected | {"context": {}}] * 2  # each request starts with an empty context
+    with pytest.raises(RuntimeError, match="no request is being handled"):
+        router.current  # noqa: B018 - the property is what is tested
