@@ -4,7 +4,7 @@ A standard queue's batch is processed record by record and every record that rai
 `batchItemFailures` (Lambda deletes the others). A FIFO queue's batch stops at the first failure of each
 message group: the rest of that group is reported too, unprocessed, so a group is never applied past a
 message that will come again; other groups go on. A batch whose every message is reported is an answer, not
-an invocation error.
+an invocation error; an event with no records is (`InvalidSqsEventError`).
 
 This is what Powertools' `BatchProcessor` and `SqsFifoPartialProcessor(skip_group_on_error=True)` do (with
 `raise_on_entire_batch_failure` off), written out: importing Powertools' batch utility costs a cold start its
@@ -19,7 +19,7 @@ from typing import Any, Final
 from outbox.aws import INVOCATION_CALL_S
 from outbox.errors import OutOfTimeError
 from outbox_inbox.consumer import InboxConsumer
-from outbox_inbox.errors import GapNotFilledError
+from outbox_inbox.errors import GapNotFilledError, InvalidSqsEventError
 
 CALLS_PER_RECORD: Final = 8
 """At most: the inbox's two reads, twice (external effects, judged again past a gap), Powertools' record of
@@ -32,7 +32,11 @@ def handle_sqs_batch(
     event: Mapping[str, Any], consumer: InboxConsumer, context: Any = None
 ) -> dict[str, Any]:
     """The partial batch response for one SQS event (`{"batchItemFailures": [...]}`)."""
-    records = event.get("Records") or []
+    records = event.get("Records")
+    # Lambda never sends an SQS batch without records: anything else (an EventBridge event, say) is refused,
+    # as Powertools did, rather than answered as though every message were applied.
+    if not isinstance(records, list) or not records:
+        raise InvalidSqsEventError("the event has no Records list: not an SQS batch")
     fifo = any(str(record.get("eventSourceARN", "")).endswith(".fifo") for record in records)
     consumer.register_lambda_context(context)
     failed: list[str] = []

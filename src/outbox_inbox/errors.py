@@ -34,3 +34,8 @@ class DeadLetterError(InboxError):
 
 class ExternalCallInProgressError(InboxError, RetryableError):
     """Another delivery of the same event is making its external call now: handed back, comes again."""
+
+
+class InvalidSqsEventError(InboxError):
+    """An SQS consumer's invocation that carries no batch of SQS records: it fails, rather than answering that
+    nothing failed for an event it never applied."""

@@ -13,6 +13,7 @@ from outbox.errors import ConfigurationError
 from outbox.transaction import TableKeys, Transaction
 from outbox_inbox.batch import MIN_TIME_PER_RECORD_MS, handle_sqs_batch
 from outbox_inbox.envelope import Envelope
+from outbox_inbox.errors import InvalidSqsEventError
 from outbox_inbox.function import EventBridgeConsumerFunction
 from tests.support.aws import scan_all
 from tests.support.inbox import (
@@ -269,3 +270,27 @@ def test_a_latest_consumer_invoked_by_eventbridge_directly_applies_and_dead_lett
         letter["MessageAttributes"]["inbox_reason"]["StringValue"]
         == "malformed envelope: event_id is not a UUID"
     )
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        {},
+        {"Records": []},
+        {"Records": None},
+        {"Records": {"0": {"messageId": "m-1"}}},
+        eventbridge_event(json.loads(cancelled("o-1", 3).envelope_json())),
+    ],
+    ids=["no-records", "empty", "null", "records-not-a-list", "an-eventbridge-event"],
+)
+def test_an_event_that_is_no_sqs_batch_fails_the_invocation_instead_of_answering_nothing_failed(
+    consumer: Consumer, event: dict[str, Any]
+) -> None:
+    # Given a consumer fed by an SQS queue, invoked with no batch of records (a bus rule targeting it directly
+    # by mistake, say)
+    inbox_consumer = consumer.build()
+    # When it is handled
+    # Then the invocation fails (as Powertools' batch processing did: UnexpectedBatchTypeError), so the event
+    # is retried and reaches the function's on-failure destination instead of being acknowledged unapplied
+    with pytest.raises(InvalidSqsEventError, match="no Records"):
+        handle_sqs_batch(event, inbox_consumer, FakeLambdaContext())
