@@ -4,8 +4,9 @@ Written out rather than taken from Powertools' event handler: importing that rou
 it has (AppSync's imports asyncio) and every event data class, about a tenth of an `import boto3` on each
 cold start of a function with four routes. It does what that router did for them: a route is a method and a
 rule whose `<name>` parts match one path segment of the same characters (so an odd path is matched, or not,
-as before); no match is the not-found handler's; an exception from a route goes to the handler registered
-for its nearest class; headers are read case-insensitively; a base64 body is decoded.
+as before), in the path after a named stage; no match is the not-found handler's; an exception from a route
+goes to the handler registered for its nearest class; headers are read case-insensitively; a base64 body is
+decoded.
 """
 
 from __future__ import annotations
@@ -35,7 +36,10 @@ class Request:
 
     @property
     def path(self) -> str:
-        return str(self.event["rawPath"])
+        """The path routed: rawPath after a named stage's `/<stage>`, which API Gateway puts before it."""
+        stage = self.event["requestContext"].get("stage", "$default")
+        raw_path = str(self.event["rawPath"])
+        return raw_path if stage == "$default" else raw_path[len(f"/{stage}") :]
 
     @property
     def request_id(self) -> str | None:

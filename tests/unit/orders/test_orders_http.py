@@ -181,3 +181,20 @@ def test_the_request_is_read_as_the_routes_need_it_and_only_while_it_is_handled(
     assert seen == [expected | {"context": {}}] * 2  # each request starts with an empty context
     with pytest.raises(RuntimeError, match="no request is being handled"):
         router.current  # noqa: B018 - the property is what is tested
+
+
+@pytest.mark.parametrize("stage", ["prod", "v1", "$default"])
+@pytest.mark.parametrize(
+    "raw_path", ["/{stage}/orders/o-1", "/{stage}/orders/o-1/confirm", "/{stage}", "/{stage}x/orders/o-1"]
+)
+def test_a_named_stage_in_the_raw_path_is_routed_as_powertools_routed_it(stage: str, raw_path: str) -> None:
+    # Given an API on a named stage: API Gateway puts the stage's name in front of rawPath (the local runtime
+    # does too), and Powertools' resolver routed the path after it (its issue #621)
+    for method in ("GET", "POST"):
+        event = http_event(method, "/")
+        event["rawPath"] = raw_path.format(stage=stage)
+        event["requestContext"]["stage"] = stage
+        # When it is resolved / Then it is routed, or not, as the resolver routed it
+        mine = OURS.resolve(event)
+        theirs = POWERTOOLS.resolve(event, cast(Any, FakeLambdaContext()))
+        assert (mine["statusCode"], mine["body"]) == (theirs["statusCode"], theirs["body"])
