@@ -116,16 +116,20 @@ class Router:
             self._current = None
 
     def _respond(self, request: Request) -> Response:
+        function, arguments = self._match(request)
+        try:
+            return function(**arguments)
+        except Exception as error:  # the not-found handler's too, as Powertools did
+            return self._handler_of(error)(error)
+
+    def _match(self, request: Request) -> tuple[Route, dict[str, str]]:
         for method, pattern, function in self._routes:
             matched = pattern.match(request.path) if method == request.method else None
             if matched is not None:
-                try:
-                    return function(**matched.groupdict())
-                except Exception as error:
-                    return self._handler_of(error)(error)
+                return function, matched.groupdict()
         if self._not_found is None:
             raise LookupError(f"no route for {request.method} and no not-found handler")
-        return self._not_found()
+        return self._not_found, {}
 
     def _handler_of(self, error: Exception) -> ErrorHandler:
         for error_type in type(error).__mro__:

@@ -198,3 +198,29 @@ def test_a_named_stage_in_the_raw_path_is_routed_as_powertools_routed_it(stage: 
         mine = OURS.resolve(event)
         theirs = POWERTOOLS.resolve(event, cast(Any, FakeLambdaContext()))
         assert (mine["statusCode"], mine["body"]) == (theirs["statusCode"], theirs["body"])
+
+
+def test_an_exception_from_the_not_found_handler_goes_to_the_exception_handlers_as_in_powertools() -> None:
+    # Given a not-found handler that fails, and a handler for every exception, in both routers
+    def not_found() -> Response:
+        raise ValueError("broken")
+
+    router = Router(content_type="application/json")
+    router.on_not_found(not_found)
+    router.on_error(Exception, lambda error: Response(500, f"any {type(error).__name__}"))
+    resolver = APIGatewayHttpResolver()
+
+    def powertools_not_found(_error: Exception) -> PowertoolsResponse[str]:
+        raise ValueError("broken")
+
+    resolver.not_found(powertools_not_found)
+    resolver.exception_handler(Exception)(
+        lambda error: PowertoolsResponse(500, "application/json", f"any {type(error).__name__}")
+    )
+    # When a path no route takes is resolved
+    event = http_event("GET", "/nowhere")
+    mine = router.resolve(event)
+    theirs = resolver.resolve(event, cast(Any, FakeLambdaContext()))
+    # Then the failure is answered by the exception handler, as the resolver answered it
+    assert (mine["statusCode"], mine["body"]) == (theirs["statusCode"], theirs["body"])
+    assert (mine["statusCode"], mine["body"]) == (500, "any ValueError")
