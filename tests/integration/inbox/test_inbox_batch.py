@@ -294,3 +294,29 @@ def test_an_event_that_is_no_sqs_batch_fails_the_invocation_instead_of_answering
     # is retried and reaches the function's on-failure destination instead of being acknowledged unapplied
     with pytest.raises(InvalidSqsEventError, match="no Records"):
         handle_sqs_batch(event, inbox_consumer, FakeLambdaContext())
+
+
+def test_a_gap_is_handed_back_without_being_logged_as_a_failure(
+    consumer: Consumer, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Given a strict consumer and a message whose predecessor was never applied
+    inbox_consumer = consumer.build()
+    gap = sqs_record(order_events("o-1")[1].envelope_json())
+    # When its batch is handled
+    with caplog.at_level(logging.WARNING, logger="outbox_inbox"):
+        response = handle_sqs_batch({"Records": [gap]}, inbox_consumer, FakeLambdaContext())
+    # Then it is handed back, not also warned about as a failure (the consumer logs and counts gaps itself)
+    assert failures(response) == [gap["messageId"]]
+    assert not [r for r in caplog.records if r.getMessage() == "inbox message failed; handed back"]
+
+
+@pytest.mark.parametrize("remaining_ms", [None, MIN_TIME_PER_RECORD_MS], ids=["no-context", "just-enough"])
+def test_records_are_started_without_a_context_or_with_just_enough_time_left(
+    consumer: Consumer, remaining_ms: int | None
+) -> None:
+    # Given a batch, and no Lambda context (a test or a script) or one with exactly a record's time left
+    inbox_consumer = consumer.build()
+    records = [sqs_record(event.envelope_json()) for event in order_events()[:3]]
+    context = None if remaining_ms is None else FakeLambdaContext(remaining_ms=remaining_ms)
+    # When the batch is handled / Then every record is applied
+    assert failures(handle_sqs_batch({"Records": records}, inbox_consumer, context)) == []
