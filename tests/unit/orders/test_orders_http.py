@@ -224,3 +224,47 @@ def test_an_exception_from_the_not_found_handler_goes_to_the_exception_handlers_
     # Then the failure is answered by the exception handler, as the resolver answered it
     assert (mine["statusCode"], mine["body"]) == (theirs["statusCode"], theirs["body"])
     assert (mine["statusCode"], mine["body"]) == (500, "any ValueError")
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"Idempotency-Key": "k-1", "X-CORRELATION-ID": "c-1"},
+        {"Idempotency-Key": "k-1", "idempotency-key": "k-2"},
+        {"idempotency-key": "k-2", "IDEMPOTENCY-KEY": "k-1", "if-match": '"3"'},
+    ],
+    ids=["any-case", "twice-lower-last", "twice-upper-last"],
+)
+def test_headers_are_read_in_any_case_as_powertools_read_them(headers: dict[str, str]) -> None:
+    # Given an event whose header names are not lower-cased (a hand-built event; API Gateway lower-cases them)
+    event = http_event("GET", "/look")
+    event["headers"] = headers
+    names = ("Idempotency-Key", "X-Correlation-Id", "If-Match", "idempotency-key")
+    router, resolver = Router(content_type="application/json"), APIGatewayHttpResolver()
+    seen: dict[str, list[str | None]] = {}
+
+    def mine() -> Response:
+        seen["mine"] = [router.current.header(name) for name in names]
+        return Response(200, "")
+
+    def theirs() -> PowertoolsResponse[str]:
+        seen["theirs"] = [resolver.current_event.headers.get(name) for name in names]
+        return PowertoolsResponse(200, "application/json", "")
+
+    # When a route reads them
+    router.route("GET", "/look")(mine)
+    resolver.route("/look", "GET")(theirs)
+    router.resolve(event)
+    resolver.resolve(event, cast(Any, FakeLambdaContext()))
+    # Then each is found whatever its case, the later of two spellings winning, as in the resolver
+    assert seen["mine"] == seen["theirs"]
+
+
+def test_a_route_registered_with_a_lower_case_method_is_routed_as_powertools_routed_it() -> None:
+    router, resolver = Router(content_type="application/json"), APIGatewayHttpResolver()
+    router.route("get", "/a")(lambda: Response(200, "a"))
+    resolver.route("/a", "get")(lambda: PowertoolsResponse(200, "application/json", "a"))
+    for method in ("GET", "get"):
+        event = http_event(method, "/a")
+        theirs = resolver.resolve(event, cast(Any, FakeLambdaContext()))
+        assert router.resolve(event)["body"] == theirs["body"] == "a"
