@@ -2,7 +2,7 @@
 
 Core (boto3 only): `Envelope`/`envelope_of` (every shape consumers receive), `Inbox` (effect + processed
 event + last applied seq in one transaction), `InboxConsumer` (one message, one outcome, gaps wait).
-With Powertools (the functions' layer): `outbox_inbox.batch.handle_sqs_batch` (partial batch responses) and
+Also `outbox_inbox.batch.handle_sqs_batch` (partial batch responses); with Powertools (the functions' layer):
 `outbox_inbox.external.IdempotentCall` (effects outside DynamoDB).
 """
 
