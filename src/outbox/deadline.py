@@ -11,7 +11,7 @@ class Deadline(Protocol):
 
 
 # Plain classes, not dataclasses: nothing compares, hashes or prints a deadline, and a frozen dataclass costs
-# every handler's cold start several compiled methods (issue 14).
+# every handler's cold start several compiled methods (docs/BENCHMARKS.md, "Cold start").
 class LambdaDeadline:
     """The invocation's remaining time, from the Lambda context."""
 

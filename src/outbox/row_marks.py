@@ -84,7 +84,7 @@ NOT_RESTORED = frozenset(
 
 class MarkingReport:
     """What a marker did. A plain class, not a dataclass: it is only filled in and read, and a dataclass would
-    cost every handler's cold start its generated methods (issue 14)."""
+    cost every handler's cold start its generated methods (docs/BENCHMARKS.md, "Cold start")."""
 
     __slots__ = ("already_moved", "calls", "failed", "fallbacks", "marked")
 

@@ -57,7 +57,7 @@ class EventOutcome(NamedTuple):
 
 class PublishReport:
     """What a run did. A plain class, not a dataclass: it is only filled in and read, and a dataclass would
-    cost the cold start its generated methods (issue 14)."""
+    cost the cold start its generated methods (docs/BENCHMARKS.md, "Cold start")."""
 
     __slots__ = ("calls", "gate_reads", "marking", "outcomes", "stopped_at")
 

@@ -65,7 +65,7 @@ class Skipped(NamedTuple):
 
 class StreamBatchResult:
     """What publishing one batch did. A plain class, not a dataclass: it is only filled in and read, and a
-    dataclass would cost the cold start its generated methods (issue 14)."""
+    dataclass would cost the cold start its generated methods (docs/BENCHMARKS.md, "Cold start")."""
 
     __slots__ = ("claims", "first_failure", "held", "records", "report", "skipped")
 

@@ -55,7 +55,7 @@ class PendingRow(NamedTuple):
 
 class PendingScan:
     """What one scan of the index found. A plain class, not a dataclass: it is only filled in and read, and a
-    dataclass would cost the cold start its generated methods (issue 14)."""
+    dataclass would cost the cold start its generated methods (docs/BENCHMARKS.md, "Cold start")."""
 
     __slots__ = ("calls", "complete", "count", "due", "due_count", "oldest")
 

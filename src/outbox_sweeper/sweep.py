@@ -53,7 +53,7 @@ _log = logging.getLogger(__name__)
 
 class SweepReport:
     """What one sweep did. A plain class, not a dataclass: it is only filled in and read, and a dataclass
-    would cost the cold start its generated methods (issue 14)."""
+    would cost the cold start its generated methods (docs/BENCHMARKS.md, "Cold start")."""
 
     __slots__ = (
         "backed_off",
