@@ -18,8 +18,10 @@ from botocore.client import BaseClient
 from botocore.endpoint import Endpoint
 from botocore.exceptions import ClientError
 
+from outbox.aws_errors import error_code
+
 if TYPE_CHECKING:
-    from outbox.xray import Recorder
+    from outbox.xray import Recorder, Subsegment
 
 TRACE_HTTP_HEADER = "X-Amzn-Trace-Id"
 
@@ -40,16 +42,14 @@ def instrument(recorder: Recorder) -> Callable[[], None]:
         try:
             response = make_api_call(client, operation_name, api_params)
         except ClientError as error:
-            _answered(subsegment.aws, subsegment.set_status, error.response)
-            subsegment.add_exception(
-                error, remote=True, message=str(error.response.get("Error", {}).get("Code", ""))
-            )
+            _answered(subsegment, error.response)
+            subsegment.add_exception(error, remote=True, message=error_code(error))
             raise
         except Exception as error:
             subsegment.add_exception(error)
             raise
         else:
-            _answered(subsegment.aws, subsegment.set_status, response)
+            _answered(subsegment, response)
             return response
         finally:
             recorder.end(subsegment)
@@ -77,8 +77,8 @@ def _resources(api_params: dict[str, Any]) -> dict[str, Any]:
     return named
 
 
-def _answered(aws: dict[str, Any], set_status: Callable[[int | None], None], response: Any) -> None:
+def _answered(subsegment: Subsegment, response: Any) -> None:
     metadata = (response.get("ResponseMetadata") if isinstance(response, dict) else None) or {}
     if metadata.get("RequestId"):
-        aws["request_id"] = metadata["RequestId"]
-    set_status(metadata.get("HTTPStatusCode"))
+        subsegment.aws["request_id"] = metadata["RequestId"]
+    subsegment.set_status(metadata.get("HTTPStatusCode"))
