@@ -3,6 +3,7 @@ when the event is next in order, and not made again after a crash between the ca
 
 import dataclasses
 import json
+import time
 from typing import Any
 
 import pytest
@@ -10,9 +11,11 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyAl
 
 from outbox.errors import AwsUnavailableError, ConfigurationError, RetryableError
 from outbox_inbox import ConsumerSettings, GapNotFilledError, GapTimeout, Ordering, Outcome
+from outbox_inbox.batch import handle_sqs_batch
 from outbox_inbox.envelope import Envelope
 from outbox_inbox.errors import ExternalCallInProgressError
 from outbox_inbox.external import IdempotentCall
+from tests.support.aws import scan_all
 from tests.support.inbox import Consumer, order_events, sqs_record
 from tests.support.lambda_context import FakeLambdaContext
 
@@ -149,3 +152,31 @@ def test_an_external_call_is_not_made_for_an_event_id_applied_for_another_aggreg
     assert mailer.sent == [(placed.event_id, 1)]
     [letter] = consumer.dead_letters()
     assert letter["MessageAttributes"]["inbox_reason"]["StringValue"].startswith("event_id_reused")
+
+
+def test_the_batch_handler_bounds_an_in_progress_call_by_the_invocations_remaining_time(
+    consumer: Consumer,
+) -> None:
+    # Given a consumer with an external call that has not been told of any invocation yet, and a call that
+    # reads its own in-progress record while it runs
+    seen: list[dict[str, Any]] = []
+
+    def call(envelope: Envelope) -> None:
+        records = scan_all(consumer.dynamodb, consumer.table)
+        seen.extend(item for item in records if item["pk"]["S"].startswith("mailer#external"))
+
+    external_call = IdempotentCall(
+        call, table_name=consumer.table, consumer="mailer", dedupe_window_s=3600, client=consumer.dynamodb
+    )
+    inbox_consumer = consumer.build(external=external_call, name="mailer")
+    record = sqs_record(order_events()[0].envelope_json())
+    # When Lambda's batch handler runs it in an invocation with 42 s left
+    started_ms = int(time.time() * 1000)
+    response = handle_sqs_batch({"Records": [record]}, inbox_consumer, FakeLambdaContext(remaining_ms=42_000))
+    ended_ms = int(time.time() * 1000)
+    # Then the record in progress during the call expires with the invocation, not only with the dedupe
+    # window: a crash mid-call blocks the event for the invocation's remaining time at most
+    assert response == {"batchItemFailures": []}
+    assert [item["status"]["S"] for item in seen] == ["INPROGRESS"]
+    expiry_ms = int(seen[0]["in_progress_expiration"]["N"])
+    assert started_ms + 42_000 <= expiry_ms <= ended_ms + 42_000
