@@ -18,7 +18,9 @@ COMMAND_CALLS_FLOOR = 1.0
 
 # --- Issue 14's targets ---------------------------------------------------------------------------
 PUBLISH_CALLS_TARGET = 0.11
-"""Publish calls per event per destination, in any interleave."""
+"""Publish calls per event per destination, in any interleave of at least 100 records over at least 10
+aggregates (the issue's scope: a batch of one hot aggregate is outside it, and is reported against the floor
+alone)."""
 MARKING_CALLS_TARGET = 0.05
 """Marking calls per event, redelivery included."""
 MARKING_WCU_TARGET = 1.0
@@ -31,6 +33,10 @@ COMMAND_CALLS_TARGET = 1.0
 """DynamoDB calls per order command, common path."""
 CPU_STUBBED_TARGET_US = 30.0
 """Our own Python per record, clients stubbed."""
+NAIVE_STUBBED_REFERENCE_US = 13.0
+"""The naive publisher's own Python per record, clients stubbed, in issue 14's table: the speed of the machine
+the 30 us target was set on. A run scales our figure by it (`cpu.stubs_scaled.*`), because an absolute time
+judges the machine as much as the code: on a shared core the naive publisher alone can take over 30 us."""
 CPU_BOTOCORE_TARGET_RATIO = 0.4
 """Per record with real botocore request building, as a fraction of the naive publisher's."""
 IMPORT_TARGET_RATIO = 1.3
