@@ -127,8 +127,7 @@ def _publish_figure(name: str, label: str, ours: Delivery, naive: Delivery) -> F
         publish_calls_per_destination(ours.first, ours.events),
         publish_calls_per_destination(naive.first, naive.events),
         floor=targets.PUBLISH_CALLS_FLOOR,
-        # The target covers batches over at least 10 aggregates; one hot aggregate is read against the floor.
-        target=None if name == "hot" else targets.PUBLISH_CALLS_TARGET,
+        target=targets.PUBLISH_CALLS_TARGET,
         source=HOOKS,
         detail={
             "events": ours.events,

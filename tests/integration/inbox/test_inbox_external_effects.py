@@ -4,19 +4,22 @@ when the event is next in order, and not made again after a crash between the ca
 import dataclasses
 import json
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyAlreadyInProgressError
 
 from outbox.errors import AwsUnavailableError, ConfigurationError, RetryableError
+from outbox.model import OutboxEvent
 from outbox_inbox import ConsumerSettings, GapNotFilledError, GapTimeout, Ordering, Outcome
 from outbox_inbox.batch import handle_sqs_batch
 from outbox_inbox.envelope import Envelope
 from outbox_inbox.errors import ExternalCallInProgressError
 from outbox_inbox.external import IdempotentCall
+from outbox_inbox.function import EventBridgeConsumerFunction
 from tests.support.aws import scan_all
-from tests.support.inbox import Consumer, order_events, sqs_record
+from tests.support.inbox import Consumer, eventbridge_event, order_events, sqs_record
 from tests.support.lambda_context import FakeLambdaContext
 
 
@@ -154,29 +157,75 @@ def test_an_external_call_is_not_made_for_an_event_id_applied_for_another_aggreg
     assert letter["MessageAttributes"]["inbox_reason"]["StringValue"].startswith("event_id_reused")
 
 
-def test_the_batch_handler_bounds_an_in_progress_call_by_the_invocations_remaining_time(
+class InProgressWatcher:
+    """An external call that reads, while it runs, the expiry of its own in-progress record."""
+
+    def __init__(self, consumer: Consumer, name: str) -> None:
+        self._consumer = consumer
+        self._prefix = f"{name}#external"
+        self.expiries_ms: list[int] = []
+
+    def __call__(self, envelope: Envelope) -> None:
+        [record] = [
+            item
+            for item in scan_all(self._consumer.dynamodb, self._consumer.table)
+            if item["pk"]["S"].startswith(self._prefix) and item["status"]["S"] == "INPROGRESS"
+        ]
+        self.expiries_ms.append(int(record["in_progress_expiration"]["N"]))
+
+
+def invocations_bound_the_call(
+    invoke: Callable[[OutboxEvent, FakeLambdaContext], None], watcher: InProgressWatcher
+) -> None:
+    """Two invocations of one warm consumer, with 42 s and then 17 s left: each call's in-progress record
+    expires with its own invocation (not the first one's, nor the dedupe window's)."""
+    placed, confirmed, *_ = order_events()
+    for event, remaining_ms in ((placed, 42_000), (confirmed, 17_000)):
+        started_ms = int(time.time() * 1000)
+        invoke(event, FakeLambdaContext(remaining_ms=remaining_ms))
+        ended_ms = int(time.time() * 1000)
+        assert started_ms + remaining_ms <= watcher.expiries_ms[-1] <= ended_ms + remaining_ms
+    assert len(watcher.expiries_ms) == 2
+
+
+def test_the_batch_handler_bounds_an_in_progress_call_by_each_invocations_remaining_time(
     consumer: Consumer,
 ) -> None:
-    # Given a consumer with an external call that has not been told of any invocation yet, and a call that
-    # reads its own in-progress record while it runs
-    seen: list[dict[str, Any]] = []
-
-    def call(envelope: Envelope) -> None:
-        records = scan_all(consumer.dynamodb, consumer.table)
-        seen.extend(item for item in records if item["pk"]["S"].startswith("mailer#external"))
-
-    external_call = IdempotentCall(
-        call, table_name=consumer.table, consumer="mailer", dedupe_window_s=3600, client=consumer.dynamodb
+    # Given a strict consumer with an external call, never told of an invocation but by the batch handler
+    watcher = InProgressWatcher(consumer, "mailer")
+    call = IdempotentCall(
+        watcher, table_name=consumer.table, consumer="mailer", dedupe_window_s=3600, client=consumer.dynamodb
     )
-    inbox_consumer = consumer.build(external=external_call, name="mailer")
-    record = sqs_record(order_events()[0].envelope_json())
-    # When Lambda's batch handler runs it in an invocation with 42 s left
-    started_ms = int(time.time() * 1000)
-    response = handle_sqs_batch({"Records": [record]}, inbox_consumer, FakeLambdaContext(remaining_ms=42_000))
-    ended_ms = int(time.time() * 1000)
-    # Then the record in progress during the call expires with the invocation, not only with the dedupe
-    # window: a crash mid-call blocks the event for the invocation's remaining time at most
-    assert response == {"batchItemFailures": []}
-    assert [item["status"]["S"] for item in seen] == ["INPROGRESS"]
-    expiry_ms = int(seen[0]["in_progress_expiration"]["N"])
-    assert started_ms + 42_000 <= expiry_ms <= ended_ms + 42_000
+    inbox_consumer = consumer.build(external=call, name="mailer")
+
+    def invoke(event: OutboxEvent, context: FakeLambdaContext) -> None:
+        response = handle_sqs_batch({"Records": [sqs_record(event.envelope_json())]}, inbox_consumer, context)
+        assert response == {"batchItemFailures": []}
+
+    # When SQS batches invoke it twice, then each call's record in progress expires with its invocation
+    invocations_bound_the_call(invoke, watcher)
+
+
+def test_the_eventbridge_entry_point_bounds_an_in_progress_call_by_each_invocations_remaining_time(
+    consumer: Consumer,
+) -> None:
+    # Given the EventBridge entry point of an unordered consumer with an external call
+    watcher = InProgressWatcher(consumer, "mailer")
+    function = EventBridgeConsumerFunction(
+        "mailer",
+        external_for=lambda _config: watcher,
+        env={
+            "INBOX_TABLE_NAME": consumer.table,
+            "INBOX_CONSUMER": "mailer",
+            "INBOX_ORDERING": "unordered",
+            "INBOX_DEAD_LETTER_QUEUE_URL": consumer.dead_letter_url,
+            "POWERTOOLS_METRICS_NAMESPACE": "OutboxTests",
+        },
+    )
+
+    def invoke(event: OutboxEvent, context: FakeLambdaContext) -> None:
+        answer = function.handler(eventbridge_event(json.loads(event.envelope_json())), context)
+        assert answer == {"outcome": "applied"}
+
+    # When a rule invokes it twice, then each call's record in progress expires with its invocation
+    invocations_bound_the_call(invoke, watcher)
