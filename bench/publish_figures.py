@@ -16,7 +16,7 @@ from bench import targets
 from bench.capacity import Usage
 from bench.figures import Figure, Group, per
 from bench.meters import Snapshot
-from bench.scenarios import hot_aggregate, one_each, random_interleave, round_robin
+from bench.scenarios import hot_aggregate, one_each, random_interleave, round_robin, skewed_interleave
 from bench.world import BenchWorld, bench_world
 from outbox.model import OutboxEvent
 
@@ -94,6 +94,11 @@ def measure(sizes: Sizes = Sizes()) -> list[Group]:
             "random_large",
             f"{sizes.large:,} records, {aggregates} aggregates, random interleave",
             random_interleave(sizes.large, aggregates, prefix="rl"),
+        ),
+        (
+            "skewed",
+            f"{records} records, {aggregates} aggregates, one holding a fifth, random interleave",
+            skewed_interleave(records, aggregates, busiest=records // 5),
         ),
         ("hot", f"{records} records, one hot aggregate", hot_aggregate(records)),
     ]

@@ -58,6 +58,15 @@ def random_interleave(records: int, aggregates: int, prefix: str = "ri") -> list
     return events_in_order(prefix, order)
 
 
+def skewed_interleave(records: int, aggregates: int, busiest: int, prefix: str = "sk") -> list[OutboxEvent]:
+    """`records` events over `aggregates`, the first holding `busiest` of them and the others the rest evenly,
+    in a seeded random order: a batch needs at least `busiest` calls per destination."""
+    others = aggregates - 1
+    order = [0] * busiest + [1 + index % others for index in range(records - busiest)]
+    random.Random(RANDOM_SEED).shuffle(order)  # noqa: S311 - a test pattern, not a secret
+    return events_in_order(prefix, order)
+
+
 def hot_aggregate(records: int, prefix: str = "hot") -> list[OutboxEvent]:
     """Every event of one aggregate: the worst interleave (no call may hold two events of one aggregate)."""
     return events_in_order(prefix, [0] * records)

@@ -18,9 +18,7 @@ COMMAND_CALLS_FLOOR = 1.0
 
 # --- Issue 14's targets ---------------------------------------------------------------------------
 PUBLISH_CALLS_TARGET = 0.11
-"""Publish calls per event per destination, in any interleave of at least 100 records over at least 10
-aggregates (the issue's scope: a batch of one hot aggregate is outside it, and is reported against the floor
-alone)."""
+"""Publish calls per event per destination, in any interleave."""
 MARKING_CALLS_TARGET = 0.05
 """Marking calls per event, redelivery included."""
 MARKING_WCU_TARGET = 1.0
@@ -33,10 +31,14 @@ COMMAND_CALLS_TARGET = 1.0
 """DynamoDB calls per order command, common path."""
 CPU_STUBBED_TARGET_US = 30.0
 """Our own Python per record, clients stubbed."""
-NAIVE_STUBBED_REFERENCE_US = 13.0
-"""The naive publisher's own Python per record, clients stubbed, in issue 14's table: the speed of the machine
-the 30 us target was set on. A run scales our figure by it (`cpu.stubs_scaled.*`), because an absolute time
-judges the machine as much as the code: on a shared core the naive publisher alone can take over 30 us."""
+CPU_STUBBED_START_US = 80.0
+"""Our own Python per record, clients stubbed, as issue 14's table measured it when the issue was filed: the
+30 us target asks for 3/8 of it."""
+CPU_STUBBED_START_RATIO = {10: 4.61, 100: 4.52, 1000: 4.28}
+"""That same code against the naive publisher, batch size by batch size, in the harness's first run (46ef147's
+bench/results.json). A run judges `cpu.stubs_ratio.*` against 3/8 of these: the target carried over to
+whatever machine the run is on, by the one publisher timed alongside, because an absolute time judges the
+machine as much as the code (on a shared core the naive publisher alone can take over 30 us)."""
 CPU_BOTOCORE_TARGET_RATIO = 0.4
 """Per record with real botocore request building, as a fraction of the naive publisher's."""
 IMPORT_TARGET_RATIO = 1.3

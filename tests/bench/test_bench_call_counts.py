@@ -6,11 +6,13 @@ its expectation here, on purpose."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 
 from bench import publish_figures, write_path_figures
 from bench.publish_figures import deliver, gate_run, publish_calls_per_destination
-from bench.scenarios import hot_aggregate, round_robin
+from bench.scenarios import hot_aggregate, round_robin, skewed_interleave
 from orders.model import Command
 
 RECORDS = 20
@@ -51,6 +53,19 @@ def test_a_hot_aggregate_costs_us_one_call_per_event() -> None:
 
     # Then each event is a call of its own on each destination
     assert publish_calls_per_destination(ours, 5) == pytest.approx(1.0)
+
+
+def test_a_skewed_batch_costs_as_many_calls_as_its_busiest_aggregate_has_events() -> None:
+    # Given 33 records over 10 aggregates, one of them holding 6, the others 3 each, shuffled
+    events = skewed_interleave(33, AGGREGATES, busiest=6, prefix="t-skew")
+    per_aggregate = Counter(event.aggregate_id for event in events)
+    assert len(per_aggregate) == AGGREGATES
+    assert sorted(per_aggregate.values()) == [3] * 9 + [6]
+    ours = deliver(events, naive=False).first
+
+    # Then each destination takes 6 calls: one per event of the busiest aggregate, the others riding along
+    assert ours.calls[("sns", "PublishBatch")] == 6
+    assert ours.calls[("events", "PutEvents")] == 6
 
 
 def test_marking_is_one_partiql_batch_per_25_rows_on_first_delivery_and_on_redelivery(
