@@ -21,15 +21,13 @@ from __future__ import annotations
 
 import json
 import os
-import re
-import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from bench import targets
+from bench import targets, valgrind
 from bench.environment import FAKE_AWS, REGION
 from bench.figures import Figure, Group
 
@@ -67,9 +65,6 @@ CONFIGURATION = {
     },
 }
 COMMAND = "python -m bench --only cold_start"
-VALGRIND = ("--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null")
-"""Instructions only (no cache simulation), no profile file: the total it prints is all that is read."""
-_INSTRUCTIONS = re.compile(r"I\s+refs:\s+([\d,]+)")
 INSTRUCTIONS_SOURCE = (
     "instructions executed (valgrind cachegrind), one run per stage in a fresh interpreter; judges the target"
 )
@@ -115,22 +110,12 @@ def probe(target: str, *, traced: bool, task_root: str) -> dict[str, float]:
 
 def instructions(target: str, stage: str, *, task_root: str) -> int:
     """Instructions one probe executes up to the end of `stage` (tracer on), counted by valgrind."""
-    env = environment(target, traced=True, task_root=task_root)
-    # The same hash seed in every run: set and dict layouts, and so the count, repeat exactly.
-    env["PYTHONHASHSEED"] = "0"
-    done = subprocess.run(  # noqa: S603 - valgrind on this interpreter and our own probe
-        ["valgrind", *VALGRIND, sys.executable, "-m", "bench.cold_start_probe", target, stage],  # noqa: S607
-        env=env,
+    return valgrind.instructions(
+        [sys.executable, "-m", "bench.cold_start_probe", target, stage],
+        env=environment(target, traced=True, task_root=task_root),
         cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
+        what=f"cold-start probe of {target} ({stage})",
     )
-    counted = _INSTRUCTIONS.search(done.stderr)
-    if done.returncode != 0 or counted is None:
-        raise RuntimeError(f"cold-start probe of {target} ({stage}) under valgrind failed:\n{done.stderr}")
-    return int(counted.group(1).replace(",", ""))
 
 
 def count_instructions(task_root: str) -> dict[str, dict[str, int]]:
@@ -147,7 +132,7 @@ def count_instructions(task_root: str) -> dict[str, dict[str, int]]:
 
 def measure(rounds: int = ROUNDS) -> list[Group]:
     samples: dict[tuple[str, bool], list[dict[str, float]]] = {}
-    counted = shutil.which("valgrind") is not None
+    counted = valgrind.available()
     with tempfile.TemporaryDirectory(prefix="bench-task-root-") as task_root:
         for _ in range(rounds):
             for traced in (True, False):

@@ -62,6 +62,8 @@ def skewed_interleave(records: int, aggregates: int, busiest: int, prefix: str =
     """`records` events over `aggregates`, the first holding `busiest` of them and the others the rest evenly,
     in a seeded random order: a batch needs at least `busiest` calls per destination."""
     others = aggregates - 1
+    if others < 1 or not (records - busiest) / others <= busiest <= records:
+        raise ValueError(f"no batch of {records} over {aggregates} aggregates has one holding {busiest}")
     order = [0] * busiest + [1 + index % others for index in range(records - busiest)]
     random.Random(RANDOM_SEED).shuffle(order)  # noqa: S311 - a test pattern, not a secret
     return events_in_order(prefix, order)

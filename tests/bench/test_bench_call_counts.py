@@ -66,6 +66,8 @@ def test_a_skewed_batch_costs_as_many_calls_as_its_busiest_aggregate_has_events(
     # Then each destination takes 6 calls: one per event of the busiest aggregate, the others riding along
     assert ours.calls[("sns", "PublishBatch")] == 6
     assert ours.calls[("events", "PutEvents")] == 6
+    # And every event went out on each destination (the calls are not merely capped at 6)
+    assert ours.billed == {"sns_requests": 6, "eventbridge_events": 33}
 
 
 def test_marking_is_one_partiql_batch_per_25_rows_on_first_delivery_and_on_redelivery(
