@@ -166,13 +166,13 @@ def canned_clients(*, deployed: bool) -> dict[str, Any]:
 
 def cpu_us_per_record(handlers: Sequence[Handler], event: dict[str, Any], samples: int) -> list[list[float]]:
     """Each handler's CPU per record on the event, `samples` times, the handlers taking turns: a change in the
-    machine's speed during the run then weighs on all of them alike, and their ratio keeps to the code."""
+    machine's speed during the run then falls on all of them, not on one."""
     records = len(event["Records"])
     timings: list[list[float]] = [[] for _ in handlers]
     with quiet():
         for handler in handlers:
             handler(event)  # warm-up: first-call caches (botocore's loaders, regexes...) are cold start
-        gc.collect()  # once: the samples then pay for their own garbage, as production does
+        gc.collect()  # once: then the samples pay for the collections that fall in them, as production does
         for _ in range(samples):
             for handler, timed in zip(handlers, timings, strict=True):
                 started = time.process_time()
