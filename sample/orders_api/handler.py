@@ -22,6 +22,7 @@ import binascii
 import json
 import os
 import re
+import traceback
 from decimal import Decimal
 from typing import Any, TypeVar
 
@@ -165,9 +166,11 @@ def _unavailable(error: OrderStoreUnavailableError) -> Response:
 
 
 def _unexpected(error: Exception) -> Response:
-    # Anything else is a bug or an unexpected AWS failure: log it with its stack, answer a
-    # generic 500 that leaks nothing about the internals.
-    logger.exception("unhandled error", extra={"error_type": type(error).__name__})
+    # Anything else is a bug or an unexpected AWS failure: log where it happened (the stack's frames) and its
+    # type, never its message, which may quote the request (Python's own `int("...")` quotes its input);
+    # answer a generic 500 that leaks nothing about the internals.
+    stack = traceback.format_tb(error.__traceback__)
+    logger.error("unhandled error", extra={"error_type": type(error).__name__, "stack": stack})
     metrics.add_metric(name="RequestsFailed", unit=MetricUnit.Count, value=1)
     return error_response(500, "internal_error", "internal error")
 

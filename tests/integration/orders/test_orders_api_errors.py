@@ -4,6 +4,7 @@ its status, its error body and that neither table changed."""
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -279,3 +280,48 @@ def test_unexpected_failure_is_a_generic_500(
 
 
 # --- Cold start: clients are created lazily, once --------------------------------------------
+
+
+class _BuggyClient:
+    """A DynamoDB client with a bug on every write that fails quoting the data it read, as Python's own
+    conversions do (`int("abc")`: "invalid literal for int() with base 10: 'abc'")."""
+
+    def __init__(self, quoted: str) -> None:
+        self._quoted = quoted
+
+    def transact_write_items(self, **_: Any) -> Any:
+        return int(self._quoted)
+
+
+def test_an_unexpected_failure_is_logged_by_where_and_what_never_by_its_message(
+    dynamodb: Any, tables: Tables
+) -> None:
+    # Given a service whose store fails with an error that quotes request data
+    quoted = "customer-secret-4111111111111111"
+    client = _BuggyClient(quoted)
+    api.set_service(
+        OrderService(DynamoDBOrderRepository(client, orders_table="orders", outbox_table="outbox"))
+    )
+    kept: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            kept.append(record)
+
+    keep = Keep()
+    service_logger = logging.getLogger(api.logger.name)  # the one that reaches the function's log group
+    service_logger.addHandler(keep)
+    try:
+        # When an order is placed
+        status, body, _ = call("POST", "/orders", body=place_body())
+    finally:
+        service_logger.removeHandler(keep)
+    # Then a generic 500, and one log line saying what failed and where, without the quoted value
+    assert (status, body["error"]["code"]) == (500, "internal_error")
+    [record] = [record for record in kept if record.getMessage() == "unhandled error"]
+    assert record.__dict__["error_type"] == "ValueError"
+    assert any("transact_write_items" in frame for frame in record.__dict__["stack"])
+    written = api.logger.registered_formatter.format(record)
+    assert "transact_write_items" in written
+    assert quoted not in written
+    assert record.exc_info is None
