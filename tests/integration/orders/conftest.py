@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import io
+import logging
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -44,3 +46,18 @@ def repository(dynamodb: Any, tables: Tables) -> DynamoDBOrderRepository:
 @pytest.fixture
 def service(repository: DynamoDBOrderRepository, clock: FakeClock) -> OrderService:
     return OrderService(repository, clock=clock, new_id=SequentialIds())
+
+
+@pytest.fixture
+def function_log() -> Iterator[Callable[[], str]]:
+    """The Orders API's log lines as Lambda would write them: Powertools' JSON, encoded to UTF-8 (a line
+    that cannot be encoded is lost, as on a real stdout)."""
+    buffer = io.BytesIO()
+    stream = io.TextIOWrapper(buffer, encoding="utf-8", errors="strict", write_through=True)
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(api.logger.registered_formatter)
+    api.logger.addHandler(handler)
+    try:
+        yield lambda: buffer.getvalue().decode()
+    finally:
+        api.logger.handlers.remove(handler)

@@ -3,15 +3,12 @@ each of these failed."""
 
 from __future__ import annotations
 
-import io
 import json
-import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from orders_api import handler as api
 from outbox.errors import InvalidEventError
 from outbox.model import OutboxEvent
 from tests.support.aws import Tables
@@ -68,21 +65,6 @@ def test_an_occurred_at_in_non_ascii_digits_is_refused(occurred_at: str) -> None
             occurred_at=occurred_at,
         )
     assert error.value.field == "occurred_at"
-
-
-@pytest.fixture
-def function_log() -> Iterator[Callable[[], str]]:
-    """The Orders API's log lines as Lambda would write them: Powertools' JSON, encoded to UTF-8 (a line
-    that cannot be encoded is lost, as on a real stdout)."""
-    buffer = io.BytesIO()
-    stream = io.TextIOWrapper(buffer, encoding="utf-8", errors="strict", write_through=True)
-    handler = logging.StreamHandler(stream)
-    handler.setFormatter(api.logger.registered_formatter)
-    api.logger.addHandler(handler)
-    try:
-        yield lambda: buffer.getvalue().decode()
-    finally:
-        api.logger.handlers.remove(handler)
 
 
 def test_unknown_body_key_names_are_not_written_to_the_logs(
