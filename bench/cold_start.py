@@ -25,14 +25,12 @@ import statistics
 import subprocess
 import sys
 import tempfile
-from pathlib import Path
 
 from bench import targets, valgrind
-from bench.environment import FAKE_AWS, REGION
+from bench.environment import CHILD_PYTHONPATH, FAKE_AWS, REGION, ROOT
 from bench.figures import Figure, Group
 
 ROUNDS = 5
-ROOT = Path(__file__).resolve().parent.parent
 HANDLERS = {
     "publisher": "publisher",
     "sweeper": "sweeper",
@@ -73,7 +71,7 @@ INSTRUCTIONS_SOURCE = (
 def environment(target: str, *, traced: bool, task_root: str) -> dict[str, str]:
     env = {
         "PATH": os.environ.get("PATH", ""),
-        "PYTHONPATH": os.pathsep.join([str(ROOT / "sample"), str(ROOT)]),
+        "PYTHONPATH": CHILD_PYTHONPATH,
         "AWS_REGION": REGION,
         "POWERTOOLS_METRICS_NAMESPACE": "Outbox",
         "POWERTOOLS_LOG_LEVEL": "INFO",

@@ -33,14 +33,13 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 import boto3
 
 from bench import targets, valgrind
 from bench.canned_http import can
-from bench.environment import REGION, quiet
+from bench.environment import CHILD_PYTHONPATH, REGION, ROOT, quiet
 from bench.figures import Figure, Group
 from bench.naive import NaivePublisher
 from bench.scenarios import round_robin
@@ -77,7 +76,6 @@ RECORDS_PER_SAMPLE = {"stubs": 2000, "botocore": 300}
 """About how many records one timed sample handles (small batches repeat), so that it lasts long enough."""
 INSTRUCTION_RUNS = {10: 20, 100: 5, 1000: 1}
 """Batches counted beyond the first, by batch size (bench.cpu_probe): 100 to 1,000 records' difference."""
-ROOT = Path(__file__).resolve().parent.parent
 INSTRUCTIONS_SOURCE = "instructions executed (valgrind cachegrind), 1 and 1 + k batches; judges the target"
 MIN_SAMPLES = {"stubs": 7, "botocore": 3}
 """Samples at least, per publisher: a stub-client sample of 1,000 records lasts a tenth of a second."""
@@ -293,5 +291,4 @@ def instructions_per_record(which: str, size: int) -> float:
 
 def probe_process() -> dict[str, Any]:
     """Where bench.cpu_probe runs: this checkout, its sample app and test support importable."""
-    pythonpath = os.pathsep.join([str(ROOT / "sample"), str(ROOT)])
-    return {"env": {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": pythonpath}, "cwd": ROOT}
+    return {"env": {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": CHILD_PYTHONPATH}, "cwd": ROOT}

@@ -17,9 +17,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from bench.environment import CHILD_PYTHONPATH, ROOT
 from bench.figures import Figure, Group
 
-ROOT = Path(__file__).resolve().parent.parent
 LOCAL_LOAD = ROOT / "bench" / "local_load.py"
 ORDERS = 10_000
 TIMEOUT_S = 1800
@@ -36,7 +36,7 @@ def measure(orders: int = ORDERS) -> list[Group]:
         done = subprocess.run(  # noqa: S603 - this interpreter, the repository's own module
             [sys.executable, "-m", "bench.local_load", "--orders", str(orders), "--json", str(report_path)],
             cwd=ROOT,
-            env=os.environ | {"PYTHONPATH": os.pathsep.join([str(ROOT / "sample"), str(ROOT)])},
+            env=os.environ | {"PYTHONPATH": CHILD_PYTHONPATH},
             capture_output=True,
             text=True,
             timeout=TIMEOUT_S,

@@ -11,8 +11,13 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 REGION = "us-east-1"
+ROOT = Path(__file__).resolve().parent.parent
+"""The checkout: the fresh processes a measurement starts run in it."""
+CHILD_PYTHONPATH = os.pathsep.join([str(ROOT / "sample"), str(ROOT)])
+"""What those processes import from besides the installed library: the sample app and this checkout."""
 
 FAKE_AWS = {
     "AWS_ACCESS_KEY_ID": "testing",
