@@ -1,10 +1,14 @@
-"""`add_values` appends a metric's values straight to Powertools' metric set when that is all `add_metric`
-would do: it must leave the same metric set and print the same EMF documents, at the same values, as one
-`add_metric` call per value, whatever the set already held and however many values there are."""
+"""`add_values` and `add_counts` store values straight into Powertools' metric set when that is all
+`add_metric` would do: they must leave the same metric set and print the same EMF documents, at the same
+values, as one `add_metric` call per value, whatever the set already held, however many values there are, and
+whether or not `add_metric` has already stored the name in this process (the module's `_STORED`)."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import random
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -14,9 +18,24 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.metrics.exceptions import MetricValueError
 from aws_lambda_powertools.metrics.provider.cloudwatch_emf.cloudwatch import AmazonCloudWatchEMFProvider
 
-from outbox_publisher.metric_values import add_values
+from outbox_publisher import metric_values
+from outbox_publisher.metric_values import add_counts, add_values
 
 NAME = "PublishLatencyMs"
+
+
+@pytest.fixture(autouse=True, params=["first in the process", "stored before"])
+def stored(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test runs twice: before `add_metric` has stored any name in this process, and after it stored
+    every name these tests use (so a metric's first value in a set may be stored directly)."""
+    monkeypatch.setattr(metric_values, "_STORED", {})
+    if request.param == "stored before":
+        warm = metrics_with({})
+        for name in [NAME, "EventsPublished", "HeldEvents", "C", *NAMES]:
+            unit = MetricUnit.Milliseconds if name == NAME else MetricUnit.Count
+            add_values(warm, name, unit, [1.0])
+        assert metric_values._STORED, "the warm-up stored nothing: this parameter would test nothing"
+    return str(request.param)
 
 
 def metrics_with(held: dict[str, int]) -> Metrics:
@@ -84,7 +103,9 @@ def test_debug_logging_on_takes_powertools_own_path_with_its_lines(
     assert _plain(fast.provider.metric_set) == _plain(general.provider.metric_set)
 
 
-def test_powertools_is_called_only_to_start_or_fill_a_metric(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_powertools_is_called_only_for_a_first_value_or_to_fill_a_set(
+    stored: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # Given an empty metric set whose provider counts its add_metric calls
     metrics = metrics_with({})
     calls: list[float] = []
@@ -99,8 +120,10 @@ def test_powertools_is_called_only_to_start_or_fill_a_metric(monkeypatch: pytest
     # When 250 values are added
     add_values(metrics, NAME, MetricUnit.Milliseconds, [float(n) for n in range(250)])
 
-    # Then Powertools took the first of each set and the one that filled it; the rest were appended
-    assert calls == [0.0, 99.0, 100.0, 199.0, 200.0]
+    # Then Powertools took the name's first value in the process and each that filled the set (and
+    # published it); every other value, the first of the next sets included, was stored directly
+    first = [0.0] if stored == "first in the process" else []
+    assert calls == [*first, 99.0, 199.0]
     assert len(metrics.provider.metric_set[NAME]["Value"]) == 50
 
 
@@ -122,3 +145,110 @@ def test_a_value_that_is_not_a_number_is_refused_as_add_metric_refuses_it(positi
 
     # Then both refuse it with the same words
     assert str(together.value) == str(one_call_each.value) == "2 is not a valid number"
+
+
+def test_a_complex_number_is_refused_as_add_metric_refuses_it_leaving_the_set_as_it_was() -> None:
+    # Given values of which one is a complex number: a Number that float() refuses
+    values: list[Any] = [1.0, 2.0, 3j]
+    general, fast = metrics_with({}), metrics_with({})
+
+    # When they are added one by one, and together
+    with pytest.raises(TypeError):
+        one_by_one(general, values)
+    with pytest.raises(TypeError):
+        add_values(fast, NAME, MetricUnit.Milliseconds, values)
+
+    # Then both sets hold what came before it, and nothing of it
+    assert _plain(fast.provider.metric_set) == _plain(general.provider.metric_set)
+
+
+NAMES = [f"Count{n:03d}" for n in range(120)] + [" Padded "]
+"""More names than a metric set holds (it is published at 100), and one add_metric stores stripped."""
+
+
+@pytest.mark.filterwarnings("ignore:No application metrics to publish")
+@pytest.mark.parametrize("seed", range(60))
+def test_any_sequence_of_counts_values_and_flushes_gives_what_add_metric_gives(
+    seed: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given two equal metric sets and a random sequence of additions (counts, runs of values, a name taken
+    # with another unit, a non-number) and flushes, as invocations make them
+    rng = random.Random(seed)  # noqa: S311 - a replayable sequence, not secrets
+    general, fast = metrics_with({}), metrics_with({})
+    capsys.readouterr()
+    for _ in range(40):
+        operation = rng.random()
+        if operation < 0.1:
+            # When an invocation ends: log_metrics flushes
+            general.flush_metrics()
+            printed_general = capsys.readouterr().out
+            fast.flush_metrics()
+            printed_fast = capsys.readouterr().out
+        elif operation < 0.2:
+            # When other code adds a value with add_metric itself, to both (maybe another unit for a name)
+            name, unit = (
+                rng.choice([NAME, *NAMES[:3]]),
+                rng.choice([MetricUnit.Milliseconds, MetricUnit.Count]),
+            )
+            general.add_metric(name=name, unit=unit, value=1.0)
+            fast.add_metric(name=name, unit=unit, value=1.0)
+            printed_general = capsys.readouterr().out
+            printed_fast = capsys.readouterr().out
+        elif operation < 0.55:
+            counts = {rng.choice(NAMES): rng.choice([0, 1, 7, 2.5, True]) for _ in range(rng.randint(1, 12))}
+            for name, count in counts.items():
+                general.add_metric(name=name, unit=MetricUnit.Count, value=count)
+            printed_general = capsys.readouterr().out
+            add_counts(fast, counts)
+            printed_fast = capsys.readouterr().out
+        else:
+            name = rng.choice([NAME, *NAMES[:3], NAMES[-1]])
+            unit = rng.choice([MetricUnit.Milliseconds, MetricUnit.Count])
+            values: list[Any] = [
+                rng.choice([rng.random() * 100, rng.randint(0, 9)]) for _ in range(rng.randint(0, 230))
+            ]
+            refused = rng.random() < 0.1 and bool(values)
+            if refused:
+                values[rng.randrange(len(values))] = "x"
+            with pytest.raises(MetricValueError) if refused else _nothing():
+                for value in values:
+                    general.add_metric(name=name, unit=unit, value=value)
+            printed_general = capsys.readouterr().out
+            with pytest.raises(MetricValueError) if refused else _nothing():
+                add_values(fast, name, unit, values)
+            printed_fast = capsys.readouterr().out
+        # Then each step printed the same documents and left the same set
+        assert printed_fast == printed_general
+        assert _plain(fast.provider.metric_set) == _plain(general.provider.metric_set)
+
+
+@contextlib.contextmanager
+def _nothing() -> Iterator[None]:
+    yield
+
+
+@pytest.mark.parametrize("held", [97, 98, 99])
+@pytest.mark.parametrize("how", ["add_counts", "add_values"])
+def test_a_new_metric_that_fills_the_set_publishes_it_as_add_metric_does(
+    held: int, how: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given two sets holding nearly as many metrics as a document may (100)
+    general = metrics_with({f"Held{n:03d}": 1 for n in range(held)})
+    fast = metrics_with({f"Held{n:03d}": 1 for n in range(held)})
+    capsys.readouterr()
+
+    # When one more metric, then another, are added both ways
+    for name in ("EventsPublished", "HeldEvents"):
+        general.add_metric(name=name, unit=MetricUnit.Count, value=1)
+    printed_general = capsys.readouterr().out
+    for name in ("EventsPublished", "HeldEvents"):
+        if how == "add_counts":
+            add_counts(fast, {name: 1})
+        else:
+            add_values(fast, name, MetricUnit.Count, [1])
+    printed_fast = capsys.readouterr().out
+
+    # Then the 100th metric published the set in both, and both hold the same after it
+    assert printed_fast == printed_general
+    assert printed_fast.count("\n") == (1 if held >= 98 else 0)
+    assert _plain(fast.provider.metric_set) == _plain(general.provider.metric_set)
