@@ -204,9 +204,9 @@ class OutboxEvent:
             except ValueError:
                 message = "status must be PENDING, PUBLISHED or FAILED"
                 raise InvalidEventError(message, field="status") from None
-        for field_name, valid, message in _EVENT_RULES:
-            if not valid(self):
-                raise InvalidEventError(message, field=field_name)
+        broken = _broken_rule(self)
+        if broken is not None:
+            raise InvalidEventError(broken[1], field=broken[0])
         object.__setattr__(self, "_payload_json", encode_payload(self.payload))
         object.__setattr__(self, "aggregate_key", aggregate_key(self.aggregate_type, self.aggregate_id))
 
@@ -352,55 +352,42 @@ _STATUSES = {status.value: status for status in OutboxStatus}
 _CANONICAL_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
-_EVENT_RULES: tuple[tuple[str, Callable[[OutboxEvent], bool], str], ...] = (
-    (
-        "aggregate_type",
-        lambda event: (
-            isinstance(event.aggregate_type, str) and bool(_AGGREGATE_TYPE.fullmatch(event.aggregate_type))
-        ),
-        "aggregate_type must be 1-64 letters, digits, '_', '.', '-' (no '#')",
-    ),
-    (
-        "aggregate_id",
-        lambda event: isinstance(event.aggregate_id, str) and 0 < len(event.aggregate_id) <= _MAX_ID_LENGTH,
-        f"aggregate_id must be 1-{_MAX_ID_LENGTH} characters",
-    ),
-    ("seq", lambda event: _is_int(event.seq) and event.seq >= 1, "seq must be an integer >= 1"),
-    (
-        "event_type",
-        lambda event: isinstance(event.event_type, str) and bool(_EVENT_TYPE.fullmatch(event.event_type)),
-        "event_type must be 1-128 letters, digits, '_', '.', '-'",
-    ),
-    (
-        "schema_version",
-        lambda event: _is_int(event.schema_version) and event.schema_version >= 1,
-        "schema_version must be an integer >= 1",
-    ),
-    ("event_id", lambda event: _is_uuid(event.event_id), "event_id must be a UUID"),
-    (
-        "occurred_at",
-        lambda event: _is_timestamp(event.occurred_at),
-        "occurred_at must be ISO-8601 UTC like 2026-11-29T12:00:00.123Z",
-    ),
-    (
-        "correlation_id",
-        lambda event: (
-            event.correlation_id is None
-            or (isinstance(event.correlation_id, str) and 0 < len(event.correlation_id) <= _MAX_ID_LENGTH)
-        ),
-        f"correlation_id must be 1-{_MAX_ID_LENGTH} characters",
-    ),
-    ("attempts", lambda event: _is_int(event.attempts) and event.attempts >= 0, "attempts must be >= 0"),
+def _broken_rule(event: OutboxEvent) -> tuple[str, str] | None:  # noqa: PLR0911 - a return per rule, in order
+    """The first rule of what every event holds that `event` breaks, as (field, message); None if it breaks
+    none. Checked in this order, so the first rule broken names the field, with constant messages, so the
+    checks cost no formatting while they pass. Text fields are checked to be text first: a list or a number
+    would pass a length check, or make a pattern raise TypeError, and then fail when the envelope is written.
+    Plain checks in one function, not a table of one callable per rule: this runs for every row the publisher
+    reads, and a call per rule cost about a twentieth of reading a row."""
+    if not (isinstance(event.aggregate_type, str) and _AGGREGATE_TYPE.fullmatch(event.aggregate_type)):
+        return "aggregate_type", "aggregate_type must be 1-64 letters, digits, '_', '.', '-' (no '#')"
+    if not (isinstance(event.aggregate_id, str) and 0 < len(event.aggregate_id) <= _MAX_ID_LENGTH):
+        return "aggregate_id", _AGGREGATE_ID_RULE
+    if not (_is_int(event.seq) and event.seq >= 1):
+        return "seq", "seq must be an integer >= 1"
+    if not (isinstance(event.event_type, str) and _EVENT_TYPE.fullmatch(event.event_type)):
+        return "event_type", "event_type must be 1-128 letters, digits, '_', '.', '-'"
+    if not (_is_int(event.schema_version) and event.schema_version >= 1):
+        return "schema_version", "schema_version must be an integer >= 1"
+    if not _is_uuid(event.event_id):
+        return "event_id", "event_id must be a UUID"
+    if not _is_timestamp(event.occurred_at):
+        return "occurred_at", "occurred_at must be ISO-8601 UTC like 2026-11-29T12:00:00.123Z"
+    correlation_id = event.correlation_id
+    if correlation_id is not None and not (
+        isinstance(correlation_id, str) and 0 < len(correlation_id) <= _MAX_ID_LENGTH
+    ):
+        return "correlation_id", _CORRELATION_ID_RULE
+    if not (_is_int(event.attempts) and event.attempts >= 0):
+        return "attempts", "attempts must be >= 0"
     # The TTL must never delete an event that has not left the outbox.
-    (
-        "expires_at",
-        lambda event: event.status is not OutboxStatus.PENDING or event.expires_at is None,
-        "a PENDING row must not expire",
-    ),
-)
-"""What every event holds, checked in this order (the first rule broken names the field): data, so the checks
-cost no message formatting while they pass. Text fields are checked to be text first: a list or a number
-would pass a length check, or make a pattern raise TypeError, and then fail when the envelope is written."""
+    if event.status is OutboxStatus.PENDING and event.expires_at is not None:
+        return "expires_at", "a PENDING row must not expire"
+    return None
+
+
+_AGGREGATE_ID_RULE = f"aggregate_id must be 1-{_MAX_ID_LENGTH} characters"
+_CORRELATION_ID_RULE = f"correlation_id must be 1-{_MAX_ID_LENGTH} characters"
 
 
 def _is_int(value: object) -> bool:

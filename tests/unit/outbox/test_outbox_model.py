@@ -131,6 +131,40 @@ def test_contract_breaches_are_typed_and_name_the_field(overrides: dict[str, Any
     assert raised.value.field == field
 
 
+RULES = [
+    ("aggregate_type", "Or#der", "aggregate_type must be 1-64 letters, digits, '_', '.', '-' (no '#')"),
+    ("aggregate_id", "x" * 257, "aggregate_id must be 1-256 characters"),
+    ("seq", 0, "seq must be an integer >= 1"),
+    ("event_type", "Order Placed", "event_type must be 1-128 letters, digits, '_', '.', '-'"),
+    ("schema_version", 0, "schema_version must be an integer >= 1"),
+    ("event_id", "not-a-uuid", "event_id must be a UUID"),
+    ("occurred_at", "yesterday", "occurred_at must be ISO-8601 UTC like 2026-11-29T12:00:00.123Z"),
+    ("correlation_id", "", "correlation_id must be 1-256 characters"),
+    ("attempts", -1, "attempts must be >= 0"),
+    ("expires_at", 1, "a PENDING row must not expire"),
+]
+"""Every rule of what an event holds, in the order they are checked, with a value that breaks it and the
+message it gives (a poison row's last_error carries it)."""
+
+
+@pytest.mark.parametrize(("field", "value", "message"), RULES, ids=[rule[0] for rule in RULES])
+def test_each_rule_names_its_field_with_its_message(field: str, value: Any, message: str) -> None:
+    # Given / When / Then
+    with pytest.raises(InvalidEventError) as raised:
+        replace(event(), **{field: value})
+    assert (raised.value.field, str(raised.value)) == (field, message)
+
+
+@pytest.mark.parametrize("first", range(len(RULES)))
+def test_an_event_breaking_several_rules_is_named_by_the_first_checked(first: int) -> None:
+    # Given an event breaking this rule and every later one
+    broken: dict[str, Any] = {field: value for field, value, _ in RULES[first:]}
+    # When / Then the error names this one
+    with pytest.raises(InvalidEventError) as raised:
+        replace(event(), **broken)
+    assert raised.value.field == RULES[first][0]
+
+
 def test_a_pending_row_never_expires() -> None:
     # Given / When / Then
     with pytest.raises(InvalidEventError) as raised:
