@@ -43,7 +43,7 @@ class StoredPayload(dict[str, Any]):
 
 def decode_payload(text: str) -> StoredPayload:
     try:
-        value = _DECODER.decode(text)
+        value = _parse(text)
     except _DuplicateKeyError:
         # Parsers disagree on which duplicate wins: forwarding such text would let consumers disagree.
         raise InvalidPayloadError("payload has duplicate keys", field="payload") from None
@@ -54,6 +54,17 @@ def decode_payload(text: str) -> StoredPayload:
     stored = StoredPayload(value)
     stored.text = text
     return stored
+
+
+def _parse(text: str) -> Any:
+    """`_DECODER.decode(text)`: the same value or the same error. Compact text, as every writer of this
+    library stores it, is read by `raw_decode` alone, without the two whitespace matches `decode` adds around
+    it; any other (whitespace around the value, trailing data, invalid JSON) goes to `decode` itself."""
+    try:
+        value, end = _DECODER.raw_decode(text)
+    except ValueError:
+        return _DECODER.decode(text)  # leading whitespace is valid; anything else fails there as it did
+    return value if end == len(text) else _DECODER.decode(text)
 
 
 def _reject_constant(name: str) -> float:
