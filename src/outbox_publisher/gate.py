@@ -62,6 +62,8 @@ def processing_order(candidates: Sequence[Candidate]) -> list[int]:
             places.setdefault(candidate.key.aggregate_key, []).append(index)
     order = list(range(len(candidates)))
     for indexes in places.values():
+        if len(indexes) == 1:
+            continue  # already in its place: most aggregates of a batch have one event
         by_seq = sorted(indexes, key=lambda index: _seq(candidates[index]))
         for place, index in zip(indexes, by_seq, strict=True):
             order[place] = index
