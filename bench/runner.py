@@ -62,8 +62,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name in selected:
         _progress(f"measuring {name}...")
         step = time.monotonic()
-        groups.extend(measurements(arguments)[name]())
+        measured = measurements(arguments)[name]()
         _progress(f"  {name}: {time.monotonic() - step:.0f} s")
+        for group in measured:
+            if not group.figures:  # the table would show its title alone: say why here
+                _progress(f"  {group.key}: nothing measured: {' '.join(group.notes)}")
+        groups.extend(measured)
     grouped = [group.to_json() for group in groups]
     results: dict[str, Any] = {
         "measured_by": MEASURED_BY

@@ -13,7 +13,7 @@ from typing import Any
 import boto3
 import pytest
 
-from bench import cost, cpu_figures, cpu_probe, render_doc
+from bench import cost, cpu_figures, cpu_probe, end_to_end, render_doc, runner
 from bench.canned_http import can
 from bench.counting import CallCounter
 from bench.deployment import Deployment
@@ -100,3 +100,17 @@ def test_the_cpu_probe_fails_when_the_publisher_hands_records_back(monkeypatch: 
     # When the probe runs our publisher, then it fails instead of counting a batch that was not published
     with pytest.raises(SystemExit, match="handed records back"):
         cpu_probe.run("ours", 10, 1)
+
+
+def test_a_group_that_measured_nothing_says_why_on_the_console(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given the end-to-end measurement without its load script
+    monkeypatch.setattr(end_to_end, "LOCAL_LOAD", tmp_path / "missing.py")
+
+    # When that group alone is measured
+    assert runner.main(["--only", "end_to_end"]) == 0
+
+    # Then the console says that nothing was measured, and why, beside the table's bare title
+    err = capsys.readouterr().err
+    assert "end_to_end: nothing measured: bench/local_load.py is not there yet" in err
