@@ -4,15 +4,15 @@ publisher's per-invocation counts and its per-event PublishLatencyMs.
 `add_metric` checks the name, the unit and the resolution, and formats a debug line holding the whole metric,
 every value so far, on each call, whether or not it is logged. For one value per event that was the largest
 single share of the publisher's own CPU per record; storing the nine counts of each invocation here instead
-saves about 6% of its instructions at a batch of ten (bench.cpu_probe). Powertools' CloudWatch EMF provider keeps a metric's values in a list
-(`metric_set[name]["Value"]`, beside its "Unit" and "StorageResolution") and publishes the set when it holds
-`MAX_METRICS` metrics or a list reaches `MAX_METRICS` values. So a value that neither fills a list nor adds
-the set's last metric is stored here directly, once `add_metric` has stored that name with that unit in this
-process: its checks passed then, and their outcome depends only on the name and unit. Every other value goes
-through `add_metric` itself: a name's first in the process, the value that publishes the set, every value
-while Powertools' debug logging is on (its debug lines), a value that is not a number (its error), and every
-value of any other provider. The same EMF, flushed at the same values
-(tests/unit/publisher/test_metric_values.py compares the two on many sequences).
+saves about 6% of its instructions at a batch of ten (bench.cpu_probe). Powertools' CloudWatch EMF provider
+keeps a metric's values in a list (`metric_set[name]["Value"]`, beside its "Unit" and "StorageResolution")
+and publishes the set when it holds `MAX_METRICS` metrics or a list reaches `MAX_METRICS` values. So a value
+that neither fills a list nor adds the set's last metric is stored here directly, once `add_metric` has
+stored that name with that unit in this process: its checks passed then, and their outcome depends only on
+the name and unit. Every other value goes through `add_metric` itself: a name's first in the process, the
+value that publishes the set, every value while Powertools' debug logging is on (its debug lines), a value
+that is not a number (its error), and every value of any other provider. The same EMF, flushed at the same
+values (tests/unit/publisher/test_metric_values.py compares the two on many sequences).
 """
 
 from __future__ import annotations
