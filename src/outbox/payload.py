@@ -43,7 +43,9 @@ class StoredPayload(dict[str, Any]):
 
 def decode_payload(text: str) -> StoredPayload:
     try:
-        value = _parse(text)
+        value = _compact(text)
+        if value is _NOT_COMPACT:
+            value = _DECODER.decode(text)  # called here, not deeper: a nesting depth reads as it always did
     except _DuplicateKeyError:
         # Parsers disagree on which duplicate wins: forwarding such text would let consumers disagree.
         raise InvalidPayloadError("payload has duplicate keys", field="payload") from None
@@ -56,15 +58,18 @@ def decode_payload(text: str) -> StoredPayload:
     return stored
 
 
-def _parse(text: str) -> Any:
-    """`_DECODER.decode(text)`: the same value or the same error. Compact text, as every writer of this
-    library stores it, is read by `raw_decode` alone, without the two whitespace matches `decode` adds around
-    it; any other (whitespace around the value, trailing data, invalid JSON) goes to `decode` itself."""
+def _compact(text: str) -> Any:
+    """The value of compact text, as every writer of this library stores it, read by `raw_decode` alone
+    (without the two whitespace matches `decode` adds around it); `_NOT_COMPACT` for any other text
+    (whitespace around the value, trailing data, invalid JSON), which `decode` reads, or refuses, itself."""
     try:
         value, end = _DECODER.raw_decode(text)
     except ValueError:
-        return _DECODER.decode(text)  # leading whitespace is valid; anything else fails there as it did
-    return value if end == len(text) else _DECODER.decode(text)
+        return _NOT_COMPACT
+    return value if end == len(text) else _NOT_COMPACT
+
+
+_NOT_COMPACT: Any = object()
 
 
 def _reject_constant(name: str) -> float:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import numbers
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from aws_lambda_powertools import Metrics
@@ -44,7 +44,7 @@ def add_counts(metrics: Metrics, counts: Mapping[str, float]) -> None:
         _add_one(metrics, name, MetricUnit.Count, value)
 
 
-def add_values(metrics: Metrics, name: str, unit: MetricUnit, values: Iterable[float]) -> None:
+def add_values(metrics: Metrics, name: str, unit: MetricUnit, values: Sequence[float]) -> None:
     """`metrics.add_metric(name=name, unit=unit, value=value)` for each value, in order."""
     if not _direct(metrics):
         for value in values:
@@ -76,16 +76,17 @@ def _direct(metrics: Metrics) -> bool:
 def _add_one(metrics: Metrics, name: str, unit: MetricUnit, value: float) -> list[float] | None:
     """Adds `value` as `add_metric` would; returns the metric's values if the next one may be appended."""
     metric_set = metrics.provider.metric_set
-    metric = metric_set.get(name)
     known = _STORED.get(name)
-    if known is not None and known[0] is unit and _is_number(value):
-        number = float(value)  # before the set changes: add_metric raises here too (a complex number)
+    number = _as_float(value) if known is not None and known[0] is unit else None
+    if known is not None and number is not None:
         stored = known[1], known[2]
+        metric = metric_set.get(name)
         if metric is None and len(metric_set) < MAX_METRICS - 1:  # the set's last metric publishes it
             metric = metric_set[name] = defaultdict(list)
             metric["Unit"], metric["StorageResolution"] = stored
         if (
             metric is not None
+            and len(metric_set) < MAX_METRICS  # a full set (a publish that raised) goes out at any add_metric
             and len(metric["Value"]) < MAX_METRICS - 1  # the list's last value publishes the set
             and (metric["Unit"], metric["StorageResolution"]) == stored  # else add_metric sets them anew
         ):
@@ -97,3 +98,15 @@ def _add_one(metrics: Metrics, name: str, unit: MetricUnit, value: float) -> lis
         return None
     _STORED[name] = (unit, metric["Unit"], metric["StorageResolution"])
     return metric["Value"]  # type: ignore[no-any-return]
+
+
+def _as_float(value: float) -> float | None:
+    """`float(value)` for a value `add_metric` stores; None for one it refuses, which it must see: not a
+    number (its MetricValueError), or a number `float()` refuses (a complex number, an int past 1e308: its
+    error, raised after it has set the metric's unit and resolution)."""
+    if not _is_number(value):
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError, OverflowError):
+        return None

@@ -10,12 +10,13 @@ import logging
 import random
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from decimal import Decimal
 from typing import Any
 
 import pytest
 from aws_lambda_powertools import Metrics
 from aws_lambda_powertools.metrics import MetricUnit
-from aws_lambda_powertools.metrics.exceptions import MetricValueError
+from aws_lambda_powertools.metrics.exceptions import MetricValueError, SchemaValidationError
 from aws_lambda_powertools.metrics.provider.cloudwatch_emf.cloudwatch import AmazonCloudWatchEMFProvider
 
 from outbox_publisher import metric_values
@@ -162,6 +163,8 @@ def test_a_complex_number_is_refused_as_add_metric_refuses_it_leaving_the_set_as
     assert _plain(fast.provider.metric_set) == _plain(general.provider.metric_set)
 
 
+REFUSALS = (MetricValueError, TypeError, OverflowError)
+"""What add_metric raises for a value it refuses: not a number, a complex number, an int past a float's."""
 NAMES = [f"Count{n:03d}" for n in range(120)] + [" Padded "]
 """More names than a metric set holds (it is published at 100), and one add_metric stores stripped."""
 
@@ -185,13 +188,14 @@ def test_any_sequence_of_counts_values_and_flushes_gives_what_add_metric_gives(
             fast.flush_metrics()
             printed_fast = capsys.readouterr().out
         elif operation < 0.2:
-            # When other code adds a value with add_metric itself, to both (maybe another unit for a name)
-            name, unit = (
+            # When other code adds a value with add_metric itself, to both (maybe another unit or resolution)
+            name, unit, resolution = (
                 rng.choice([NAME, *NAMES[:3]]),
                 rng.choice([MetricUnit.Milliseconds, MetricUnit.Count]),
+                rng.choice([60, 1]),
             )
-            general.add_metric(name=name, unit=unit, value=1.0)
-            fast.add_metric(name=name, unit=unit, value=1.0)
+            general.add_metric(name=name, unit=unit, value=1.0, resolution=resolution)
+            fast.add_metric(name=name, unit=unit, value=1.0, resolution=resolution)
             printed_general = capsys.readouterr().out
             printed_fast = capsys.readouterr().out
         elif operation < 0.55:
@@ -208,13 +212,13 @@ def test_any_sequence_of_counts_values_and_flushes_gives_what_add_metric_gives(
                 rng.choice([rng.random() * 100, rng.randint(0, 9)]) for _ in range(rng.randint(0, 230))
             ]
             refused = rng.random() < 0.1 and bool(values)
-            if refused:
-                values[rng.randrange(len(values))] = "x"
-            with pytest.raises(MetricValueError) if refused else _nothing():
+            if refused:  # not a number, or a number float() refuses
+                values[rng.randrange(len(values))] = rng.choice(["x", 3j, 10**400])
+            with pytest.raises(REFUSALS) if refused else _nothing():
                 for value in values:
                     general.add_metric(name=name, unit=unit, value=value)
             printed_general = capsys.readouterr().out
-            with pytest.raises(MetricValueError) if refused else _nothing():
+            with pytest.raises(REFUSALS) if refused else _nothing():
                 add_values(fast, name, unit, values)
             printed_fast = capsys.readouterr().out
         # Then each step printed the same documents and left the same set
@@ -252,3 +256,51 @@ def test_a_new_metric_that_fills_the_set_publishes_it_as_add_metric_does(
     assert printed_fast == printed_general
     assert printed_fast.count("\n") == (1 if held >= 98 else 0)
     assert _plain(fast.provider.metric_set) == _plain(general.provider.metric_set)
+
+
+@pytest.mark.parametrize(
+    "value", [3j, 10**400, Decimal("sNaN")], ids=["complex", "huge int", "signalling NaN"]
+)
+@pytest.mark.parametrize("unit", [MetricUnit.Count, MetricUnit.Milliseconds])
+def test_a_number_float_refuses_leaves_the_set_as_add_metric_leaves_it(value: Any, unit: MetricUnit) -> None:
+    # Given a count other code added with a high resolution, or with another unit
+    general, fast = metrics_with({}), metrics_with({})
+    for metrics in (general, fast):
+        metrics.add_metric(name="EventsPublished", unit=unit, value=1, resolution=1)
+
+    # When a number float() refuses is counted, one way and the other
+    with pytest.raises(Exception) as one_way:  # noqa: PT011 - the same error either way, whatever it is
+        general.add_metric(name="EventsPublished", unit=MetricUnit.Count, value=value)
+    with pytest.raises(Exception) as other_way:  # noqa: PT011
+        add_counts(fast, {"EventsPublished": value})
+
+    # Then both raise it after add_metric has set the count's unit and resolution anew
+    assert type(other_way.value) is type(one_way.value)
+    assert _plain(fast.provider.metric_set) == _plain(general.provider.metric_set)
+
+
+def test_a_full_set_a_failed_publish_left_goes_out_at_the_next_value_as_add_metric_sends_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Given sets left holding 100 metrics by a publish that raised (no namespace then)
+    general, fast = metrics_with({}), metrics_with({})
+    for metrics in (general, fast):
+        metrics.provider.namespace = None  # type: ignore[assignment]  # as a missing environment leaves it
+        for name in NAMES[:99]:
+            metrics.add_metric(name=name, unit=MetricUnit.Count, value=1)
+        with pytest.raises(SchemaValidationError):
+            metrics.add_metric(name=NAMES[99], unit=MetricUnit.Count, value=1)
+        metrics.provider.namespace = "Test"
+    assert len(fast.provider.metric_set) == 100
+    capsys.readouterr()
+
+    # When one more value of a metric they hold is counted, one way and the other
+    general.add_metric(name=NAMES[0], unit=MetricUnit.Count, value=2)
+    printed_general = capsys.readouterr().out
+    add_counts(fast, {NAMES[0]: 2})
+    printed_fast = capsys.readouterr().out
+
+    # Then both published the set with it, as one document, and hold nothing after it
+    assert printed_fast == printed_general
+    assert printed_fast.count("\n") == 1
+    assert _plain(fast.provider.metric_set) == _plain(general.provider.metric_set) == {}
