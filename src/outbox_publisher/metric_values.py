@@ -11,8 +11,9 @@ that neither fills a list nor adds the set's last metric is stored here directly
 stored that name with that unit in this process: its checks passed then, and their outcome depends only on
 the name and unit. Every other value goes through `add_metric` itself: a name's first in the process, the
 value that publishes the set, every value while Powertools' debug logging is on (its debug lines), a value
-that is not a number (its error), and every value of any other provider. The same EMF, flushed at the same
-values (tests/unit/publisher/test_metric_values.py compares the two on many sequences).
+that is not a number or that `float()` refuses (their errors), and every value of any other provider. The
+same EMF, flushed at the same values (tests/unit/publisher/test_metric_values.py compares the two on many
+sequences).
 """
 
 from __future__ import annotations
