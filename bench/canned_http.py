@@ -7,8 +7,9 @@ these clients counts all of botocore's work but the socket. (botocore's Stubber 
 signing altogether: not what we want to measure.)
 
 The answers are the smallest valid successes: every SNS batch entry successful (ids read from the request),
-one EventBridge EventId per entry, `{}` for DynamoDB writes. An operation without a canned answer fails at
-once: a CPU figure must not quietly measure an error path.
+one EventBridge EventId per entry, `{}` for DynamoDB writes and GetItem (no item), every key of a BatchGetItem
+absent, an empty Scan page. An operation without a canned answer fails at once: a CPU figure must not quietly
+measure an error path.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ _SNS_XML = (
     '<{op}Response xmlns="http://sns.amazonaws.com/doc/2010-03-31/"><{op}Result>{body}</{op}Result>'
     + ("<ResponseMetadata><RequestId>canned</RequestId></ResponseMetadata></{op}Response>")
 )
-_JSON_EMPTY = {"TransactWriteItems", "UpdateItem", "PutItem", "DeleteItem"}
+_JSON_EMPTY = {"TransactWriteItems", "UpdateItem", "PutItem", "DeleteItem", "GetItem"}
 
 
 class CannedBody:
@@ -57,6 +58,12 @@ def answer(request: Any, event_name: str, **_: Any) -> AWSResponse:
         return _response(request, "application/x-amz-json-1.1", _put_events(data.count(b'"Source":')))
     if operation in _JSON_EMPTY:
         return _response(request, "application/x-amz-json-1.0", b"{}")
+    if operation == "BatchGetItem":
+        return _response(request, "application/x-amz-json-1.0", _batch_get(data))
+    if operation == "Scan":
+        return _response(
+            request, "application/x-amz-json-1.0", b'{"Items": [], "Count": 0, "ScannedCount": 0}'
+        )
     raise NotImplementedError(f"no canned answer for {event_name}")
 
 
@@ -75,6 +82,12 @@ def _publish_batch(ids: tuple[bytes, ...]) -> bytes:
 @functools.cache
 def _sns_publish() -> bytes:
     return _SNS_XML.format(op="Publish", body="<MessageId>canned</MessageId>").encode()
+
+
+def _batch_get(data: bytes) -> bytes:
+    """Every key absent, for every table asked."""
+    tables = json.loads(data)["RequestItems"]
+    return json.dumps({"Responses": {table: [] for table in tables}, "UnprocessedKeys": {}}).encode()
 
 
 @functools.cache

@@ -1,34 +1,62 @@
-"""Cost per million events: ours, the naive publisher and EventBridge Pipes, from the measured figures and
-AWS's published prices (bench.prices), each line with its arithmetic.
+"""Cost per million events: ours, the naive publisher and EventBridge Pipes, on every interleave the publish
+figures count, from the measured figures and AWS's published prices (bench.prices), each line with its
+arithmetic; and the fixed monthly cost, apart.
 
-What is counted is what publishing adds per event, from the outbox row's write to its deletion: the business
+What is counted is what publishing adds per event, from the outbox row's write to its settle: the business
 write (the order row, an idempotency record) is the same whichever way events are published, and left out.
 
-- Ours: the measured publish calls' billed units (random interleave of the issue's 100 records over 10
-  aggregates), the outbox row's writes (row, pending-index entry, mark, index removal), the order gate's
-  reads (healthy path), Lambda invocations at full batches of the mapping's BatchSize, and Lambda duration
-  from the CPU measured here with real botocore request building (a floor: network waits are not measured,
-  so their price is given per 10 ms waited per call instead of being guessed). Stream reads by Lambda: free.
-- Naive: the same, for its one Publish, one PutEvents and one UpdateItem per record; its row has no index.
+- Ours, per interleave (`publish.*`): the billed SNS requests and EventBridge events of its publish calls, the
+  outbox row's writes (its Put in the business transaction, `write.wcu.place.no_key`'s outbox share; its
+  settle and any other write, measured in the interleave), the order gate's reads (measured), Lambda
+  invocations at full batches of the mapping's BatchSize, Lambda duration priced from wall time (below), what
+  it writes to CloudWatch Logs (`logs.publisher.bytes_per_event`) and the X-Ray traces of its invocations
+  (an upper bound: every invocation sampled). Stream reads by Lambda: free.
+- Naive: the same, for its one Publish, one PutEvents and one UpdateItem per record; its row is marked, then
+  left to its TTL (deletes by TTL are free); it writes no log and keeps no trace.
 - Pipes: two pipes (one per target) reading the stream, each request billed; the SNS and EventBridge targets
-  batched by 10 (the most Pipes puts in one call to them); the row written once, with its TTL, never marked.
-  Pipes' own stream reads are billed (it is not Lambda) but its polling rate is not documented: not counted.
-  Pipes keeps stream order, but has no order gate, no poison isolation per aggregate and no sweeper.
+  batched by 10 (the most Pipes puts in one call to them); the row written once, with its TTL, never settled.
+  Pipes' own stream reads are billed (it is not Lambda) but its polling rate is not documented: not counted
+  (its fixed cost says what they would be at Lambda's rate). Pipes keeps stream order, but has no order gate,
+  no poison isolation per aggregate and no sweeper.
+
+Lambda duration is wall time at the configured memory (bench.latency): the CPU measured on this machine with
+real botocore request building (`cpu.cost.*`, the same interleave) divided by the function's vCPU share, plus
+the wait of each AWS call the interleave made, one after another, at the latency assumed per service (our
+row updates wait as one round trip per `outbox_publisher.dynamodb_rows.WORKERS` of them: they are in flight
+together).
+
+The fixed monthly cost, whatever the traffic: ours pays for its custom metrics, its alarms and dashboard, and
+the sweeper's idle runs (a cursor GetItem, one Scan page, a cursor PutItem, the invocation, its duration, log
+and trace); the naive publisher has none of them (and watches nothing); Pipes has its stream reads.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bench import prices
+from bench import latency, prices
 from bench.deployment import Deployment
 from bench.prices import Price
+from outbox_publisher.dynamodb_rows import WORKERS as ROW_UPDATE_WORKERS
 
 EVENTS = 1_000_000
-INTERLEAVE = "publish.random"
-WAIT_PER_CALL_MS = 10
+HEADLINE = "publish.random"
+"""The interleave the summary figures of earlier runs used: 100 records over 10 aggregates, random."""
+WAIT_STEP_MS = 10
+LAMBDA_POLLS_PER_SECOND = 4
+"""Lambda's mapping polls each shard of a DynamoDB stream 4 times a second (documented for Lambda:
+https://docs.aws.amazon.com/lambda/latest/dg/with-ddb.html); Pipes documents no rate."""
+SECONDS_PER_MONTH = 60 * 60 * 24 * 30
+SWEEPER_IDLE_CALLS = ("dynamodb.GetItem", "dynamodb.Scan", "dynamodb.PutItem")
+XRAY_SAMPLED_BEYOND_RESERVOIR = 0.05
+"""X-Ray's default sampling rule: the first request each second, then 5% of the others
+(https://docs.aws.amazon.com/xray/latest/devguide/xray-console-sampling.html)."""
+ROW_UPDATES = frozenset({"dynamodb.DeleteItem", "dynamodb.UpdateItem"})
+"""Our publisher's calls that its row updater makes several at a time."""
+OURS, NAIVE, PIPES = "ours", "naive publisher", "EventBridge Pipes (one pipe per target)"
 
 
 @dataclass(frozen=True)
@@ -48,7 +76,7 @@ class Line:
     def to_json(self) -> dict[str, Any]:
         arithmetic = (
             f"{self.quantity:.4g} {self.unit}/event x {EVENTS:,} events x ${dollars(self.price.usd)} per "
-            f"{self.price.per:,} = ${self.usd:.2f}"
+            f"{self.price.per:,} = ${self.usd:.3f}"
         )
         return {
             "item": self.item,
@@ -56,6 +84,31 @@ class Line:
             "unit": self.unit,
             "usd_per_million_events": self.usd,
             "arithmetic": arithmetic,
+            "how": self.how,
+        }
+
+
+@dataclass(frozen=True)
+class MonthlyLine:
+    item: str
+    quantity: float
+    """Units per month."""
+    unit: str
+    price: Price
+    how: str
+
+    @property
+    def usd(self) -> float:
+        return self.quantity * self.price.per_unit
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "item": self.item,
+            "usd_per_month": self.usd,
+            "arithmetic": (
+                f"{self.quantity:,.6g} {self.unit} x ${dollars(self.price.usd)} per {self.price.per:,} "
+                f"= ${self.usd:.4f}"
+            ),
             "how": self.how,
         }
 
@@ -71,110 +124,169 @@ def option(name: str, lines: Sequence[Line], not_counted: Sequence[str]) -> dict
 
 def compute(groups: Sequence[Mapping[str, Any]], deployment: Deployment) -> dict[str, Any]:
     figure = {f["key"]: f for group in groups for f in group["figures"]}
-    publish = figure[INTERLEAVE]
-    ours_billed, naive_billed = (
-        publish["detail"]["ours_billed_per_event"],
-        publish["detail"]["naive_billed_per_event"],
-    )
-    place = figure["write.wcu.place.no_key"]["detail"]["by_table"]["outbox"]
-    lifecycle = figure["lifecycle.wcu.place.no_key"]["detail"]
-    row_wcu = place["table_wcu"]
-    ours_writes = row_wcu + place["index_wcu"] + lifecycle["mark_table_wcu"] + lifecycle["mark_index_wcu"]
-    naive_mark = figure["marking.wcu.first"]["baseline"]
-    memory_gb = deployment.publisher_memory_mb / 1024
-    batch = deployment.batch_size
-    cpu_ours, cpu_naive = figure["cpu.botocore.100"]["ours"], figure["cpu.botocore.100"]["baseline"]
-    calls_ours = _calls_per_event(publish["detail"]["ours_calls"], publish["detail"]["events"])
-    calls_naive = _calls_per_event(publish["detail"]["naive_calls"], publish["detail"]["events"])
-    wait = f"network waits: each {WAIT_PER_CALL_MS} ms waited per API call adds ${{:.2f}} per million events"
+    scenarios = [key for key in figure if key.startswith("publish.")]
+    costed = {key: _scenario(figure, key, deployment) for key in scenarios}
+    summary = [
+        {
+            "scenario": key,
+            "label": figure[key]["label"],
+            **{option["name"]: option["total_usd_per_million_events"] for option in options},
+            "below_both": _below_both(options),
+        }
+        for key, options in costed.items()
+    ]
+    return {
+        "events": EVENTS,
+        "region": prices.REGION,
+        "prices_checked_on": prices.CHECKED_ON,
+        "prices": {name: price.to_json() for name, price in prices.ALL.items()},
+        "latency": {name: call.to_json() for name, call in latency.ALL.items()},
+        "deployment": deployment.to_json(),
+        "headline": HEADLINE,
+        "summary": summary,
+        "by_scenario": {
+            key: {"label": figure[key]["label"], "options": options} for key, options in costed.items()
+        },
+        "fixed_per_month": _fixed(figure, deployment),
+    }
 
+
+def totals(computed: Mapping[str, Any], scenario: str) -> dict[str, float]:
+    """{option name: USD per million events} of one interleave."""
+    return {
+        option["name"]: option["total_usd_per_million_events"]
+        for option in computed["by_scenario"][scenario]["options"]
+    }
+
+
+def dollars(usd: float) -> str:
+    """A price as written on AWS's pages: no exponent (0.0000133334, not 1.33334e-05)."""
+    return f"{usd:.10f}".rstrip("0").rstrip(".")
+
+
+def _below_both(options: Sequence[Mapping[str, Any]]) -> bool:
+    ours, *others = (option["total_usd_per_million_events"] for option in options)
+    return all(ours < other for other in others)
+
+
+def _scenario(figure: Mapping[str, Any], key: str, deployment: Deployment) -> list[dict[str, Any]]:
+    publish = figure[key]["detail"]
+    name = key.removeprefix("publish.")
+    events = publish["events"]
+    cpu = figure[f"cpu.cost.{name}"]
+    row_wru = figure["write.wcu.place.no_key"]["detail"]["by_table"]["outbox"]["table_wcu"]
+    ours_capacity, naive_capacity = publish["ours_capacity_per_event"], publish["naive_capacity_per_event"]
+    ours_billed, naive_billed = publish["ours_billed_per_event"], publish["naive_billed_per_event"]
+    memory_mb, batch = deployment.publisher_memory_mb, deployment.batch_size
+    log_bytes = figure["logs.publisher.bytes_per_event"]
+    ours_calls = _per_event(_round_trips(publish["ours_calls"]), events)
+    naive_calls = _per_event(publish["naive_calls"], events)
+    invocations = 1 / batch
     ours = option(
-        "ours",
+        OURS,
         [
-            Line(
-                "SNS publish requests",
-                ours_billed["sns_requests"],
-                "requests",
-                prices.SNS_REQUEST,
-                f"{INTERLEAVE}",
-            ),
+            Line("SNS publish requests", ours_billed["sns_requests"], "requests", prices.SNS_REQUEST, key),
             Line(
                 "EventBridge events",
                 ours_billed["eventbridge_events"],
                 "events",
                 prices.EVENTBRIDGE_EVENT,
-                INTERLEAVE,
+                key,
             ),
             Line(
                 "DynamoDB writes",
-                ours_writes,
+                row_wru + ours_capacity["settle_wcu"] + ours_capacity["other_write_wcu"],
                 "WRU",
                 prices.DYNAMODB_WRITE_REQUEST_UNIT,
-                f"row {row_wcu:g} + pending index {place['index_wcu']:g} "
-                f"+ mark {lifecycle['mark_table_wcu']:g} + index removal {lifecycle['mark_index_wcu']:g} "
-                "+ TTL delete 0",
+                f"row {row_wru:g} (in the business transaction) + settle {ours_capacity['settle_wcu']:g} "
+                f"(DeleteItem) + other writes {ours_capacity['other_write_wcu']:g} ({key})",
             ),
             Line(
                 "DynamoDB reads (order gate)",
-                figure["gate.rcu.healthy"]["ours"],
+                ours_capacity["gate_rru"],
                 "RRU",
                 prices.DYNAMODB_READ_REQUEST_UNIT,
-                "gate.rcu.healthy",
+                f"BatchGetItem, strongly consistent ({key})",
             ),
             Line(
-                "Lambda requests", 1 / batch, "invocations", prices.LAMBDA_REQUEST, f"full batches of {batch}"
+                "Lambda requests",
+                invocations,
+                "invocations",
+                prices.LAMBDA_REQUEST,
+                f"full batches of {batch}",
             ),
-            _duration(cpu_ours, memory_gb),
+            _duration(cpu["ours"], ours_calls, memory_mb, f"cpu.cost.{name}"),
+            Line(
+                "CloudWatch Logs ingested",
+                log_bytes["ours"],
+                "bytes",
+                prices.CLOUDWATCH_LOGS_INGESTED,
+                "logs.publisher.bytes_per_event (summary line and EMF metrics, a batch of 100)",
+            ),
+            Line(
+                "X-Ray traces",
+                invocations,
+                "traces",
+                prices.XRAY_TRACE_RECORDED,
+                "one per invocation (Tracing: Active): the default sampling rule's first request each second "
+                "takes every one below a second apart; beyond, 5% of them, "
+                f"${_xray_at_scale(invocations):.4f}",
+            ),
             Line(
                 "DynamoDB Streams reads",
-                1 / batch,
+                invocations,
                 "GetRecords",
                 prices.DYNAMODB_STREAMS_READ_BY_LAMBDA,
                 "by Lambda: free",
             ),
         ],
-        [wait.format(_wait_usd(calls_ours, memory_gb)), "the sweeper's fixed cost (below)"],
+        [_wait_step(ours_calls, memory_mb), "the fixed monthly cost (below)"],
     )
     naive = option(
-        "naive publisher",
+        NAIVE,
         [
-            Line(
-                "SNS publish requests",
-                naive_billed["sns_requests"],
-                "requests",
-                prices.SNS_REQUEST,
-                INTERLEAVE,
-            ),
+            Line("SNS publish requests", naive_billed["sns_requests"], "requests", prices.SNS_REQUEST, key),
             Line(
                 "EventBridge events",
                 naive_billed["eventbridge_events"],
                 "events",
                 prices.EVENTBRIDGE_EVENT,
-                INTERLEAVE,
+                key,
             ),
             Line(
                 "DynamoDB writes",
-                row_wcu + naive_mark,
+                row_wru + naive_capacity["mark_wcu"],
                 "WRU",
                 prices.DYNAMODB_WRITE_REQUEST_UNIT,
-                f"row {row_wcu:g} (no index) + mark {naive_mark:g} (UpdateItem) + TTL delete 0",
+                f"row {row_wru:g} + mark {naive_capacity['mark_wcu']:g} (UpdateItem) + TTL delete 0",
             ),
             Line(
-                "Lambda requests", 1 / batch, "invocations", prices.LAMBDA_REQUEST, f"full batches of {batch}"
+                "Lambda requests",
+                invocations,
+                "invocations",
+                prices.LAMBDA_REQUEST,
+                f"full batches of {batch}",
             ),
-            _duration(cpu_naive, memory_gb),
+            _duration(cpu["baseline"], naive_calls, memory_mb, f"cpu.cost.{name}"),
+            Line(
+                "CloudWatch Logs ingested",
+                log_bytes["baseline"],
+                "bytes",
+                prices.CLOUDWATCH_LOGS_INGESTED,
+                "logs.publisher.bytes_per_event (it logs nothing)",
+            ),
             Line(
                 "DynamoDB Streams reads",
-                1 / batch,
+                invocations,
                 "GetRecords",
                 prices.DYNAMODB_STREAMS_READ_BY_LAMBDA,
                 "by Lambda: free",
             ),
         ],
-        [wait.format(_wait_usd(calls_naive, memory_gb))],
+        [_wait_step(naive_calls, memory_mb), "tracing (a sample would not turn it on)"],
     )
     pipes = option(
-        "EventBridge Pipes (one pipe per target)",
+        PIPES,
         [
             Line(
                 "Pipes requests",
@@ -193,87 +305,179 @@ def compute(groups: Sequence[Mapping[str, Any]], deployment: Deployment) -> dict
             ),
             Line(
                 "DynamoDB writes",
-                row_wcu,
+                row_wru,
                 "WRU",
                 prices.DYNAMODB_WRITE_REQUEST_UNIT,
-                f"row {row_wcu:g}, TTL set at write; no index, no mark",
+                f"row {row_wru:g}, TTL set at write; nothing settles it",
             ),
         ],
-        ["the pipes' DynamoDB Streams reads (billed for non-Lambda readers; polling rate undocumented)"],
+        [
+            "the pipes' DynamoDB Streams reads (billed for non-Lambda readers; polling rate undocumented): "
+            "see the fixed cost",
+            "if Pipes billed a batch of 10 events as one request (its pricing page counts 64 KB chunks of a "
+            "payload, and says nothing of batches), its requests line would be $0.08 instead of $0.80",
+        ],
     )
+    return [ours, naive, pipes]
+
+
+def _xray_at_scale(invocations_per_event: float) -> float:
+    """The X-Ray line when the default rule samples XRAY_SAMPLED_BEYOND_RESERVOIR of the invocations."""
+    return (
+        invocations_per_event * XRAY_SAMPLED_BEYOND_RESERVOIR * EVENTS * prices.XRAY_TRACE_RECORDED.per_unit
+    )
+
+
+def _round_trips(calls: Mapping[str, int]) -> dict[str, float]:
+    """The waits of our publisher's calls, one after another: its row updates (settles, FAILED marks, parks)
+    go `ROW_UPDATE_WORKERS` at a time (outbox_publisher.dynamodb_rows), so their waits are that many fewer."""
     return {
-        "events": EVENTS,
-        "region": prices.REGION,
-        "prices_checked_on": prices.CHECKED_ON,
-        "prices": {name: price.to_json() for name, price in prices.ALL.items()},
-        "deployment": deployment.to_json(),
-        "options": [ours, naive, pipes],
-        "sns_by_interleave": {
-            key: {
-                "ours_requests_per_event": f["detail"]["ours_billed_per_event"].get("sns_requests"),
-                "usd_per_million_events": f["detail"]["ours_billed_per_event"].get("sns_requests", 0)
-                * EVENTS
-                * prices.SNS_REQUEST.per_unit,
-                "label": f["label"],
-            }
-            for key, f in figure.items()
-            if key.startswith("publish.")
-        },
-        "sweeper_per_month": _sweeper_month(figure),
+        operation: math.ceil(count / ROW_UPDATE_WORKERS) if operation in ROW_UPDATES else count
+        for operation, count in calls.items()
     }
 
 
-def dollars(usd: float) -> str:
-    """A price as written on AWS's pages: no exponent (0.0000133334, not 1.33334e-05)."""
-    return f"{usd:.10f}".rstrip("0").rstrip(".")
+def _per_event(calls: Mapping[str, float], events: int) -> dict[str, float]:
+    return {operation: count / events for operation, count in calls.items()}
 
 
-def _duration(cpu_us: float, memory_gb: float) -> Line:
+def _waits_ms(calls_per_event: Mapping[str, float]) -> tuple[float, str]:
+    waited = 0.0
+    parts = []
+    for operation, calls in sorted(calls_per_event.items()):
+        ms = latency.of(operation).ms
+        waited += calls * ms
+        parts.append(f"{calls:.3g} {operation.split('.', 1)[1]} x {ms:g} ms")
+    return waited, " + ".join(parts) or "no call"
+
+
+def _duration(cpu_us: float, calls_per_event: Mapping[str, float], memory_mb: int, source: str) -> Line:
+    share = latency.vcpu_share(memory_mb)
+    waited_ms, waits = _waits_ms(calls_per_event)
+    wall_us = cpu_us / share + waited_ms * 1000
+    memory_gb = memory_mb / 1024
     return Line(
         "Lambda duration (arm64)",
-        memory_gb * cpu_us / 1e6,
+        memory_gb * wall_us / 1e6,
         "GB-s",
         prices.LAMBDA_ARM64_GB_SECOND,
-        f"{memory_gb:g} GB x {cpu_us:,.0f} us CPU/event (cpu.botocore.100 on this machine; no network wait)",
+        f"{memory_gb:g} GB x ({cpu_us:,.0f} us CPU ({source}) / {share:.3f} vCPU = {cpu_us / share:,.0f} us, "
+        f"+ waits {waits} = {waited_ms:,.2f} ms) = {wall_us:,.0f} us wall",
     )
 
 
-def _calls_per_event(calls: Mapping[str, int], events: int) -> float:
-    return sum(calls.values()) / events
-
-
-def _wait_usd(calls_per_event: float, memory_gb: float) -> float:
+def _wait_step(calls_per_event: Mapping[str, float], memory_mb: int) -> str:
+    calls = sum(calls_per_event.values())
+    usd = calls * WAIT_STEP_MS / 1000 * (memory_mb / 1024) * EVENTS * prices.LAMBDA_ARM64_GB_SECOND.per_unit
     return (
-        calls_per_event
-        * WAIT_PER_CALL_MS
-        / 1000
-        * memory_gb
-        * EVENTS
-        * prices.LAMBDA_ARM64_GB_SECOND.per_unit
+        f"waits longer than assumed: each {WAIT_STEP_MS} ms more per call ({calls:.3g} calls/event) adds "
+        f"${usd:.3f} per million events"
     )
 
 
-def _sweeper_month(figure: Mapping[str, Any]) -> dict[str, Any]:
-    """The idle sweeper's fixed cost, whatever the traffic: one run a minute."""
-    runs = 60 * 24 * 30
-    rcu = figure["sweeper.idle.rcu"]["ours"]
-    read_price, request_price = prices.DYNAMODB_READ_REQUEST_UNIT, prices.LAMBDA_REQUEST
-    reads = runs * rcu * read_price.per_unit
-    requests = runs * request_price.per_unit
+def _fixed(figure: Mapping[str, Any], deployment: Deployment) -> dict[str, Any]:
+    runs = deployment.sweeper_runs_per_month
+    idle_rru, idle_wru = figure["sweeper.idle.rru"]["ours"], figure["sweeper.idle.wru"]["ours"]
+    cpu_ms = figure["sweeper.idle.cpu_ms"]["ours"]
+    share = latency.vcpu_share(deployment.sweeper_memory_mb)
+    idle_calls = dict.fromkeys(SWEEPER_IDLE_CALLS, 1.0)
+    waited_ms, waits = _waits_ms(idle_calls)
+    wall_ms = cpu_ms / share + waited_ms
+    memory_gb = deployment.sweeper_memory_mb / 1024
+    metrics = figure["metrics.custom"]["ours"]
+    log_bytes = figure["logs.sweeper.bytes_per_run"]["ours"]
+    ours = [
+        MonthlyLine(
+            "custom metrics",
+            metrics,
+            "metrics",
+            prices.CLOUDWATCH_CUSTOM_METRIC,
+            "metrics.custom (the publisher's and the sweeper's EMF metrics)",
+        ),
+        MonthlyLine(
+            "alarms",
+            deployment.alarms,
+            "alarms",
+            prices.CLOUDWATCH_ALARM,
+            "the monitoring construct's alarms",
+        ),
+        MonthlyLine(
+            "dashboard",
+            deployment.dashboards,
+            "dashboards",
+            prices.CLOUDWATCH_DASHBOARD,
+            "the monitoring construct's dashboard",
+        ),
+        MonthlyLine(
+            "sweeper: reads",
+            runs * idle_rru,
+            "RRU",
+            prices.DYNAMODB_READ_REQUEST_UNIT,
+            f"{runs:,} idle runs x {idle_rru:g} RRU (sweeper.idle.rru: cursor GetItem + one Scan page)",
+        ),
+        MonthlyLine(
+            "sweeper: writes",
+            runs * idle_wru,
+            "WRU",
+            prices.DYNAMODB_WRITE_REQUEST_UNIT,
+            f"{runs:,} idle runs x {idle_wru:g} WRU (sweeper.idle.wru: cursor PutItem)",
+        ),
+        MonthlyLine(
+            "sweeper: invocations",
+            runs,
+            "invocations",
+            prices.LAMBDA_REQUEST,
+            f"{runs:,} runs (its schedules, {deployment.source})",
+        ),
+        MonthlyLine(
+            "sweeper: duration (arm64)",
+            runs * memory_gb * wall_ms / 1000,
+            "GB-s",
+            prices.LAMBDA_ARM64_GB_SECOND,
+            f"{runs:,} runs x {memory_gb:g} GB x ({cpu_ms:.2f} ms CPU (sweeper.idle.cpu_ms) / "
+            f"{share:.3f} vCPU "
+            f"+ waits {waits} = {waited_ms:g} ms) = {wall_ms:,.1f} ms wall a run",
+        ),
+        MonthlyLine(
+            "sweeper: logs",
+            runs * log_bytes,
+            "bytes",
+            prices.CLOUDWATCH_LOGS_INGESTED,
+            f"{runs:,} runs x {log_bytes:,.0f} bytes (logs.sweeper.bytes_per_run)",
+        ),
+        MonthlyLine(
+            "sweeper: X-Ray traces",
+            runs,
+            "traces",
+            prices.XRAY_TRACE_RECORDED,
+            "one a run: a run a minute is always within the default rule's first request each second",
+        ),
+    ]
+    polls = LAMBDA_POLLS_PER_SECOND * SECONDS_PER_MONTH
+    pipes_reads = 2 * polls * prices.DYNAMODB_STREAMS_READ.per_unit
     return {
-        "runs": runs,
-        "lines": [
-            {
-                "item": "index reads",
-                "arithmetic": f"{runs:,} runs x {rcu:g} RRU x ${dollars(read_price.usd)} "
-                f"per {read_price.per:,} = ${reads:.4f}",
-            },
-            {
-                "item": "Lambda requests",
-                "arithmetic": f"{runs:,} x ${dollars(request_price.usd)} per {request_price.per:,} "
-                f"= ${requests:.4f}",
-            },
-        ],
-        "total_usd": reads + requests,
-        "not_counted": ["the idle run's duration (not measured)"],
+        OURS: {
+            "lines": [line.to_json() for line in ours],
+            "total_usd": sum(line.usd for line in ours),
+            "not_counted": [
+                "log storage (30 days' retention): cents a month at these volumes",
+                "the stream mapping's polling: free for Lambda",
+            ],
+        },
+        NAIVE: {
+            "lines": [],
+            "total_usd": 0.0,
+            "not_counted": ["it has no metrics, alarms, dashboard or sweeper: nothing watches what it drops"],
+        },
+        PIPES: {
+            "lines": [],
+            "total_usd": 0.0,
+            "not_counted": [
+                "its stream reads, undocumented; at Lambda's documented rate they would be 2 pipes x "
+                f"{LAMBDA_POLLS_PER_SECOND} GetRecords a second x {SECONDS_PER_MONTH:,} s = {2 * polls:,} a "
+                f"month per shard x ${dollars(prices.DYNAMODB_STREAMS_READ.usd)} per "
+                f"{prices.DYNAMODB_STREAMS_READ.per:,} = ${pipes_reads:.2f} per shard (free tier left out)",
+                "metrics, alarms and a dashboard of its own, if one is wanted",
+            ],
+        },
     }

@@ -7,7 +7,10 @@ Two sets of clients, the same for both publishers:
   `invocation_client`); the naive one plain `boto3.client`, as samples do.
 
 The batch is Lambda's event for round-robin records over 10 aggregates (each aggregate's predecessors are in
-the batch: no order-gate read), PENDING and fresh (no claim). Each publisher gets it through its handler's
+the batch: no order-gate read), PENDING and fresh (no claim). Our publisher starts every run with an empty
+memory of what it settled (outbox_publisher.memory), as a container handed that batch for the first time does:
+else a second run of the same batch would skip every record it settled in the first. Each publisher gets it
+through its handler's
 inner function (ours `outbox_publisher.handler.handle`, the naive one its `process_partial_response`): the
 Powertools decorators around the Lambda entry point run once per invocation, not per record, and are left
 out of both. Logging and metrics still run, into a silenced stdout. One warm-up run, then several samples, of
@@ -21,6 +24,11 @@ the load. Those figures judge the stub-client target, carried over from where is
 3/8 of the 80 us it measured, so ours must be at most 3/8 of the ratio to the naive publisher that the same
 count gives for the code at the start, bench.targets.CPU_STUBBED_START_RATIO). The absolute 30 us stays on
 the timed figures beside them.
+
+The cost figures (bench.cost) price Lambda's duration from CPU: `cpu.cost.*` times both publishers, with real
+botocore and canned HTTP, on each interleave the publish figures count (bench.publish_figures.scenarios), ours
+warm or cold as the scenario says (warm: its memory holds the predecessors it settled; cold: the gate reads
+them, every one answered absent, that is out).
 """
 
 from __future__ import annotations
@@ -42,14 +50,12 @@ from bench.canned_http import can
 from bench.environment import CHILD_PYTHONPATH, REGION, ROOT, quiet
 from bench.figures import Figure, Group
 from bench.naive import NaivePublisher
-from bench.scenarios import round_robin
+from bench.scenarios import Scenario, round_robin, scenarios
 from bench.stubs import stub_clients
 from outbox.aws import invocation_client
 from outbox.clock import parse_timestamp
 from outbox.leases import DynamoDBRowClaimer
-from outbox.marking import DynamoDBRowMarker
-from outbox.model import OutboxEvent
-from outbox.predecessors import DynamoDBPredecessorReader
+from outbox.model import OutboxEvent, RowKey
 from outbox_local.stream_records import lambda_record
 from outbox_publisher.adapters import (
     EventBridgeDestination,
@@ -58,7 +64,10 @@ from outbox_publisher.adapters import (
     publishing_client,
 )
 from outbox_publisher.config import PublisherConfig
-from outbox_publisher.handler import build_publisher, handle
+from outbox_publisher.dynamodb_rows import DynamoDBRowUpdater
+from outbox_publisher.handler import Publisher, build_publisher, handle
+from outbox_publisher.memory import RowMemory
+from outbox_publisher.predecessors import DynamoDBPredecessorReader
 from outbox_publisher.routing import Destination
 from tests.support.clock import FakeClock
 from tests.support.lambda_context import FakeLambdaContext
@@ -104,7 +113,25 @@ def lambda_batch(events: Sequence[OutboxEvent]) -> dict[str, Any]:
     return {"Records": records}
 
 
-def ours(clients: Mapping[str, Any]) -> Handler:
+def ours(clients: Mapping[str, Any], *, remembered: Sequence[OutboxEvent] = ()) -> Handler:
+    """Our publisher on `clients`; each run starts with a memory holding only the `remembered` rows (as a
+    container that settled them itself and nothing else)."""
+    publisher = our_publisher(clients)
+    context = FakeLambdaContext(remaining_ms=600_000)
+    engine = publisher.stream.engine
+    keys = [(RowKey(event.aggregate_key, event.seq), event.event_id) for event in remembered]
+
+    def run(event: dict[str, Any]) -> object:
+        engine.memory = RowMemory()
+        for key, event_id in keys:
+            engine.memory.settled_row(key, event_id)
+        return handle(event, context, publisher)
+
+    return run
+
+
+def our_publisher(clients: Mapping[str, Any]) -> Publisher:
+    """Our publisher, wired as deployed, on `clients`."""
     config = PublisherConfig.from_env(
         {
             "OUTBOX_TABLE_NAME": TABLE,
@@ -116,20 +143,18 @@ def ours(clients: Mapping[str, Any]) -> Handler:
     )
     clock = FakeClock()
     dynamodb = clients["dynamodb"]
-    publisher = build_publisher(
+    return build_publisher(
         config,
         destinations={
             Destination.SNS: SnsDestination(clients["sns"], TOPIC_ARN),
             Destination.EVENTBRIDGE: EventBridgeDestination(clients["events"], BUS, SOURCE),
         },
         poison_queue=SqsPoisonQueue(clients["sqs"], POISON_QUEUE_URL),
-        marker=DynamoDBRowMarker(dynamodb, TABLE),
-        predecessors=DynamoDBPredecessorReader(dynamodb, TABLE, clock=clock),
+        updater=DynamoDBRowUpdater(dynamodb, TABLE),
+        predecessors=DynamoDBPredecessorReader(dynamodb, TABLE),
         claimer=DynamoDBRowClaimer(dynamodb, TABLE),
         clock=clock,
     )
-    context = FakeLambdaContext(remaining_ms=600_000)
-    return lambda event: handle(event, context, publisher)
 
 
 def naive(clients: Mapping[str, Any]) -> Handler:
@@ -179,7 +204,9 @@ def cpu_us_per_record(handlers: Sequence[Handler], event: dict[str, Any], sample
     return timings
 
 
-def measure(batch_sizes: Sequence[int] = BATCH_SIZES) -> list[Group]:
+def measure(
+    batch_sizes: Sequence[int] = BATCH_SIZES, cost_scenarios: Sequence[Scenario] | None = None
+) -> list[Group]:
     stubbed = stub_clients()
     sets: dict[str, tuple[Handler, Handler]] = {
         "stubs": (ours(stubbed), naive(stubbed)),
@@ -193,6 +220,7 @@ def measure(batch_sizes: Sequence[int] = BATCH_SIZES) -> list[Group]:
             load = os.getloadavg()[0]
             our_samples, naive_samples = cpu_us_per_record((our_handler, naive_handler), event, samples)
             figures.append(_figure(clients, size, our_samples, naive_samples, load))
+    figures += cost_figures(scenarios() if cost_scenarios is None else cost_scenarios)
     return [
         Group(
             "cpu",
@@ -211,6 +239,10 @@ def measure(batch_sizes: Sequence[int] = BATCH_SIZES) -> list[Group]:
                 "same count gives for the code issue 14 started from (46ef147), as its 30 us is 3/8 of the "
                 "80 us it started from. The timed figures keep the 30 us, and judge this machine as much as "
                 "the code.",
+                "cpu.cost.*: real botocore with canned HTTP on each interleave of the publish figures, ours "
+                "warm or cold as named (cold: its gate's BatchGetItem answered with every predecessor "
+                "absent); "
+                "what the cost figures price Lambda's duration from.",
             ],
             command=COMMAND,
         )
@@ -241,6 +273,41 @@ def _figure(
             "at": datetime.now().astimezone().isoformat(timespec="seconds"),
         },
     )
+
+
+def cost_figures(measured: Sequence[Scenario]) -> list[Figure]:
+    """CPU per record of both publishers, real botocore and canned HTTP, on each scenario's batch."""
+    figures = []
+    naive_handler = naive(canned_clients(deployed=False))
+    for scenario in measured:
+        remembered = scenario.earlier if scenario.earlier is not None and scenario.warm else ()
+        our_handler = ours(canned_clients(deployed=True), remembered=remembered)
+        event = lambda_batch(scenario.events)
+        size = len(scenario.events)
+        samples = max(MIN_SAMPLES["botocore"], RECORDS_PER_SAMPLE["botocore"] // size)
+        load = os.getloadavg()[0]
+        our_samples, naive_samples = cpu_us_per_record((our_handler, naive_handler), event, samples)
+        figures.append(
+            Figure(
+                f"cpu.cost.{scenario.name}",
+                f"real botocore, canned HTTP: {scenario.label}",
+                "us/record",
+                min(our_samples),
+                min(naive_samples),
+                decimals=1,
+                source="time.process_time around the handler's inner function; the fastest sample",
+                detail={
+                    "records": size,
+                    "samples": len(our_samples),
+                    "ours_us": [round(sample, 2) for sample in our_samples],
+                    "naive_us": [round(sample, 2) for sample in naive_samples],
+                    "ours_median_us": statistics.median(our_samples),
+                    "naive_median_us": statistics.median(naive_samples),
+                    "load_average_1m": load,
+                },
+            )
+        )
+    return figures
 
 
 def instruction_figures(batch_sizes: Sequence[int]) -> list[Figure]:

@@ -1,28 +1,36 @@
-"""What one failure costs in duplicates: events published again when the stream redelivers a batch.
+"""What one failure costs in duplicates: events published again to a destination that already had them.
 
 For a batch of 100 records over 10 aggregates (the seeded random interleave of the publish figures), ONE
-failure is injected at each position in turn, on SNS (the first destination every event goes to), lasting
-the whole first invocation (every retry of it fails too) so that the run stops there:
+failure is injected at each position in turn, lasting the whole first invocation:
 
-- `entry`: SNS PublishBatch answers that event's entry `Failed` (`Throttled`, not the sender's fault);
-- `call`: the PublishBatch call that carries that event fails whole (`ThrottlingException`).
+- `entry`: SNS PublishBatch answers that event's entry `Failed` (`Throttled`, not the sender's fault), every
+  retry too;
+- `call`: the PublishBatch call that carries that event fails whole (`ThrottlingException`), every retry too;
+- `stop`: the invocation runs out of time right after the PutEvents call that carries that event (the
+  remaining time drops to the engine's safety margin: no publish call may start, the settles still go).
 
 The publisher (our handler's inner function, `outbox_publisher.handler.handle`, wired as deployed but on
-stub clients, bench.stubs, that record every entry they accept) runs the batch and answers
-`batchItemFailures`. The batch is then redelivered as the stream mapping does: from the lowest sequence
-number reported, every record after it, the failure gone. An event is a duplicate when the redelivery
-publishes it (to any destination) and the first invocation had already published it there. The figure is the
-mean, over the positions, of the duplicates per failure; the maximum is beside it in the detail.
+stub clients, bench.stubs, that record every entry they accept) runs the batch in a fresh container and
+answers `batchItemFailures`. What it hands back is then redelivered as the stream mapping does, from the
+lowest sequence number reported, the failure gone: to the same container (its memory of the rows it settled
+skips them) and, in a second trial, to a container that remembers nothing (another one, or the same after a
+cold start). An event is a duplicate when the redelivery publishes it to a destination that had it.
+
+A destination failure hands nothing back any more (issue 29): the events SNS did not take stay PENDING with
+the destinations that did take them recorded (a park), for the sweeper, which sends them to SNS alone
+(`outage.*` measures that path on moto, sweeper included). So `entry` and `call` count what the stream adds:
+nothing to redeliver. A stop still hands back its rest, and events that waves had published beyond it come
+again.
 
 Ours is the engine's default `LOOKAHEAD`; the baseline is the same harness with `lookahead=0`, which makes
 the waves the old contiguous cut (a call ends at the first aggregate it repeats, in stream order). The other
 windows measured (`WINDOWS`) and their publish calls per event on the same batch, with no failure, are in the
 detail: the trade between calls and duplicates in one place.
 
-Stub clients, not moto: 200 positions x several windows x two invocations each would take moto minutes, and
+Stub clients, not moto: 100 positions x several windows x three invocations each would take moto minutes, and
 the question is the engine's scheduling, which the stubs leave whole. The stubs answer the order gate's
-reads with PUBLISHED (true here: what the redelivery's first events follow was settled by the first run) and
-every mark with success.
+reads with every predecessor absent (out: what the redelivery's first events follow was settled by the first
+run) and every settle with success.
 """
 
 from __future__ import annotations
@@ -42,11 +50,12 @@ from bench.figures import Figure, Group, per
 from bench.scenarios import random_interleave
 from bench.stubs import StubDynamoDB, StubEvents, StubSns, StubSqs
 from outbox.leases import DynamoDBRowClaimer
-from outbox.marking import DynamoDBRowMarker
-from outbox.predecessors import DynamoDBPredecessorReader
 from outbox_publisher.adapters import EventBridgeDestination, SnsDestination, SqsPoisonQueue
 from outbox_publisher.config import PublisherConfig
-from outbox_publisher.handler import build_publisher, handle
+from outbox_publisher.dynamodb_rows import DynamoDBRowUpdater
+from outbox_publisher.handler import Publisher, build_publisher, handle
+from outbox_publisher.predecessors import DynamoDBPredecessorReader
+from outbox_publisher.retry import RetryPolicy
 from outbox_publisher.routing import Destination
 from outbox_publisher.waves import LOOKAHEAD
 from tests.support.clock import FakeClock
@@ -62,16 +71,34 @@ SOURCE_TEXT = (
     "stub clients recording every accepted entry"
 )
 
-FailureKind = Literal["entry", "call"]
+AFTER_STOP_MS = RetryPolicy().safety_margin_ms
+"""The time left once a `stop` trips: no publish call may start (the engine wants more than its safety
+margin), every settle still may (a row update wants outbox_publisher.dynamodb_rows.UPDATE_CALL_MS, less)."""
+FULL_TIME_MS = 600_000
+
+FailureKind = Literal["entry", "call", "stop"]
+KINDS: tuple[FailureKind, ...] = ("entry", "call", "stop")
+Redelivery = Literal["same", "elsewhere"]
 
 
 @dataclass
 class Fault:
-    """The failure to inject: the event it hits, how, and whether it is still on."""
+    """The failure to inject: the event it hits, how, and whether it is still on (`tripped`: a stop fell)."""
 
     event_id: str | None = None
     kind: FailureKind = "entry"
     on: bool = False
+    tripped: bool = False
+
+
+@dataclass
+class StoppingContext(FakeLambdaContext):
+    """A Lambda context whose remaining time drops to AFTER_STOP_MS once a `stop` has tripped."""
+
+    fault: Fault = field(default_factory=Fault)
+
+    def get_remaining_time_in_millis(self) -> int:
+        return AFTER_STOP_MS if self.fault.tripped else FULL_TIME_MS
 
 
 def _envelope_id(body: str) -> str:
@@ -100,7 +127,7 @@ class FaultySns(StubSns):
     ) -> dict[str, Any]:
         self.recorded.publish_calls += 1
         ids = [_envelope_id(entry["Message"]) for entry in PublishBatchRequestEntries]
-        hit = self.fault.on and self.fault.event_id in ids
+        hit = self.fault.on and self.fault.kind != "stop" and self.fault.event_id in ids
         if hit and self.fault.kind == "call":
             raise ClientError(
                 {"Error": {"Code": "ThrottlingException", "Message": "Rate exceeded"}}, "PublishBatch"
@@ -116,12 +143,18 @@ class FaultySns(StubSns):
 
 
 class RecordingEvents(StubEvents):
-    def __init__(self, recorded: Recorded) -> None:
+    """Records what EventBridge accepts; trips a `stop` once it has taken the call carrying its event."""
+
+    def __init__(self, recorded: Recorded, fault: Fault) -> None:
         self.recorded = recorded
+        self.fault = fault
 
     def put_events(self, *, Entries: Sequence[Mapping[str, Any]]) -> dict[str, Any]:  # noqa: N803
         self.recorded.publish_calls += 1
-        self.recorded.events.update(_envelope_id(entry["Detail"]) for entry in Entries)
+        ids = [_envelope_id(entry["Detail"]) for entry in Entries]
+        self.recorded.events.update(ids)
+        if self.fault.on and self.fault.kind == "stop" and self.fault.event_id in ids:
+            self.fault.tripped = True
         return super().put_events(Entries=Entries)
 
 
@@ -134,14 +167,18 @@ class Trial:
 
 
 class Harness:
-    """Our publisher on recording stub clients, one window, fresh records per invocation."""
+    """Our publisher on recording stub clients, one window; each trial in a fresh container."""
 
     def __init__(self, lookahead: int) -> None:
+        self.lookahead = lookahead
         self.fault = Fault()
         self.sns = FaultySns(self.fault)
-        self.events = RecordingEvents(self.sns.recorded)
+        self.events = RecordingEvents(self.sns.recorded, self.fault)
+        self.context = StoppingContext(fault=self.fault)
+
+    def container(self) -> Publisher:
+        """A publisher process as a cold start builds it: nothing in its memory of settled rows."""
         dynamodb = StubDynamoDB()
-        clock = FakeClock()
         config = PublisherConfig.from_env(
             {
                 "OUTBOX_TABLE_NAME": TABLE,
@@ -151,40 +188,49 @@ class Harness:
                 "POISON_QUEUE_URL": POISON_QUEUE_URL,
             }
         )
-        self.publisher = build_publisher(
+        return build_publisher(
             config,
             destinations={
                 Destination.SNS: SnsDestination(self.sns, TOPIC_ARN),
                 Destination.EVENTBRIDGE: EventBridgeDestination(self.events, BUS, SOURCE),
             },
             poison_queue=SqsPoisonQueue(StubSqs(), POISON_QUEUE_URL),
-            marker=DynamoDBRowMarker(dynamodb, TABLE),
-            predecessors=DynamoDBPredecessorReader(dynamodb, TABLE, clock=clock),
+            updater=DynamoDBRowUpdater(dynamodb, TABLE, sleep=lambda _: None, random=lambda: 0.0),
+            predecessors=DynamoDBPredecessorReader(dynamodb, TABLE),
             claimer=DynamoDBRowClaimer(dynamodb, TABLE),
-            clock=clock,
+            clock=FakeClock(),
             sleep=lambda _: None,  # retries back off on the fake clock's terms: no waiting
             random=lambda: 0.0,
-            lookahead=lookahead,
+            lookahead=self.lookahead,
         )
 
-    def invoke(self, event: dict[str, Any]) -> tuple[Recorded, list[str]]:
+    def invoke(self, publisher: Publisher, event: dict[str, Any]) -> tuple[Recorded, list[str]]:
         """One invocation: what the destinations accepted, and the sequence numbers handed back."""
         self.sns.recorded = self.events.recorded = recorded = Recorded()
         with quiet():
-            response = handle(event, FakeLambdaContext(remaining_ms=600_000), self.publisher)
+            response = handle(event, self.context, publisher)
         return recorded, [failure["itemIdentifier"] for failure in response["batchItemFailures"]]
 
-    def trial(self, event: dict[str, Any], event_id: str, kind: FailureKind) -> Trial:
-        self.fault.event_id, self.fault.kind, self.fault.on = event_id, kind, True
-        first, handed_back = self.invoke(event)
-        self.fault.on = False
+    def trial(
+        self, event: dict[str, Any], event_id: str, kind: FailureKind, to: Redelivery = "same"
+    ) -> Trial:
+        """One failure at `event_id`, then what it handed back redelivered `to` the same container or one
+        that remembers nothing."""
+        first_container = self.container()
+        self.fault.event_id, self.fault.kind, self.fault.on, self.fault.tripped = event_id, kind, True, False
+        first, handed_back = self.invoke(first_container, event)
+        self.fault.on = self.fault.tripped = False
+        if kind == "stop" and not handed_back and event_id not in first.events:
+            raise RuntimeError(f"the stop at {event_id} never tripped")
         if not handed_back:
-            raise RuntimeError(f"the {kind} failure on {event_id} stopped nothing")
-        again, still = self.invoke(redelivery(event, handed_back))
+            return Trial(0, 0)
+        again_container = first_container if to == "same" else self.container()
+        resent = redelivery(event, handed_back)
+        again, still = self.invoke(again_container, resent)
         if still:
             raise RuntimeError(f"the redelivery after the {kind} failure on {event_id} handed back {still}")
         duplicates = (again.sns & first.sns) | (again.events & first.events)
-        return Trial(len(duplicates), len(redelivery(event, handed_back)["Records"]))
+        return Trial(len(duplicates), len(resent["Records"]))
 
 
 def redelivery(event: Mapping[str, Any], handed_back: Sequence[str]) -> dict[str, Any]:
@@ -198,19 +244,29 @@ def redelivery(event: Mapping[str, Any], handed_back: Sequence[str]) -> dict[str
 
 
 def calls_per_event(harness: Harness, event: dict[str, Any]) -> float:
-    recorded, handed_back = harness.invoke(event)
+    recorded, handed_back = harness.invoke(harness.container(), event)
     if handed_back:
         raise RuntimeError(f"{len(handed_back)} records handed back with no failure injected")
     return per(recorded.publish_calls, 2 * len(event["Records"]))
 
 
+CASES: tuple[tuple[str, FailureKind, Redelivery], ...] = (
+    ("entry", "entry", "same"),
+    ("call", "call", "same"),
+    ("stop.same", "stop", "same"),
+    ("stop.elsewhere", "stop", "elsewhere"),
+)
+"""(figure name, failure, where the rest is redelivered): a destination failure hands nothing back, so only a
+stop has a redelivery worth measuring twice."""
+
+
 def window_figures(lookahead: int, event: dict[str, Any], event_ids: Sequence[str]) -> dict[str, Any]:
     harness = Harness(lookahead)
     figures: dict[str, Any] = {"calls_per_event_per_destination": calls_per_event(harness, event)}
-    for kind in ("entry", "call"):
-        trials = [harness.trial(event, event_id, kind) for event_id in event_ids]
+    for name, kind, to in CASES:
+        trials = [harness.trial(event, event_id, kind, to) for event_id in event_ids]
         counts = [trial.duplicates for trial in trials]
-        figures[kind] = {
+        figures[name] = {
             "mean": statistics.fmean(counts),
             "max": max(counts),
             "by_position": counts,
@@ -228,14 +284,16 @@ def measure(records: int = RECORDS, aggregates: int = AGGREGATES) -> list[Group]
     by_window = {
         ("whole batch" if lookahead >= records else str(lookahead)): {
             "calls_per_event_per_destination": figures["calls_per_event_per_destination"],
-            **{
-                kind: {"mean": figures[kind]["mean"], "max": figures[kind]["max"]}
-                for kind in ("entry", "call")
-            },
+            **{name: {"mean": figures[name]["mean"], "max": figures[name]["max"]} for name, _, _ in CASES},
         }
         for lookahead, figures in windows.items()
     }
-    labels = {"entry": "a throttled entry", "call": "a whole failed PublishBatch call"}
+    labels = {
+        "entry": "a throttled SNS entry (nothing handed back)",
+        "call": "a whole failed PublishBatch call (nothing handed back)",
+        "stop.same": "out of time, the rest redelivered to the same container",
+        "stop.elsewhere": "out of time, the rest redelivered to a container that remembers nothing",
+    }
     figures = []
     for kind, label in labels.items():
         for statistic in ("mean", "max"):
@@ -281,9 +339,13 @@ def measure(records: int = RECORDS, aggregates: int = AGGREGATES) -> list[Group]
             "the old contiguous cut (the same engine with lookahead=0)",
             figures,
             notes=[
-                "One failure on SNS at each position in turn, lasting the whole first invocation (its "
-                "retries fail too), then the batch redelivered from the lowest reported sequence number. "
-                "A duplicate: an event the redelivery publishes to a destination that already had it.",
+                "One failure at each position in turn, lasting the whole first invocation (its retries fail "
+                "too), then what was handed back redelivered from the lowest reported sequence number. A "
+                "duplicate: an event the redelivery publishes to a destination that already had it.",
+                "A destination's failure hands nothing back: its events wait, parked, for the sweeper, which "
+                "sends them to that destination alone (`outage.*`). Running out of time hands back the rest; "
+                "the container that settled what waves had sent beyond the stop skips those records, another "
+                "container publishes them again.",
                 "Every window measured (0 = contiguous cut) with its calls and duplicates is in the "
                 "detail (`by_window`).",
             ],

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -59,3 +60,28 @@ def quiet() -> Iterator[None]:
             sys.stdout.flush()
             os.dup2(saved, 1)
             os.close(saved)
+
+
+class Captured:
+    """What a `captured()` block wrote to standard output (filled in when the block ends)."""
+
+    def __init__(self) -> None:
+        self.data = b""
+
+
+@contextmanager
+def captured() -> Iterator[Captured]:
+    """Like `quiet()`, but what is written is kept: a figure of the bytes a function logs."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    result = Captured()
+    with tempfile.TemporaryFile() as sink:
+        os.dup2(sink.fileno(), 1)
+        try:
+            yield result
+        finally:
+            sys.stdout.flush()
+            os.dup2(saved, 1)
+            os.close(saved)
+            sink.seek(0)
+            result.data = sink.read()

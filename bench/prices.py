@@ -113,6 +113,58 @@ LAMBDA_ARM64_GB_SECOND = Price(
     ("https://cloudchipr.com/blog/aws-lambda-pricing",),
 )
 
+FACTUALMINDS_CLOUDWATCH = (
+    "https://www.factualminds.com/blog/amazon-cloudwatch-pricing-metrics-logs-alarms-dashboards/ (2026-06)"
+)
+CLOUDWATCH_LOGS_INGESTED = Price(
+    0.50,
+    1024**3,
+    "CloudWatch Logs data ingested, Standard log class, per GB (what the functions write to standard output)",
+    "https://aws.amazon.com/cloudwatch/pricing/",
+    (
+        FACTUALMINDS_CLOUDWATCH,
+        "https://signoz.io/guides/cloudwatch-pricing (2026-02)",
+    ),
+)
+CLOUDWATCH_CUSTOM_METRIC = Price(
+    0.30,
+    1,
+    "CloudWatch custom metric per month (first 10,000; each namespace, name and dimension values is one; EMF "
+    "metrics included)",
+    "https://aws.amazon.com/cloudwatch/pricing/",
+    ("https://signoz.io/guides/cloudwatch-pricing (2026-02)",),
+)
+CLOUDWATCH_ALARM = Price(
+    0.10,
+    1,
+    "CloudWatch standard-resolution alarm (one metric) per month",
+    "https://aws.amazon.com/cloudwatch/pricing/",
+    (FACTUALMINDS_CLOUDWATCH,),
+)
+CLOUDWATCH_DASHBOARD = Price(
+    3.00,
+    1,
+    "CloudWatch dashboard per month (beyond the free tier's three)",
+    "https://aws.amazon.com/cloudwatch/pricing/",
+    (FACTUALMINDS_CLOUDWATCH,),
+)
+XRAY_TRACE_RECORDED = Price(
+    5.00,
+    1_000_000,
+    "X-Ray traces recorded (the functions deploy with Tracing: Active; the default sampling rule records the "
+    "first request each second and 5% of the others)",
+    "https://aws.amazon.com/xray/pricing/",
+    ("https://docs.aws.amazon.com/xray/latest/devguide/xray-console-sampling.html",),
+)
+DYNAMODB_STREAMS_READ = Price(
+    0.02,
+    100_000,
+    "DynamoDB Streams read request units (GetRecords) by readers other than Lambda, after 2.5 million free a "
+    "month",
+    "https://aws.amazon.com/dynamodb/pricing/on-demand/",
+    ("https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/CostOptimization_StreamsUsage.html",),
+)
+
 ALL = {
     "sns_request": SNS_REQUEST,
     "sns_to_sqs_delivery": SNS_TO_SQS_DELIVERY,
@@ -123,4 +175,10 @@ ALL = {
     "dynamodb_streams_read_by_lambda": DYNAMODB_STREAMS_READ_BY_LAMBDA,
     "lambda_request": LAMBDA_REQUEST,
     "lambda_arm64_gb_second": LAMBDA_ARM64_GB_SECOND,
+    "cloudwatch_logs_ingested": CLOUDWATCH_LOGS_INGESTED,
+    "cloudwatch_custom_metric": CLOUDWATCH_CUSTOM_METRIC,
+    "cloudwatch_alarm": CLOUDWATCH_ALARM,
+    "cloudwatch_dashboard": CLOUDWATCH_DASHBOARD,
+    "xray_trace_recorded": XRAY_TRACE_RECORDED,
+    "dynamodb_streams_read": DYNAMODB_STREAMS_READ,
 }

@@ -76,47 +76,52 @@ def misses_section(results: Results) -> str:
 def cost_section(results: Results) -> str:
     cost = results.get("cost")
     if cost is None:
-        return "Not computed in this run (it needs the publishing, write_path, sweeper and cpu groups)."
+        return (
+            "Not computed in this run (it needs the publishing, write_path, sweeper, cpu and observability "
+            "groups)."
+        )
+    deployment = cost["deployment"]
     parts = [
         f"Prices: {cost['region']}, list prices checked {cost['prices_checked_on']} (bench/prices.py); "
-        f"publisher memory {cost['deployment']['publisher_memory_mb']} MB "
-        f"{cost['deployment']['architecture']}, batches of {cost['deployment']['batch_size']} "
-        f"({cost['deployment']['source']}).",
+        f"publisher memory {deployment['publisher_memory_mb']} MB {deployment['architecture']}, batches of "
+        f"{deployment['batch_size']}; sweeper {deployment['sweeper_memory_mb']} MB, "
+        f"{deployment['sweeper_runs_per_month']:,} runs a month ({deployment['source']}).",
+        "",
+        "Every interleave, in one table (USD per million events; the lines of each follow):",
+        "",
+        "| interleave | ours | naive publisher | EventBridge Pipes | ours below both |",
+        "|---|---:|---:|---:|:---:|",
+    ]
+    names = [option["name"] for option in next(iter(cost["by_scenario"].values()))["options"]]
+    for row in cost["summary"]:
+        amounts = " | ".join(f"{row[name]:.3f}" for name in names)
+        parts.append(
+            f"| `{row['scenario']}` {row['label']} | {amounts} | {'yes' if row['below_both'] else '**no**'} |"
+        )
+    parts += [
+        "",
+        "Waits assumed per AWS call (bench/latency.py), added to the CPU time in Lambda's duration:",
         "",
     ]
-    for option in cost["options"]:
-        parts.append(
-            f"**{option['name']}**: ${option['total_usd_per_million_events']:.2f} per million events\n"
-        )
-        parts.append("| item | per event | arithmetic | from |")
-        parts.append("|---|---:|---|---|")
-        for line in option["lines"]:
-            parts.append(
-                f"| {line['item']} | {line['quantity_per_event']:.4g} {line['unit']} | {line['arithmetic']} "
-                f"| {line['how']} |"
-            )
+    parts += ["| call | ms | why | source |", "|---|---:|---|---|"]
+    for name, call in cost["latency"].items():
+        parts.append(f"| `{name}` | {call['ms']:g} | {_one_line(call['why'])} | {call['source']} |")
+    for key, scenario in cost["by_scenario"].items():
+        parts += ["", f"#### `{key}`: {scenario['label']}", ""]
+        parts += _scenario_table(scenario["options"])
+    parts += ["", "#### Fixed monthly cost, whatever the traffic", ""]
+    for name, fixed in cost["fixed_per_month"].items():
+        parts.append(f"**{name}**: ${fixed['total_usd']:.2f} per month\n")
+        if fixed["lines"]:
+            parts += ["| item | arithmetic | from |", "|---|---|---|"]
+            parts += [
+                f"| {line['item']} | {line['arithmetic']} | {_one_line(line['how'])} |"
+                for line in fixed["lines"]
+            ]
+            parts.append("")
+        parts += [f"- not counted: {_one_line(item)}" for item in fixed["not_counted"]]
         parts.append("")
-        parts.extend(f"- not counted: {item}" for item in option["not_counted"])
-        parts.append("")
-    parts.append("Our SNS line by interleave:\n")
-    parts.append("| scenario | SNS requests/event | USD per million events |")
-    parts.append("|---|---:|---:|")
-    for key, line in cost["sns_by_interleave"].items():
-        parts.append(
-            f"| `{key}` {line['label']} | {line['ours_requests_per_event']:.3g} | "
-            f"{line['usd_per_million_events']:.3f} |"
-        )
-    sweeper = cost["sweeper_per_month"]
-    parts.append("")
-    parts.append(
-        f"The idle sweeper, per month whatever the traffic ({sweeper['runs']:,} runs): "
-        f"${sweeper['total_usd']:.4f}\n"
-    )
-    parts.extend(f"- {line['item']}: {line['arithmetic']}" for line in sweeper["lines"])
-    parts.extend(f"- not counted: {item}" for item in sweeper["not_counted"])
-    parts.append("")
-    parts.append("| price | USD | per | unit | source | checked against |")
-    parts.append("|---|---:|---:|---|---|---|")
+    parts += ["| price | USD | per | unit | source | checked against |", "|---|---:|---:|---|---|---|"]
     for name, price in cost["prices"].items():
         checked = "; ".join(price["checked_against"])
         parts.append(
@@ -124,6 +129,27 @@ def cost_section(results: Results) -> str:
             f"| {checked} |"
         )
     return "\n".join(parts).rstrip()
+
+
+def _scenario_table(options: Sequence[Mapping[str, Any]]) -> list[str]:
+    """One row per item, one column per option, each cell the line's arithmetic and where it comes from."""
+    items: list[str] = []
+    for option in options:
+        items += [line["item"] for line in option["lines"] if line["item"] not in items]
+    rows = ["| item | " + " | ".join(option["name"] for option in options) + " |"]
+    rows.append("|---|" + "---|" * len(options))
+    for item in items:
+        cells = []
+        for option in options:
+            line = next((line for line in option["lines"] if line["item"] == item), None)
+            cells.append("-" if line is None else _one_line(f"{line['arithmetic']} ({line['how']})"))
+        rows.append(f"| {item} | " + " | ".join(cells) + " |")
+    totals = " | ".join(f"**${option['total_usd_per_million_events']:.3f}**" for option in options)
+    rows.append(f"| **total** | {totals} |")
+    rows.append("")
+    for option in options:
+        rows += [f"- not counted ({option['name']}): {_one_line(item)}" for item in option["not_counted"]]
+    return rows
 
 
 SECTIONS: dict[str, Callable[[Results], str]] = {

@@ -3,12 +3,18 @@
 Every event is the sample's OrderPlaced payload for a one-line order (what `orders.service` writes), PENDING,
 two seconds old on the fake clock (tests.support.events), so the stream publisher takes it without a claim.
 Each aggregate's events keep their `seq` order in the stream, as a writer commits them.
+
+`scenarios()` names the interleaves the publish figures count, the CPU figures time and the cost figures price
+(bench.publish_figures, bench.cpu_figures, bench.cost), the order-like one included: one event of each of 100
+aggregates per batch, each following one an earlier batch settled, in a warm container (its memory holds the
+predecessors) and a cold one (its gate reads them).
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from outbox.model import OutboxEvent
@@ -16,6 +22,7 @@ from tests.support.events import event
 
 RANDOM_SEED = 14
 """The issue's number: the same "random" interleave on every run."""
+ORDER_LIKE_AGGREGATES = 100
 
 
 def order_payload(order_id: str) -> dict[str, Any]:
@@ -81,3 +88,71 @@ def one_each(aggregates: int, seq: int, prefix: str) -> list[OutboxEvent]:
         name = aggregate_id(prefix, number)
         events.append(event(name, seq, payload=order_payload(name)))
     return events
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """The issue's sizes; the harness's test runs it smaller."""
+
+    records: int = 100
+    aggregates: int = 10
+    large: int = 1000
+    order_like: int = ORDER_LIKE_AGGREGATES
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    label: str
+    events: list[OutboxEvent]
+    earlier: list[OutboxEvent] | None = None
+    """Published first, by the same container (`warm`) or another one."""
+    warm: bool = False
+
+
+DEFAULT_SIZES = Sizes()
+
+
+def scenarios(sizes: Sizes = DEFAULT_SIZES) -> list[Scenario]:
+    """The interleaves every publish figure and cost line is measured on."""
+    records, aggregates, order_like = sizes.records, sizes.aggregates, sizes.order_like
+    earlier, later = one_each(order_like, 1, "ol"), one_each(order_like, 2, "ol")
+    return [
+        Scenario(
+            "round_robin",
+            f"{records} records, {aggregates} aggregates, round-robin",
+            round_robin(records, aggregates),
+        ),
+        Scenario(
+            "random",
+            f"{records} records, {aggregates} aggregates, random interleave",
+            random_interleave(records, aggregates),
+        ),
+        Scenario(
+            "random_large",
+            f"{sizes.large:,} records, {aggregates} aggregates, random interleave",
+            random_interleave(sizes.large, aggregates, prefix="rl"),
+        ),
+        Scenario(
+            "skewed",
+            f"{records} records, {aggregates} aggregates, one holding a fifth, random interleave",
+            skewed_interleave(records, aggregates, busiest=records // 5),
+        ),
+        Scenario("hot", f"{records} records, one hot aggregate", hot_aggregate(records)),
+        Scenario(
+            "order_like",
+            f"order-like: {order_like} aggregates, one event each, every predecessor settled by this "
+            "container's previous batch (warm)",
+            later,
+            earlier,
+            warm=True,
+        ),
+        Scenario(
+            "order_like.cold",
+            f"order-like: {order_like} aggregates, one event each, every predecessor settled before this "
+            "container started (cold)",
+            later,
+            earlier,
+            warm=False,
+        ),
+    ]

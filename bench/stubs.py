@@ -33,33 +33,24 @@ class StubEvents:
 
 
 class StubDynamoDB:
+    def __init__(self) -> None:
+        self.deleted = 0
+        """Rows settled: the CPU probe checks that a run settled every record it was handed."""
+
     def transact_write_items(self, **_: Any) -> dict[str, Any]:
         return {}
 
     def update_item(self, **_: Any) -> dict[str, Any]:
         return {}
 
-    def batch_execute_statement(
-        self,
-        *,
-        Statements: Sequence[Mapping[str, Any]],  # noqa: N803 - boto3's names
-        **_: Any,
-    ) -> dict[str, Any]:
-        """Every statement succeeds (a marking UPDATE answers an empty response)."""
-        return {"Responses": [{} for _ in Statements]}
+    def delete_item(self, **_: Any) -> dict[str, Any]:
+        """A settle: the row was there, as the condition expected, and is gone."""
+        self.deleted += 1
+        return {}
 
     def batch_get_item(self, *, RequestItems: Mapping[str, Any], **_: Any) -> dict[str, Any]:  # noqa: N803
-        """Every predecessor asked for is PUBLISHED."""
-        return {
-            "Responses": {
-                table: [{**key, "status": {"S": "PUBLISHED"}} for key in request["Keys"]]
-                for table, request in RequestItems.items()
-            },
-            "UnprocessedKeys": {},
-        }
-
-    def query(self, **_: Any) -> dict[str, Any]:
-        return {"Items": []}
+        """Every predecessor asked for is absent: out (settled) already."""
+        return {"Responses": {table: [] for table in RequestItems}, "UnprocessedKeys": {}}
 
 
 class StubSqs:

@@ -10,8 +10,9 @@ streams records of rolled-back writes.
 
 The code under test gets clients of its own (metered: bench.meters); the harness writes rows, reads the
 stream and peeks at items through the world's other clients, or moto's backend, which nothing counts. The
-topic's subscription and the rule's target are removed: the figures count the publisher's calls, which
-deliveries to subscribers do not change, and moto's fan-out costs more than all the publishing. The stream
+topic's subscription and the rule's target are removed (unless a figure counts the copies delivered,
+bench.outage_figures): the figures count the publisher's calls, which deliveries to subscribers do not change,
+and moto's fan-out costs more than all the publishing. The stream
 is handed to the publisher as Lambda would: only the records the mapping's filter passes
 (outbox.stream_mapping.PUBLISHER_FILTER_PATTERNS), shaped as Lambda sends them.
 """
@@ -34,7 +35,6 @@ from bench.naive import NaivePublisher
 from outbox.model import OutboxEvent
 from outbox.stream_mapping import PUBLISHER_FILTER_PATTERNS
 from outbox_local.filtering import FilterCriteria
-from outbox_local.moto_partiql import partiql_as_dynamodb
 from outbox_local.moto_transactions import atomic_transactions
 from outbox_local.stream_records import lambda_record
 from outbox_publisher.handler import Publisher
@@ -64,14 +64,15 @@ class MotoPeek:
 
 
 class BenchWorld:
-    def __init__(self, world: World) -> None:
+    def __init__(self, world: World, *, deliveries: bool = False) -> None:
         self.world = world
-        _without_deliveries(world)
+        if not deliveries:
+            _without_deliveries(world)
         self.meters = Meters(MotoPeek())
         self.clients = {
             service: self.meters.attach(boto3.client(service, region_name=REGION)) for service in SERVICES
         }
-        self._records_read = 0
+        self._last_read: str | None = None
 
     @property
     def outbox_table(self) -> str:
@@ -81,20 +82,22 @@ class BenchWorld:
     def orders_table(self) -> str:
         return self.world.tables.orders
 
-    def publisher(self, **env: str) -> Publisher:
-        """Our stream publisher, as deployed, on the metered clients."""
+    def publisher(self, *, sns_client: Any = None, events_client: Any = None, **env: str) -> Publisher:
+        """Our stream publisher, as deployed, on the metered clients (or on the destinations' clients given:
+        wrappers that inject a fault)."""
         return self.world.publisher(
-            sns_client=self.clients["sns"],
-            events_client=self.clients["events"],
+            sns_client=sns_client or self.clients["sns"],
+            events_client=events_client or self.clients["events"],
             sqs_client=self.clients["sqs"],
             dynamodb_client=self.clients["dynamodb"],
             **env,
         )
 
-    def sweeper(self, **env: str) -> Sweeper:
+    def sweeper(self, *, sns_client: Any = None, events_client: Any = None, **env: str) -> Sweeper:
+        """The sweeper, as deployed, on the same clients."""
         return self.world.sweeper(
-            sns_client=self.clients["sns"],
-            events_client=self.clients["events"],
+            sns_client=sns_client or self.clients["sns"],
+            events_client=events_client or self.clients["events"],
             sqs_client=self.clients["sqs"],
             dynamodb_client=self.clients["dynamodb"],
             **env,
@@ -120,8 +123,9 @@ class BenchWorld:
     def new_batch(self) -> dict[str, Any]:
         """The stream records written since the last batch that the publisher's mapping lets through, as the
         Lambda event that would deliver them all at once."""
-        raw = read_stream(self.world.streams, self.world.tables.outbox_stream_arn)
-        fresh, self._records_read = raw[self._records_read :], len(raw)
+        fresh = read_stream(self.world.streams, self.world.tables.outbox_stream_arn, after=self._last_read)
+        if fresh:
+            self._last_read = fresh[-1]["dynamodb"]["SequenceNumber"]
         shaped = [
             lambda_record(record, self.world.tables.outbox_stream_arn, REGION).payload for record in fresh
         ]
@@ -154,11 +158,12 @@ class BenchWorld:
 
 
 @contextmanager
-def bench_world() -> Iterator[BenchWorld]:
-    """A fresh world: its own moto backend, tables, topic, bus and queues."""
-    with mock_aws(), atomic_transactions(), partiql_as_dynamodb():
+def bench_world(*, deliveries: bool = False) -> Iterator[BenchWorld]:
+    """A fresh world: its own moto backend, tables, topic, bus and queues; with `deliveries`, the topic's
+    subscription and the rule's target feed their queues (a figure that counts copies delivered)."""
+    with mock_aws(), atomic_transactions():
         dynamodb = boto3.client("dynamodb", region_name=REGION)
-        yield BenchWorld(build_world(create_tables(dynamodb), dynamodb))
+        yield BenchWorld(build_world(create_tables(dynamodb), dynamodb), deliveries=deliveries)
 
 
 def _without_deliveries(world: World) -> None:

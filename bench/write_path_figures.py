@@ -10,11 +10,10 @@ also with `If-Match` (the ETag `GET` returned: the order's version, here 1), whi
 TransactWriteItems without reading the order; and the replay of a keyed request (the same request again,
 answered from the key's record: it writes nothing, so it has no lifecycle or row figure).
 
-An event's lifecycle: the command's writes (the order, the idempotency record when the request has a key,
-the outbox row and its entry in the sparse `pending` index), the publisher's mark (which takes the entry out
-of the index), measured as our publisher takes the batch of those rows, and the TTL delete, which is free (AWS
-charges no write capacity for TTL deletes, and they are no API call) and touches no index (the row left the
-`pending` index when it was marked): 0 WCU, not measured.
+An event's lifecycle: the command's writes (the order, the idempotency record when the request has a key, the
+outbox row), then the publisher's settle, a conditional DeleteItem of the row, measured as our publisher takes
+the batch of those rows. Nothing else is written on that path: no index entry, no mark, no TTL delete (the
+row is gone once settled). The outbox row's own life is its share of the transaction plus its settle.
 """
 
 from __future__ import annotations
@@ -27,7 +26,7 @@ from bench import targets
 from bench.capacity import item_size
 from bench.figures import Figure, Group, per
 from bench.meters import Snapshot
-from bench.publish_figures import MARKING_CALLS
+from bench.publish_figures import ROW_WRITES, SETTLE_CALLS
 from bench.world import BenchWorld, bench_world
 from orders.commands import PlaceOrder, TransitionOrder
 from orders.model import Command
@@ -58,16 +57,16 @@ class CommandRun:
     commands: int
     written: Snapshot
     """The commands themselves."""
-    marked: Snapshot
-    """Our publisher taking the batch of the rows they wrote."""
-    pending_bytes: int
-    """The largest outbox row as written (PENDING)."""
-    published_bytes: int
-    """The largest outbox row once marked PUBLISHED."""
+    settled: Snapshot
+    """Our publisher taking the batch of the rows they wrote, and settling them."""
+    row_bytes: int
+    """The largest outbox row as written (PENDING): the only image it has (a settle deletes it)."""
     if_match: bool = False
     """Confirm or cancel sent with `If-Match` (the placed order's ETag)."""
     replay: bool = False
     """What was measured is the keyed request's replay (the request itself ran before, unmeasured)."""
+    outbox_table: str = ""
+    """The outbox table's name: the outbox row's share of the command's writes is this table's."""
 
 
 def command_run(
@@ -103,10 +102,14 @@ def command_run(
         if replay:
             assert all(result.replayed for result in results)  # noqa: S101 - a figure of something else
         keys = [_row_key(result) for result in results]
-        pending = max(item_size(world.item(key)) for key in keys)
-        _, marked = world.measure(lambda: world.publish(publisher, world.new_batch()))
-        published = max(item_size(world.item(key)) for key in keys)
-        return CommandRun(command, keyed, commands, written, marked, pending, published, if_match, replay)
+        row_bytes = max(item_size(world.item(key)) for key in keys)
+        _, settled = world.measure(lambda: world.publish(publisher, world.new_batch()))
+        left = [key for key in keys if world.item(key) is not None]
+        if left:
+            raise RuntimeError(f"{len(left)} rows were not settled: a figure of something else")
+        return CommandRun(
+            command, keyed, commands, written, settled, row_bytes, if_match, replay, world.outbox_table
+        )
 
 
 def runs(commands: int = COMMANDS) -> list[CommandRun]:
@@ -134,7 +137,8 @@ def measure(commands: int = COMMANDS) -> list[Group]:
     measured = runs(commands)
     first = [run for run in measured if not run.replay]
     per_command = [figure for run in measured for figure in _command_figures(run)]
-    lifecycle = [_lifecycle_figure(run) for run in first]
+    lifecycle = [lifecycle_figure(run) for run in first]
+    outbox_row = [outbox_row_figure(run) for run in first if not run.keyed]
     rows = [_row_figure(run) for run in first if not run.keyed and not run.if_match]
     return [
         Group(
@@ -154,12 +158,17 @@ def measure(commands: int = COMMANDS) -> list[Group]:
         ),
         Group(
             "lifecycle",
-            "WCU per event lifecycle (command, pending index, mark, index removal, TTL delete)",
+            "WCU per event lifecycle (the command's transaction, then the settle)",
             "-",
-            lifecycle,
+            outbox_row + lifecycle,
             notes=[
-                "The command's writes plus our publisher's mark of the row; the TTL delete is free (0 WCU, "
-                "not an API call) and the row has left the pending index by then.",
+                "Outbox row: its Put in the command's transaction (2 WCU: a transaction bills twice) plus "
+                "our publisher's settle (a conditional DeleteItem, 1 WCU); issue 29's target is 3.",
+                "Lifecycle: every write of the command (the order, the idempotency record with a key, the "
+                "outbox row) plus the settle. Issue 29's target is 5 without an Idempotency-Key; with one, "
+                "the key's record is a third transactional Put (2 more), read against issue 14's 7. Nothing "
+                "else is written on the healthy path (`settle.other_writes.first`, and each figure's "
+                "detail).",
             ],
             command=COMMAND,
         ),
@@ -168,7 +177,7 @@ def measure(commands: int = COMMANDS) -> list[Group]:
             "Outbox row size for the sample events (DynamoDB item size rules)",
             "-",
             rows,
-            notes=["The larger of the row as written (PENDING) and as marked PUBLISHED; 1 WCU covers 1 KB."],
+            notes=["The row as written (PENDING), its only image: a settle deletes it. 1 WCU covers 1 KB."],
             command=COMMAND,
         ),
     ]
@@ -211,24 +220,44 @@ def _command_figures(run: CommandRun) -> list[Figure]:
     ]
 
 
-def _lifecycle_figure(run: CommandRun) -> Figure:
+def lifecycle_figure(run: CommandRun) -> Figure:
     name, label = _names(run)
     written = run.written.capacity()
-    marked = run.marked.capacity(operations=MARKING_CALLS)
+    settled = run.settled.capacity(operations=SETTLE_CALLS)
+    other = run.settled.capacity(operations=[op for op in ROW_WRITES if op not in SETTLE_CALLS])
     return Figure(
         f"lifecycle.wcu.{name}",
         label,
         "WCU/event",
-        per(written.wcu + marked.wcu, run.commands),
-        target=targets.LIFECYCLE_WCU_TARGET,
-        source=f"command: {written.source()}; mark: {marked.source()}",
+        per(written.wcu + settled.wcu + other.wcu, run.commands),
+        target=targets.LIFECYCLE_WCU_KEYED_TARGET if run.keyed else targets.LIFECYCLE_WCU_TARGET,
+        source=f"command: {written.source()}; settle: {settled.source()}",
         detail={
             "command_wcu": per(written.wcu, run.commands),
             "command_index_wcu": per(written.index_wcu, run.commands),
-            "mark_table_wcu": per(marked.table_wcu, run.commands),
-            "mark_index_wcu": per(marked.index_wcu, run.commands),
-            "ttl_delete_wcu": 0,
-            "mark_calls": run.marked.calls_detail(),
+            "settle_wcu": per(settled.wcu, run.commands),
+            "other_publisher_write_wcu": per(other.wcu, run.commands),
+            "publisher_calls": run.settled.calls_detail(),
+        },
+    )
+
+
+def outbox_row_figure(run: CommandRun) -> Figure:
+    name, label = _names(run)
+    row = run.written.capacity(tables=[run.outbox_table])
+    settled = run.settled.capacity(operations=SETTLE_CALLS)
+    other = run.settled.capacity(operations=[op for op in ROW_WRITES if op not in SETTLE_CALLS])
+    return Figure(
+        f"lifecycle.outbox_row.{name}",
+        f"outbox row alone, {label}",
+        "WCU/event",
+        per(row.wcu + settled.wcu + other.wcu, run.commands),
+        target=targets.OUTBOX_ROW_WRU_TARGET,
+        source=f"command: {row.source()}; settle: {settled.source()}",
+        detail={
+            "row_in_transaction_wcu": per(row.wcu, run.commands),
+            "settle_wcu": per(settled.wcu, run.commands),
+            "other_publisher_write_wcu": per(other.wcu, run.commands),
         },
     )
 
@@ -239,11 +268,10 @@ def _row_figure(run: CommandRun) -> Figure:
         f"row.bytes.{event_type}",
         f"{event_type} row",
         "bytes",
-        float(max(run.pending_bytes, run.published_bytes)),
+        float(run.row_bytes),
         target=float(targets.ROW_BYTES_TARGET),
         decimals=0,
         source="DynamoDB's item size rules on the stored row (bench.capacity.item_size)",
-        detail={"pending_bytes": run.pending_bytes, "published_bytes": run.published_bytes},
     )
 
 

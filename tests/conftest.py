@@ -8,7 +8,6 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from outbox_local.moto_partiql import partiql_as_dynamodb
 from tests.support.aws import REGION, Tables, create_tables
 from tests.support.synth import Synthesized, synthesize
 
@@ -29,14 +28,6 @@ os.environ.update(
 )
 os.environ.pop("AWS_PROFILE", None)
 os.environ.pop("AWS_ENDPOINT_URL", None)
-
-
-@pytest.fixture(scope="session", autouse=True)
-def _moto_partiql() -> Iterator[None]:
-    """Every test's moto answers PartiQL UPDATEs as DynamoDB does (outbox_local.moto_partiql), like the local
-    runtime's: the row marker's statements are of AWS's documented grammar, which moto's parser refuses."""
-    with partiql_as_dynamodb():
-        yield
 
 
 @pytest.fixture

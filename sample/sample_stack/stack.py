@@ -12,7 +12,6 @@ from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from outbox import outputs
-from outbox.marking import DEFAULT_PUBLISHED_RETENTION_DAYS
 from outbox_cdk.destinations import DestinationsProps, OutboxDestinations
 from outbox_cdk.encryption import OutboxKey
 from outbox_cdk.errors import OutboxConstructError
@@ -48,7 +47,6 @@ class OutboxStackProps:
     # The publisher's routing (outbox_publisher.routing); none: every event to every destination.
     publisher_routes: Sequence[Route] = ()
     publisher_default_destinations: Sequence[Destination] | None = None
-    published_retention_days: int = DEFAULT_PUBLISHED_RETENTION_DAYS
     # Age at which the sweeper takes a PENDING row the stream has not published.
     sweep_grace_seconds: int = DEFAULT_SWEEP_GRACE_SECONDS
     sweeper: SweeperSettings = field(default_factory=SweeperSettings)
@@ -127,7 +125,6 @@ class OutboxStack(Stack):
                 event_source=self.destinations.event_source,
                 routes=props.publisher_routes,
                 default_destinations=props.publisher_default_destinations,
-                published_retention_days=props.published_retention_days,
                 sweep_grace_seconds=props.sweep_grace_seconds,
                 stream=props.stream,
                 function=props.publisher_function,

@@ -24,7 +24,7 @@ _CLIENT_CONFIG = Config(
     retries={"mode": "standard", "max_attempts": 3},
 )
 
-# Calls a function makes while it publishes (order-gate reads, claims, the poison queue, marking) must each
+# Calls a function makes while it publishes (gate reads, claims, the poison queue, row updates) must each
 # end inside the time the publishing engine keeps free for them (outbox_publisher.retry): one attempt, short
 # waits. A call that fails is not retried here: the engine hands the record back, or the sweeper reconciles.
 INVOCATION_CONNECT_TIMEOUT_S: Final = 1

@@ -117,6 +117,8 @@ def _cancellation(error: ClientError, transaction: Transaction) -> OutboxError:
 
 
 UNPROCESSED_ROUNDS = 3
+BATCH_GET_MAX_KEYS = 100
+"""BatchGetItem's limit."""
 
 
 def batch_get_rows(

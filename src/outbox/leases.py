@@ -3,8 +3,9 @@
 A path claims a PENDING row before it publishes it: a conditional update that records who holds the row
 (`lease_owner`) and until when (`lease_until`). The claim succeeds only if the row is still PENDING, no one
 else holds an unexpired lease on it, and it is not backing off (`next_attempt_at`). It returns the row as
-stored now, so the claimer publishes the row's current content, not a stale image of it. Marking the row
-(outbox.marking) then requires the same owner and drops the lease.
+stored now, so the claimer publishes the row's current content (and skips the destinations that took it
+already), not a stale image of it. A FAILED mark or a park of the row (outbox_publisher.row_updates) then
+requires the same owner and drops the lease; a settle deletes the row, lease and all.
 
 The stream publisher claims only rows that reach it late (close to the sweeper's grace); a fresh row is
 published without a claim, inside a horizon that ends before the sweeper may look at it
@@ -22,6 +23,8 @@ from typing import Any, NamedTuple, Protocol
 
 from outbox.dynamodb import ConditionNotMetError, call
 from outbox.model import (
+    DELIVERED_TO,
+    IS_PENDING,
     LEASE_OWNER,
     LEASE_UNTIL,
     NEXT_ATTEMPT_AT,
@@ -35,11 +38,11 @@ STREAM_PUBLISHER = "stream-publisher"
 """The lease owner of the stream path: its retries of a shard (new invocations) may claim what it holds."""
 
 _CLAIM_CONDITION = (
-    "#status = :pending"
-    f" AND (attribute_not_exists({LEASE_UNTIL}) OR {LEASE_UNTIL} < :now OR {LEASE_OWNER} = :owner)"
+    IS_PENDING
+    + f" AND (attribute_not_exists({LEASE_UNTIL}) OR {LEASE_UNTIL} < :now OR {LEASE_OWNER} = :owner)"
     f" AND (attribute_not_exists({NEXT_ATTEMPT_AT}) OR {NEXT_ATTEMPT_AT} <= :now)"
 )
-_HELD_CONDITION = f"#status = :pending AND {LEASE_OWNER} = :owner"
+_HELD_CONDITION = f"{IS_PENDING} AND {LEASE_OWNER} = :owner"
 _NAMES = {"#status": "status"}
 
 
@@ -57,13 +60,13 @@ class Lease(NamedTuple):
 class Claim(StrEnum):
     CLAIMED = "claimed"
     NOT_PENDING = "not_pending"
-    """Someone else already published or failed it."""
+    """It is FAILED now (or PUBLISHED, as an earlier release left it)."""
     LEASED = "leased"
     """Another path holds it now."""
     BACKING_OFF = "backing_off"
     """The sweeper is waiting before its next attempt."""
     MISSING = "missing"
-    """The row is gone."""
+    """The row is gone: its event is out (settled), or an operator skipped it."""
 
 
 class ClaimResult(NamedTuple):
@@ -81,10 +84,17 @@ class RowClaimer(Protocol):
     def claim(self, key: RowKey, lease: Lease, now: datetime) -> ClaimResult: ...
 
     def back_off(
-        self, key: RowKey, lease: Lease, *, attempts: int, next_attempt_at: datetime, error: str
+        self,
+        key: RowKey,
+        lease: Lease,
+        *,
+        attempts: int,
+        next_attempt_at: datetime,
+        error: str,
+        delivered_to: frozenset[str] = frozenset(),
     ) -> bool:
-        """Record a failed sweep (`attempts` tries) and when to try again, and drop the lease; False if the
-        lease was lost."""
+        """Record a failed sweep (`attempts` tries, the destinations that took the event) and when to try
+        again, and drop the lease; False if the lease was lost."""
         ...
 
     def release(self, key: RowKey, lease: Lease) -> bool:
@@ -118,22 +128,34 @@ class DynamoDBRowClaimer:
         return ClaimResult(Claim.CLAIMED, response.get("Attributes"))
 
     def back_off(
-        self, key: RowKey, lease: Lease, *, attempts: int, next_attempt_at: datetime, error: str
+        self,
+        key: RowKey,
+        lease: Lease,
+        *,
+        attempts: int,
+        next_attempt_at: datetime,
+        error: str,
+        delivered_to: frozenset[str] = frozenset(),
     ) -> bool:
+        values: dict[str, Any] = {
+            ":pending": {"S": OutboxStatus.PENDING.value},
+            ":owner": {"S": lease.owner},
+            ":next": {"N": str(math.ceil(next_attempt_at.timestamp()))},
+            ":error": {"S": truncate_error(error)},
+            ":attempts": {"N": str(attempts)},
+            ":one": {"N": "1"},
+        }
+        added = ""
+        if delivered_to:
+            added = f", {DELIVERED_TO} :delivered"
+            values[":delivered"] = {"SS": sorted(delivered_to)}
         try:
             self._update(
                 key,
                 f"SET {NEXT_ATTEMPT_AT} = :next, last_error = :error "
-                f"ADD attempts :attempts, {SWEEP_FAILURES} :one REMOVE {LEASE_OWNER}, {LEASE_UNTIL}",
+                f"ADD attempts :attempts, {SWEEP_FAILURES} :one{added} REMOVE {LEASE_OWNER}, {LEASE_UNTIL}",
                 _HELD_CONDITION,
-                {
-                    ":pending": {"S": OutboxStatus.PENDING.value},
-                    ":owner": {"S": lease.owner},
-                    ":next": {"N": str(math.ceil(next_attempt_at.timestamp()))},
-                    ":error": {"S": truncate_error(error)},
-                    ":attempts": {"N": str(attempts)},
-                    ":one": {"N": "1"},
-                },
+                values,
             )
         except ConditionNotMetError:
             return False
@@ -172,7 +194,7 @@ class DynamoDBRowClaimer:
 def _why(row: Mapping[str, Any] | None, lease: Lease, now: datetime) -> Claim:
     if not row:
         return Claim.MISSING
-    if row.get("status", {}).get("S") != OutboxStatus.PENDING:
+    if row.get("status", {"S": OutboxStatus.PENDING.value}).get("S") != OutboxStatus.PENDING:
         return Claim.NOT_PENDING
     next_attempt = row.get(NEXT_ATTEMPT_AT, {}).get("N")
     if next_attempt is not None and float(next_attempt) > now.timestamp():

@@ -1,9 +1,11 @@
 """The outbox row: the public contract (README, "Outbox row") as a value object, and the table it lives in.
 
 Other services, in any language, may write these rows and consumers parse the envelope built
-from them, so attribute names and types here are stable API. The table's key schema and its sparse
-`pending` index are defined here once; the CDK constructs, the writer, the marker and the sweeper
-all read them from this module.
+from them, so attribute names and types here are stable API. The table holds exactly the events that are
+not out yet: a row is deleted once its event is out on every destination of its route (or an operator
+skipped it), so what stays is PENDING and FAILED rows, and the few items the outbox keeps for itself under
+keys no event can have (`RESERVED_KEY_PREFIX`). The constructs, the writer, the publishing paths and the
+operations commands all read the table's names from this module.
 """
 
 from __future__ import annotations
@@ -29,16 +31,18 @@ from outbox.transaction import TableKeys
 # All events of one aggregate share a partition; `seq` orders them within it.
 PARTITION_KEY = "aggregate_key"
 SORT_KEY = "seq"
-# DynamoDB's TTL attribute: set only when a row leaves PENDING, so a pending row never expires.
+RESERVED_KEY_PREFIX = "#"
+"""Items the outbox keeps for itself (operators' audit records, the sweeper's cursor) have partition keys
+starting with this: an event's cannot, since its `aggregate_type` starts with a letter."""
+AUDIT_KEY_PREFIX = f"{RESERVED_KEY_PREFIX}audit{RESERVED_KEY_PREFIX}"
+"""An event's audit record lives at (`#audit#` + its aggregate_key, its seq): one per event an operator acted
+on, kept after the event's row has left the table."""
+SWEEPER_CURSOR_KEY = f"{RESERVED_KEY_PREFIX}sweeper"
+"""The sweeper's saved position in its scan of the table, one item per scan segment (seq = the segment)."""
+# DynamoDB's TTL attribute. The outbox sets it on no row; a row another writer saves PENDING with it would
+# expire before it is published, so reading one is poison, and its FAILED mark removes it.
 TTL_ATTRIBUTE = "expires_at"
-# A sweeper finds rows left PENDING through a sparse index keyed on `pending_shard`: the attribute
-# exists only while a row is PENDING. Spreading rows over a few index partitions keeps a busy
-# outbox from piling every pending row onto one hot index partition.
-PENDING_INDEX_NAME = "pending"
-PENDING_INDEX_PARTITION_KEY = "pending_shard"
-PENDING_INDEX_SORT_KEY = "occurred_at"
-PENDING_SHARDS = 16
-# Set by the publishing paths while they work on a row (outbox.leases, outbox.marking), never by writers.
+# Set by the publishing paths while they work on a row (outbox.leases), never by writers.
 LEASE_OWNER = "lease_owner"
 LEASE_UNTIL = "lease_until"
 """Epoch seconds: until then, no other path may claim the row."""
@@ -46,29 +50,34 @@ NEXT_ATTEMPT_AT = "next_attempt_at"
 """Epoch seconds: the sweeper backs off a row it could not publish until then."""
 SWEEP_FAILURES = "sweep_failures"
 """Sweeps that failed to publish the row: the exponent of its backoff."""
-# Set by an operator (outbox.release) to publish a FAILED row again; its cutoffs count from then.
+DELIVERED_TO = "delivered_to"
+"""String set: the destinations that already accepted the event while another did not. Written only on that
+partial path; the publishing paths never send the event to them again."""
+# Set by an operator (outbox_ops.release) to publish a FAILED row again; its cutoffs count from then.
 REDRIVEN_AT = "redriven_at"
-# Set by an operator (outbox.release) to let an aggregate's later events past a FAILED or missing event.
+# On a FAILED row whose route lets the aggregate's later events go on past it (`on_poison: continue`).
 RELEASED_AT = "released_at"
-RELEASED_BY = "released_by"
 RELEASE_REASON = "release_reason"
 FIRST_RELEASED_AT = "first_released_at"
 """When the row was first released: kept through redrives, so a row ever released stays known as one."""
-PREDECESSOR_RELEASED_AT = "predecessor_released_at"
-"""On a PENDING row: its missing predecessor was released (skipped), so the gate does not wait for it."""
-# Bumped by every operator redrive (outbox.release); every mark (outbox.marking) requires the generation it
-# read the row at, so a stale stream record of the row's earlier life can never mark a redriven row.
+# Bumped by every operator redrive (outbox_ops.release); every write of a publishing path requires the
+# generation it read the row at, so a stale stream record of the row's earlier life can never settle or mark
+# a redriven row.
 GENERATION = "generation"
-# Append-only: one entry per operator action on the row (redrive, skip), with who, when and why.
-AUDIT = "audit"
-# FAILED rows are found through a second sparse index, keyed on `failed_shard`: the attribute exists
-# exactly while a row is FAILED (set by the FAILED mark, removed by a redrive), spread like the pending one.
+# FAILED rows are found through a sparse index, keyed on `failed_shard`: the attribute exists exactly while a
+# row is FAILED (set by the FAILED mark, removed by a redrive), spread over a few index partitions.
 FAILED_INDEX_NAME = "failed"
 FAILED_INDEX_PARTITION_KEY = "failed_shard"
 FAILED_INDEX_SORT_KEY = "failed_at"
-# What the pending index carries besides its keys: enough for the sweeper to skip rows that are backing off
-# and to know a released gap, without reading the rows.
-PENDING_INDEX_ATTRIBUTES = (NEXT_ATTEMPT_AT, PREDECESSOR_RELEASED_AT)
+FAILED_INDEX_SHARDS = 16
+# What rows of an earlier release may still hold: the outbox neither writes nor reads them now
+# (docs/deploy.md, "Upgrading"). A FAILED mark removes them.
+LEGACY_ATTRIBUTES = ("pending_shard", "predecessor_released_at", "published_at")
+
+
+_PLAIN_DIGITS = 38
+"""DynamoDB's precision: a seq spelled in at most this many digits is read without a Decimal (and int() of a
+longer text, which only a made-up record holds, could raise)."""
 
 
 class RowKey(NamedTuple):
@@ -78,8 +87,10 @@ class RowKey(NamedTuple):
     aggregate_key: str
     seq: int
     stored_seq: str = ""
-    """The sort key as stored when it is no whole number (another writer's `N "1.5"`): such a row can only be
-    marked FAILED, addressed by exactly what is stored (`RowKey.stored`); the order gate never sees it."""
+    """The sort key as stored when it is not the plain spelling of `seq`, so the key still addresses the row:
+    another writer's `N "1.5"`, no whole number (such a row can only be marked FAILED, `RowKey.stored`; the
+    order gate never sees it), or a whole number spelled otherwise (`N "1E+2"`, which DynamoDB stores as
+    `100` but moto keeps as written)."""
 
     @property
     def seq_text(self) -> str:
@@ -95,13 +106,25 @@ class RowKey(NamedTuple):
 
     @classmethod
     def of(cls, item: Mapping[str, Any]) -> RowKey | None:
-        """The key of a row, if the item holds a well-formed one (a poison row may not)."""
+        """The key of a row, if the item holds a well-formed one: a whole number for `seq` (a poison row may
+        not)."""
         try:
-            aggregate_key = item[PARTITION_KEY]["S"]
-            seq = int(str(item[SORT_KEY]["N"]))
-        except (KeyError, TypeError, ValueError):
+            aggregate_key = str(item[PARTITION_KEY]["S"])
+            text = str(item[SORT_KEY]["N"])
+        except (KeyError, TypeError):
             return None
-        return cls(str(aggregate_key), seq)
+        plain = text.isascii() and text.isdigit() and len(text) <= _PLAIN_DIGITS
+        if plain and text == str(seq := int(text)):
+            return cls(aggregate_key, seq)  # the common case, read without a Decimal
+        try:
+            number = Decimal(text)
+        except ArithmeticError:
+            return None
+        whole = number.is_finite() and number == number.to_integral_value()
+        if not whole or number.copy_abs() > MAX_WHOLE_NUMBER:
+            return None
+        seq = int(number)
+        return cls(aggregate_key, seq, "" if text == str(seq) else text)
 
     @classmethod
     def stored(cls, item: Mapping[str, Any]) -> RowKey | None:
@@ -138,18 +161,39 @@ MAX_ERROR_LENGTH = 512
 
 class OutboxStatus(StrEnum):
     PENDING = "PENDING"
-    PUBLISHED = "PUBLISHED"
     FAILED = "FAILED"
+    PUBLISHED = "PUBLISHED"
+    """Written by earlier releases, which kept published rows until their TTL: read as out."""
 
 
 def aggregate_key(aggregate_type: str, aggregate_id: str) -> str:
     return f"{aggregate_type}#{aggregate_id}"
 
 
-def pending_shard(key: str) -> int:
-    """Stable shard of the pending and failed indexes for an aggregate (crc32: same answer in any
-    language)."""
-    return zlib.crc32(key.encode()) % PENDING_SHARDS
+def failed_shard(key: str) -> int:
+    """Stable shard of the failed index for an aggregate (crc32: same answer in any language)."""
+    return zlib.crc32(key.encode()) % FAILED_INDEX_SHARDS
+
+
+IS_PENDING = f"(#status = :pending OR (attribute_exists({PARTITION_KEY}) AND attribute_not_exists(#status)))"
+"""The condition that a row is PENDING, for a conditional write (`#status` naming `status`, `:pending` the
+text PENDING): a row saved without `status` is read as PENDING (OutboxEvent.from_item), so it is written to as
+one, else it could be published and never settled, or never claimed. The row must exist: an UpdateItem whose
+condition holds on a missing item would create one."""
+
+
+def is_reserved(aggregate_key: str) -> bool:
+    """Whether a partition key is one the outbox keeps for its own items (audit, cursor): no event's."""
+    return aggregate_key.startswith(RESERVED_KEY_PREFIX)
+
+
+def is_own_item(item: Mapping[str, Any]) -> bool:
+    """Whether an item (a row, a stream image) is one of the outbox's own: a reserved key, and no `status`
+    (none of its own items has one). Anything else under a reserved key is another writer's row breaking the
+    contract, handled as a row (poison: its key is no event's), never passed over unseen."""
+    key = item.get(PARTITION_KEY)
+    text = key.get("S") if isinstance(key, Mapping) else None
+    return isinstance(text, str) and is_reserved(text) and "status" not in item
 
 
 def string_attribute(item: Mapping[str, Any] | None, name: str) -> str | None:
@@ -158,6 +202,13 @@ def string_attribute(item: Mapping[str, Any] | None, name: str) -> str | None:
     if isinstance(value, Mapping) and isinstance(value.get("S"), str):
         return str(value["S"])
     return None
+
+
+def stored_generation(row: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The row's `generation` attribute exactly as stored (None when it has none): what a conditional write
+    compares, so that a row stays addressable even with a value the outbox cannot read (another writer's)."""
+    value = row.get(GENERATION)
+    return value if isinstance(value, Mapping) else None
 
 
 def generation_of(row: Mapping[str, Any]) -> int:
@@ -191,7 +242,6 @@ class OutboxEvent:
     status: OutboxStatus = OutboxStatus.PENDING
     attempts: int = 0
     last_error: str | None = None
-    published_at: str | None = None
     expires_at: int | None = None
     _payload_json: str = field(default="", repr=False, compare=False)
     aggregate_key: str = field(init=False, repr=False, compare=False)
@@ -292,12 +342,8 @@ class OutboxEvent:
             item["correlation_id"] = {"S": self.correlation_id}
         if self.last_error is not None:
             item["last_error"] = {"S": truncate_error(self.last_error)}
-        if self.published_at is not None:
-            item["published_at"] = {"S": self.published_at}
         if self.expires_at is not None:
             item[TTL_ATTRIBUTE] = {"N": str(self.expires_at)}
-        if self.status is OutboxStatus.PENDING:
-            item[PENDING_INDEX_PARTITION_KEY] = {"N": str(pending_shard(self.aggregate_key))}
         return item
 
     @classmethod
@@ -319,7 +365,6 @@ class OutboxEvent:
                 status=_status(reader.string("status")) if "status" in item else OutboxStatus.PENDING,
                 attempts=reader.integer("attempts") if "attempts" in item else 0,
                 last_error=reader.optional_string("last_error"),
-                published_at=reader.optional_string("published_at"),
                 expires_at=reader.integer("expires_at") if "expires_at" in item else None,
             )
         except InvalidOutboxRowError:

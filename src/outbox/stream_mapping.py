@@ -25,10 +25,11 @@ _PUBLISHED: Final = "PUBLISHED"
 PUBLISHER_FILTER_PATTERNS: Final[tuple[Mapping[str, object], ...]] = (
     # New rows: the events.
     {"eventName": [INSERT_EVENT_NAME]},
-    # A PENDING row rewritten, or a PUBLISHED one made PENDING again: the publishing paths' own updates of a
-    # pending row (a sweeper's lease, a released predecessor) match too and are skipped; another writer
-    # replacing the slot's event is a writer-contract break (outbox_publisher.writer_contract). Needs a
-    # NEW_AND_OLD_IMAGES stream: on a NEW_IMAGE stream no MODIFY has an OldImage, so none match.
+    # A PENDING row rewritten (or a PUBLISHED one, as earlier releases kept them, made PENDING again): the
+    # publishing paths' own updates of a pending row (a lease, a backoff, the destinations that took it)
+    # match too and are skipped; another writer replacing the slot's event is a writer-contract break
+    # (outbox_publisher.writer_contract). Needs a NEW_AND_OLD_IMAGES stream: on a NEW_IMAGE stream no MODIFY
+    # has an OldImage, so none match.
     {
         "eventName": [MODIFY_EVENT_NAME],
         "dynamodb": {
@@ -36,11 +37,9 @@ PUBLISHER_FILTER_PATTERNS: Final[tuple[Mapping[str, object], ...]] = (
             "NewImage": {"status": {"S": [_PENDING]}},
         },
     },
-    # A PENDING row deleted: an event lost before it was published (TTL never deletes a pending row).
-    {"eventName": [REMOVE_EVENT_NAME], "dynamodb": {"OldImage": {"status": {"S": [_PENDING]}}}},
 )
-"""The publisher mapping's FilterCriteria patterns (any one matches). Our own status updates (PENDING to
-PUBLISHED or FAILED), redrives and TTL deletions match none, so they cost no invocations."""
+"""The publisher mapping's FilterCriteria patterns (any one matches). Settles (deletes), FAILED marks,
+redrives and TTL deletions match none, so they cost no invocations."""
 
 
 class Range(NamedTuple):

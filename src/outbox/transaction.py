@@ -150,6 +150,28 @@ class Transaction:
             on_condition_failed=on_condition_failed,
         )
 
+    def delete(
+        self,
+        table: TableKeys,
+        key: Item,
+        *,
+        label: str,
+        condition: str | None = None,
+        names: Mapping[str, str] | None = None,
+        values: Item | None = None,
+        on_condition_failed: ConditionFailure = _default_failure,
+    ) -> None:
+        self._add_keyed(
+            "Delete",
+            table,
+            key,
+            label=label,
+            condition=condition,
+            names=names,
+            values=values,
+            on_condition_failed=on_condition_failed,
+        )
+
     def condition_check(
         self,
         table: TableKeys,
@@ -161,9 +183,33 @@ class Transaction:
         values: Item | None = None,
         on_condition_failed: ConditionFailure = _default_failure,
     ) -> None:
+        self._add_keyed(
+            "ConditionCheck",
+            table,
+            key,
+            label=label,
+            condition=condition,
+            names=names,
+            values=values,
+            on_condition_failed=on_condition_failed,
+        )
+
+    def _add_keyed(
+        self,
+        kind: str,
+        table: TableKeys,
+        key: Item,
+        *,
+        label: str,
+        condition: str | None,
+        names: Mapping[str, str] | None,
+        values: Item | None,
+        on_condition_failed: ConditionFailure,
+    ) -> None:
+        """An action named by its key alone (a Delete, a ConditionCheck)."""
         request: dict[str, Any] = {"TableName": table.table_name, "Key": table.key_of(key)}
         self._add(
-            "ConditionCheck",
+            kind,
             table,
             request["Key"],
             request,

@@ -25,7 +25,7 @@ from outbox_cdk.operators import OperatorAccess, OutboxOperatorPolicy
 from outbox_cdk.publisher import OutboxPublisher, PublisherSettings, StreamMappingProps
 from outbox_cdk.queues import FailureQueues, FailureQueuesProps
 from outbox_cdk.sweeper import OutboxSweeper, SweeperSettings
-from outbox_cdk.table import DataTableProps, OutboxTable, add_failed_index, add_pending_index
+from outbox_cdk.table import DataTableProps, OutboxTable, add_failed_index
 from outbox_publisher.routing import Destination, Route
 from outbox_sweeper.config import SweepSettings
 
@@ -57,7 +57,6 @@ __all__ = [
     "acknowledge",
     "add_failed_index",
     "add_nag_checks",
-    "add_pending_index",
     "allow_outbox_services",
     "powertools_layer",
 ]

@@ -38,10 +38,12 @@ PUBLISHER_MEMORY_MB: Final = 512
 # A batch of 100 records is at most 10 SNS + 10 EventBridge batch calls plus the status updates.
 PUBLISHER_TIMEOUT_SECONDS: Final = 60
 SWEEPER_MEMORY_MB: Final = 512
-# A run reads the pending index, then claims, publishes and marks up to SWEEP_MAX_ROWS rows.
+# A run reads the table, then claims, publishes and settles up to SWEEP_MAX_ROWS rows.
 SWEEPER_TIMEOUT_SECONDS: Final = 120
-# The index scan keeps 30 s for the rest of the run (outbox_sweeper.pending), the engine 11 s at the end.
+# The scan keeps 30 s for the rest of the run (outbox_sweeper.sweep), the engine 11 s at the end.
 SWEEPER_MIN_TIMEOUT_SECONDS: Final = 60
+# Schedule targets per rule (EventBridge's limit): the sweeper's segments take one each.
+SCHEDULE_TARGETS_PER_RULE: Final = 5
 SWEEP_SCHEDULE_MINUTES: Final = 1
 
 # --- Destinations and queues -------------------------------------------------------------------
@@ -61,7 +63,7 @@ PUBLISHER_ERRORS_EVALUATION_PERIODS: Final = 5
 PUBLISHER_ERRORS_DATAPOINTS_TO_ALARM: Final = 3
 OLDEST_PENDING_AGE_THRESHOLD_SECONDS: Final = 900
 OLDEST_PENDING_AGE_EVALUATION_PERIODS: Final = 5
-# Any aggregate held behind a FAILED or missing event needs an operator.
+# Any aggregate held behind a FAILED event needs an operator.
 HELD_AGGREGATES_THRESHOLD: Final = 1
 # Any break of the row contract by another writer is a bug in that writer.
 WRITER_CONTRACT_VIOLATIONS_THRESHOLD: Final = 1
@@ -72,19 +74,18 @@ DASHBOARD_NAME_SUFFIX: Final = "outbox"
 
 # --- IAM: exactly what each function calls (tests assert these lists) ----------------------------
 # Add an action here only together with the code that calls it.
-# The order gate reads predecessors (BatchGetItem, and a Query when one is missing); claims and marks are
-# conditional updates: UpdateItem, and PartiQL UPDATEs in BatchExecuteStatement, which IAM authorizes as
-# dynamodb:PartiQLUpdate ("IAM security policies with PartiQL for DynamoDB",
-# https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/ql-iam.html).
+# The order gate reads predecessors (BatchGetItem); a settle is a conditional DeleteItem; claims, parks and
+# FAILED marks are conditional UpdateItems.
 PUBLISHER_OUTBOX_TABLE_ACTIONS: Final = (
     "dynamodb:BatchGetItem",
-    "dynamodb:PartiQLUpdate",
-    "dynamodb:Query",
+    "dynamodb:DeleteItem",
     "dynamodb:UpdateItem",
 )
-# The sweeper does all the publisher does to rows, and reads the pending index (Query, on the index ARN).
-SWEEPER_OUTBOX_TABLE_ACTIONS: Final = PUBLISHER_OUTBOX_TABLE_ACTIONS
-SWEEPER_PENDING_INDEX_ACTIONS: Final = ("dynamodb:Query",)
+# The sweeper does all the publisher does to rows, scans the table, and reads and saves its cursor there
+# (GetItem, PutItem).
+SWEEPER_OUTBOX_TABLE_ACTIONS: Final = tuple(
+    sorted({*PUBLISHER_OUTBOX_TABLE_ACTIONS, "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Scan"})
+)
 # What the Lambda stream poller calls with the function's role (DynamoDB developer guide,
 # "IAM policy to allow a Lambda function to access DynamoDB stream records"): scoped to the stream.
 STREAM_READ_ACTIONS: Final = (

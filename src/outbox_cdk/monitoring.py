@@ -172,7 +172,7 @@ class OutboxMonitoring(Construct):
         self.held_aggregates_alarm = self._alarm(
             "HeldAggregatesAlarm",
             f"{stack_name}-HeldAggregates",
-            "An aggregate's events wait behind a FAILED or missing event. Runbook: README.md#heldaggregates",
+            "An aggregate's events wait behind a FAILED event. Runbook: README.md#heldaggregates",
             held_aggregates,
             threshold=thresholds.held_aggregates,
         )
@@ -214,6 +214,7 @@ class OutboxMonitoring(Construct):
                 title="Failures",
                 left=[
                     service_metric(metrics.EVENTS_FAILED, publisher, "Sum"),
+                    service_metric(metrics.UNDELIVERED_EVENTS, publisher, "Sum"),
                     service_metric(metrics.POISON_EVENTS, publisher, "Sum"),
                     service_metric(metrics.RECORDS_SKIPPED, publisher, "Sum"),
                     errors,

@@ -9,22 +9,20 @@ from aws_cdk import Stack
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from outbox.model import FAILED_INDEX_NAME, PENDING_INDEX_NAME
+from outbox.model import FAILED_INDEX_NAME
 from outbox_cdk import constants as c
 from outbox_cdk.nag import acknowledge
 from outbox_cdk.publisher import OutboxPublisher
 from outbox_ops import permissions as p
 
-_INDEXES = (PENDING_INDEX_NAME, FAILED_INDEX_NAME)
+_INDEXES = (FAILED_INDEX_NAME,)
 
 
 class OperatorAccess(StrEnum):
     READ_ONLY = "read_only"
-    """`status`, `failed list|show`, every `--dry-run`: for an on-call role."""
+    """`status`, `failed list|show`, `audit`, every `--dry-run`: for an on-call role."""
     OPERATOR = "operator"
     """... and `redrive`, `skip`."""
-    MAINTAINER = "maintainer"
-    """... and `purge-published`, `failed reindex` (they scan the table)."""
 
 
 class OutboxOperatorPolicy(iam.ManagedPolicy):
@@ -57,8 +55,6 @@ class OutboxOperatorPolicy(iam.ManagedPolicy):
             ),
             (p.ACCOUNT_WIDE, ["*"]),
         ]
-        if access is OperatorAccess.MAINTAINER:
-            statements.append((p.SCAN_TABLE, [table.table_arn]))
         # Customer-managed keys, where the table or a queue has one: reading them needs the key too.
         keys = [
             (table.encryption_key, c.TABLE_KEY_ACTIONS),

@@ -26,7 +26,6 @@ from constructs import Construct
 from outbox import metrics
 from outbox import stream_mapping as mapping
 from outbox.errors import ConfigurationError
-from outbox.marking import DEFAULT_PUBLISHED_RETENTION_DAYS
 from outbox.numbers import MAX_DURATION
 from outbox_cdk import constants as c
 from outbox_cdk.errors import OutboxConstructError
@@ -106,8 +105,6 @@ class PublisherSettings:
     routes: Sequence[Route] = ()
     # Where events no route matches go. None: every configured destination; () makes them poison.
     default_destinations: Sequence[Destination] | None = None
-    # How long a row stays in the table after it is PUBLISHED (its TTL).
-    published_retention_days: int = DEFAULT_PUBLISHED_RETENTION_DAYS
     # Age at which the sweeper takes a PENDING row (the stream publisher claims rows close to it).
     sweep_grace_seconds: int = env.DEFAULT_SWEEP_GRACE_SECONDS
     stream: StreamMappingProps = field(default_factory=StreamMappingProps)
@@ -116,9 +113,7 @@ class PublisherSettings:
 
     def __post_init__(self) -> None:
         # The function refuses to start past MAX_DURATION (outbox.numbers): said here, at synth, instead.
-        most_days, most_seconds = MAX_DURATION // timedelta(days=1), MAX_DURATION // timedelta(seconds=1)
-        if not 1 <= self.published_retention_days <= most_days:
-            raise OutboxConstructError(f"published_retention_days must be at least 1 and at most {most_days}")
+        most_seconds = MAX_DURATION // timedelta(seconds=1)
         if not env.MIN_SWEEP_GRACE_SECONDS <= self.sweep_grace_seconds <= most_seconds:
             least = env.MIN_SWEEP_GRACE_SECONDS
             raise OutboxConstructError(
@@ -135,10 +130,11 @@ class PublisherSettings:
 class OutboxPublisher(Construct):
     """Publisher Lambda plus its stream mapping, with exactly the permissions it uses.
 
-    The role may: read this table's stream; ``BatchGetItem``, ``Query``, ``UpdateItem`` and
-    ``PartiQLUpdate`` on the table (the order gate's reads of predecessors, claims of late rows, marking
-    rows); ``sns:Publish`` on the topic, ``events:PutEvents`` on the bus and ``sqs:SendMessage`` on the
-    poison queue and, for Lambda's on-failure destination, on the on-failure queue.
+    The role may: read this table's stream; ``BatchGetItem``, ``DeleteItem`` and ``UpdateItem`` on the
+    table (the order gate's reads of predecessors, settling published rows, claims of late rows, FAILED
+    marks, recording which destinations took an event); ``sns:Publish`` on the topic, ``events:PutEvents``
+    on the bus and ``sqs:SendMessage`` on the poison queue and, for Lambda's on-failure destination, on the
+    on-failure queue.
 
     Resources, each optional:
 
@@ -233,7 +229,6 @@ class OutboxPublisher(Construct):
         environment = {
             env.ENV_OUTBOX_TABLE_NAME: self.table.table_name,
             env.ENV_POISON_QUEUE_URL: self.poison_queue.queue_url,
-            env.ENV_PUBLISHED_RETENTION_DAYS: str(settings.published_retention_days),
             env.ENV_SWEEP_GRACE_SECONDS: str(settings.sweep_grace_seconds),
             c.ENV_POWERTOOLS_SERVICE_NAME: metrics.PUBLISHER_SERVICE,
             c.ENV_POWERTOOLS_METRICS_NAMESPACE: metrics.NAMESPACE,

@@ -1,7 +1,7 @@
 """The outbox sweeper: a scheduled Lambda that publishes what the stream did not (outbox_sweeper).
 
 `OutboxSweeper` is built from an `OutboxPublisher`: it publishes with the very same configuration (table,
-topic, bus, routes, event source, retention, grace, poison queue), so an event is announced the same way
+topic, bus, routes, event source, grace, poison queue), so an event is announced the same way
 whichever path publishes it.
 """
 
@@ -17,13 +17,11 @@ from constructs import Construct
 
 from outbox import metrics
 from outbox.errors import ConfigurationError
-from outbox.model import PENDING_INDEX_NAME
 from outbox_cdk import constants as c
 from outbox_cdk.errors import OutboxConstructError
 from outbox_cdk.functions import FunctionSettings, PythonFunction
 from outbox_cdk.grants import grant_publishing
 from outbox_cdk.publisher import OutboxPublisher
-from outbox_cdk.table import check_pending_index
 from outbox_sweeper.config import SweepSettings
 
 
@@ -41,7 +39,8 @@ class SweeperSettings:
 
     # EventBridge's rate: whole minutes, at least one.
     schedule: Duration = field(default_factory=lambda: Duration.minutes(c.SWEEP_SCHEDULE_MINUTES))
-    # Rows per run, backoff and the cutoffs after which a row that keeps failing becomes FAILED.
+    # Rows per run, segments swept in parallel, backoff and the cutoffs after which a row that keeps failing
+    # becomes FAILED.
     sweep: SweepSettings = field(default_factory=SweepSettings)
     # Sizing of the function. None: 512 MB, 120 s.
     function: FunctionSettings | None = None
@@ -54,17 +53,16 @@ class SweeperSettings:
         if timeout < c.SWEEPER_MIN_TIMEOUT_SECONDS:
             raise OutboxConstructError(
                 f"the sweeper's timeout must be at least {c.SWEEPER_MIN_TIMEOUT_SECONDS} s: a run keeps 30 s "
-                "after reading the index and the publishing engine's margin at the end"
+                "after reading the table and the publishing engine's margin at the end"
             )
 
 
 class OutboxSweeper(Construct):
     """The sweeper Lambda, its schedule, and exactly the permissions it uses.
 
-    The role may: ``Query`` the pending index; ``BatchGetItem``, ``Query``, ``UpdateItem`` and
-    ``PartiQLUpdate`` on the table (predecessors' states, claims, backoff, marking: the publisher's marking,
-    whose PartiQL UPDATEs in ``BatchExecuteStatement`` IAM authorizes as ``dynamodb:PartiQLUpdate``);
-    ``sns:Publish`` on the topic,
+    The role may: ``Scan`` the table, ``GetItem`` and ``PutItem`` on it (its saved position, kept in the
+    table), ``BatchGetItem``, ``DeleteItem`` and ``UpdateItem`` (predecessors' states, settling, claims,
+    backoff, FAILED marks, adding FAILED rows to the failed index); ``sns:Publish`` on the topic,
     ``events:PutEvents`` on the bus, ``sqs:SendMessage`` on the poison queue; and the few key actions on
     customer-managed keys of the table and the poison queue.
     """
@@ -80,7 +78,6 @@ class OutboxSweeper(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         settings = settings or SweeperSettings()
-        check_pending_index(publisher.table)
         self.publisher = publisher
         try:
             sweep_environment = settings.sweep.environment()
@@ -103,13 +100,28 @@ class OutboxSweeper(Construct):
         # A failed run is not retried by Lambda: the next scheduled run does it (and a retry would overlap).
         self.function.configure_async_invoke(retry_attempts=0)
         self._grant()
-        self.schedule = events.Rule(
-            self,
-            "Schedule",
-            description="Runs the outbox sweeper",
-            schedule=events.Schedule.rate(settings.schedule),
-            targets=[targets.LambdaFunction(self.function, retry_attempts=0)],
-        )
+        # One target per segment of the table, each invoking the sweeper for its segment (`{"segment": n}`),
+        # so the segments are swept in parallel; as many rules as that takes.
+        segment_targets = [
+            targets.LambdaFunction(
+                self.function,
+                retry_attempts=0,
+                event=events.RuleTargetInput.from_object({"segment": segment}),
+            )
+            for segment in range(settings.sweep.segments)
+        ]
+        per_rule = c.SCHEDULE_TARGETS_PER_RULE
+        self.schedules = [
+            events.Rule(
+                self,
+                "Schedule" if start == 0 else f"Schedule{start // per_rule}",
+                description="Runs the outbox sweeper",
+                schedule=events.Schedule.rate(settings.schedule),
+                targets=segment_targets[start : start + per_rule],
+            )
+            for start in range(0, len(segment_targets), per_rule)
+        ]
+        self.schedule = self.schedules[0]
 
     def _grant(self) -> None:
         publisher = self.publisher
@@ -117,7 +129,6 @@ class OutboxSweeper(Construct):
         grant_publishing(
             self.function,
             [
-                (c.SWEEPER_PENDING_INDEX_ACTIONS, f"{table.table_arn}/index/{PENDING_INDEX_NAME}"),
                 (c.SWEEPER_OUTBOX_TABLE_ACTIONS, table.table_arn),
                 (c.QUEUE_SEND_ACTIONS, publisher.poison_queue.queue_arn),
             ],

@@ -15,10 +15,6 @@ from outbox.model import (
     FAILED_INDEX_PARTITION_KEY,
     FAILED_INDEX_SORT_KEY,
     PARTITION_KEY,
-    PENDING_INDEX_ATTRIBUTES,
-    PENDING_INDEX_NAME,
-    PENDING_INDEX_PARTITION_KEY,
-    PENDING_INDEX_SORT_KEY,
     SORT_KEY,
     TTL_ATTRIBUTE,
 )
@@ -40,8 +36,8 @@ class DataTableProps:
 
 
 def data_table_options(props: DataTableProps, *, ttl_attribute: str = TTL_ATTRIBUTE) -> dict[str, Any]:
-    """The `dynamodb.Table` options of a data table: on demand, PITR, TTL on `ttl_attribute` (the outbox
-    row's `expires_at` by default), encryption and retention as `props` say."""
+    """The `dynamodb.Table` options of a data table: on demand, PITR, TTL on `ttl_attribute` (`expires_at` by
+    default), encryption and retention as `props` say."""
     return {
         "billing_mode": dynamodb.BillingMode.PAY_PER_REQUEST,
         "time_to_live_attribute": ttl_attribute,
@@ -65,13 +61,14 @@ class OutboxTable(dynamodb.Table):
     - keys `aggregate_key` (partition) and `seq` (sort): all events of one aggregate share a partition;
     - a NEW_AND_OLD_IMAGES stream: the publisher reads each row from the record's new image, and compares
       old and new images to see another writer replace a slot's event (outbox_publisher.writer_contract);
-    - the sparse `pending` index (`pending_shard`, `occurred_at`, with `next_attempt_at` and
-      `predecessor_released_at`): the library sets `pending_shard` only while a row is PENDING, so the
-      index holds exactly what the sweeper must see;
     - the sparse `failed` index (`failed_shard`, `failed_at`, keys only): `failed_shard` exists only while a
-      row is FAILED, so operators list failed rows (`outbox failed list`, `outbox status`) without a scan;
-    - TTL on `expires_at` (set only when a row leaves PENDING), point-in-time recovery, on-demand
-      billing, encryption at rest, and by default retention and deletion protection.
+      row is FAILED, so operators list failed rows (`outbox failed list`) without a scan;
+    - TTL on `expires_at`, which the outbox sets on no row: it lets DynamoDB delete, for free, the PUBLISHED
+      rows an earlier release kept (docs/deploy.md, "Upgrading");
+    - point-in-time recovery, on-demand billing, encryption at rest, and by default retention and deletion
+      protection.
+
+    No index is written per event: the table holds only what is not out yet, and the sweeper reads it.
     """
 
     def __init__(
@@ -91,27 +88,7 @@ class OutboxTable(dynamodb.Table):
             stream=dynamodb.StreamViewType.NEW_AND_OLD_IMAGES,
             **data_table_options(props or DataTableProps()),
         )
-        add_pending_index(self)
         add_failed_index(self)
-
-
-def add_pending_index(table: dynamodb.Table) -> None:
-    """Add the sparse `pending` index the sweeper reads to a table of yours (`OutboxTable` has it).
-
-    Keyed on `pending_shard` (set by the library only while a row is PENDING) and `occurred_at`, it carries
-    the two attributes the sweeper decides on without reading the row: `next_attempt_at` (backing off) and
-    `predecessor_released_at` (a released gap). The sweeper reads the full row through its claim anyway,
-    so projecting more would only cost writes.
-    """
-    table.add_global_secondary_index(
-        index_name=PENDING_INDEX_NAME,
-        partition_key=dynamodb.Attribute(
-            name=PENDING_INDEX_PARTITION_KEY, type=dynamodb.AttributeType.NUMBER
-        ),
-        sort_key=dynamodb.Attribute(name=PENDING_INDEX_SORT_KEY, type=dynamodb.AttributeType.STRING),
-        projection_type=dynamodb.ProjectionType.INCLUDE,
-        non_key_attributes=list(PENDING_INDEX_ATTRIBUTES),
-    )
 
 
 def add_failed_index(table: dynamodb.Table) -> None:
@@ -120,7 +97,7 @@ def add_failed_index(table: dynamodb.Table) -> None:
 
     Keyed on `failed_shard` (set by the library only while a row is FAILED) and `failed_at`, keys only: the
     commands read the few failed rows themselves, consistently, before acting on them. Without it the
-    functions work as before; `outbox failed` and `outbox status` say the index is missing.
+    functions work as before; `outbox failed` says the index is missing.
     """
     table.add_global_secondary_index(
         index_name=FAILED_INDEX_NAME,
@@ -130,48 +107,12 @@ def add_failed_index(table: dynamodb.Table) -> None:
     )
 
 
-def check_pending_index(table: dynamodb.ITable) -> None:
-    """Refuse, at synth, a table of this app without the `pending` index the sweeper reads (as
-    `add_pending_index` makes it). An imported table is taken on trust: a missing index fails every sweep
-    (SweeperErrors) and reports nothing (OldestPendingAge fires)."""
-    properties = _properties(table)
-    if properties is None:
-        return
-    indexes = {
-        _field(index, "index_name"): index for index in _listed(properties.get("globalSecondaryIndexes"))
-    }
-    index = indexes.get(PENDING_INDEX_NAME)
-    fix = "add it with outbox_cdk.add_pending_index(table), or use OutboxTable"
-    if index is None:
-        raise OutboxConstructError(
-            f"the outbox table has no `{PENDING_INDEX_NAME}` index, which the sweeper reads: {fix}"
-        )
-    types = {
-        _field(definition, "attribute_name"): _field(definition, "attribute_type")
-        for definition in _listed(properties.get("attributeDefinitions"))
-    }
-    keys = {
-        _field(key, "key_type"): (_field(key, "attribute_name"), types.get(_field(key, "attribute_name")))
-        for key in _listed(_field(index, "key_schema"))
-    }
-    projection = _field(index, "projection") or {}
-    projected = set(_listed(_field(projection, "non_key_attributes")))
-    carries = _field(projection, "projection_type") == "ALL" or projected >= set(PENDING_INDEX_ATTRIBUTES)
-    wanted = {"HASH": (PENDING_INDEX_PARTITION_KEY, "N"), "RANGE": (PENDING_INDEX_SORT_KEY, "S")}
-    if keys != wanted or not carries:
-        raise OutboxConstructError(
-            f"the outbox table's `{PENDING_INDEX_NAME}` index must be keyed on {PENDING_INDEX_PARTITION_KEY} "
-            f"(number) and {PENDING_INDEX_SORT_KEY} (string) and carry "
-            f"{', '.join(PENDING_INDEX_ATTRIBUTES)}: {fix}"
-        )
-
-
 def check_outbox_table(table: dynamodb.ITable) -> None:
     """Refuse, at synth, a table the publisher could never work with.
 
     It must have a stream. For a table defined in this app (`Table` or `TableV2`), its keys must be the row
-    contract's, with their types (`aggregate_key` a string, `seq` a number: marking addresses rows by
-    them), and its stream must carry new images (the publisher reads each row from the record's new
+    contract's, with their types (`aggregate_key` a string, `seq` a number: the publishing paths address
+    rows by them), and its stream must carry new images (the publisher reads each row from the record's new
     image). An imported table is taken on trust; the publisher refuses a record without a new image at
     run time.
     """

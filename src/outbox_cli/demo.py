@@ -174,50 +174,71 @@ class Demo:
         return False
 
     def outage(self) -> None:
-        self.n.step(3, STEPS, "A transient outage: SNS PublishBatch answers HTTP 500 InternalError")
+        self.n.step(3, STEPS, "One destination down: SNS PublishBatch answers HTTP 500 InternalError")
         rule = self.runtime.faults.arm("sns", "PublishBatch", error_code="InternalError", http_status=500)
         failed_before = len(self.failed_steps)
         self.n.say("fault armed at the wire: the real publisher gets a real AWS error response")
         order_id = self.place("customer-outage", "SKU-9", "99.00")
         event_id = self.acknowledged[-1]
+        on_bus = self.bus_queue.wait_for([event_id], DELIVERY_TIMEOUT_S)
         hit = self.runtime.faults.wait_for_injections(rule, 1, OUTAGE_TIMEOUT_S)
-        retried = self.read.wait(lambda: len(self.failed_steps) > failed_before, OUTAGE_TIMEOUT_S)
         self.n.say(
-            f"publisher hit the outage {rule.injected} time(s); it handed the batch back "
-            f"({len(self.failed_steps) - failed_before} failed invocation(s)), the stream mapping retries it"
+            f"SNS refused {rule.injected} call(s), retries included; the event went out on the bus at once, "
+            "and its row stays PENDING recording that the bus took it (delivered_to)"
         )
-        self.n.check("the outage reached the publisher and the mapping retried", hit and retried)
+        self.n.check("the healthy destination did not wait for the one that is down", hit and on_bus)
+        self.n.check(
+            "nothing was handed back to the stream mapping (the sweeper takes it from the table)",
+            len(self.failed_steps) == failed_before,
+        )
         self.runtime.faults.disarm(rule)
-        self.n.say("fault disarmed: SNS is back")
-        recovered = self.topic_queue.wait_for([event_id], DELIVERY_TIMEOUT_S)
-        recovered = self.bus_queue.wait_for([event_id], DELIVERY_TIMEOUT_S) and recovered
-        self.n.check(f"order {order_id[:8]}'s event was delivered after recovery", recovered)
         self.injected_faults += rule.injected
+        self.n.say(
+            f"fault disarmed: SNS is back; the sweeper takes the row once it is {DEMO_SWEEP_GRACE_S} s old"
+        )
+        recovered = self.topic_queue.wait_for([event_id], SWEEP_TIMEOUT_S)
+        self.n.check(f"order {order_id[:8]}'s event was delivered on SNS after recovery", recovered)
+        self.runtime.wait_until_idle(DELIVERY_TIMEOUT_S)
+        self.bus_queue.collect()
+        copies = sum(1 for delivery in self.bus_queue.deliveries if delivery.event_id == event_id)
+        self.n.check(
+            f"the bus received it exactly once ({copies}): each destination served once", copies == 1
+        )
 
     def stranded(self) -> None:
         self.n.step(
-            4, STEPS, "A stranded event: the stream mapping gives up on it; the sweeper delivers it, in order"
+            4,
+            STEPS,
+            "A stranded record: the stream mapping gives up on it; the sweeper delivers it, in order",
         )
         on_failure_url = self.runtime.outputs[stack_outputs.ON_FAILURE_QUEUE_URL]
-        rule = self.runtime.faults.arm(
+        refused = self.runtime.faults.arm(
             "sns", "PublishBatch", error_code="AuthorizationError", http_status=403
         )
+        unreadable = self.runtime.faults.arm(
+            "dynamodb", "BatchGetItem", error_code="InternalServerError", http_status=500
+        )
         self.n.say(
-            "fault armed: SNS PublishBatch answers 403 AuthorizationError at once (a bad topic policy)"
+            "faults armed: SNS answers 403 AuthorizationError (a bad topic policy), and DynamoDB refuses the "
+            "publisher's reads of an event's predecessor"
         )
         order_id = self.place("customer-stranded", "SKU-7", "7.00")
         placed = self.acknowledged[-1]
-        discarded = self.read.wait(lambda: self.read.queue_depth(on_failure_url) >= 1, OUTAGE_TIMEOUT_S)
-        self.n.say(
-            f"the publisher was refused {rule.injected} time(s); the mapping ran out of retries and "
-            "discarded the record to its on-failure queue (metadata only): the row is still PENDING"
-        )
-        self.n.check("the mapping discarded the first event's record", discarded)
-        self.runtime.faults.disarm(rule)
-        self.injected_faults += rule.injected
-        self.n.say("fault disarmed; the order is confirmed: its second event follows the discarded one")
+        self.bus_queue.wait_for([placed], DELIVERY_TIMEOUT_S)
+        self.n.say("the first event went out on the bus; SNS refused it, so its row waits PENDING")
         self.transition(order_id, "confirm")
         confirmed = self.acknowledged[-1]
+        discarded = self.read.wait(lambda: self.read.queue_depth(on_failure_url) >= 1, OUTAGE_TIMEOUT_S)
+        self.n.say(
+            f"the second event's predecessor could not be read ({unreadable.injected} time(s)): the "
+            "publisher could not tell whether it may go, handed its record back, and the mapping ran out of "
+            "retries and discarded it to its on-failure queue (metadata only): the row is still in the table"
+        )
+        self.n.check("the mapping discarded the second event's record", discarded)
+        for rule in (refused, unreadable):
+            self.runtime.faults.disarm(rule)
+            self.injected_faults += rule.injected
+        self.n.say("faults disarmed")
         self.runtime.wait_until_idle(DELIVERY_TIMEOUT_S)
         self.topic_queue.collect()
         self.bus_queue.collect()
@@ -225,12 +246,12 @@ class Demo:
         # sweeper may rightly have delivered both. What must hold on each queue: never the second first.
         watchers = (self.topic_queue, self.bus_queue)
         ahead = any(_arrived_first(watcher.deliveries, confirmed, placed) for watcher in watchers)
-        if all(placed in watcher.event_ids() for watcher in watchers):
+        if all(confirmed in watcher.event_ids() for watcher in watchers):
             self.n.say("(the sweeper delivered both already: this machine took longer than the grace)")
         self.n.check("the second event is held, not published ahead of the first", not ahead)
         self.n.say(
-            f"the sweeper takes rows PENDING for {DEMO_SWEEP_GRACE_S} s (SWEEP_GRACE_SECONDS; 60 deployed), "
-            "waiting for it…"
+            f"the sweeper reads the table for rows PENDING for {DEMO_SWEEP_GRACE_S} s (SWEEP_GRACE_SECONDS; "
+            "60 deployed), waiting for it…"
         )
         started = time.monotonic()
         swept = self.topic_queue.wait_for([placed, confirmed], SWEEP_TIMEOUT_S)
@@ -238,7 +259,7 @@ class Demo:
         self.n.say(f"swept after {time.monotonic() - started:.0f} s")
         order = [d.event_id for d in self.topic_queue.deliveries if d.event_id in (placed, confirmed)]
         self.n.check("the sweeper delivered both events to both queues", swept)
-        self.n.check("first the discarded event, then the held one", order[:2] == [placed, confirmed])
+        self.n.check("first the held-back event, then the discarded one", order[:2] == [placed, confirmed])
         self.on_failure_expected = 1
 
     def consumers(self) -> None:
@@ -276,7 +297,8 @@ class Demo:
         for watcher in (self.topic_queue, self.bus_queue):
             watcher.collect()
         rows = self.read.outbox_rows()
-        saved = {row["event_id"]["S"] for row in rows}
+        committed = self.read.committed_rows()
+        saved = {row["event_id"]["S"] for row in committed}
         statuses = Counter(row["status"]["S"] for row in rows)
         delivered = self.topic_queue.event_ids() | self.bus_queue.event_ids()
         acknowledged = set(self.acknowledged)
@@ -284,14 +306,16 @@ class Demo:
             "saved => announced: every acknowledged event reached both queues",
             acknowledged <= self.topic_queue.event_ids() and acknowledged <= self.bus_queue.event_ids(),
         )
-        self.n.check("announced => saved: every delivered event is an outbox row", delivered <= saved)
+        self.n.check(
+            "announced => saved: every delivered event was committed (its INSERT)", delivered <= saved
+        )
         self.n.check(
             "per-order order kept on both queues",
             not self.topic_queue.out_of_order() and not self.bus_queue.out_of_order(),
         )
         self.n.check(
-            "every row except the poison one is PUBLISHED",
-            statuses.get("PUBLISHED", 0) == len(rows) - 1 and statuses.get("FAILED", 0) == 1,
+            "the outbox table holds only the poison row, FAILED: every other row left once out everywhere",
+            len(rows) == 1 and statuses.get("FAILED", 0) == 1,
         )
         on_failure = self.read.queue_depth(self.runtime.outputs[stack_outputs.ON_FAILURE_QUEUE_URL])
         self.n.check(
@@ -305,8 +329,8 @@ class Demo:
         stats = [m.stats() for m in self.runtime.mappings]
         self.poison_seen.extend(self.read.drain_bodies(self.runtime.outputs[stack_outputs.POISON_QUEUE_URL]))
         summary = [
-            ("events written (outbox rows)", str(len(rows))),
-            ("published (rows PUBLISHED)", str(statuses.get("PUBLISHED", 0))),
+            ("events written (the outbox table's INSERTs)", str(len(committed))),
+            ("published (rows settled: they left the table)", str(len(committed) - len(rows))),
             (
                 "poison (rows FAILED, sent to the poison queue)",
                 f"{statuses.get('FAILED', 0)} ({len(self.poison_seen)} on the poison queue)",

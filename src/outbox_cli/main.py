@@ -1,4 +1,4 @@
-"""The `outbox` command: operate an outbox (`status`, `failed`, `redrive`, `skip`, `purge-published`), run
+"""The `outbox` command: operate an outbox (`status`, `failed`, `redrive`, `skip`, `audit`), run
 the stack locally (`local up`), or watch a narrated scenario on it (`demo`).
 
 Each command imports what it needs when it runs: `outbox --help`, and every command that talks to AWS,

@@ -1,4 +1,4 @@
-"""The operations commands: `outbox status`, `failed list|show`, `redrive`, `skip`, `purge-published`.
+"""The operations commands: `outbox status`, `failed list|show`, `redrive`, `skip`, `audit`.
 
 Each works against real AWS (the default credential chain, `--region`, `--profile`) or the local runtime
 (`--endpoint-url`, or AWS_ENDPOINT_URL), finds its table and queues from the stack's outputs (`--stack`) or
@@ -22,12 +22,11 @@ from typing import Any, TextIO
 from botocore.exceptions import BotoCoreError, ClientError
 
 from outbox.errors import InvalidNumberError, OutboxError
-from outbox.limits import MAX_WHOLE_NUMBER
-from outbox.numbers import positive_duration, positive_whole_number
+from outbox.numbers import positive_duration
 from outbox_cli import rendering
+from outbox_ops.audit import AuditRecords
 from outbox_ops.clients import OpsClients
 from outbox_ops.failed import FailedFilter, FailedRows
-from outbox_ops.purge import purge_published
 from outbox_ops.redrive import OperationReport, Operations, Operator
 from outbox_ops.resources import DEFAULT_STACK, OutboxResources
 from outbox_ops.status import StatusThresholds, Verdict, status
@@ -65,6 +64,12 @@ def add_commands(commands: Any) -> None:
     state.add_argument(
         "--degraded-after", type=duration, default=StatusThresholds().degraded_after, help="e.g. 5m (default)"
     )
+    state.add_argument(
+        "--scan-for",
+        type=duration,
+        default=StatusThresholds().scan_for,
+        help="read the table for at most this long, e.g. 30s (default; past it the counts are lower bounds)",
+    )
     state.set_defaults(run=_status)
 
     failed = commands.add_parser("failed", help="FAILED events: what, when, why")
@@ -76,10 +81,6 @@ def add_commands(commands: Any) -> None:
     show.add_argument("event_id")
     show.add_argument("--show-payload", action="store_true", help="include the payload (it is data: care)")
     show.set_defaults(run=_failed_show)
-    reindex = failed_commands.add_parser(
-        "reindex", parents=[common], help="index FAILED rows marked before the failed index existed (a scan)"
-    )
-    reindex.set_defaults(run=_failed_reindex)
 
     redrive = commands.add_parser(
         "redrive", parents=[common], help="publish FAILED events again (same event_id), in order"
@@ -102,22 +103,22 @@ def add_commands(commands: Any) -> None:
     redrive.set_defaults(run=_redrive)
 
     skip = commands.add_parser(
-        "skip", parents=[common], help="release an aggregate held behind a FAILED or missing event"
+        "skip",
+        parents=[common],
+        help="release an aggregate held behind a FAILED event (it is never published)",
     )
-    target = skip.add_mutually_exclusive_group(required=True)
-    target.add_argument("event_id", nargs="?", help="the FAILED event to release (it is never published)")
-    target.add_argument(
-        "--missing", nargs=2, metavar=("AGGREGATE_KEY", "SEQ"), help="the event that was never written"
-    )
+    skip.add_argument("event_id", help="the FAILED event to skip: its row leaves the table, unpublished")
     _acting(skip)
     skip.set_defaults(run=_skip)
 
-    purge = commands.add_parser(
-        "purge-published", parents=[common], help="delete PUBLISHED rows past retention (tables without TTL)"
+    audit = commands.add_parser(
+        "audit", parents=[common], help="what operators did: every redrive and skip, with who, when and why"
     )
-    purge.add_argument("--older-than", type=duration, required=True, help="e.g. 30d, 12h")
-    purge.add_argument("--dry-run", action="store_true", help="count, delete nothing")
-    purge.set_defaults(run=_purge)
+    audit.add_argument("--aggregate", help="only this aggregate key, e.g. Order#42 (one Query; else a scan)")
+    audit.add_argument(
+        "--show-payload", action="store_true", help="include skipped rows' payloads (data: care)"
+    )
+    audit.set_defaults(run=_audit)
 
 
 def _filters(parser: argparse.ArgumentParser) -> None:
@@ -128,7 +129,7 @@ def _filters(parser: argparse.ArgumentParser) -> None:
 
 def _acting(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--reason", required=True, help="why (recorded on every row changed, with who and when)"
+        "--reason", required=True, help="why (recorded in each event's audit record, with who and when)"
     )
     parser.add_argument(
         "--dry-run", action="store_true", help="say exactly what would be done, change nothing"
@@ -201,7 +202,11 @@ def _connect(arguments: argparse.Namespace) -> tuple[OpsClients, OutboxResources
 
 def _status(arguments: argparse.Namespace, out: TextIO) -> int:
     clients, resources = _connect(arguments)
-    thresholds = StatusThresholds(stuck_after=arguments.stuck_after, degraded_after=arguments.degraded_after)
+    thresholds = StatusThresholds(
+        stuck_after=arguments.stuck_after,
+        degraded_after=arguments.degraded_after,
+        scan_for=arguments.scan_for,
+    )
     report = status(clients, resources, thresholds=thresholds)
     _print(out, arguments, report.to_json(), rendering.status(report))
     return STATUS_EXIT[report.verdict]
@@ -228,10 +233,11 @@ def _failed_show(arguments: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-def _failed_reindex(arguments: argparse.Namespace, out: TextIO) -> int:
+def _audit(arguments: argparse.Namespace, out: TextIO) -> int:
     clients, resources = _connect(arguments)
-    added = FailedRows(clients.dynamodb, resources.table).reindex()
-    _print(out, arguments, {"indexed": added}, f"indexed {added} FAILED rows\n")
+    records = AuditRecords(clients.dynamodb, resources.table).select(arguments.aggregate)
+    document = {"audit": [record.to_json(show_payload=arguments.show_payload) for record in records]}
+    _print(out, arguments, document, rendering.audit(records))
     return 0
 
 
@@ -268,20 +274,8 @@ def _redrive(arguments: argparse.Namespace, out: TextIO) -> int:
 
 
 def _skip(arguments: argparse.Namespace, out: TextIO) -> int:
-    seq = None
-    if arguments.missing:
-        try:
-            seq = positive_whole_number(arguments.missing[1], maximum=MAX_WHOLE_NUMBER)
-        except InvalidNumberError as error:
-            print(f"outbox: SEQ must be a whole number >= 1: it {error}", file=sys.stderr)
-            return EXIT_USAGE
     clients, resources = _connect(arguments)
-    operator = _operator(arguments, clients)
-    operations = Operations(clients, resources)
-    if seq is not None:
-        report = operations.skip_missing(arguments.missing[0], seq, operator)
-    else:
-        report = operations.skip_failed(arguments.event_id, operator)
+    report = Operations(clients, resources).skip_failed(arguments.event_id, _operator(arguments, clients))
     return _acted(out, arguments, report)
 
 
@@ -299,15 +293,6 @@ def _acted(out: TextIO, arguments: argparse.Namespace, report: OperationReport) 
             "outbox: some queue messages were kept or not removed (see above): run it again", file=sys.stderr
         )
         return EXIT_FAILED
-    return 0
-
-
-def _purge(arguments: argparse.Namespace, out: TextIO) -> int:
-    clients, resources = _connect(arguments)
-    report = purge_published(
-        clients.dynamodb, resources.table, older_than=arguments.older_than, dry_run=arguments.dry_run
-    )
-    _print(out, arguments, report.to_json(), rendering.purge(report))
     return 0
 
 

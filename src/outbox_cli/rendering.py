@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from outbox_ops.audit import AuditEntry, AuditRecord
 from outbox_ops.failed import FailedRow
-from outbox_ops.purge import PurgeReport
 from outbox_ops.queues import QueueDepth
 from outbox_ops.redrive import OperationReport
 from outbox_ops.status import StatusReport
@@ -29,7 +29,7 @@ def status(report: StatusReport) -> str:
         ("table", report.table),
         ("pending", f"{report.pending}{'' if report.pending_complete else '+'} (oldest {age})"),
         ("backing off", report.backing_off),
-        ("held aggregates", len(report.held)),
+        ("held aggregates", report.held_count),
         ("failed", f"{report.failed} holding their aggregate, {report.failed_released} released"),
         ("poison queue", _queue(report.poison)),
         ("on-failure queue", _queue(report.on_failure)),
@@ -43,8 +43,8 @@ def status(report: StatusReport) -> str:
     text = "\n".join(lines) + "\n\n" + table(["", ""], facts).split("\n", 1)[1]
     if report.held:
         text += "\nheld aggregates:\n" + table(
-            ["aggregate", "waiting seq", "predecessor", "fix"],
-            [(h.aggregate_key, h.waiting_seq, h.predecessor.value, h.fix) for h in report.held],
+            ["aggregate", "waiting seq", "failed seq", "fix"],
+            [(h.aggregate_key, h.waiting_seq, h.failed_seq, h.fix) for h in report.held],
         )
     return text
 
@@ -84,16 +84,43 @@ def failed_row(row: FailedRow) -> str:
         ("generation", row.generation),
     ]
     if row.released_at is not None:
-        facts.append(("released", f"{row.released_at} by {row.released_by}: {row.release_reason}"))
+        facts.append(("released", f"{row.released_at}: {row.release_reason}"))
+    if row.delivered_to:
+        facts.append(("delivered to", ", ".join(row.delivered_to)))
     if row.payload is not None:
         facts.append(("payload", row.payload))
     text = table(["", ""], facts).split("\n", 1)[1]
     if row.audit:
-        text += "\naudit:\n" + table(
-            ["at", "action", "by", "reason"],
-            [(e.get("at"), e.get("action"), e.get("by"), e.get("reason")) for e in row.audit],
-        )
+        text += "\naudit:\n" + _entries(row.audit)
     return text
+
+
+def audit(records: Sequence[AuditRecord]) -> str:
+    if not records:
+        return "no operator actions recorded\n"
+    return table(
+        ["aggregate", "seq", "event_id", "at", "action", "by", "reason"],
+        [
+            (
+                record.key.aggregate_key,
+                record.key.seq_text,
+                record.event_id or "-",
+                entry.at,
+                entry.action + (" (out of order)" if entry.out_of_order else ""),
+                entry.by,
+                entry.reason,
+            )
+            for record in records
+            for entry in record.entries
+        ],
+    )
+
+
+def _entries(entries: Sequence[AuditEntry]) -> str:
+    return table(
+        ["at", "action", "by", "reason"],
+        [(e.at, e.action + (" (out of order)" if e.out_of_order else ""), e.by, e.reason) for e in entries],
+    )
 
 
 def operation(report: OperationReport) -> str:
@@ -125,12 +152,6 @@ def operation(report: OperationReport) -> str:
     if not report.dry_run and any(r.outcome.value == "redriven" for r in report.rows):
         tail.append("the sweeper publishes redriven events within its schedule: watch `outbox status`")
     return head + rows + "\n".join(tail) + "\n"
-
-
-def purge(report: PurgeReport) -> str:
-    verb = "would delete" if report.dry_run else "deleted"
-    count = report.eligible if report.dry_run else report.deleted
-    return f"scanned {report.scanned} rows; {verb} {count} PUBLISHED rows past retention\n"
 
 
 def _queue(depth: QueueDepth | None) -> str:

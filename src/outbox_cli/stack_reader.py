@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from outbox import outputs as stack_outputs
-from outbox.model import RowKey
+from outbox.model import RowKey, is_reserved
 from outbox_local.queues import receive_all
 from outbox_local.runtime import LocalRuntime
 
@@ -19,7 +19,34 @@ class StackReader:
         self.runtime = runtime
 
     def outbox_rows(self) -> list[dict[str, Any]]:
-        return self.scan(self.runtime.outputs[stack_outputs.OUTBOX_TABLE_NAME])
+        """The events' rows in the outbox table now (not the outbox's own items: audit records, cursor)."""
+        return [
+            item
+            for item in self.scan(self.runtime.outputs[stack_outputs.OUTBOX_TABLE_NAME])
+            if not is_reserved(item["aggregate_key"]["S"])
+        ]
+
+    def committed_rows(self) -> list[dict[str, Any]]:
+        """Every event row ever committed to the outbox table, as its stream's INSERT records show it: the
+        table keeps a row only until its event is out."""
+        table = self.runtime.outputs[stack_outputs.OUTBOX_TABLE_NAME]
+        dynamodb, streams = self.runtime.client("dynamodb"), self.runtime.client("dynamodbstreams")
+        stream_arn = dynamodb.describe_table(TableName=table)["Table"]["LatestStreamArn"]
+        rows: list[dict[str, Any]] = []
+        for shard in streams.describe_stream(StreamArn=stream_arn)["StreamDescription"]["Shards"]:
+            iterator = streams.get_shard_iterator(
+                StreamArn=stream_arn, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
+            )["ShardIterator"]
+            while iterator:
+                page = streams.get_records(ShardIterator=iterator, Limit=1000)
+                rows += [
+                    record["dynamodb"]["NewImage"]
+                    for record in page["Records"]
+                    if record["eventName"] == "INSERT"
+                    and not is_reserved(record["dynamodb"]["Keys"]["aggregate_key"]["S"])
+                ]
+                iterator = page.get("NextShardIterator") if page["Records"] else None
+        return rows
 
     def scan(self, table: str) -> list[dict[str, Any]]:
         paginator = self.runtime.client("dynamodb").get_paginator("scan")

@@ -30,7 +30,6 @@ from outbox_local.functions import FunctionHost
 from outbox_local.http_api import HttpApiServer, Route
 from outbox_local.invocation import InvocationResult
 from outbox_local.moto_isolation import isolated_requests
-from outbox_local.moto_partiql import partiql_as_dynamodb
 from outbox_local.moto_performance import lighter_moto
 from outbox_local.moto_streams import InProcessStreams
 from outbox_local.moto_transactions import atomic_transactions
@@ -102,7 +101,6 @@ class LocalRuntime:
         self._corrections = contextlib.ExitStack()
         self._corrections.enter_context(atomic_transactions())
         self._corrections.enter_context(isolated_requests())
-        self._corrections.enter_context(partiql_as_dynamodb())
         self._corrections.enter_context(lighter_moto())
         self._server = LocalAwsServer(
             self.faults,

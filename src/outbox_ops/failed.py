@@ -1,40 +1,39 @@
 """FAILED rows: found through the sparse `failed` index, read from the table, described without payload.
 
-The index holds exactly the FAILED rows (outbox.marking sets `failed_shard`, a redrive removes it), keys only:
-listing queries its shards and reads the rows themselves, strongly consistent, in batches of 100, so what an
-operator acts on is the row as it is now. The payload is left out unless asked for.
+The index holds the FAILED rows (the FAILED mark sets `failed_shard`, a redrive removes it, and the sweeper
+adds a FAILED row another writer saved without it), keys only: listing queries its shards and reads the rows
+themselves, strongly consistent, in batches of 100, so what an operator acts on is the row as it is now. The
+payload is left out unless asked for. An index written only on failure costs two writes per FAILED row, where
+listing by a scan would read the whole table on every command: the rare path pays, not every event.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from botocore.exceptions import ClientError
 
 from outbox.aws_errors import error_code
-from outbox.clock import format_timestamp, utc_now
-from outbox.dynamodb import ConditionNotMetError, batch_get_rows, call, translate_client_error
+from outbox.dynamodb import BATCH_GET_MAX_KEYS, batch_get_rows, call, translate_client_error
 from outbox.model import (
-    AUDIT,
+    DELIVERED_TO,
     FAILED_INDEX_NAME,
     FAILED_INDEX_PARTITION_KEY,
-    FAILED_INDEX_SORT_KEY,
+    FAILED_INDEX_SHARDS,
     FIRST_RELEASED_AT,
     PARTITION_KEY,
-    PENDING_SHARDS,
     RELEASE_REASON,
     RELEASED_AT,
-    RELEASED_BY,
     SORT_KEY,
     OutboxStatus,
     RowKey,
+    failed_shard,
     generation_of,
-    pending_shard,
     string_attribute,
 )
-from outbox.predecessors import MAX_KEYS_PER_CALL
+from outbox_ops.audit import LEGACY_ROW_AUDIT, AuditEntry, AuditRecords, entries_of
 from outbox_ops.errors import ResourceNotFoundError, RowNotFoundError
 
 _ATTRIBUTES = (
@@ -48,11 +47,11 @@ _ATTRIBUTES = (
     "last_error",
     "attempts",
     RELEASED_AT,
-    RELEASED_BY,
     RELEASE_REASON,
     FIRST_RELEASED_AT,
     "generation",
-    AUDIT,
+    DELIVERED_TO,
+    LEGACY_ROW_AUDIT,
 )
 
 
@@ -67,12 +66,15 @@ class FailedRow:
     """The reason and error code the publisher recorded (never payload data)."""
     attempts: int
     released_at: str | None
-    released_by: str | None
+    """Set when its route lets the aggregate's later events go on past it: it holds nothing."""
     release_reason: str | None
     first_released_at: str | None
     """Kept through redrives: the row was released once, and its successors may have gone then."""
     generation: int
-    audit: list[dict[str, Any]] = field(default_factory=list)
+    delivered_to: tuple[str, ...] = ()
+    """The destinations that took the event before it failed: a redrive does not send it to them again."""
+    audit: list[AuditEntry] = field(default_factory=list)
+    """Operators' actions on the event: its audit record's entries (outbox_ops.audit)."""
     payload: str | None = None
     """Only when asked for (`show_payload`)."""
 
@@ -95,11 +97,11 @@ class FailedRow:
             last_error=string_attribute(item, "last_error"),
             attempts=_integer(item, "attempts"),
             released_at=string_attribute(item, RELEASED_AT),
-            released_by=string_attribute(item, RELEASED_BY),
             release_reason=string_attribute(item, RELEASE_REASON),
             first_released_at=string_attribute(item, FIRST_RELEASED_AT),
             generation=generation_of(item),
-            audit=[_plain(entry.get("M", {})) for entry in item.get(AUDIT, {}).get("L", [])],
+            delivered_to=tuple(sorted(item.get(DELIVERED_TO, {}).get("SS", []))),
+            audit=entries_of(item, LEGACY_ROW_AUDIT),
             payload=string_attribute(item, "payload"),
         )
 
@@ -122,10 +124,10 @@ class FailedRow:
             "attempts": self.attempts,
             "holds_aggregate": self.holds_aggregate,
             "released_at": self.released_at,
-            "released_by": self.released_by,
             "release_reason": self.release_reason,
             "generation": self.generation,
-            "audit": self.audit,
+            "delivered_to": list(self.delivered_to),
+            "audit": [entry.to_json() for entry in self.audit],
         }
         if self.payload is not None:
             document["payload"] = self.payload
@@ -160,7 +162,7 @@ class FailedRows:
     def select(self, where: FailedFilter | None = None, *, show_payload: bool = False) -> list[FailedRow]:
         """The FAILED rows matching `where`, oldest failure first, read from the table now."""
         where = where or FailedFilter()
-        shards = [pending_shard(where.aggregate_key)] if where.aggregate_key else range(PENDING_SHARDS)
+        shards = [failed_shard(where.aggregate_key)] if where.aggregate_key else range(FAILED_INDEX_SHARDS)
         keys = [
             key
             for shard in shards
@@ -173,68 +175,24 @@ class FailedRows:
         return sorted(matching, key=lambda row: (row.failed_at or "", row.key))
 
     def find(self, event_id: str, *, show_payload: bool = False) -> FailedRow:
+        """The FAILED row of `event_id`, with the entries of its audit record."""
         rows = self.select(FailedFilter(event_ids=frozenset({event_id})), show_payload=show_payload)
         if not rows:
-            raise RowNotFoundError(f"no FAILED row has event_id {event_id}")
-        return rows[0]
+            raise RowNotFoundError(
+                f"no FAILED row has event_id {event_id} (an event published or skipped has left the table: "
+                "outbox audit lists what operators did)"
+            )
+        row = rows[0]
+        record = AuditRecords(self._dynamodb, self._table).of_event(row.key)
+        return replace(row, audit=row.audit + (record.entries if record is not None else []))
 
     def items(self, keys: Sequence[RowKey], *, show_payload: bool = False) -> dict[RowKey, Mapping[str, Any]]:
         """The rows at `keys` as stored now, whatever their status (without payload unless asked for)."""
         found: dict[RowKey, Mapping[str, Any]] = {}
         unique = sorted(set(keys))
-        for start in range(0, len(unique), MAX_KEYS_PER_CALL):
-            found.update(self._batch_get(unique[start : start + MAX_KEYS_PER_CALL], show_payload))
+        for start in range(0, len(unique), BATCH_GET_MAX_KEYS):
+            found.update(self._batch_get(unique[start : start + BATCH_GET_MAX_KEYS], show_payload))
         return found
-
-    def reindex(self) -> int:
-        """Put FAILED rows marked before the `failed` index existed into it (they lack `failed_shard`): one
-        scan of the table, one conditional update per such row. Returns how many it added."""
-        arguments: dict[str, Any] = {
-            "TableName": self._table,
-            "ProjectionExpression": "#pk, #sk",
-            "FilterExpression": "#status = :failed AND attribute_not_exists(#shard)",
-            "ExpressionAttributeNames": {
-                "#pk": PARTITION_KEY,
-                "#sk": SORT_KEY,
-                "#status": "status",
-                "#shard": FAILED_INDEX_PARTITION_KEY,
-            },
-            "ExpressionAttributeValues": {":failed": {"S": OutboxStatus.FAILED.value}},
-        }
-        added = 0
-        while True:
-            page = call("Scan", self._dynamodb.scan, **arguments)
-            for key in (RowKey.stored(item) for item in page.get("Items", [])):
-                if key is not None and self._index(key):
-                    added += 1
-            if "LastEvaluatedKey" not in page:
-                return added
-            arguments["ExclusiveStartKey"] = page["LastEvaluatedKey"]
-
-    def _index(self, key: RowKey) -> bool:
-        try:
-            call(
-                "UpdateItem",
-                self._dynamodb.update_item,
-                TableName=self._table,
-                Key=key.item(),
-                # The index is keyed on `failed_at` too: a row without one (another writer's) gets now.
-                UpdateExpression="SET #shard = :shard, #at = if_not_exists(#at, :now)",
-                ConditionExpression="#status = :failed",
-                ExpressionAttributeNames={
-                    "#status": "status",
-                    "#shard": FAILED_INDEX_PARTITION_KEY,
-                    "#at": FAILED_INDEX_SORT_KEY,
-                },
-                ExpressionAttributeValues={
-                    ":failed": {"S": OutboxStatus.FAILED.value},
-                    ":shard": {"N": str(pending_shard(key.aggregate_key))},
-                    ":now": {"S": format_timestamp(utc_now())},
-                },
-            )
-        except ConditionNotMetError:
-            return False  # redriven meanwhile
-        return True
 
     def _pages(self, shard: int) -> Iterator[Mapping[str, Any]]:
         arguments: dict[str, Any] = {
@@ -276,11 +234,3 @@ def _integer(item: Mapping[str, Any], name: str) -> int:
         return int(float(item.get(name, {}).get("N", "0")))
     except (TypeError, ValueError):
         return 0
-
-
-def _plain(entry: Mapping[str, Any]) -> dict[str, Any]:
-    """An audit entry as plain JSON values."""
-    plain: dict[str, Any] = {}
-    for name, value in entry.items():
-        plain[name] = next(iter(value.values())) if isinstance(value, Mapping) and value else None
-    return plain

@@ -9,21 +9,20 @@ from __future__ import annotations
 from typing import Final
 
 FIND_STACK: Final = ("cloudformation:DescribeStacks",)
-READ_ROWS: Final = ("dynamodb:Query", "dynamodb:GetItem", "dynamodb:BatchGetItem")
+READ_ROWS: Final = ("dynamodb:Query", "dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Scan")
+"""`status` and `audit` read the table with a scan: it holds only what is not out yet."""
 READ_STREAM: Final = ("dynamodb:GetShardIterator", "dynamodb:GetRecords")
 """Mapping on-failure records back to rows."""
 READ_QUEUES: Final = ("sqs:GetQueueAttributes", "sqs:ReceiveMessage", "sqs:ChangeMessageVisibility")
 """A dry run hands back the messages it looked at: ChangeMessageVisibility is a read here."""
 ACCOUNT_WIDE: Final = ("lambda:ListEventSourceMappings", "cloudwatch:GetMetricData")
 """Actions that take no resource-level restriction."""
-RELEASE_ROWS: Final = ("dynamodb:UpdateItem", "dynamodb:ConditionCheckItem")
+RELEASE_ROWS: Final = ("dynamodb:UpdateItem", "dynamodb:DeleteItem")
+"""A redrive updates the row, a skip deletes it, each with its audit record (an update), in one transaction:
+IAM authorizes each action of TransactWriteItems as the single-item call it is."""
 SETTLE_QUEUES: Final = ("sqs:DeleteMessage",)
-SCAN_TABLE: Final = ("dynamodb:Scan", "dynamodb:BatchWriteItem")
-"""`purge-published` and `failed reindex` only."""
 
 READ_ONLY: Final = frozenset(FIND_STACK + READ_ROWS + READ_STREAM + READ_QUEUES + ACCOUNT_WIDE)
-"""`status`, `failed list|show`, and every `--dry-run`."""
+"""`status`, `failed list|show`, `audit`, and every `--dry-run`."""
 OPERATOR: Final = READ_ONLY | frozenset(RELEASE_ROWS + SETTLE_QUEUES)
 """... and `redrive`, `skip`."""
-MAINTAINER: Final = OPERATOR | frozenset(SCAN_TABLE)
-"""... and `purge-published`, `failed reindex`."""

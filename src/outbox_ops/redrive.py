@@ -1,15 +1,16 @@
 """Redrive and skip, as an operator runs them: choose the rows, check each, act (or only say what would be
 done), then remove the queue messages the action settled.
 
-The row changes themselves are the library's (outbox.release): one conditional write each, audited on the
-row, with the same `event_id`. A redriven row is PENDING again; the sweeper publishes it through the
-publishing engine and its order gate, then the events it held (within a sweep or two: its schedule).
+The row changes themselves are outbox_ops.release's: one transaction each, with its audit entry, the same
+`event_id`. A redriven row is PENDING again; the sweeper publishes it through the publishing engine and its
+order gate, then the events it held (within a sweep or two: its schedule). A skipped row leaves the table.
 
 - Failed rows are chosen through the `failed` index (outbox_ops.failed), by event id, aggregate, event type
   or error text.
 - On-failure messages are mapped back to their rows through the stream (outbox_ops.on_failure): FAILED rows
-  are redriven, PENDING ones are left to the sweeper, PUBLISHED ones need nothing. A message is deleted
-  only once every row behind it is settled.
+  are redriven, PENDING ones are left to the sweeper (which finds every row in the table), and rows no longer
+  in the table need nothing (their events are out, or were skipped). A message is deleted only once every row
+  behind it is settled.
 - A dry run reads what the real run reads to decide each row and changes nothing, queues included (it
   does not preview the poison-queue clean-up).
 """
@@ -24,17 +25,8 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from outbox.clock import utc_now
 from outbox.errors import OutboxError
 from outbox.model import OutboxStatus, RowKey, string_attribute
-from outbox.release import (
-    ReleaseError,
-    missing_predecessor_refusal,
-    out_of_order_risk,
-    redrive,
-    skip,
-    skip_missing_predecessor,
-)
 from outbox_ops.clients import OpsClients
 from outbox_ops.errors import OperationError, RowNotFoundError
 from outbox_ops.failed import FailedFilter, FailedRow, FailedRows
@@ -47,6 +39,7 @@ from outbox_ops.queues import (
     poison_generation,
     poison_key,
 )
+from outbox_ops.release import ReleaseError, out_of_order_risk, redrive, skip
 from outbox_ops.resources import OutboxResources
 
 
@@ -58,8 +51,8 @@ class Outcome(StrEnum):
     REFUSED = "refused"
     PENDING = "pending"
     """Not FAILED: still PENDING, so the sweeper publishes it; nothing to do."""
-    PUBLISHED = "published"
-    GONE = "gone"
+    OUT = "out"
+    """No longer in the table: its event is out (or an operator skipped it); nothing to do."""
     NOT_FOUND = "not_found"
     """Asked for by event id, but no FAILED row has it."""
     ERROR = "error"
@@ -208,11 +201,7 @@ class Operations:
     def skip_failed(self, event_id: str, operator: Operator) -> OperationReport:
         row = self._failed.find(event_id)
         report = OperationReport(operator.dry_run)
-        if row.released_at is not None:
-            result = RowResult(
-                row.key, row.event_id, Outcome.REFUSED, f"already released: {row.release_reason}"
-            )
-        elif operator.dry_run:
+        if operator.dry_run:
             result = RowResult(row.key, row.event_id, Outcome.WOULD_SKIP)
         else:
             result = self._apply(
@@ -226,50 +215,12 @@ class Operations:
         self._remove_poison(report, operator, outcome=Outcome.SKIPPED)
         return report
 
-    def skip_missing(self, aggregate_key: str, seq: int, operator: Operator) -> OperationReport:
-        """Release the missing event `seq` of the aggregate: the PENDING event `seq + 1` waits behind it."""
-        waiting = RowKey(aggregate_key, seq + 1)
-        event_id = string_attribute(self._failed.items([waiting]).get(waiting), "event_id")
-        report = OperationReport(operator.dry_run)
-        if operator.dry_run:
-            # What the release itself checks (outbox.release.skip_missing_predecessor), without the write.
-            refusal = missing_predecessor_refusal(self._clients.dynamodb, self._resources.table, waiting)
-            if refusal is None:
-                report.rows.append(
-                    RowResult(waiting, event_id, Outcome.WOULD_SKIP, f"release missing seq {seq}")
-                )
-            else:
-                report.rows.append(RowResult(waiting, event_id, Outcome.REFUSED, refusal))
-            return report
-        result = self._apply(
-            waiting,
-            event_id,
-            Outcome.SKIPPED,
-            lambda: skip_missing_predecessor(
-                self._clients.dynamodb,
-                self._resources.table,
-                waiting,
-                reason=operator.reason,
-                actor=operator.actor,
-                now=operator.now,
-            ),
-        )
-        report.rows.append(result)
-        return report
-
     # --- per row -------------------------------------------------------------------------------------
 
     def _redrive(self, row: FailedRow, operator: Operator) -> RowResult:
         if operator.dry_run:
-            # What the redrive itself checks (outbox.release.redrive), without the write.
-            risk = out_of_order_risk(
-                self._clients.dynamodb,
-                self._resources.table,
-                row.key,
-                released=row.released_at,
-                first_released=row.first_released_at,
-                now=operator.now or utc_now(),
-            )
+            # What the redrive itself checks (outbox_ops.release.redrive), without the write.
+            risk = out_of_order_risk(row.first_released_at or row.released_at)
             if risk is not None and not operator.allow_out_of_order:
                 detail = (
                     f"{risk}; redriving it could publish it after a later event "
@@ -304,9 +255,11 @@ class Operations:
             if row is not None:
                 results.append(self._redrive(row, operator))
                 continue
-            status = string_attribute(item, "status")
+            pending = item is not None and string_attribute(item, "status") == OutboxStatus.PENDING.value
             results.append(
-                RowResult(key, string_attribute(item, "event_id"), _SETTLED.get(status or "", Outcome.GONE))
+                RowResult(
+                    key, string_attribute(item, "event_id"), Outcome.PENDING if pending else Outcome.OUT
+                )
             )
         return results
 
@@ -351,9 +304,8 @@ class Operations:
         self, report: OperationReport, operator: Operator, *, outcome: Outcome = Outcome.REDRIVEN
     ) -> None:
         """Delete the poison messages of the rows this command redrove (or skipped): their copies there are
-        settled; and those of rows PUBLISHED since (a stale re-delivery of a redriven row's first INSERT can
-        park it again without marking it: its event is out). Nothing in a dry run; nothing if no poison
-        queue is known."""
+        settled; and those of rows no longer in the table (their events are out, or were skipped). Nothing in
+        a dry run; nothing if no poison queue is known."""
         acted = {
             row.key: row.generation
             for row in report.rows
@@ -365,15 +317,12 @@ class Operations:
         reader = QueueReader(self._clients.sqs, queue, max_messages=operator.max_messages)
         about = {message.message_id: message for message in reader.messages()}
         others = [key for key in map(poison_key, about.values()) if key is not None and key not in acted]
-        published = {
-            key
-            for key, item in self._failed.items(others).items()
-            if string_attribute(item, "status") == OutboxStatus.PUBLISHED.value
-        }
+        present = self._failed.items(others)
+        out = {key for key in others if key not in present}
 
         def settled_by_this_command(message: QueueMessage) -> bool:
             key = poison_key(message)
-            if key in published:
+            if key in out:
                 return True
             # Only the life the command acted on: a failure of the redriven row since has a later generation.
             return key in acted and poison_generation(message) <= acted[key]
@@ -382,5 +331,3 @@ class Operations:
 
 
 _NOT_DONE = frozenset({Outcome.REFUSED, Outcome.ERROR, Outcome.NOT_FOUND})
-# What an on-failure message's row needs when it is not FAILED.
-_SETTLED = {OutboxStatus.PENDING.value: Outcome.PENDING, OutboxStatus.PUBLISHED.value: Outcome.PUBLISHED}

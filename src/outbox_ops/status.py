@@ -1,14 +1,13 @@
 """`outbox status`: is anything stuck, what, since when, and the one command to run first.
 
-What it reads, and what it never does (no table scan, whatever the table's size):
+What it reads:
 
-- the `pending` index, one paginated query per shard: pending count, oldest pending age, rows backing off,
-  and each aggregate's lowest pending row;
-- those rows' predecessors, one strongly consistent BatchGetItem per 100 aggregates (a missing one costs a
-  Query more): an aggregate is HELD when its next event waits behind a FAILED or missing one, which only an
-  operator can release;
-- the `failed` index, one query per shard, and the FAILED rows themselves (BatchGetItem, 100 a call): which
-  of them still hold their aggregate, and which an operator released (skipped: they need nothing more);
+- the outbox table itself, with the sweeper's census (outbox_sweeper.census): a scan, since the table holds
+  only what is not out yet (a few rows when all is well; a pass costs half a read unit per 4 KB), bounded by
+  `scan_for` (a table left with millions of rows by an outage is counted in part, and said so): pending
+  count, oldest pending age, rows backing off, FAILED rows (those that hold their aggregate, and those whose
+  route continues past them), and the aggregates HELD behind a FAILED event, which only an operator can
+  release;
 - the poison and on-failure queues' depths, the publisher's stream mappings (Lambda), and the last hour's
   published events (CloudWatch: the publisher's `EventsPublished` plus the sweeper's `SweptEvents`). A
   role that may not read the mappings or the metrics gets "unknown" for them, with why, not a failure;
@@ -20,14 +19,15 @@ The verdict, worst first:
   back has been pending for longer than `stuck_after` (the `OldestPendingAge` alarm's threshold, 15
   minutes): events are not going out by themselves.
 - **degraded**: held aggregates (an operator must redrive or skip the event they wait behind), FAILED rows
-  not yet released,
-  messages in the poison or on-failure queue, a mapping whose last result is a problem, rows backing off, or
-  an event pending for longer than `degraded_after`: the outbox works, but something needs a look.
+  not yet released, messages in the poison or on-failure queue, a mapping whose last result is a problem,
+  rows backing off, an event pending for longer than `degraded_after`, or a table too large to count in
+  `scan_for`: the outbox works, but something needs a look.
 - **healthy**: none of these.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -39,17 +39,15 @@ from botocore.exceptions import BotoCoreError, ClientError
 from outbox import metrics
 from outbox.aws_errors import error_code
 from outbox.clock import format_timestamp, utc_now
-from outbox.deadline import NoDeadline
-from outbox.model import RowKey
-from outbox.predecessors import DynamoDBPredecessorReader, PredecessorState
 from outbox_ops.clients import OpsClients
-from outbox_ops.failed import FailedRows
 from outbox_ops.queues import QueueDepth, depth
 from outbox_ops.resources import OutboxResources
-from outbox_sweeper.pending import DUE_AGGREGATES_KEPT, DynamoDBPendingIndex
+from outbox_sweeper.census import Census
+from outbox_sweeper.scan import DynamoDBTableScan, read_segment
 
 STUCK_AFTER = timedelta(minutes=15)
 DEGRADED_AFTER = timedelta(minutes=5)
+SCAN_FOR = timedelta(seconds=30)
 _PUBLISHED_WINDOW = timedelta(hours=1)
 
 
@@ -62,28 +60,33 @@ class Verdict(StrEnum):
 @dataclass(frozen=True)
 class HeldAggregate:
     aggregate_key: str
-    waiting_seq: int
-    """The aggregate's next event, held."""
-    predecessor: PredecessorState
-    """FAILED or MISSING: what event `waiting_seq - 1` is."""
+    waiting_seq: str
+    """The aggregate's first PENDING event that waits."""
+    failed_seq: str
+    """The FAILED event it waits behind."""
 
     @property
     def fix(self) -> str:
-        if self.predecessor is PredecessorState.MISSING:
-            return (
-                f"outbox skip --missing {self.aggregate_key} {self.waiting_seq - 1} --reason '...' "
-                "(after checking the event was never written)"
-            )
-        return f"outbox failed list --aggregate {self.aggregate_key}, then redrive or skip it"
+        return (
+            f"outbox failed list --aggregate {self.aggregate_key}, then redrive or skip seq {self.failed_seq}"
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {
             "aggregate_key": self.aggregate_key,
-            "waiting_seq": self.waiting_seq,
-            "predecessor_seq": self.waiting_seq - 1,
-            "predecessor": self.predecessor.value,
+            "waiting_seq": _seq_json(self.waiting_seq),
+            "failed_seq": _seq_json(self.failed_seq),
             "fix": self.fix,
         }
+
+
+def _seq_json(stored: str) -> int | str:
+    """A seq as `failed list --json` prints it: a number, or the stored text when it is no whole number."""
+    try:
+        number = int(stored)
+    except ValueError:
+        return stored
+    return number if str(number) == stored else stored
 
 
 @dataclass(frozen=True)
@@ -107,12 +110,14 @@ class StatusReport:
     oldest_unheld_age_s: float | None = None
     """The oldest pending event that no FAILED or missing event holds back: it should be going out."""
     held: list[HeldAggregate] = field(default_factory=list)
+    """The held aggregates the scan named (at most outbox_sweeper.census.HELD_LISTED)."""
+    held_count: int = 0
     failed: int = 0
     """FAILED rows that still hold their aggregate (not released)."""
     unindexed_failed: int = 0
-    """Held aggregates whose FAILED predecessor is not in the failed index (failed before it existed)."""
+    """FAILED rows not in the failed index yet (another writer's): the sweeper adds them as it finds them."""
     failed_released: int = 0
-    """FAILED rows an operator skipped, or poisoned on a route that continues past poison: settled."""
+    """FAILED rows poisoned on a route that continues past poison: they hold nothing."""
     poison: QueueDepth | None = None
     on_failure: QueueDepth | None = None
     published_last_hour: int | None = None
@@ -140,7 +145,9 @@ class StatusReport:
             "oldest_unheld_pending_age_seconds": self.oldest_unheld_age_s,
             "backing_off": self.backing_off,
             "held_aggregates": [held.to_json() for held in self.held],
+            "held_aggregate_count": self.held_count,
             "failed": self.failed,
+            "unindexed_failed": self.unindexed_failed,
             "failed_released": self.failed_released,
             "unknown": self.unknown,
             "poison_queue": queue(self.poison),
@@ -154,6 +161,8 @@ class StatusReport:
 class StatusThresholds:
     stuck_after: timedelta = STUCK_AFTER
     degraded_after: timedelta = DEGRADED_AFTER
+    scan_for: timedelta = SCAN_FOR
+    """The longest the census may read the table."""
 
 
 def status(
@@ -164,18 +173,9 @@ def status(
     now: datetime | None = None,
 ) -> StatusReport:
     now = now or utc_now()
+    thresholds = thresholds or StatusThresholds()
     report = StatusReport(checked_at=now, table=resources.table)
-    _pending(clients, resources, report, now)
-    failed = FailedRows(clients.dynamodb, resources.table).select()
-    report.failed = sum(1 for row in failed if row.holds_aggregate)
-    report.failed_released = len(failed) - report.failed
-    listed = {row.key for row in failed}
-    report.unindexed_failed = sum(
-        1
-        for held in report.held
-        if held.predecessor is PredecessorState.FAILED
-        and RowKey(held.aggregate_key, held.waiting_seq - 1) not in listed
-    )
+    _census(clients, resources, report, now, thresholds.scan_for)
     if resources.poison_queue_url:
         report.poison = depth(clients.sqs, resources.poison_queue_url)
     if resources.on_failure_queue_url:
@@ -186,7 +186,7 @@ def status(
     report.published_last_hour = _optional(
         report, "published, last hour", lambda: _published(clients.cloudwatch, now)
     )
-    report.verdict, report.reasons = judge(report, thresholds or StatusThresholds())
+    report.verdict, report.reasons = judge(report, thresholds)
     return report
 
 
@@ -195,9 +195,7 @@ def judge(report: StatusReport, thresholds: StatusThresholds) -> tuple[Verdict, 
     degraded: list[str] = []
     age = timedelta(seconds=report.oldest_unheld_age_s or 0)
     if report.held:
-        degraded.append(
-            f"{len(report.held)} aggregate(s) held behind a FAILED or missing event: {report.held[0].fix}"
-        )
+        degraded.append(f"{report.held_count} aggregate(s) held behind a FAILED event: {report.held[0].fix}")
     if report.mappings is not None and not any(m.state == "Enabled" for m in report.mappings):
         states = ", ".join(m.state for m in report.mappings) or "none found"
         stuck.append(
@@ -210,29 +208,7 @@ def judge(report: StatusReport, thresholds: StatusThresholds) -> tuple[Verdict, 
         )
     elif age > thresholds.degraded_after:
         degraded.append(f"the oldest pending event is {_duration(age)} old: the sweeper should take it soon")
-    if report.failed:
-        degraded.append(f"{report.failed} FAILED event(s) not released: outbox failed list")
-    if report.unindexed_failed:
-        # Held behind a FAILED row the failed index does not have: one from before the index existed.
-        degraded.append(
-            f"{report.unindexed_failed} held aggregate(s) wait behind a FAILED row missing from the failed "
-            "index: outbox failed reindex"
-        )
-    degraded += [f"could not read {what}: the verdict cannot vouch for it" for what in report.unknown]
-    for name, queue, command in (
-        ("poison", report.poison, "outbox failed list"),
-        ("on-failure", report.on_failure, "outbox redrive --on-failure-queue --dry-run --reason '...'"),
-    ):
-        if queue is not None and queue.total:
-            degraded.append(f"{queue.total} message(s) in the {name} queue: {command}")
-    problems = [m for m in report.mappings or [] if m.last_processing_result.startswith("PROBLEM")]
-    if problems:
-        degraded.append(
-            f"the stream mapping's last result is {problems[0].last_processing_result!r}: check the "
-            "publisher's errors and logs"
-        )
-    if report.backing_off:
-        degraded.append(f"{report.backing_off} pending event(s) backing off after failed sweeps")
+    degraded += _needs_a_look(report, thresholds)
     if stuck:
         return Verdict.STUCK, stuck + degraded
     if degraded:
@@ -240,44 +216,78 @@ def judge(report: StatusReport, thresholds: StatusThresholds) -> tuple[Verdict, 
     return Verdict.HEALTHY, []
 
 
-def _pending(clients: OpsClients, resources: OutboxResources, report: StatusReport, now: datetime) -> None:
-    # Due now = not backing off: each aggregate's lowest such row is the one the gate decides on.
-    scan = DynamoDBPendingIndex(clients.dynamodb, resources.table).scan(
-        due_before=now, now=now, limit=1, deadline=NoDeadline()
-    )
-    report.pending, report.pending_complete = scan.count, scan.complete
-    report.backing_off = scan.count - scan.due_count
-    if scan.oldest is not None:
-        report.oldest_pending_age_s = max(0.0, (now - scan.oldest).total_seconds())
-    firsts = [rows[0] for rows in scan.due.values() if rows]
-    if len(scan.due) >= DUE_AGGREGATES_KEPT:
-        report.unknown.append(
-            f"held aggregates: only the first {DUE_AGGREGATES_KEPT} aggregates with pending events checked"
+def _needs_a_look(report: StatusReport, thresholds: StatusThresholds) -> list[str]:
+    """The degraded verdict's reasons besides held aggregates and age, worst first."""
+    reasons: list[str] = []
+    if report.failed:
+        reasons.append(f"{report.failed} FAILED event(s) not released: outbox failed list")
+    if report.unindexed_failed:
+        reasons.append(
+            f"{report.unindexed_failed} FAILED row(s) are not in the failed index yet (saved FAILED by "
+            "another writer): the sweeper adds them on its next pass"
         )
-    waiting = [row for row in firsts if row.key.seq > 1 and not row.predecessor_released]
-    states = (
-        DynamoDBPredecessorReader(clients.dynamodb, resources.table).states(
-            [row.key.predecessor for row in waiting]
+    if not report.pending_complete:
+        reasons.append(
+            f"the table holds more than a {_duration(thresholds.scan_for)} scan reads (the figures are lower "
+            "bounds): a backlog the sweeper is working through"
         )
-        if waiting
-        else {}
+    reasons += [f"could not read {what}: the verdict cannot vouch for it" for what in report.unknown]
+    for name, queue, command in (
+        ("poison", report.poison, "outbox failed list"),
+        ("on-failure", report.on_failure, "outbox redrive --on-failure-queue --dry-run --reason '...'"),
+    ):
+        if queue is not None and queue.total:
+            reasons.append(f"{queue.total} message(s) in the {name} queue: {command}")
+    problems = [m for m in report.mappings or [] if m.last_processing_result.startswith("PROBLEM")]
+    if problems:
+        reasons.append(
+            f"the stream mapping's last result is {problems[0].last_processing_result!r}: check the "
+            "publisher's errors and logs"
+        )
+    if report.backing_off:
+        reasons.append(f"{report.backing_off} pending event(s) backing off after failed sweeps")
+    return reasons
+
+
+def _census(
+    clients: OpsClients, resources: OutboxResources, report: StatusReport, now: datetime, scan_for: timedelta
+) -> None:
+    census = Census(now=now, grace=timedelta(0), due_limit=0)
+    progress = read_segment(
+        census,
+        DynamoDBTableScan(clients.dynamodb, resources.table),
+        segment=0,
+        segments=1,
+        start=None,
+        deadline=_Budget(scan_for),
+        # Stop once the time is spent: read_segment stops when less than this is left, and a budget never
+        # has less than 0 left (with 0 here, the scan would read the whole table whatever `scan_for` says).
+        reserve_ms=1,
     )
-    report.held = sorted(
-        (
-            HeldAggregate(row.key.aggregate_key, row.key.seq, states[row.key.predecessor])
-            for row in waiting
-            if states[row.key.predecessor] in (PredecessorState.FAILED, PredecessorState.MISSING)
-        ),
-        key=lambda held: held.aggregate_key,
-    )
-    held = {held.aggregate_key for held in report.held}
-    unheld = [
-        row.occurred_at
-        for row in firsts
-        if row.key.aggregate_key not in held and row.occurred_at is not None and row.occurred_at <= now
+    figures = census.figures()
+    report.pending, report.pending_complete = figures.pending, progress.position is None
+    report.backing_off = figures.backing_off
+    report.failed, report.failed_released = figures.failed, figures.failed_released
+    report.unindexed_failed = figures.unindexed_failed
+    report.held_count = figures.held_aggregates
+    report.held = [
+        HeldAggregate(held.aggregate_key, held.waiting_seq, held.failed_seq)
+        for held in sorted(census.held, key=lambda held: held.aggregate_key)
     ]
-    if unheld:
-        report.oldest_unheld_age_s = (now - min(unheld)).total_seconds()
+    if figures.oldest_pending is not None:
+        report.oldest_pending_age_s = max(0.0, (now - figures.oldest_pending).total_seconds())
+    if figures.oldest_unheld is not None:
+        report.oldest_unheld_age_s = max(0.0, (now - figures.oldest_unheld).total_seconds())
+
+
+class _Budget:
+    """The time the census may read for, as a deadline (outbox.deadline.Deadline), on the monotonic clock."""
+
+    def __init__(self, budget: timedelta) -> None:
+        self._ends = time.monotonic() + budget.total_seconds()
+
+    def remaining_ms(self) -> int:
+        return max(0, int((self._ends - time.monotonic()) * 1000))
 
 
 _T = TypeVar("_T")

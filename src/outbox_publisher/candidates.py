@@ -7,9 +7,9 @@ from typing import Any, NamedTuple
 
 from outbox.errors import InvalidOutboxRowError
 from outbox.leases import Lease
-from outbox.model import PREDECESSOR_RELEASED_AT, OutboxEvent, RowKey
-from outbox.predecessors import PredecessorState
+from outbox.model import DELIVERED_TO, OutboxEvent, RowKey, stored_generation, string_attribute
 from outbox_publisher.poison import NO_SOURCE, PoisonReason, Rejection
+from outbox_publisher.predecessors import PredecessorState
 
 
 class Candidate(NamedTuple):
@@ -31,17 +31,28 @@ class Candidate(NamedTuple):
     """The state of event `seq - 1`, when the caller already read it: the gate does not read it again."""
     last_chance: bool = False
     """The sweeper's cutoff: a transient failure now makes the event poison instead of a retry."""
-    deleted: bool = False
-    """Another writer deleted the row (`row` is its last image): poisoning writes it back FAILED
-    (outbox_publisher.writer_contract)."""
     replaced: Mapping[str, Any] | None = None
     """The row this one replaced in its slot, breaking the writer contract (outbox_publisher.writer_contract):
     the poison queue receives it too."""
 
     @property
-    def predecessor_released(self) -> bool:
-        """An operator released this event's missing predecessor (outbox.release)."""
-        return PREDECESSOR_RELEASED_AT in self.row
+    def delivered_to(self) -> frozenset[str]:
+        """The destinations that already accepted the event, as its row records them (`delivered_to`)."""
+        stored = self.row.get(DELIVERED_TO)
+        names = stored.get("SS") if isinstance(stored, Mapping) else None
+        if not isinstance(names, list):
+            return frozenset()
+        return frozenset(name for name in names if isinstance(name, str))
+
+    @property
+    def generation(self) -> Mapping[str, Any] | None:
+        """The row's `generation` as stored (outbox.model.stored_generation): what its updates compare."""
+        return stored_generation(self.row)
+
+    @property
+    def event_id(self) -> str | None:
+        """The row's `event_id`, read or not (an unreadable row may still hold one)."""
+        return self.event.event_id if self.event is not None else string_attribute(self.row, "event_id")
 
     def but(self, **changes: Any) -> Candidate:
         return self._replace(**changes)

@@ -8,7 +8,6 @@
 | `EVENT_SOURCE` | with a bus | EventBridge `Source` of every event |
 | `POISON_QUEUE_URL` | yes | SQS queue that receives poison events whole |
 | `OUTBOX_ROUTES` | no | routing rules (JSON, `outbox_publisher.routing`); default: every event everywhere |
-| `PUBLISHED_RETENTION_DAYS` | no | TTL of PUBLISHED rows, in days (default 7) |
 | `SWEEP_GRACE_SECONDS` | no | age at which the sweeper takes a PENDING row (default 60, at least 30) |
 
 Numbers are ASCII digits, durations at most 100 years (`outbox.numbers`); anything else fails the start-up.
@@ -25,7 +24,6 @@ from datetime import timedelta
 
 from outbox.config import optional, positive_duration, require
 from outbox.errors import ConfigurationError
-from outbox.marking import DEFAULT_PUBLISHED_RETENTION, DEFAULT_PUBLISHED_RETENTION_DAYS
 from outbox_publisher.messages import is_fifo
 from outbox_publisher.routing import (
     ENV_EVENT_BUS_NAME,
@@ -39,7 +37,6 @@ ENV_OUTBOX_TABLE_NAME = "OUTBOX_TABLE_NAME"
 ENV_EVENT_SOURCE = "EVENT_SOURCE"
 ENV_POISON_QUEUE_URL = "POISON_QUEUE_URL"
 ENV_OUTBOX_ROUTES = "OUTBOX_ROUTES"
-ENV_PUBLISHED_RETENTION_DAYS = "PUBLISHED_RETENTION_DAYS"
 ENV_SWEEP_GRACE_SECONDS = "SWEEP_GRACE_SECONDS"
 DEFAULT_SWEEP_GRACE_SECONDS = 60
 # The stream publisher keeps a 20 s horizon for the rows it publishes without a claim
@@ -80,7 +77,6 @@ class PublisherConfig:
     topic_arn: str | None = None
     event_bus_name: str | None = None
     event_source: str | None = None
-    published_retention: timedelta = DEFAULT_PUBLISHED_RETENTION
     sweep_grace: timedelta = timedelta(seconds=DEFAULT_SWEEP_GRACE_SECONDS)
 
     @property
@@ -113,12 +109,6 @@ class PublisherConfig:
             )
         if event_source is not None and (problem := event_source_problem(event_source)):
             raise ConfigurationError(f"{ENV_EVENT_SOURCE}: {problem}")
-        retention = positive_duration(
-            env,
-            ENV_PUBLISHED_RETENTION_DAYS,
-            unit=timedelta(days=1),
-            default=DEFAULT_PUBLISHED_RETENTION_DAYS,
-        )
         grace = positive_duration(
             env, ENV_SWEEP_GRACE_SECONDS, unit=timedelta(seconds=1), default=DEFAULT_SWEEP_GRACE_SECONDS
         )
@@ -131,6 +121,5 @@ class PublisherConfig:
             topic_arn=topic_arn,
             event_bus_name=event_bus_name,
             event_source=event_source,
-            published_retention=retention,
             sweep_grace=grace,
         )

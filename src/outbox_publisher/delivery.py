@@ -34,6 +34,11 @@ class Delivery(NamedTuple):
     attempts: int
     code: str | None = None
     kind: FailureKind | None = None
+    whole_call: bool = False
+    """Failed: the last call that carried it failed as a whole (no answer per entry), as a destination that
+    is down fails; not the entry's own answer."""
+    destination_down: bool = False
+    """Not sent: its destination failed a whole call earlier in the run (outbox_publisher.engine)."""
 
 
 @functools.cache
@@ -87,7 +92,7 @@ class Deliverer:
                     )
                 break
             round_number += 1
-            results = self._call(port, [messages[position] for position in pending])
+            results, whole_call = self._call(port, [messages[position] for position in pending])
             retry: list[tuple[int, EntryResult]] = []
             for position, result in zip(pending, results, strict=True):
                 attempts[position] += 1
@@ -102,7 +107,7 @@ class Deliverer:
             delay_ms = policy.delay_ms(round_number, self._random)
             if round_number >= policy.max_attempts or not self.may_call(delay_ms):
                 for position, result in retry:
-                    done[position] = Delivery(False, attempts[position], result.code, result.kind)
+                    done[position] = Delivery(False, attempts[position], result.code, result.kind, whole_call)
                 break
             _log.info(
                 "retrying transient publish failures",
@@ -118,16 +123,17 @@ class Deliverer:
             pending = [position for position, _ in retry]
         return [done[position] for position in range(len(messages))]
 
-    def _call(self, port: DestinationPort, messages: Sequence[Message]) -> list[EntryResult]:
+    def _call(self, port: DestinationPort, messages: Sequence[Message]) -> tuple[list[EntryResult], bool]:
+        """The entries' results, and whether the call failed as a whole (no answer per entry)."""
         self.calls += 1
         try:
             results = port.publish(messages)
         except DestinationCallError as error:
             if error.kind is FailureKind.PERMANENT and len(messages) > 1:
                 # Refused as a whole for something in its content: send each entry alone to find which.
-                return [result for message in messages for result in self._call(port, [message])]
-            return [EntryResult.failure(error.code, error.kind)] * len(messages)
+                return [result for message in messages for result in self._call(port, [message])[0]], False
+            return [EntryResult.failure(error.code, error.kind)] * len(messages), True
         if len(results) != len(messages):
             # An answer that does not account for every entry: nothing in it can be trusted as done.
-            return [EntryResult.failure("IncompleteResponse", FailureKind.TRANSIENT)] * len(messages)
-        return results
+            return [EntryResult.failure("IncompleteResponse", FailureKind.TRANSIENT)] * len(messages), True
+        return results, False

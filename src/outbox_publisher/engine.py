@@ -4,35 +4,35 @@ The stream publisher feeds it a shard's batch; the sweeper feeds it rows it clai
 
 - The order gate (`outbox_publisher.gate`): each aggregate's events in `seq` order, none before its
   predecessor is out; an event that must wait is HELD (left PENDING) without holding up other aggregates.
-- Routing: each event goes to the destinations its route names; no route is poison.
+- Routing: each event goes to the destinations its route names, less those its row says already took it
+  (`delivered_to`); no route is poison.
 - Batching: a call carries up to 10 entries within the service's byte limit, and never two events of
   one aggregate. Calls fail per entry: if one call carried A#1 and A#2 and only A#1 failed, A#2 would
   be out before A#1, overtaking it. So a hot aggregate costs one call per event; that is the price of
-  order (a FIFO topic does not lift it: EventBridge, which every route may name, keeps no order within a
-  call, and SNS does not document that an entry failing fails its group's later entries). Calls are filled
-  in waves across the whole batch (`outbox_publisher.waves`); the price, when a call fails, is that events
-  of other aggregates already published from later in the batch are published again (docs/BENCHMARKS.md).
-- Retries: transient entry and call failures are retried with capped exponential backoff and full
-  jitter, within the attempts allowed and the time left (`RetryPolicy`, `Deadline`).
-- Stop at the first transient failure: that event and everything after it come back as not done
-  (`PublishReport.stopped_at`) and nothing later is sent; the events before it that waves had not reached
-  yet still go (`Waves.stop_at`), so a failure late in the batch holds nothing back. Events that shared the
-  failing call and came after it are already out (a call cannot be taken back); they are reported too and
-  will be published again on redelivery. That duplicate is the at-least-once promise (README, "Delivery
-  guarantees"): consumers deduplicate by `event_id`. Order per aggregate holds, because a call never
-  holds two of one aggregate.
+  order. Calls are filled in waves across the whole batch (`outbox_publisher.waves`).
+- Destinations are independent: each event of a call group is sent to every destination it still needs,
+  whatever the others answered, so an outage of one never holds back or repeats the other. Transient entry
+  and call failures are retried with capped exponential backoff and full jitter, within the attempts allowed
+  and the time left (`RetryPolicy`, `Deadline`); a destination that still fails a whole call is down for the
+  rest of the run: later events are not sent to it, and wait for the sweeper.
+- An event a destination did not take is UNDELIVERED: done for this run, left PENDING with the destinations
+  that did take it (the caller records them on the row), and its aggregate's later events are held. The run
+  goes on with the other aggregates. It stops only where it cannot go on: no time left to call, the gate's
+  reads failed, a writer-contract break that could not be marked; from there everything is NOT_ATTEMPTED
+  (`PublishReport.stopped_at`), handed back by the stream. Events before it that waves had not reached yet
+  still go (`Waves.stop_at`).
 - Poison (can never succeed: unreadable row, no route, too large, refused for a permanent reason, another
   writer's break of the row contract): once the gate lets it (its predecessor is out, as for any event; a
   contract break at once, outbox_publisher.writer_contract), the row goes WHOLE to the poison queue
   with the reason, the error code and the attempt count (`outbox_publisher.poisoning`), its row is marked
-  FAILED, and the batch goes on. Which of its events a call group published, poisoned or stopped at is judged
-  from their deliveries by `outbox_publisher.settling`.
-  If the poison queue does not take it, it is a transient failure like any other: retried, never
-  dropped. A candidate on its last chance (the sweeper's cutoff) that fails transiently is poison too
+  FAILED, and the batch goes on. If the poison queue does not take it, it is UNDELIVERED: tried again later,
+  never dropped. A candidate on its last chance (the sweeper's cutoff) that fails transiently is poison too
   (`gave_up`).
-- Marking: published rows become PUBLISHED, poison rows FAILED, in as few DynamoDB calls as possible,
-  after publishing, under the caller's lease when it holds one. A marking failure never fails an event:
-  the event is out, the row stays PENDING and the sweeper reconciles it; the report counts it.
+- Rows: published ones are settled (deleted), poisoned ones marked FAILED, after publishing, one conditional
+  call each (outbox_publisher.dynamodb_rows). An update that fails never fails an event: the event is out,
+  the row stays PENDING and the sweeper reconciles it (a duplicate, counted).
+- Memory: the engine remembers the rows it settled and parked (outbox_publisher.memory): a successor's
+  predecessor among the settled ones is out without a read.
 - Time: no call starts without the policy's safety margin left in the invocation, and, when the caller
   gives a `publish_until` (the stream publisher's horizon for rows it did not claim), no publish call
   starts that could end after it.
@@ -48,23 +48,24 @@ from typing import Any
 from outbox.clock import Clock, utc_now
 from outbox.deadline import Deadline, NoDeadline
 from outbox.errors import ConfigurationError, OutboxError
-from outbox.model import OutboxEvent
-from outbox.predecessors import PredecessorReader, PredecessorState
-from outbox.row_marks import MarkingReport, RowMarker
+from outbox.model import OutboxEvent, RowKey
 from outbox_publisher import planning
 from outbox_publisher.candidates import Candidate
 from outbox_publisher.delivery import Deliverer, Delivery
 from outbox_publisher.errors import FailureKind
 from outbox_publisher.gate import HoldReason, OrderGate, Unknown, predecessors_to_read, processing_order
-from outbox_publisher.marks import continues_past_poison, mark_rows, marks_for
+from outbox_publisher.memory import RowMemory
+from outbox_publisher.outcome_updates import continues_past_poison, failed_mark, update_rows, updates_for
 from outbox_publisher.planning import CallGroup, Planned
 from outbox_publisher.poison import PoisonReason, Rejection
 from outbox_publisher.poisoning import contract_break_mark, poisoned, send_to_poison_queue
 from outbox_publisher.ports import DestinationPort, PoisonQueue
+from outbox_publisher.predecessors import PredecessorReader, PredecessorState
 from outbox_publisher.report import EventOutcome, PublishReport, Status
 from outbox_publisher.retry import Random, RetryPolicy, Sleep, system_random, system_sleep
 from outbox_publisher.routing import DESTINATION_ORDER, Destination, Router
-from outbox_publisher.settling import gives_up, judge
+from outbox_publisher.row_updates import Park, RowUpdate, RowUpdater, RowUpdatesReport
+from outbox_publisher.verdicts import judge
 from outbox_publisher.waves import LOOKAHEAD, Waves
 from outbox_publisher.writer_contract import reject_reused_event_ids
 
@@ -78,13 +79,14 @@ class PublishingEngine:
         destinations: Mapping[Destination, DestinationPort],
         router: Router,
         poison_queue: PoisonQueue,
-        marker: RowMarker,
+        updater: RowUpdater,
         predecessors: PredecessorReader,
         clock: Clock = utc_now,
         retry: RetryPolicy | None = None,
         sleep: Sleep = system_sleep,
         random: Random = system_random,
         lookahead: int = LOOKAHEAD,
+        memory: RowMemory | None = None,
     ) -> None:
         if lookahead < 0:
             raise ValueError("lookahead must not be negative")
@@ -96,13 +98,15 @@ class PublishingEngine:
         self._destinations = dict(destinations)
         self._router = router
         self._poison_queue = poison_queue
-        self._marker = marker
+        self._updater = updater
         self._predecessors = predecessors
         self._clock = clock
         self._retry = retry or RetryPolicy()
         self._sleep = sleep
         self._random = random
         self._lookahead = lookahead
+        self.memory = memory if memory is not None else RowMemory()
+        """The rows this engine settled and parked lately (outbox_publisher.memory)."""
 
     def publish(
         self,
@@ -113,6 +117,16 @@ class PublishingEngine:
     ) -> PublishReport:
         """Publish `candidates`; `publish_until`: no publish call may end after it (None: no such bound)."""
         return _Run(self, candidates, deadline or NoDeadline(), publish_until).execute()
+
+    def update_rows(self, updates: Sequence[RowUpdate], deadline: Deadline) -> RowUpdatesReport:
+        """Writes a caller's own row updates (the stream publisher's parks) through the engine's port, and
+        remembers the parks made."""
+        report = update_rows(self._updater, updates, deadline)
+        done = set(report.done)
+        for update in updates:
+            if isinstance(update, Park) and update.key in done:
+                self.memory.parked_row(update.key, update.event_id, update.delivered_to)
+        return report
 
 
 class _Run:
@@ -126,7 +140,8 @@ class _Run:
         publish_until: datetime | None,
     ) -> None:
         self.engine = engine
-        self.candidates = reject_reused_event_ids(candidates)
+        self.candidates = [_known_predecessor(candidate, engine.memory) for candidate in candidates]
+        self.candidates = reject_reused_event_ids(self.candidates)
         self.deadline = deadline
         self.outcomes: dict[int, EventOutcome] = {}
         self.stopped_at: int | None = None
@@ -138,9 +153,13 @@ class _Run:
             clock=engine._clock,
             publish_until=publish_until,
         )
+        self.down: dict[Destination, Delivery] = {}
+        """Destinations that failed a whole call after its retries: not called again in this run."""
         self.gate_reads = 0
-        self.early_marks = MarkingReport()
-        """Marks made before the run's end (writer-contract breaks), added to the run's marking report."""
+        self.early_updates = RowUpdatesReport()
+        """Updates made before the run's end (writer-contract breaks, releases past poison), added to the
+        run's report; their rows are not updated again at the end."""
+        self.updated_early: set[RowKey] = set()
 
     # -- the steps ---------------------------------------------------------------------------
 
@@ -185,7 +204,7 @@ class _Run:
             for index, candidate in enumerate(self.candidates)
         ]
         return PublishReport(
-            outcomes, self.stopped_at, self._mark(outcomes), self.deliverer.calls, self.gate_reads
+            outcomes, self.stopped_at, self._update_rows(outcomes), self.deliverer.calls, self.gate_reads
         )
 
     def _poison_contract_break(self, index: int, candidate: Candidate, rejection: Rejection) -> None:
@@ -194,15 +213,18 @@ class _Run:
         publish, so a mark DynamoDB did not make hands the record back. The row is never released: nothing
         after it can go first."""
         mark = contract_break_mark(candidate, rejection, self.engine._clock(), self.engine._router)
-        report = mark_rows(self.engine._marker, [mark] if mark is not None else [], self.deadline)
-        self.early_marks.marked.extend(report.marked)
-        self.early_marks.already_moved.extend(report.already_moved)  # this run's retry, or a sweeper's
-        self.early_marks.calls += report.calls
-        self.early_marks.fallbacks += report.fallbacks
+        report = self._update_early(mark)  # already moved: this run's retry, or a sweeper's
         if report.failed:
-            self._stop(index, candidate, "MarkingFailed", "the row could not be marked FAILED", tried=False)
+            self._stop(index, candidate, "MarkingFailed", "the row could not be marked FAILED")
             return
         self._poison(index, candidate, rejection, attempts=0, delivered_to=())
+
+    def _contract_break(self, index: int, candidate: Candidate, rejection: Rejection) -> bool:
+        """Poisons a writer-contract break at once, whatever its predecessor; False for other poison."""
+        if rejection.reason is not PoisonReason.WRITER_CONTRACT:
+            return False
+        self._poison_contract_break(index, candidate, rejection)
+        return True
 
     def _take(self, index: int, candidate: Candidate, group: CallGroup) -> CallGroup:
         """Adds the candidate to the group of the next calls, or settles it; the group to go on with."""
@@ -213,12 +235,9 @@ class _Run:
                 return group
         plan = planning.plan(index, candidate, self.engine._router, self.engine._destinations)
         if isinstance(plan, Rejection):
-            # Earlier events go first; and if the poison queue then fails, nothing after it is sent.
+            # Earlier events go first.
             group = self._flushed(group)
-            if self.stopped_at is not None:
-                return group
-            if plan.reason is PoisonReason.WRITER_CONTRACT:
-                self._poison_contract_break(index, candidate, plan)
+            if self.stopped_at is not None or self._contract_break(index, candidate, plan):
                 return group
         try:
             # Poison too waits for its predecessor: on a route that continues past poison, poisoning it lets
@@ -227,18 +246,15 @@ class _Run:
         except Unknown:
             group = self._flushed(group)
             if self.stopped_at is None:
-                self._stop(
-                    index,
-                    candidate,
-                    "GateReadFailed",
-                    "the predecessor's state could not be read",
-                    tried=False,
-                )
+                self._stop(index, candidate, "GateReadFailed", "the predecessor's state could not be read")
             return group
         if hold is not None:
             self._hold(index, candidate, hold)
         elif isinstance(plan, Rejection):
             self._poison(index, candidate, plan, attempts=0, delivered_to=())
+        elif not plan.destinations:
+            # Every destination of its route took it already (its row says so): out, with nothing to send.
+            self._published(plan.position, candidate, 0, ())
         else:
             if group and not group.fits(plan, self.engine._destinations):
                 group = self._flushed(group)
@@ -287,64 +303,37 @@ class _Run:
         if not self.engine._retry.has_time_for(self.deadline):
             first = members[0]
             _log.warning("too little time left to publish; handing the rest back", extra=_ids(first.event))
-            self._stop(
-                first.position,
-                first.candidate,
-                "DeadlineExceeded",
-                "too little time left in the invocation",
-                tried=False,
-            )
+            self._stop(first.position, first.candidate, "DeadlineExceeded", "too little time left")
             return
         deliveries: dict[int, dict[Destination, Delivery]] = {member.position: {} for member in members}
-        # Once an event has failed on one destination (not for good), later events of the group are not
-        # sent to the next destinations: they will be handed back and published everywhere on redelivery.
-        cut: int | None = None
         for destination in DESTINATION_ORDER:
-            sending = [
-                member
-                for member in members
-                if destination in member.destinations
-                and (cut is None or member.position < cut)
-                and all(delivery.ok for delivery in deliveries[member.position].values())
-            ]
+            sending = [member for member in members if destination in member.destinations]
             if not sending:
                 continue
-            results = self.deliverer.deliver(
-                self.engine._destinations[destination], [member.message for member in sending]
-            )
+            down = self.down.get(destination)
+            if down is not None:
+                results = [down] * len(sending)
+            else:
+                results = self.deliverer.deliver(
+                    self.engine._destinations[destination], [member.message for member in sending]
+                )
+                if _destination_failed(results):
+                    # Later events are not sent to it: not tried, so not counted against them.
+                    self.down[destination] = results[0]._replace(attempts=0, destination_down=True)
+                    _log.warning(
+                        "destination failing: not called again in this run",
+                        extra={"destination": destination.value, "code": results[0].code},
+                    )
             for member, result in zip(sending, results, strict=True):
                 deliveries[member.position][destination] = result
-            failed = [
-                member.position
-                for member, result in zip(sending, results, strict=True)
-                # A last-chance event that fails is poisoned, not retried: nothing after it must wait.
-                if not result.ok and result.kind is not FailureKind.PERMANENT and not gives_up(member, result)
-            ]
-            if failed:
-                cut = min(failed) if cut is None else min(cut, *failed)
-        published_at = self.engine._clock()
-        # In input order, the order the stream resumes in: an event after the cut that went to the first
-        # destinations only is settled after the event that failed (not done), never before it.
+        # In input order, the order the stream resumes in.
         for member in sorted(members, key=lambda member: member.position):
-            self._settle(member, deliveries[member.position], published_at)
+            self._settle(member, deliveries[member.position])
 
-    def _settle(
-        self, member: Planned, deliveries: Mapping[Destination, Delivery], published_at: datetime
-    ) -> None:
-        verdict = judge(member, deliveries, stopped=self.stopped_at is not None)
+    def _settle(self, member: Planned, deliveries: Mapping[Destination, Delivery]) -> None:
+        verdict = judge(member, deliveries)
         if verdict.status is Status.PUBLISHED:
-            self.outcomes[member.position] = EventOutcome(
-                member.candidate,
-                Status.PUBLISHED,
-                verdict.attempts,
-                published_at=published_at,
-                delivered_to=verdict.delivered_to,
-            )
-            self.gate.published(member.candidate.key)
-        elif verdict.status is Status.NOT_ATTEMPTED:
-            self.outcomes[member.position] = EventOutcome(
-                member.candidate, Status.NOT_ATTEMPTED, verdict.attempts, delivered_to=verdict.delivered_to
-            )
+            self._published(member.position, member.candidate, verdict.attempts, verdict.delivered_to)
         elif verdict.rejection is not None:
             self._poison(
                 member.position,
@@ -353,17 +342,12 @@ class _Run:
                 attempts=verdict.attempts,
                 delivered_to=verdict.delivered_to,
             )
-        else:
-            assert verdict.failed_on is not None  # noqa: S101 - judge names the destination that failed
+        elif verdict.status is Status.UNDELIVERED:
             _log.warning(
-                "publish failed after retries; stopping here",
-                extra={
-                    **_ids(member.event),
-                    "destination": verdict.failed_on.value,
-                    "code": deliveries[verdict.failed_on].code,
-                },
+                "a destination did not take the event; it stays PENDING for the sweeper",
+                extra={**_ids(member.event), "code": verdict.code, "delivered_to": verdict.delivered_to},
             )
-            self._stop(
+            self._undelivered(
                 member.position,
                 member.candidate,
                 str(verdict.code),
@@ -372,6 +356,47 @@ class _Run:
                 delivered_to=verdict.delivered_to,
                 tried=verdict.tried,
             )
+        elif self.stopped_at is None:
+            self._stop(member.position, member.candidate, str(verdict.code), str(verdict.detail))
+        else:
+            self.outcomes[member.position] = EventOutcome(
+                member.candidate, Status.NOT_ATTEMPTED, code=verdict.code, detail=verdict.detail
+            )
+
+    def _published(
+        self, index: int, candidate: Candidate, attempts: int, delivered_to: tuple[Destination, ...]
+    ) -> None:
+        self.outcomes[index] = EventOutcome(
+            candidate,
+            Status.PUBLISHED,
+            attempts,
+            published_at=self.engine._clock(),
+            delivered_to=delivered_to,
+        )
+        self.gate.published(candidate.key)
+
+    def _undelivered(
+        self,
+        index: int,
+        candidate: Candidate,
+        code: str,
+        detail: str,
+        *,
+        attempts: int,
+        delivered_to: tuple[Destination, ...],
+        tried: bool = True,
+    ) -> None:
+        """Left PENDING for later; its aggregate's later events in the run wait behind it."""
+        self.gate.held(candidate.key, HoldReason.PREDECESSOR_PENDING)
+        self.outcomes[index] = EventOutcome(
+            candidate,
+            Status.UNDELIVERED,
+            attempts,
+            code=code,
+            detail=detail,
+            delivered_to=delivered_to,
+            tried=tried,
+        )
 
     def _poison(
         self,
@@ -382,6 +407,10 @@ class _Run:
         attempts: int,
         delivered_to: tuple[Destination, ...],
     ) -> None:
+        if not self.engine._retry.has_time_for(self.deadline):
+            # The poison queue's call, and the mark after it, might not end in time: the next run poisons it.
+            self._stop(index, candidate, "DeadlineExceeded", "too little time left to poison it")
+            return
         queue_error = send_to_poison_queue(
             self.engine._poison_queue,
             candidate,
@@ -391,7 +420,7 @@ class _Run:
             now=self.engine._clock(),
         )
         if queue_error is not None:
-            self._stop(
+            self._undelivered(
                 index,
                 candidate,
                 f"PoisonQueue:{queue_error}",
@@ -400,39 +429,78 @@ class _Run:
                 delivered_to=delivered_to,
             )
             return
-        self.gate.poisoned(candidate.key, continues=continues_past_poison(candidate, self.engine._router))
-        self.outcomes[index] = poisoned(candidate, rejection, attempts=attempts, delivered_to=delivered_to)
+        outcome = poisoned(candidate, rejection, attempts=attempts, delivered_to=delivered_to)
+        continues = continues_past_poison(candidate, self.engine._router)
+        if continues and rejection.reason is not PoisonReason.WRITER_CONTRACT:
+            # Its successors go on past it only once its row says so (FAILED, released): were they to go
+            # first and the mark fail, the sweeper would publish it later, after them.
+            continues = self._released(outcome)
+        self.gate.poisoned(candidate.key, continues=continues)
+        self.outcomes[index] = outcome
 
-    def _stop(
-        self,
-        index: int,
-        candidate: Candidate,
-        code: str,
-        detail: str,
-        *,
-        attempts: int = 0,
-        delivered_to: tuple[Destination, ...] = (),
-        tried: bool = True,
-    ) -> None:
-        self.stopped_at = index
-        self.outcomes[index] = EventOutcome(
+    def _released(self, outcome: EventOutcome) -> bool:
+        """Marks the poisoned row FAILED and released now; whether it was (else its aggregate waits)."""
+        candidate = outcome.candidate
+        mark = failed_mark(
             candidate,
-            Status.FAILED,
-            attempts,
-            code=code,
-            detail=detail,
-            delivered_to=delivered_to,
-            tried=tried,
+            outcome.detail or str(outcome.code),
+            outcome.attempts,
+            self.engine._clock(),
+            self.engine._router,
+            delivered_to=outcome.delivered_so_far,
         )
+        if mark is None or candidate.key is None:
+            return False
+        if not self._update_early(mark).done:
+            _log.warning(
+                "poison not released: its aggregate waits for a later run",
+                extra={"event_id": candidate.event_id, "aggregate_key": mark.key.aggregate_key},
+            )
+            return False
+        return True
 
-    def _mark(self, outcomes: Sequence[EventOutcome]) -> MarkingReport:
-        marks = marks_for(outcomes, self.engine._router, self.engine._clock())
-        report = mark_rows(self.engine._marker, marks, self.deadline)
-        report.marked.extend(self.early_marks.marked)
-        report.already_moved.extend(self.early_marks.already_moved)
-        report.calls += self.early_marks.calls
-        report.fallbacks += self.early_marks.fallbacks
+    def _update_early(self, mark: RowUpdate | None) -> RowUpdatesReport:
+        report = update_rows(self.engine._updater, [mark] if mark is not None else [], self.deadline)
+        self.early_updates.add(report)
+        if mark is not None and mark.key not in report.failed:
+            self.updated_early.add(mark.key)  # done, or moved on by someone else: nothing to redo at the end
         return report
+
+    def _stop(self, index: int, candidate: Candidate, code: str, detail: str) -> None:
+        self.stopped_at = index
+        self.outcomes[index] = EventOutcome(candidate, Status.NOT_ATTEMPTED, code=code, detail=detail)
+
+    def _update_rows(self, outcomes: Sequence[EventOutcome]) -> RowUpdatesReport:
+        # A row updated early (a contract break, a release past poison) is not updated again.
+        updates = updates_for(outcomes, self.engine._router, self.engine._clock())
+        updates = [update for update in updates if update.key not in self.updated_early]
+        report = update_rows(self.engine._updater, updates, self.deadline)
+        settled = set(report.done)
+        for outcome in outcomes:
+            key = outcome.candidate.key
+            if outcome.status is Status.PUBLISHED and key in settled:
+                self.engine.memory.settled_row(key, outcome.candidate.event_id)
+        report.add(self.early_updates)
+        return report
+
+
+def _known_predecessor(candidate: Candidate, memory: RowMemory) -> Candidate:
+    """The candidate, told that its predecessor is out when this engine settled it (no read needed)."""
+    key = candidate.key
+    if key is None or key.seq <= 1 or candidate.predecessor is not None or key.predecessor not in memory:
+        return candidate
+    return candidate.but(predecessor=PredecessorState.OUT)
+
+
+def _destination_failed(results: Sequence[Delivery]) -> bool:
+    """The destination fails, not an entry: every entry was tried and failed, none for good, and either the
+    call failed as a whole (throttled, unavailable, refused) or it carried more than one entry. One entry
+    that fails alone in its answer is that entry's failure: the destination takes the run's other events."""
+    failed = bool(results) and all(
+        not result.ok and result.kind is not FailureKind.PERMANENT and result.attempts > 0
+        for result in results
+    )
+    return failed and (len(results) > 1 or results[0].whole_call)
 
 
 def _ids(event: OutboxEvent) -> dict[str, Any]:

@@ -5,13 +5,12 @@ Shared by every path that publishes (the stream publisher, the sweeper), inside 
 - Each aggregate's candidates are taken in `seq` order, whatever order the caller found them in (a stream
   orders records per item, not per aggregate: two events of one transaction may arrive reversed). The
   aggregate keeps its places in the run; its events fill them in `seq` order (`processing_order`).
-- Event `seq` may go once event `seq - 1` is resolved: published earlier in this run, or (read from the
-  table, strongly consistent, all at once before the run starts) PUBLISHED, released by an operator, or
-  expired after publication. `seq` 1 and an event whose missing predecessor an operator released need
-  nothing.
+- Event `seq` may go once event `seq - 1` is out: published earlier in this run, or no longer in the table
+  (outbox_publisher.predecessors: read strongly consistent, all at once before the run starts, unless the
+  caller or the engine's memory of what it settled already knows). `seq` 1 needs nothing.
 - Otherwise the event is HELD: not published, left PENDING, and so is every later event of its aggregate in
-  the run. Other aggregates go on. A hold behind a FAILED or missing predecessor needs an operator
-  (outbox.release); a hold behind a PENDING one resolves itself (the sweeper publishes both in order).
+  the run. Other aggregates go on. A hold behind a FAILED predecessor needs an operator (outbox_ops.release);
+  a hold behind a PENDING one resolves itself (the sweeper publishes both in order).
 - A predecessor poisoned in this run holds the aggregate, unless its route continues past poison.
 """
 
@@ -21,14 +20,13 @@ from collections.abc import Sequence
 from enum import StrEnum
 
 from outbox.model import RowKey
-from outbox.predecessors import PredecessorState
 from outbox_publisher.candidates import Candidate
+from outbox_publisher.predecessors import PredecessorState
 
 
 class HoldReason(StrEnum):
     PREDECESSOR_PENDING = "predecessor_pending"
     PREDECESSOR_FAILED = "predecessor_failed"
-    PREDECESSOR_MISSING = "predecessor_missing"
     PREDECESSOR_HELD = "predecessor_held"
     """An earlier event of the aggregate was held in this run."""
     LEASED = "leased"
@@ -39,13 +37,12 @@ class HoldReason(StrEnum):
     @property
     def needs_operator(self) -> bool:
         """Held until someone redrives or skips the predecessor."""
-        return self in {HoldReason.PREDECESSOR_FAILED, HoldReason.PREDECESSOR_MISSING}
+        return self is HoldReason.PREDECESSOR_FAILED
 
 
 _HOLDS = {
     PredecessorState.PENDING: HoldReason.PREDECESSOR_PENDING,
     PredecessorState.FAILED: HoldReason.PREDECESSOR_FAILED,
-    PredecessorState.MISSING: HoldReason.PREDECESSOR_MISSING,
 }
 
 
@@ -71,7 +68,7 @@ def processing_order(candidates: Sequence[Candidate]) -> list[int]:
 
 
 def predecessors_to_read(candidates: Sequence[Candidate]) -> list[RowKey]:
-    """The predecessors the gate must read: those not in the run, not known by the caller, not released."""
+    """The predecessors the gate must read: those not in the run and not known by the caller."""
     in_run = {candidate.key for candidate in candidates if candidate.key is not None}
     return sorted(
         {
@@ -80,7 +77,6 @@ def predecessors_to_read(candidates: Sequence[Candidate]) -> list[RowKey]:
             if candidate.key is not None
             and candidate.key.seq > 1
             and candidate.predecessor is None
-            and not candidate.predecessor_released
             and (predecessor := candidate.key.predecessor) not in in_run
         }
     )
@@ -103,7 +99,7 @@ class OrderGate:
             return None  # an unreadable row is only ever poisoned
         if key.aggregate_key in self._blocked:
             return HoldReason.PREDECESSOR_HELD
-        if key.seq <= 1 or candidate.predecessor_released:
+        if key.seq <= 1:
             return None  # a seq below 1 has no predecessor: such a row is only ever poisoned
         predecessor = key.predecessor
         resolved = self._resolved.get(predecessor)

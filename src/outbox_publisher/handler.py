@@ -22,15 +22,15 @@ from outbox.aws import invocation_client
 from outbox.clock import Clock, utc_now
 from outbox.deadline import LambdaDeadline
 from outbox.leases import DynamoDBRowClaimer, RowClaimer
-from outbox.predecessors import PredecessorReader
-from outbox.row_marks import RowMarker
 from outbox_publisher.config import PublisherConfig
 from outbox_publisher.errors import InvalidStreamEventError, StreamConfigurationError
 from outbox_publisher.metric_values import add_counts, add_values
 from outbox_publisher.ports import DestinationPort, PoisonQueue
+from outbox_publisher.predecessors import PredecessorReader
 from outbox_publisher.report import EventOutcome, Status
 from outbox_publisher.retry import Random, RetryPolicy, Sleep, system_random, system_sleep
 from outbox_publisher.routing import Destination
+from outbox_publisher.row_updates import RowUpdater
 from outbox_publisher.stream import StreamBatchResult, StreamPublisher, batch_item_failures
 from outbox_publisher.waves import LOOKAHEAD
 from outbox_publisher.wiring import build_engine
@@ -41,7 +41,7 @@ MAX_LOGGED_IDS = 100
 logger = Logger(service=SERVICE)
 tracer = tracing.tracer(SERVICE)
 metrics = Metrics(service=SERVICE)
-# The engine and the marker log through the standard library; give them the same JSON output.
+# The engine and its adapters log through the standard library; give them the same JSON output.
 copy_config_to_registered_loggers(source_logger=logger, include={"outbox", "outbox_publisher"})
 
 
@@ -58,7 +58,7 @@ def build_publisher(
     *,
     destinations: Mapping[Destination, DestinationPort] | None = None,
     poison_queue: PoisonQueue | None = None,
-    marker: RowMarker | None = None,
+    updater: RowUpdater | None = None,
     predecessors: PredecessorReader | None = None,
     claimer: RowClaimer | None = None,
     clock: Clock = utc_now,
@@ -72,7 +72,7 @@ def build_publisher(
         config,
         destinations=destinations,
         poison_queue=poison_queue,
-        marker=marker,
+        updater=updater,
         predecessors=predecessors,
         clock=clock,
         sleep=sleep,
@@ -129,23 +129,26 @@ def handle(event: Mapping[str, Any], context: Any, app: Publisher) -> dict[str, 
 def _observe(result: StreamBatchResult, handed_back: int) -> None:
     report = result.report
     published: list[EventOutcome] = []
-    poisoned = 0
+    poisoned = undelivered = 0
     for outcome in report.outcomes:  # one pass: this runs once per invocation, whatever its batch
         if outcome.status is Status.PUBLISHED:
             published.append(outcome)
         elif outcome.status is Status.POISONED:
             poisoned += 1
+        elif outcome.status is Status.UNDELIVERED:
+            undelivered += 1
     contract_breaks = result.contract_breaks
+    rows, parks = report.rows, result.parks
     add_counts(
         metrics,
         {
             metric_names.EVENTS_PUBLISHED: len(published),
             metric_names.EVENTS_FAILED: handed_back,
+            metric_names.UNDELIVERED_EVENTS: undelivered,
             metric_names.POISON_EVENTS: poisoned,
             metric_names.RECORDS_SKIPPED: sum(result.skipped.values()),
-            metric_names.MARKING_FAILURES: len(report.marking.failed),
-            metric_names.MARKING_FALLBACKS: report.marking.fallbacks,
-            metric_names.ROWS_ALREADY_MOVED: len(report.marking.already_moved),
+            metric_names.ROW_UPDATE_FAILURES: len(rows.failed) + len(parks.failed),
+            metric_names.ROWS_ALREADY_MOVED: len(rows.already_moved) + len(parks.already_moved),
             metric_names.HELD_EVENTS: sum(result.held.values()),
             metric_names.WRITER_CONTRACT_VIOLATIONS: contract_breaks,
         },
@@ -162,6 +165,7 @@ def _observe(result: StreamBatchResult, handed_back: int) -> None:
             if outcome.candidate.event
         ],
         "published": len(published),
+        "undelivered": undelivered,
         "poisoned": poisoned,
         "skipped": result.skipped,
         "held": result.held,
@@ -170,9 +174,10 @@ def _observe(result: StreamBatchResult, handed_back: int) -> None:
         "gate_reads": report.gate_reads,
         "handed_back": handed_back,
         "calls": report.calls,
-        "rows_marked": len(report.marking.marked),
-        "rows_already_moved": len(report.marking.already_moved),
-        "rows_not_marked": len(report.marking.failed),
+        "rows_settled_or_failed": len(rows.done),
+        "rows_parked": len(parks.done),
+        "rows_already_moved": len(rows.already_moved) + len(parks.already_moved),
+        "rows_not_updated": len(rows.failed) + len(parks.failed),
     }
     if report.stopped_at is not None:
         stop = report.outcomes[report.stopped_at]

@@ -23,6 +23,7 @@ class Planned(NamedTuple):
     event: OutboxEvent
     message: Message
     destinations: tuple[Destination, ...]
+    """Where it still goes: its route's destinations that have not taken it yet (none: it is out already)."""
     sizes: Mapping[Destination, int]
 
 
@@ -35,13 +36,16 @@ def plan(
     event = candidate.event
     if event is None:
         return Rejection(PoisonReason.INVALID_ROW, "InvalidOutboxRow", "the row could not be read")
-    destinations = router.destinations_for(event.aggregate_type, event.event_type)
-    if not destinations:
+    routed = router.destinations_for(event.aggregate_type, event.event_type)
+    if not routed:
         return Rejection(
             PoisonReason.NO_ROUTE,
             "NoRoute",
             f"no route for aggregate_type {event.aggregate_type} and event_type {event.event_type}",
         )
+    # Each destination is served once: not again to those that took it already (the row's `delivered_to`).
+    delivered = candidate.delivered_to
+    destinations = tuple(destination for destination in routed if destination.value not in delivered)
     message = Message.of(event)
     sizes: dict[Destination, int] = {}
     for destination in destinations:

@@ -1,8 +1,8 @@
 """Poisoning an event during a run (outbox_publisher.engine): the poison queue receives the whole row and why
 it can never be published; a writer-contract break is marked FAILED first.
 
-If the poison queue does not take the message, the event is not poisoned: the engine stops there, as on any
-transient failure, and the record is retried, never dropped.
+If the poison queue does not take the message, the event is not poisoned: it stays PENDING (UNDELIVERED) and
+is tried again later, never dropped.
 """
 
 from __future__ import annotations
@@ -10,15 +10,14 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
-from outbox.model import RowKey
-from outbox.row_marks import Mark, RestoredMark
 from outbox_publisher.candidates import Candidate
 from outbox_publisher.errors import PoisonQueueUnavailableError
-from outbox_publisher.marks import failed_mark
+from outbox_publisher.outcome_updates import failed_mark
 from outbox_publisher.poison import PoisonMessage, Rejection
 from outbox_publisher.ports import PoisonQueue
 from outbox_publisher.report import EventOutcome, Status
 from outbox_publisher.routing import Destination, Router
+from outbox_publisher.row_updates import MarkFailed
 
 _log = logging.getLogger(__name__)
 
@@ -72,13 +71,12 @@ def poisoned(
 
 def contract_break_mark(
     candidate: Candidate, rejection: Rejection, now: datetime, router: Router
-) -> Mark | None:
-    """The mark a writer-contract break gets at once, before its poison message: a row another writer deleted
-    is written back FAILED from its last image, any other is marked FAILED; None without a usable key."""
-    detail = failure_detail(rejection)
-    if candidate.deleted and (key := candidate.key or RowKey.stored(candidate.row)) is not None:
-        return RestoredMark(key, candidate.row, detail, now)
-    return failed_mark(candidate, detail, 0, now, router)
+) -> MarkFailed | None:
+    """The FAILED mark a writer-contract break gets at once, before its poison message; None without a usable
+    key."""
+    return failed_mark(
+        candidate, failure_detail(rejection), 0, now, router, delivered_to=candidate.delivered_to
+    )
 
 
 def failure_detail(rejection: Rejection) -> str:

@@ -1,4 +1,4 @@
-"""What a publishing run did: one outcome per candidate, where it stopped, and how marking went."""
+"""What a publishing run did: one outcome per candidate, where it stopped, and how its rows were updated."""
 
 from __future__ import annotations
 
@@ -7,21 +7,23 @@ from enum import StrEnum
 from typing import NamedTuple
 
 from outbox.clock import parse_timestamp
-from outbox.row_marks import MarkingReport
 from outbox_publisher.candidates import Candidate
 from outbox_publisher.poison import PoisonReason
 from outbox_publisher.routing import Destination
+from outbox_publisher.row_updates import RowUpdatesReport
 
 
 class Status(StrEnum):
     PUBLISHED = "published"
+    """Out on every destination of its route: its row is settled (deleted)."""
     POISONED = "poisoned"
     HELD = "held"
     """The order gate kept it back (its code says why): left PENDING, done for this run."""
-    FAILED = "failed"
-    """Transient failure that outlasted the retries: where the engine stopped."""
+    UNDELIVERED = "undelivered"
+    """A destination did not take it, for a transient reason that outlasted the retries (its code says which):
+    left PENDING for the sweeper, with the destinations that did take it recorded. Done for this run."""
     NOT_ATTEMPTED = "not_attempted"
-    """After the stop: not (fully) published, handed back."""
+    """Not tried: the run stopped before it (no time left, the gate could not read): handed back."""
 
 
 class EventOutcome(NamedTuple):
@@ -35,16 +37,22 @@ class EventOutcome(NamedTuple):
     detail: str | None = None
     published_at: datetime | None = None
     delivered_to: tuple[Destination, ...] = ()
+    """The destinations that took it in this run."""
     poison_reason: PoisonReason | None = None
     """POISONED only: why."""
     tried: bool = True
-    """FAILED only: False when the run stopped before trying the event (no time left, the gate could not
-    read): nothing failed, so the sweeper does not count it against the row."""
+    """UNDELIVERED only: False when the destinations that did not take it were never tried (no time was left):
+    nothing failed, so the sweeper does not count it against the row."""
 
     @property
     def done(self) -> bool:
-        """Nothing is left to do for it in this run: published, poisoned, or held (left PENDING)."""
-        return self.status in (Status.PUBLISHED, Status.POISONED, Status.HELD)
+        """Nothing is left to do for it in this run: published, poisoned, held or undelivered."""
+        return self.status is not Status.NOT_ATTEMPTED
+
+    @property
+    def delivered_so_far(self) -> frozenset[str]:
+        """Every destination that has taken the event: those its row recorded, and this run's."""
+        return self.candidate.delivered_to | {destination.value for destination in self.delivered_to}
 
     @property
     def latency_ms(self) -> float | None:
@@ -59,21 +67,23 @@ class PublishReport:
     """What a run did. A plain class, not a dataclass: it is only filled in and read, and a dataclass would
     cost the cold start its generated methods (docs/BENCHMARKS.md, "Cold start")."""
 
-    __slots__ = ("calls", "gate_reads", "marking", "outcomes", "stopped_at")
+    __slots__ = ("calls", "gate_reads", "outcomes", "rows", "stopped_at")
 
     def __init__(
         self,
         outcomes: list[EventOutcome],
         stopped_at: int | None,
-        marking: MarkingReport,
+        rows: RowUpdatesReport,
         calls: int = 0,
         gate_reads: int = 0,
     ) -> None:
         self.outcomes = outcomes
         """One per candidate, in input order."""
         self.stopped_at = stopped_at
-        """Index of the candidate the run stopped at (a transient failure); None if it did not stop."""
-        self.marking = marking
+        """Index of the candidate the run stopped at (no time left, the gate could not read); None if it did
+        not stop."""
+        self.rows = rows
+        """How the run's settles and FAILED marks went."""
         self.calls = calls
         """Publish calls (SNS, EventBridge)."""
         self.gate_reads = gate_reads
@@ -81,13 +91,14 @@ class PublishReport:
 
     @property
     def first_not_done(self) -> int | None:
-        """Index of the first candidate, in input order, that is not done (failed, or not attempted)."""
+        """Index of the first candidate, in input order, that is not done (not attempted)."""
         return next((index for index, outcome in enumerate(self.outcomes) if not outcome.done), None)
 
     @property
     def retry(self) -> list[EventOutcome]:
         """What a stream hands back: the first candidate not done and every later one (some may be out:
-        they are published again, the at-least-once duplicate)."""
+        unless this process remembers settling them, they are published again, the at-least-once
+        duplicate)."""
         first = self.first_not_done
         return [] if first is None else self.outcomes[first:]
 

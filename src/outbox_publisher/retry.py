@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from outbox.aws import INVOCATION_CALL_S
 from outbox.deadline import Deadline
-from outbox.marking import MARKING_CALL_MS
+from outbox_publisher.dynamodb_rows import UPDATE_CALL_MS
 
 # Enough to ride out a throttling burst, few enough to leave the rest of the batch its time.
 DEFAULT_MAX_ATTEMPTS = 5
@@ -25,11 +25,11 @@ PUBLISH_CONNECT_TIMEOUT_S = 2
 PUBLISH_READ_TIMEOUT_S = 5
 PUBLISH_CALL_S = PUBLISH_CONNECT_TIMEOUT_S + PUBLISH_READ_TIMEOUT_S
 # Time kept free at the end of an invocation: no call of the run (publish, poison queue, order-gate read)
-# starts inside it. It outlasts the longest such call, then one marking call and the answer to Lambda
-# (outbox.marking.MARKING_CALL_MS), so whatever was started in time ends in time: a timeout would fail the
-# whole batch, publish it all again and leave published rows unmarked. A test ties it to the clients'
-# real timeouts.
-DEFAULT_SAFETY_MARGIN_MS = (max(PUBLISH_CALL_S, INVOCATION_CALL_S) * 1000) + MARKING_CALL_MS
+# starts inside it. It outlasts the longest such call, then one row update and the answer to Lambda
+# (outbox_publisher.dynamodb_rows.UPDATE_CALL_MS), so whatever was started in time ends in time: a timeout
+# would fail the whole batch, publish it all again and leave published rows unsettled. A test ties it to the
+# clients' real timeouts.
+DEFAULT_SAFETY_MARGIN_MS = (max(PUBLISH_CALL_S, INVOCATION_CALL_S) * 1000) + UPDATE_CALL_MS
 
 Sleep = Callable[[float], None]
 """Sleeps for the given number of seconds."""

@@ -1,29 +1,32 @@
 """The DynamoDB-stream layer: Lambda's stream records in, the engine in the middle, batchItemFailures out.
 
-Only INSERTs of PENDING outbox rows are publishable. MODIFY (a lease, a released predecessor), REMOVE and
-INSERTs of rows already PUBLISHED or FAILED (a backfill, a copy) are skipped and counted, except another
-writer's breaks of the row contract: a MODIFY that replaced a slot's event makes the row poison, a REMOVE of
-a PENDING row is reported (outbox_publisher.writer_contract). The mapping's filter lets only those few
-MODIFY and REMOVE records through (outbox.stream_mapping.PUBLISHER_FILTER_PATTERNS). A record that
-shows the publisher is wired wrong (from another table's stream, or without a new image) fails the whole
-invocation (`StreamConfigurationError`): it is neither skipped nor poison, so the mapping retries and the
-alarms fire until the configuration is fixed.
+Only INSERTs of PENDING outbox rows are publishable. MODIFY (a lease, a backoff, the destinations that took
+an event), REMOVE (a settle) and INSERTs of rows that are not PENDING (a backfill, a copy) or not events at
+all (the outbox's own items: outbox.model.RESERVED_KEY_PREFIX) are skipped and counted, except another
+writer's break of the row contract: a MODIFY that replaced a slot's event makes the row poison
+(outbox_publisher.writer_contract). The mapping's filter lets only INSERTs and those few MODIFY records
+through (outbox.stream_mapping.PUBLISHER_FILTER_PATTERNS). A record that shows the publisher is wired wrong
+(from another table's stream, or without a new image) fails the whole invocation
+(`StreamConfigurationError`): it is neither skipped nor poison, so the mapping retries and the alarms fire
+until the configuration is fixed.
 
 A row the stream delivers late (at least `SWEEP_GRACE_SECONDS - PUBLISH_HORIZON - CLOCK_SKEW` old) may be
 in the sweeper's hands: it is claimed first (outbox.leases), which also reads its current state: one already
-PUBLISHED or FAILED is skipped, one another path holds is held. A claimed row the order gate holds has its
-lease dropped at once: the sweeper takes it when its predecessor is out. A fresh row is published without a
-claim, and no publish call of the run may end later than `PUBLISH_HORIZON` after it started: by then the row
-is still younger than the grace, so the sweeper has not looked at it (docs/publisher.md, "Order gate and
-sweeper").
+settled (gone) or FAILED is skipped, one another path holds is held. A claimed row the order gate holds has
+its lease dropped at once: the sweeper takes it when its predecessor is out. A fresh row is published without
+a claim, and no publish call of the run may end later than `PUBLISH_HORIZON` after it started: by then the
+row is still younger than the grace, so the sweeper has not looked at it (docs/publisher.md, "Order gate and
+sweeper"). A fresh record of a row this process settled already (a batch handed back and sent again) is
+skipped (outbox_publisher.memory).
 
-The batch is processed as one ordered unit, not record by record as Powertools' BatchProcessor does (it
-carries on past a failure). On an ordered stream that would be wrong twice over: records after a failure
-would be published ahead of it, and since Lambda checkpoints at the LOWEST reported sequence number and
-re-sends everything after it (docs/publisher.md, "Retries"), they would be published again. So the answer
-(`batch_item_failures`, the partial-batch response's shape) reports the first record that is not done
-(failed, or not attempted after the engine stopped) and EVERY later one, by SequenceNumber. Nothing of
-Powertools' batch utility is used: importing it costs the cold start its event data classes and asyncio.
+An event a destination did not take is left PENDING for the sweeper, not handed back: the row records the
+destinations that did take it (a park, written only then), so neither path sends it to them again, and the
+stream goes on. So the answer (`batch_item_failures`, the partial-batch response's shape) reports only what
+the run could not attempt (no time left, the gate's reads failed): the first such record and EVERY later one,
+by SequenceNumber, since Lambda checkpoints at the LOWEST reported sequence number and re-sends everything
+after it. The batch is processed as one ordered unit, not record by record as Powertools' BatchProcessor
+does; nothing of Powertools' batch utility is used (importing it costs the cold start its event data classes
+and asyncio).
 """
 
 from __future__ import annotations
@@ -37,16 +40,18 @@ from outbox.clock import Clock, parse_timestamp, utc_now
 from outbox.deadline import Deadline
 from outbox.errors import OutboxError
 from outbox.leases import STREAM_PUBLISHER, Claim, Lease, RowClaimer
-from outbox.model import OutboxStatus
-from outbox.row_marks import MarkingReport
-from outbox.stream_mapping import INSERT_EVENT_NAME, MODIFY_EVENT_NAME, REMOVE_EVENT_NAME
+from outbox.model import DELIVERED_TO, OutboxStatus, is_own_item
+from outbox.stream_mapping import INSERT_EVENT_NAME, MODIFY_EVENT_NAME
 from outbox_publisher import writer_contract
 from outbox_publisher.candidates import Candidate
 from outbox_publisher.engine import PublishingEngine
 from outbox_publisher.errors import InvalidStreamEventError, StreamConfigurationError
 from outbox_publisher.gate import HoldReason
+from outbox_publisher.memory import RowMemory
+from outbox_publisher.outcome_updates import park_for
 from outbox_publisher.report import PublishReport, Status
 from outbox_publisher.retry import RetryPolicy
+from outbox_publisher.row_updates import Park, RowUpdatesReport
 
 INSERT = INSERT_EVENT_NAME
 PUBLISH_HORIZON = timedelta(seconds=20)
@@ -67,7 +72,7 @@ class StreamBatchResult:
     """What publishing one batch did. A plain class, not a dataclass: it is only filled in and read, and a
     dataclass would cost the cold start its generated methods (docs/BENCHMARKS.md, "Cold start")."""
 
-    __slots__ = ("claims", "first_failure", "held", "records", "report", "skipped")
+    __slots__ = ("claims", "first_failure", "held", "parks", "records", "report", "skipped")
 
     def __init__(
         self,
@@ -88,6 +93,8 @@ class StreamBatchResult:
         self.held: dict[str, int] = {} if held is None else held
         """Events held, by reason (the engine's order gate, and late rows another path holds)."""
         self.claims = claims
+        self.parks = RowUpdatesReport()
+        """The rows of undelivered events that recorded which destinations took them."""
 
     @property
     def contract_breaks(self) -> int:
@@ -105,8 +112,7 @@ def classify(raw: Mapping[str, Any], table_name: str) -> Candidate | Skipped:
         )
     event_name = raw.get("eventName")
     stream = raw.get("dynamodb") or {}
-    removed = event_name == REMOVE_EVENT_NAME and writer_contract.is_pending_deleted(stream.get("OldImage"))
-    if event_name not in (INSERT, MODIFY_EVENT_NAME) and not removed:
+    if event_name not in (INSERT, MODIFY_EVENT_NAME):
         return Skipped(str(event_name).lower() if event_name else "unknown")
     sequence_number = sequence_number_of(raw)
     source = {
@@ -114,8 +120,6 @@ def classify(raw: Mapping[str, Any], table_name: str) -> Candidate | Skipped:
         "sequence_number": sequence_number,
         "event_name": str(event_name),
     }
-    if removed:
-        return writer_contract.deleted_pending_row(sequence_number, stream, source)
     image = stream.get("NewImage")
     if not isinstance(image, dict):
         view = stream.get("StreamViewType", "unknown")
@@ -123,6 +127,8 @@ def classify(raw: Mapping[str, Any], table_name: str) -> Candidate | Skipped:
             f"a record carries no new image (stream view type {view}): the publisher needs a NEW_IMAGE or "
             "NEW_AND_OLD_IMAGES stream"
         )
+    if is_own_item(image):
+        return Skipped("not_an_event")  # an audit record, the sweeper's cursor
     if event_name == MODIFY_EVENT_NAME:
         return _modified(sequence_number, stream, image, source)
     status = image.get("status", {}).get("S") if isinstance(image.get("status"), dict) else None
@@ -175,6 +181,11 @@ class StreamPublisher:
         self._clock = clock
         self._retry = retry or RetryPolicy()
 
+    @property
+    def engine(self) -> PublishingEngine:
+        """The engine it publishes with (and its memory of rows, outbox_publisher.memory)."""
+        return self._engine
+
     def publish(self, records: Sequence[Mapping[str, Any]], deadline: Deadline) -> StreamBatchResult:
         """Publishes Lambda's records (the event's `Records`, as Lambda sends them)."""
         for record in records:
@@ -182,7 +193,7 @@ class StreamPublisher:
         verdicts = [classify(record, self._table_name) for record in records]  # raises before publishing
         started = self._clock()
         lease = Lease(STREAM_PUBLISHER, started + timedelta(milliseconds=deadline.remaining_ms()))
-        result = StreamBatchResult(PublishReport([], None, _EMPTY), {}, None, len(records))
+        result = StreamBatchResult(PublishReport([], None, RowUpdatesReport()), {}, None, len(records))
         candidates: list[Candidate] = []
         positions: list[int] = []
         stop: int | None = None
@@ -200,6 +211,11 @@ class StreamPublisher:
                 except OutboxError:
                     stop = position  # a claim DynamoDB did not answer: resume from this record
                     break
+            elif verdict.key is not None and self._engine.memory.settled(verdict.key, verdict.event_id):
+                _count(result.skipped, "already_settled")  # sent again after this process settled it
+                continue
+            else:
+                candidate = _with_parked_deliveries(verdict, self._engine.memory)
             if candidate is not None:
                 candidates.append(candidate)
                 positions.append(position)
@@ -207,10 +223,7 @@ class StreamPublisher:
         result.report = self._engine.publish(
             candidates, deadline, publish_until=started + PUBLISH_HORIZON if unclaimed else None
         )
-        for outcome in result.report.outcomes:
-            if outcome.status is Status.HELD:
-                _count(result.held, str(outcome.code))
-                self._release(outcome.candidate, deadline)
+        self._leave_pending(result, deadline)
         not_done = [
             positions[index] for index, outcome in enumerate(result.report.outcomes) if not outcome.done
         ]
@@ -218,9 +231,25 @@ class StreamPublisher:
         result.first_failure = min(resume) if resume else None
         return result
 
+    def _leave_pending(self, result: StreamBatchResult, deadline: Deadline) -> None:
+        """What the run leaves PENDING for later: an undelivered event's row records the destinations that
+        took it (a park); a claimed row is released."""
+        parks: list[Park] = []
+        for outcome in result.report.outcomes:
+            if outcome.status is Status.HELD:
+                _count(result.held, str(outcome.code))
+                self._release(outcome.candidate, deadline)
+            elif outcome.status is Status.UNDELIVERED:
+                park = park_for(outcome)
+                if park is not None:
+                    parks.append(park)
+                else:
+                    self._release(outcome.candidate, deadline)
+        result.parks = self._engine.update_rows(parks, deadline)
+
     def _release(self, candidate: Candidate, deadline: Deadline) -> None:
-        """A claimed row the gate held is not this run's to publish: drop its lease now, so the sweeper may
-        take it as soon as its predecessor is out, not only once this invocation's deadline has passed."""
+        """A claimed row this run leaves PENDING is not this run's to publish: drop its lease now, so the
+        sweeper may take it at once, not only once this invocation's deadline has passed."""
         if candidate.lease is None or candidate.key is None or not self._retry.has_time_for(deadline):
             return
         try:
@@ -262,11 +291,20 @@ class StreamPublisher:
         elif claim.claim is Claim.BACKING_OFF:
             _count(result.held, HoldReason.BACKING_OFF.value)
         else:
-            _count(result.skipped, "already_moved")  # published, failed or deleted meanwhile
+            _count(result.skipped, "already_moved")  # settled or failed meanwhile
         return None
 
 
-_EMPTY = MarkingReport()
+def _with_parked_deliveries(candidate: Candidate, memory: RowMemory) -> Candidate:
+    """The candidate, its row saying which destinations took its event when this process parked it (a record
+    sent again after a hand-back carries the INSERT's image, which does not)."""
+    if candidate.key is None:
+        return candidate
+    parked = memory.delivered_to(candidate.key, candidate.event_id)
+    if not parked or parked <= candidate.delivered_to:
+        return candidate
+    delivered = {DELIVERED_TO: {"SS": sorted(parked | candidate.delivered_to)}}
+    return candidate.but(row={**candidate.row, **delivered})
 
 
 def _count(counts: dict[str, int], key: str) -> None:

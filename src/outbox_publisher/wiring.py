@@ -3,7 +3,7 @@
 Every port can be replaced (tests pass in-memory fakes, a clock and a sleep that does not wait). The AWS
 adapters it builds use clients whose every call fits the engine's deadline rules: publishing clients (one
 attempt, outbox_publisher.adapters) for SNS and EventBridge, invocation clients (one attempt, outbox.aws)
-for the order gate's reads, the poison queue and marking.
+for the order gate's reads, the poison queue and the rows' updates.
 """
 
 from __future__ import annotations
@@ -14,9 +14,6 @@ from typing import Any
 from outbox import tracing
 from outbox.aws import invocation_client
 from outbox.clock import Clock, utc_now
-from outbox.marking import DynamoDBRowMarker
-from outbox.predecessors import DynamoDBPredecessorReader, PredecessorReader
-from outbox.row_marks import RowMarker
 from outbox_publisher.adapters import (
     EventBridgeDestination,
     SnsDestination,
@@ -24,11 +21,14 @@ from outbox_publisher.adapters import (
     publishing_client,
 )
 from outbox_publisher.config import PublisherConfig
+from outbox_publisher.dynamodb_rows import DynamoDBRowUpdater
 from outbox_publisher.engine import PublishingEngine
 from outbox_publisher.messages import Message
 from outbox_publisher.ports import DestinationPort, EntryResult, PoisonQueue
+from outbox_publisher.predecessors import DynamoDBPredecessorReader, PredecessorReader
 from outbox_publisher.retry import Random, RetryPolicy, Sleep, system_random, system_sleep
 from outbox_publisher.routing import Destination
+from outbox_publisher.row_updates import RowUpdater
 from outbox_publisher.waves import LOOKAHEAD
 
 tracer = tracing.tracer()
@@ -83,7 +83,7 @@ def build_engine(
     *,
     destinations: Mapping[Destination, DestinationPort] | None = None,
     poison_queue: PoisonQueue | None = None,
-    marker: RowMarker | None = None,
+    updater: RowUpdater | None = None,
     predecessors: PredecessorReader | None = None,
     clock: Clock = utc_now,
     sleep: Sleep = system_sleep,
@@ -100,17 +100,9 @@ def build_engine(
         else {name: TracedDestination(port) for name, port in ports.items()},
         router=config.router,
         poison_queue=poison_queue or SqsPoisonQueue(ClientOnFirstCall("sqs"), config.poison_queue_url),
-        marker=marker
-        or DynamoDBRowMarker(
-            invocation_client("dynamodb"), config.table_name, published_retention=config.published_retention
-        ),
+        updater=updater or DynamoDBRowUpdater(invocation_client("dynamodb"), config.table_name, sleep=sleep),
         predecessors=predecessors
-        or DynamoDBPredecessorReader(
-            invocation_client("dynamodb"),
-            config.table_name,
-            clock=clock,
-            published_retention=config.published_retention,
-        ),
+        or DynamoDBPredecessorReader(invocation_client("dynamodb"), config.table_name),
         clock=clock,
         retry=retry,
         sleep=sleep,

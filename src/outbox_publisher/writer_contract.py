@@ -1,27 +1,29 @@
 """Another writer's breaks of the row contract (README, "Outbox row"), found where they show, never published
 or dropped without a word.
 
-- **A slot rewritten.** A stream MODIFY whose old image was PENDING or PUBLISHED and whose new image is a
-  PENDING row holding another event (another `event_id`, or the same one with other content): a writer
-  replaced the slot without `attribute_not_exists`. The row as it is now is poison (`writer_contract`,
-  `SlotRewritten`): whole to the poison queue and marked FAILED, at once, without waiting for its
-  predecessor (the sweeper, which sees only the row as it is now, could not tell), and never released, so
-  the aggregate's later events wait for an operator: redrive publishes the new event, skip drops it. The
-  publishing paths' own updates of a pending row (a lease, a released predecessor) change no event field
-  and pass. The poison message carries the replaced row too (`replaced_row`, the stream's old image). A
-  late INSERT whose claim finds the slot already rewritten is left to that MODIFY record. Needs old images
-  in the stream (NEW_AND_OLD_IMAGES, as `OutboxTable` has): on a NEW_IMAGE stream the rewrite passes
-  unseen and the sweeper publishes the new event as the slot's.
-- **A pending row deleted.** A stream REMOVE of a PENDING row: its event would be gone before it was
-  published. The row is written back FAILED from the REMOVE's old image (`PendingRowDeleted`, unless the
-  slot was written again meanwhile) and goes whole to the poison queue: the event is kept, and the
-  aggregate's later events wait for an operator (redrive publishes it, skip drops it). An event published
-  from its INSERT just before the delete is restored FAILED all the same: skip it.
+- **A slot rewritten.** A stream MODIFY whose old image was PENDING (or PUBLISHED, as an earlier release
+  kept published rows) and whose new image is a PENDING row holding another event (another `event_id`, or
+  the same one with other content): a writer replaced the slot without `attribute_not_exists`. The row as it
+  is now is poison (`writer_contract`, `SlotRewritten`): whole to the poison queue and marked FAILED, at
+  once, without waiting for its predecessor (the sweeper, which sees only the row as it is now, could not
+  tell), and never released, so the aggregate's later events wait for an operator: redrive publishes the new
+  event, skip drops it. The publishing paths' own updates of a pending row (a lease, a backoff, the
+  destinations that took it) change no event field and pass. The poison message carries the replaced row
+  too (`replaced_row`, the stream's old image). A late INSERT whose claim finds the slot already rewritten
+  is left to that MODIFY record. Needs old images in the stream (NEW_AND_OLD_IMAGES, as `OutboxTable` has):
+  on a NEW_IMAGE stream the rewrite passes unseen and the sweeper publishes the new event as the slot's.
 - **An event_id reused.** Two rows of one run with one `event_id` and different keys: the second is poison
   (`EventIdReused`). Across runs the publisher cannot tell without a read per event; each inbox consumer
   refuses an `event_id` it applied for another `aggregate_key` or `seq` (outbox_inbox).
 
 Every report names the kind; logs carry ids and field names only.
+
+What is no longer seen: a PENDING row another writer deletes. The publishing paths settle a row by deleting
+it, so a stream REMOVE cannot tell another writer's delete from a settle (the mapping's filter passes no
+REMOVE at all); the deleted event reads as out, its successors go, and an inbox consumer in `strict` mode
+sees the gap in `seq` and waits for it, then dead-letters (README, "Consuming events"). Nor is a slot written
+again after its row was settled: that is an INSERT like any other (keep the aggregate's last `seq` in the
+business data, as the contract says, and the slot is never reused).
 """
 
 from __future__ import annotations
@@ -54,7 +56,6 @@ _log = logging.getLogger(__name__)
 
 class Violation(StrEnum):
     SLOT_REWRITTEN = "slot_rewritten"
-    PENDING_DELETED = "pending_deleted"
     EVENT_ID_REUSED = "event_id_reused"
 
 
@@ -90,31 +91,6 @@ def report_rewritten(keys: Mapping[str, Any], old_image: Mapping[str, Any], chan
             **_ids(keys, old_image),
             "changed": list(changed),
         },
-    )
-
-
-def is_pending_deleted(old_image: Mapping[str, Any] | None) -> bool:
-    return old_image is not None and string_attribute(old_image, "status") == OutboxStatus.PENDING.value
-
-
-def deleted_pending_row(
-    sequence_number: str, stream: Mapping[str, Any], source: Mapping[str, str]
-) -> Candidate:
-    """The row a REMOVE of a PENDING row took away, as its last image shows it: poison, to be written back
-    FAILED (`Candidate.deleted`)."""
-    keys, old_image = stream.get("Keys") or {}, stream["OldImage"]
-    _log.error(
-        "writer contract broken: a pending row was deleted before its event was published",
-        extra={"violation": Violation.PENDING_DELETED.value, **_ids(keys, old_image)},
-    )
-    rejection = Rejection(
-        PoisonReason.WRITER_CONTRACT,
-        "PendingRowDeleted",
-        "another writer deleted the row before its event was published; restored FAILED from the stream's "
-        "last image of it",
-    )
-    return Candidate.rejected(sequence_number, old_image, rejection, keys=keys, source=source).but(
-        deleted=True
     )
 
 

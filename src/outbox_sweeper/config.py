@@ -4,6 +4,9 @@ how it sweeps. Parsed from the environment once, at start-up, and validated ther
 All of the publisher's variables (outbox_publisher.config), and:
 
 - `SWEEP_MAX_ROWS` (500): most rows one run claims.
+- `SWEEP_SEGMENTS` (1): segments of the table swept in parallel, each by a run of its own (the schedule
+  invokes the sweeper once per segment, with `{"segment": n}`), at most 50. More after a long outage has
+  left millions of rows; one is plenty otherwise.
 - `SWEEP_BACKOFF_BASE_SECONDS` (30): wait after the first sweep that failed to publish a row; doubled after
   each further failed sweep, with equal jitter.
 - `SWEEP_BACKOFF_MAX_SECONDS` (900): the longest such wait.
@@ -26,12 +29,16 @@ from outbox.errors import ConfigurationError
 from outbox_publisher.config import PublisherConfig
 
 ENV_SWEEP_MAX_ROWS = "SWEEP_MAX_ROWS"
+ENV_SWEEP_SEGMENTS = "SWEEP_SEGMENTS"
 ENV_SWEEP_BACKOFF_BASE_SECONDS = "SWEEP_BACKOFF_BASE_SECONDS"
 ENV_SWEEP_BACKOFF_MAX_SECONDS = "SWEEP_BACKOFF_MAX_SECONDS"
 ENV_SWEEP_MAX_ATTEMPTS = "SWEEP_MAX_ATTEMPTS"
 ENV_SWEEP_FAIL_AFTER_SECONDS = "SWEEP_FAIL_AFTER_SECONDS"
 
 DEFAULT_MAX_ROWS = 500
+DEFAULT_SEGMENTS = 1
+MAX_SEGMENTS = 50
+"""Each segment is a target of the schedule (outbox_cdk.sweeper: 5 a rule): fifty is ten rules."""
 DEFAULT_BACKOFF_BASE_SECONDS = 30
 DEFAULT_BACKOFF_MAX_SECONDS = 900
 DEFAULT_MAX_ATTEMPTS = 100
@@ -41,6 +48,7 @@ DEFAULT_FAIL_AFTER_SECONDS = 86_400
 @dataclass(frozen=True, slots=True)
 class SweepSettings:
     max_rows: int = DEFAULT_MAX_ROWS
+    segments: int = DEFAULT_SEGMENTS
     backoff_base: timedelta = timedelta(seconds=DEFAULT_BACKOFF_BASE_SECONDS)
     backoff_max: timedelta = timedelta(seconds=DEFAULT_BACKOFF_MAX_SECONDS)
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
@@ -50,6 +58,10 @@ class SweepSettings:
         for name, value in self.environment().items():
             if int(value) <= 0:
                 raise ConfigurationError(f"{name} must be positive, got {value}")
+        if self.segments > MAX_SEGMENTS:
+            raise ConfigurationError(
+                f"{ENV_SWEEP_SEGMENTS} must be at most {MAX_SEGMENTS}, got {self.segments}"
+            )
         if self.backoff_max < self.backoff_base:
             raise ConfigurationError(
                 f"{ENV_SWEEP_BACKOFF_MAX_SECONDS} must be at least {ENV_SWEEP_BACKOFF_BASE_SECONDS}"
@@ -59,6 +71,7 @@ class SweepSettings:
         """These settings as the variables `from_env` reads (the CDK construct sets them)."""
         return {
             ENV_SWEEP_MAX_ROWS: str(self.max_rows),
+            ENV_SWEEP_SEGMENTS: str(self.segments),
             ENV_SWEEP_BACKOFF_BASE_SECONDS: _seconds(self.backoff_base),
             ENV_SWEEP_BACKOFF_MAX_SECONDS: _seconds(self.backoff_max),
             ENV_SWEEP_MAX_ATTEMPTS: str(self.max_attempts),
@@ -77,6 +90,7 @@ class SweeperConfig:
             publisher=PublisherConfig.from_env(env),
             sweep=SweepSettings(
                 max_rows=positive_int(env, ENV_SWEEP_MAX_ROWS, default=DEFAULT_MAX_ROWS),
+                segments=positive_int(env, ENV_SWEEP_SEGMENTS, default=DEFAULT_SEGMENTS),
                 backoff_base=_duration(env, ENV_SWEEP_BACKOFF_BASE_SECONDS, DEFAULT_BACKOFF_BASE_SECONDS),
                 backoff_max=_duration(env, ENV_SWEEP_BACKOFF_MAX_SECONDS, DEFAULT_BACKOFF_MAX_SECONDS),
                 max_attempts=positive_int(env, ENV_SWEEP_MAX_ATTEMPTS, default=DEFAULT_MAX_ATTEMPTS),

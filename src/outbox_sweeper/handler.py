@@ -1,8 +1,9 @@
 """Lambda entry point of the sweeper (handler `outbox_sweeper.handler.handler`), run on a schedule.
 
 Thin: configuration read and validated once per process (a bad one fails every run loudly), one sweep per
-invocation, and its figures as metrics on every run, also when there is nothing to do: an alarm on the
-oldest pending age must see data when all is well, not only when something is stuck.
+invocation (of the segment the schedule names: `{"segment": n}`, 0 when it names none), and its figures as
+metrics on every run, also when there is nothing to do: an alarm on the oldest pending age must see data when
+all is well, not only when something is stuck.
 """
 
 from __future__ import annotations
@@ -20,15 +21,18 @@ from outbox import tracing
 from outbox.aws import invocation_client
 from outbox.clock import Clock, utc_now
 from outbox.deadline import LambdaDeadline
+from outbox.errors import ConfigurationError
 from outbox.leases import DynamoDBRowClaimer, RowClaimer
-from outbox.predecessors import DynamoDBPredecessorReader, PredecessorReader
-from outbox.row_marks import RowMarker
 from outbox_publisher.ports import DestinationPort, PoisonQueue
+from outbox_publisher.predecessors import PredecessorReader
 from outbox_publisher.retry import Random, RetryPolicy, Sleep, system_random, system_sleep
 from outbox_publisher.routing import Destination
+from outbox_publisher.row_updates import RowUpdater
 from outbox_publisher.wiring import build_engine
 from outbox_sweeper.config import SweeperConfig
-from outbox_sweeper.pending import DynamoDBPendingIndex, PendingIndex
+from outbox_sweeper.cursor import CursorStore, DynamoDBCursorStore
+from outbox_sweeper.failed_index import DynamoDBFailedIndexer, FailedIndexer
+from outbox_sweeper.scan import DynamoDBTableScan, TableScan
 from outbox_sweeper.sweep import Sweeper, SweepReport
 
 SERVICE = metric_names.SWEEPER_SERVICE
@@ -46,10 +50,12 @@ def build_sweeper(
     *,
     destinations: Mapping[Destination, DestinationPort] | None = None,
     poison_queue: PoisonQueue | None = None,
-    marker: RowMarker | None = None,
+    updater: RowUpdater | None = None,
     predecessors: PredecessorReader | None = None,
     claimer: RowClaimer | None = None,
-    index: PendingIndex | None = None,
+    scan: TableScan | None = None,
+    cursors: CursorStore | None = None,
+    indexer: FailedIndexer | None = None,
     clock: Clock = utc_now,
     sleep: Sleep = system_sleep,
     random: Random = system_random,
@@ -57,18 +63,13 @@ def build_sweeper(
 ) -> Sweeper:
     """Wires the sweeper; tests pass their own ports, clock and sleep."""
     table = config.publisher.table_name
-    reader = predecessors or DynamoDBPredecessorReader(
-        invocation_client("dynamodb"),
-        table,
-        clock=clock,
-        published_retention=config.publisher.published_retention,
-    )
+    dynamodb = invocation_client("dynamodb")
     engine = build_engine(
         config.publisher,
         destinations=destinations,
         poison_queue=poison_queue,
-        marker=marker,
-        predecessors=reader,
+        updater=updater,
+        predecessors=predecessors,
         clock=clock,
         sleep=sleep,
         random=random,
@@ -76,9 +77,10 @@ def build_sweeper(
     )
     return Sweeper(
         engine=engine,
-        index=index or DynamoDBPendingIndex(invocation_client("dynamodb"), table),
-        predecessors=reader,
-        claimer=claimer or DynamoDBRowClaimer(invocation_client("dynamodb"), table),
+        scan=scan or DynamoDBTableScan(dynamodb, table),
+        cursors=cursors or DynamoDBCursorStore(dynamodb, table),
+        claimer=claimer or DynamoDBRowClaimer(dynamodb, table),
+        indexer=indexer or DynamoDBFailedIndexer(dynamodb, table),
         grace=config.publisher.sweep_grace,
         settings=config.sweep,
         clock=clock,
@@ -102,21 +104,32 @@ def sweeper() -> Sweeper:
 @tracer.capture_lambda_handler(capture_response=False)
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    return sweep(context, sweeper())
+    return sweep(event, context, sweeper())
 
 
-def sweep(context: Any, app: Sweeper) -> dict[str, Any]:
-    report = app.run(LambdaDeadline(context))
+def sweep(event: Any, context: Any, app: Sweeper) -> dict[str, Any]:
+    report = app.run(LambdaDeadline(context), segment_of(event))
     _observe(report)
     return summary(report)
 
 
+def segment_of(event: Any) -> int:
+    """The segment the schedule names (`{"segment": n}`); 0 for an event that names none (one segment)."""
+    segment = event.get("segment", 0) if isinstance(event, Mapping) else 0
+    if isinstance(segment, bool) or not isinstance(segment, int):
+        raise ConfigurationError(f"the sweeper's event names segment {segment!r}: a whole number is needed")
+    return segment
+
+
 def summary(report: SweepReport) -> dict[str, Any]:
-    publish = report.publish
+    publish, figures = report.publish, report.figures
     return {
-        "pending": report.pending,
-        "pending_counted_in_full": report.pending_complete,
+        "pending": figures.pending,
+        "pass_complete": report.complete,
         "oldest_pending_age_s": round(report.oldest_pending_age_s, 3),
+        "failed": figures.failed,
+        "rows_read": report.rows_read,
+        "pages": report.pages,
         "due": report.due,
         "claimed": report.claimed,
         "swept": report.swept,
@@ -124,8 +137,9 @@ def summary(report: SweepReport) -> dict[str, Any]:
         "gave_up": report.gave_up,
         "backed_off": report.backed_off,
         "held_aggregates": report.held_aggregates,
+        "indexed_failed": report.indexed,
         "calls": publish.calls,
-        "rows_not_marked": len(publish.marking.failed),
+        "rows_not_updated": len(publish.rows.failed),
     }
 
 
@@ -136,16 +150,13 @@ def _observe(report: SweepReport) -> None:
         unit=MetricUnit.Seconds,
         value=report.oldest_pending_age_s,
     )
-    metrics.add_metric(name=metric_names.PENDING_EVENTS, unit=count, value=report.pending)
+    metrics.add_metric(name=metric_names.PENDING_EVENTS, unit=count, value=report.figures.pending)
     metrics.add_metric(name=metric_names.HELD_AGGREGATES, unit=count, value=report.held_aggregates)
     metrics.add_metric(name=metric_names.SWEPT_EVENTS, unit=count, value=report.swept)
     metrics.add_metric(name=metric_names.BACKED_OFF_EVENTS, unit=count, value=report.backed_off)
     metrics.add_metric(name=metric_names.GAVE_UP_EVENTS, unit=count, value=report.gave_up)
     metrics.add_metric(
-        name=metric_names.MARKING_FAILURES, unit=count, value=len(report.publish.marking.failed)
-    )
-    metrics.add_metric(
-        name=metric_names.MARKING_FALLBACKS, unit=count, value=report.publish.marking.fallbacks
+        name=metric_names.ROW_UPDATE_FAILURES, unit=count, value=len(report.publish.rows.failed)
     )
     metrics.add_metric(
         name=metric_names.WRITER_CONTRACT_VIOLATIONS, unit=count, value=report.publish.contract_breaks

@@ -1,26 +1,31 @@
 """One sweep: publish the PENDING rows that are due, in order per aggregate, through the publishing engine.
 
-1. Read the pending index: rows older than the grace, not backing off, oldest first (bounded per run).
-2. Per aggregate, from its lowest due `seq`: read that row's predecessor (one batched, consistent read for
-   all aggregates). If it is not out (PENDING, FAILED, missing), nothing of the aggregate is claimed: the
-   rows stay as they are, and an aggregate held behind a FAILED or missing event is counted, for its alarm.
-3. Claim the aggregate's due rows in `seq` order (outbox.leases); stop at the first that is not this
-   sweep's to take (another path holds it, or it backs off): later ones must not go before it.
-4. Publish the claimed rows with the engine (its order gate, routing, poison, marking under the lease).
-5. The row the engine stopped at (a transient failure) backs off: `attempts` grows by the run's tries,
-   `sweep_failures` by one, and `next_attempt_at` is set: base * 2^(sweep_failures - 1), capped, with equal
-   jitter. A run that may take a row to its attempt cutoff, or a row past its age cutoff, is its last
-   chance: if it fails again it becomes FAILED (poison, `gave_up`) and goes whole to the poison queue.
+1. Read the table (its segment of it) from where the last run stopped (outbox_sweeper.scan, .cursor): the
+   table holds only what is not out yet, so this finds every row left behind, whoever wrote it, with no index.
+   The census (outbox_sweeper.census) counts what it reads and picks the due rows, each aggregate from its
+   lowest row, up to `max_rows`; rows behind a FAILED one are held for an operator and counted.
+2. Claim the due rows in order (outbox.leases), aggregate by aggregate; stop an aggregate at the first row
+   that is not this sweep's to take (another path holds it, it backs off, it is FAILED now): later ones must
+   not go before it.
+3. Publish the claimed rows with the engine (its order gate, routing, poison, settling), skipping the
+   destinations a row says already took its event.
+4. A row the engine could not deliver backs off: `attempts` grows by the run's tries, `sweep_failures` by one,
+   the destinations that took it are recorded, and `next_attempt_at` is set: base * 2^(sweep_failures - 1),
+   capped, with equal jitter. A run that may take a row to its attempt cutoff, or a row past its age cutoff,
+   is its last chance: if it fails again it becomes FAILED (poison, `gave_up`) and goes whole to the poison
+   queue.
+5. FAILED rows missing from the failed index (another writer's) are added to it, so operators see them.
+6. Save where the pass got to, and its figures so far.
 
-A second sweep over the same rows adds nothing: a published row left the index, and one another path holds
-is not claimed.
+A second sweep over the same rows adds nothing: a published row left the table, and one another path holds is
+not claimed.
 """
 
 from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -28,75 +33,87 @@ from outbox.clock import Clock, parse_timestamp, utc_now
 from outbox.deadline import Deadline
 from outbox.errors import OutboxError
 from outbox.leases import Claim, Lease, RowClaimer
-from outbox.model import PENDING_SHARDS, REDRIVEN_AT, SWEEP_FAILURES, RowKey
-from outbox.predecessors import MAX_KEYS_PER_CALL, PredecessorReader, PredecessorState
-from outbox.row_marks import MarkingReport
+from outbox.model import REDRIVEN_AT, RELEASED_AT, SWEEP_FAILURES, OutboxStatus, RowKey, string_attribute
 from outbox_publisher.candidates import Candidate
+from outbox_publisher.dynamodb_rows import UPDATE_CALL_MS
 from outbox_publisher.engine import PublishingEngine
 from outbox_publisher.gate import HoldReason
+from outbox_publisher.outcome_updates import park_for
 from outbox_publisher.poison import PoisonReason
+from outbox_publisher.predecessors import PredecessorState
 from outbox_publisher.report import EventOutcome, PublishReport, Status
 from outbox_publisher.retry import Random, RetryPolicy, system_random
+from outbox_publisher.row_updates import Park, RowUpdatesReport
+from outbox_sweeper.census import Census, DueRow, Figures
 from outbox_sweeper.config import SweepSettings
-from outbox_sweeper.pending import PendingIndex, PendingRow, PendingScan
+from outbox_sweeper.cursor import Cursor, CursorStore
+from outbox_sweeper.failed_index import FailedIndexer
+from outbox_sweeper.scan import TableScan, read_segment
 
 SWEEPER = "sweeper"
 """Prefix of the sweeper's lease owners. Each run owns its leases (`sweeper:<run id>`): two runs that
 overlap (a slow run and the next scheduled one) never take each other's rows, and a run's leases end with
 its invocation, so a crashed run holds nothing for long."""
 
-UNSWEPT_PREDECESSOR = "pending_unswept"
-"""Why an aggregate is held, in its log line, when its predecessor is PENDING where no sweep takes it."""
+SCAN_RESERVE_MS = 30_000
+"""Stop reading the table with less than this left: the run still has to claim, publish and settle."""
 
 _log = logging.getLogger(__name__)
 
 
 class SweepReport:
-    """What one sweep did. A plain class, not a dataclass: it is only filled in and read, and a dataclass
-    would cost the cold start its generated methods (docs/BENCHMARKS.md, "Cold start")."""
+    """What one sweep did. A plain class: it is only filled in and read."""
 
     __slots__ = (
         "backed_off",
+        "checked_at",
         "claimed",
+        "complete",
         "due",
+        "figures",
         "gave_up",
-        "held_aggregates",
-        "oldest_pending_age_s",
-        "pending",
-        "pending_complete",
+        "indexed",
+        "pages",
+        "parked",
         "poisoned",
         "publish",
+        "rows_read",
         "swept",
     )
 
-    def __init__(self) -> None:
-        self.pending = 0
-        self.pending_complete = True
-        self.oldest_pending_age_s = 0.0
+    def __init__(self, checked_at: datetime | None = None) -> None:
+        self.checked_at = checked_at
+        """When the run read the table (its clock)."""
+        self.figures = Figures()
+        """The table's figures: this pass's when it ended in this run, else the larger of the last complete
+        pass's and this pass's so far (outbox_sweeper.cursor)."""
+        self.complete = True
+        """Whether the pass over the table ended in this run."""
+        self.rows_read = 0
+        self.pages = 0
         self.due = 0
-        self.held_aggregates = 0
-        """Aggregates whose next event waits behind a FAILED or missing one."""
         self.claimed = 0
         self.swept = 0
         """Events this sweep published."""
         self.backed_off = 0
         self.gave_up = 0
         self.poisoned = 0
-        self.publish = PublishReport([], None, MarkingReport())
+        self.indexed = 0
+        """FAILED rows this sweep added to the failed index."""
+        self.parked = RowUpdatesReport()
+        """Rows of events the run had no time to take everywhere, recording which destinations took them."""
+        self.publish = PublishReport([], None, RowUpdatesReport())
 
+    @property
+    def held_aggregates(self) -> int:
+        return self.figures.held_aggregates
 
-class _Claiming:
-    """One run's claiming: its lease and clock reading, its deadline, what it claimed. (A plain class: only
-    its run reads it, and a dataclass would cost the cold start its generated methods.)"""
-
-    __slots__ = ("candidates", "deadline", "lease", "now", "report")
-
-    def __init__(self, lease: Lease, now: datetime, deadline: Deadline, report: SweepReport) -> None:
-        self.lease = lease
-        self.now = now
-        self.deadline = deadline
-        self.report = report
-        self.candidates: list[Candidate] = []
+    @property
+    def oldest_pending_age_s(self) -> float:
+        oldest = self.figures.oldest_pending
+        if oldest is None or self.checked_at is None:
+            return 0.0
+        return max(0.0, (self.checked_at - oldest).total_seconds())
 
 
 class Sweeper:
@@ -104,9 +121,10 @@ class Sweeper:
         self,
         *,
         engine: PublishingEngine,
-        index: PendingIndex,
-        predecessors: PredecessorReader,
+        scan: TableScan,
+        cursors: CursorStore,
         claimer: RowClaimer,
+        indexer: FailedIndexer,
         grace: timedelta,
         settings: SweepSettings,
         clock: Clock = utc_now,
@@ -116,111 +134,128 @@ class Sweeper:
     ) -> None:
         self._run_id = run_id
         self._engine = engine
-        self._index = index
-        self._predecessors = predecessors
+        self._scan = scan
+        self._cursors = cursors
         self._claimer = claimer
+        self._indexer = indexer
         self._grace = grace
         self._settings = settings
         self._clock = clock
         self._random = random
         self._retry = retry or RetryPolicy()
 
-    def run(self, deadline: Deadline) -> SweepReport:
+    def run(self, deadline: Deadline, segment: int = 0) -> SweepReport:
+        segments = self._settings.segments
+        if not 0 <= segment < segments:
+            raise ValueError(f"segment must be 0..{segments - 1}, got {segment}")
         now = self._clock()
-        report = SweepReport()
-        scan = self._index.scan(
-            due_before=now - self._grace,
+        report = SweepReport(now)
+        cursor = self._cursors.load(segment, segments)
+        census = Census(
             now=now,
-            limit=self._settings.max_rows,
-            deadline=deadline,
-            # A random shard first: a scan cut short by time leaves different ones out each run.
-            first_shard=int(self._random() * PENDING_SHARDS) % PENDING_SHARDS,
+            grace=self._grace,
+            due_limit=self._settings.max_rows,
+            resumed_after=RowKey.stored(cursor.position) if cursor.position is not None else None,
         )
-        report.pending, report.pending_complete, report.due = scan.count, scan.complete, scan.due_count
-        if scan.oldest is not None:
-            report.oldest_pending_age_s = max(0.0, (now - scan.oldest).total_seconds())
+        progress = read_segment(
+            census,
+            self._scan,
+            segment=segment,
+            segments=segments,
+            start=cursor.position,
+            deadline=deadline,
+            reserve_ms=SCAN_RESERVE_MS,
+        )
+        report.rows_read, report.pages, report.due = census.rows, progress.pages, len(census.due)
+        for held in census.held:
+            _held(held.aggregate_key, held.waiting_seq, held.failed_seq)
         lease = Lease(f"{SWEEPER}:{self._run_id()}", now + timedelta(milliseconds=deadline.remaining_ms()))
-        candidates = self._claim(scan, lease, now, deadline, report)
+        candidates = self._claim(census.due, lease, now, deadline, report)
+        held_beyond = 0
         if candidates:
             report.publish = self._engine.publish(candidates, deadline)
-            self._settle(report, lease)
+            held_beyond = self._settle(report, lease, deadline)
+        report.indexed = self._index(census.unindexed, deadline)
+        # What the run published is out: it counts no more (the oldest-pending alarm clears at once).
+        out = {
+            key
+            for outcome in report.publish.outcomes
+            if outcome.status is Status.PUBLISHED and (key := outcome.candidate.key) is not None
+        }
+        figures = census.figures(out)
+        so_far = cursor.so_far.plus(figures._replace(held_aggregates=figures.held_aggregates + held_beyond))
+        self._save(segment, cursor, progress.position, so_far, report=report, deadline=deadline)
         return report
 
-    def _claim(
-        self, scan: PendingScan, lease: Lease, now: datetime, deadline: Deadline, report: SweepReport
-    ) -> list[Candidate]:
-        """Claims, aggregate by aggregate (oldest first), up to `max_rows` rows. An aggregate whose first due
-        row waits for its predecessor is passed over, so held aggregates never crowd out the others.
-        Predecessors are read a batch of aggregates at a time, only as far as the claims go."""
-        run = _Claiming(lease, now, deadline, report)
-        aggregates = list(scan.due.values())
-        for start in range(0, len(aggregates), MAX_KEYS_PER_CALL):
-            chunk = aggregates[start : start + MAX_KEYS_PER_CALL]
-            states = self._predecessor_states([rows[0] for rows in chunk], run.deadline)
-            if states is None:
-                break
-            if not all(self._claim_aggregate(rows, states, run) for rows in chunk):
-                break
-        return run.candidates
+    def _save(
+        self,
+        segment: int,
+        cursor: Cursor,
+        position: Mapping[str, Any] | None,
+        so_far: Figures,
+        *,
+        report: SweepReport,
+        deadline: Deadline,
+    ) -> None:
+        if position is None:
+            report.figures, report.complete = so_far, True
+            saved = Cursor(cursor.segments, None, Figures(), so_far)
+        else:
+            report.figures = so_far if cursor.last is None else so_far.at_least(cursor.last)
+            report.complete = False
+            saved = Cursor(cursor.segments, position, so_far, cursor.last)
+        if deadline.remaining_ms() < UPDATE_CALL_MS:
+            # No time for the call to end (the rows' own updates went first: a lost one costs a duplicate, a
+            # lost position only a second read): the next run reads again from the last saved position.
+            _log.warning("no time left to save the sweep's position")
+            return
+        try:
+            self._cursors.save(segment, saved)
+        except OutboxError as error:
+            # The next run reads again from the last saved position: nothing is missed, some rows are read
+            # twice.
+            _log.warning("could not save the sweep's position", extra={"error": type(error).__name__})
 
-    def _claim_aggregate(
-        self, rows: Sequence[PendingRow], states: Mapping[RowKey, PredecessorState], run: _Claiming
-    ) -> bool:
-        """Claims the aggregate's due rows in `seq` order; False when the run must claim no more."""
-        first = rows[0]
-        state = PredecessorState.PUBLISHED if first.key.seq == 1 else states[first.key.predecessor]
-        if not state.resolved and not first.predecessor_released:
-            if state in (PredecessorState.FAILED, PredecessorState.MISSING):
-                run.report.held_aggregates += 1
-                _held(first.key, state.value)
-            elif self._waits_for_good(first, run.now):
-                run.report.held_aggregates += 1
-                _held(first.key, UNSWEPT_PREDECESSOR)
-            return True
-        for position, row in enumerate(rows):
-            if run.report.claimed >= self._settings.max_rows or not self._retry.has_time_for(run.deadline):
-                return False
+    def _claim(
+        self, due: list[DueRow], lease: Lease, now: datetime, deadline: Deadline, report: SweepReport
+    ) -> list[Candidate]:
+        """Claims the due rows in order; an aggregate stops at its first row that is not this sweep's to take.
+        Each claimed row carries what is known of its predecessor: out (no read needed), or nothing (the
+        engine's gate reads it, or finds it in the run)."""
+        candidates: list[Candidate] = []
+        aggregate: str | None = None
+        known: PredecessorState | None = None
+        stopped = False
+        for row in due:
+            if row.key.aggregate_key != aggregate:
+                aggregate, stopped = row.key.aggregate_key, False
+                known = PredecessorState.OUT if row.predecessor_out else None
+            if stopped:
+                continue
+            if report.claimed >= self._settings.max_rows or not self._retry.has_time_for(deadline):
+                break
             try:
-                claim = self._claimer.claim(row.key, run.lease, run.now)
+                claim = self._claimer.claim(row.key, lease, now)
             except OutboxError as error:
                 # DynamoDB did not answer: publish what is claimed; the rest waits for the next run.
                 _log.warning("could not claim a row; claiming stops here", extra={"error": str(error)})
-                return False
+                break
             if claim.claim is Claim.CLAIMED and claim.row is not None:
-                run.report.claimed += 1
-                candidate = Candidate.from_row(_ref(row.key), claim.row, source={"swept_by": run.lease.owner})
-                run.candidates.append(
+                report.claimed += 1
+                candidate = Candidate.from_row(_ref(row.key), claim.row, source={"swept_by": lease.owner})
+                candidates.append(
                     candidate.but(
-                        lease=run.lease,
-                        predecessor=state if position == 0 else None,
-                        last_chance=self._last_chance(claim.row, run.now),
+                        lease=lease, predecessor=known, last_chance=self._last_chance(claim.row, now)
                     )
                 )
-            elif claim.claim in (Claim.LEASED, Claim.BACKING_OFF):
-                break  # later events of the aggregate must not go before this one
-        return True
-
-    def _waits_for_good(self, row: PendingRow, now: datetime) -> bool:
-        """A PENDING predecessor that a swept row would have published or failed by now (its cutoff and one
-        more backoff have passed since this row occurred): the sweeper does not see it (no `pending_shard`,
-        a far-future date), so this row would wait forever, unseen, without an operator."""
-        if row.occurred_at is None:
-            return False
-        return now - row.occurred_at > self._settings.fail_after + self._settings.backoff_max
-
-    def _predecessor_states(
-        self, firsts: Sequence[PendingRow], deadline: Deadline
-    ) -> dict[RowKey, PredecessorState] | None:
-        keys = [row.key.predecessor for row in firsts if row.key.seq > 1]
-        if not keys:
-            return {}
-        try:
-            return self._predecessors.states(keys, may_call=lambda: self._retry.has_time_for(deadline))
-        except OutboxError as error:
-            _log.warning(
-                "could not read predecessors; nothing more is swept this time", extra={"error": str(error)}
-            )
-            return None
+                known = None  # the next row's predecessor is in the run
+            elif claim.claim is Claim.MISSING:
+                known = PredecessorState.OUT  # settled (or skipped) since the scan saw it
+            elif claim.claim is Claim.NOT_PENDING and _out(claim.row):
+                known = PredecessorState.OUT
+            else:
+                stopped = True  # leased, backing off, or FAILED now: later events must not go before it
+        return candidates
 
     def _last_chance(self, row: Mapping[str, Any], now: datetime) -> bool:
         """This run may take the row to its attempt cutoff, or it is past its age cutoff (both counted from
@@ -233,8 +268,11 @@ class Sweeper:
             return False  # unreadable: the engine poisons it anyway
         return now - since >= self._settings.fail_after
 
-    def _settle(self, report: SweepReport, lease: Lease) -> None:
+    def _settle(self, report: SweepReport, lease: Lease, deadline: Deadline) -> int:
+        """Acts on the engine's outcomes; returns the aggregates it found held behind a FAILED row that the
+        census could not see (its run began in the middle of them)."""
         held: set[str] = set()
+        parks: list[Park] = []
         failed_at = self._clock()  # the backoff counts from the failure, not from the start of the run
         for outcome in report.publish.outcomes:
             key = outcome.candidate.key
@@ -244,22 +282,31 @@ class Sweeper:
                 report.poisoned += 1
                 if outcome.poison_reason is PoisonReason.GAVE_UP:
                     report.gave_up += 1
-            elif (
-                outcome.status is Status.HELD
-                and key is not None
-                and HoldReason(str(outcome.code)).needs_operator
-                and key.aggregate_key not in held
-            ):
-                held.add(key.aggregate_key)
-                _held(key, str(outcome.code).removeprefix("predecessor_"))
-            elif outcome.status is Status.FAILED and key is not None and outcome.tried:
-                # Only a row the run tried and failed backs off (a publish, or the poison queue, failed).
-                self._back_off(key, outcome, failed_at, lease)
-                report.backed_off += 1
-            elif outcome.status in (Status.FAILED, Status.NOT_ATTEMPTED) and key is not None:
-                # Claimed, not got to (no time, no gate read, after the stop): free for the next run at once.
-                self._release(key, lease)
-        report.held_aggregates += len(held)
+            elif key is None:
+                continue
+            elif outcome.status is Status.UNDELIVERED and outcome.tried:
+                if deadline.remaining_ms() >= UPDATE_CALL_MS:
+                    self._back_off(key, outcome, failed_at, lease)
+                    report.backed_off += 1
+                # else: its lease expires with the invocation, and a later run tries it again
+            elif outcome.status is Status.UNDELIVERED and (park := park_for(outcome)) is not None:
+                # Not got to everywhere (no time left): nothing failed, so no backoff; the destinations that
+                # took it are recorded, and the row is free for the next run at once.
+                parks.append(park)
+            else:
+                if (
+                    outcome.status is Status.HELD
+                    and HoldReason(str(outcome.code)).needs_operator
+                    and key.aggregate_key not in held
+                ):
+                    held.add(key.aggregate_key)
+                    _held(key.aggregate_key, key.seq_text, str(key.seq - 1))
+                # Held, or not got to (no time, no gate read): free for the next run at once, time permitting
+                # (else its lease expires with the invocation).
+                if deadline.remaining_ms() >= UPDATE_CALL_MS:
+                    self._release(key, lease)
+        report.parked = self._engine.update_rows(parks, deadline)
+        return len(held)
 
     def _release(self, key: RowKey, lease: Lease) -> None:
         try:
@@ -279,22 +326,49 @@ class Sweeper:
         # Equal jitter: at least half the ceiling, so a failing row is never retried right away.
         delay = ceiling * (0.5 + self._random() / 2)
         try:
-            self._claimer.back_off(key, lease, attempts=tried, next_attempt_at=now + delay, error=code)
+            self._claimer.back_off(
+                key,
+                lease,
+                attempts=tried,
+                next_attempt_at=now + delay,
+                error=code,
+                delivered_to=outcome.delivered_so_far,
+            )
         except OutboxError as error:
             # The lease expires on its own; the row is tried again by a later sweep.
             _log.warning("could not record the backoff", extra={"row": _ref(key), "error": str(error)})
 
+    def _index(self, keys: list[RowKey], deadline: Deadline) -> int:
+        added = 0
+        for key in keys:
+            if not self._retry.has_time_for(deadline):
+                break
+            try:
+                added += self._indexer.add(key, self._clock())
+            except OutboxError as error:
+                _log.warning("could not index a FAILED row", extra={"row": _ref(key), "error": str(error)})
+                break
+        return added
 
-def _held(key: RowKey, why: str) -> None:
-    """One line per held aggregate and run: what the operator must redrive or skip (outbox.release)."""
+
+def _held(aggregate_key: str, waiting_seq: str, failed_seq: str) -> None:
+    """One line per held aggregate and run: what the operator must redrive or skip (outbox_ops.release)."""
     _log.warning(
-        "aggregate held: an operator must redrive or skip its predecessor",
-        extra={"aggregate_key": key.aggregate_key, "waiting_seq": key.seq, "predecessor": why},
+        "aggregate held: an operator must redrive or skip the FAILED event it waits behind",
+        extra={"aggregate_key": aggregate_key, "waiting_seq": waiting_seq, "failed_seq": failed_seq},
     )
 
 
+def _out(row: Mapping[str, Any] | None) -> bool:
+    """A row that is no longer PENDING but lets its successors go: PUBLISHED (an earlier release), or a
+    FAILED one whose route continues past it."""
+    if row is None:
+        return True
+    return string_attribute(row, "status") == OutboxStatus.PUBLISHED or RELEASED_AT in row
+
+
 def _ref(key: RowKey) -> str:
-    return f"{key.aggregate_key}/{key.seq}"
+    return f"{key.aggregate_key}/{key.seq_text}"
 
 
 def _number(row: Mapping[str, Any], name: str) -> int:

@@ -5,8 +5,10 @@ from __future__ import annotations
 import pytest
 
 from bench.capacity import IndexSchema, index_writes, item_size, number_size, read_units, write_units
+from bench.sweeper_figures import pass_extrapolated
 
-PENDING = IndexSchema("pending", ("pending_shard", "occurred_at"), "INCLUDE", ("next_attempt_at",))
+FAILED = IndexSchema("failed", ("failed_shard", "failed_at"), "KEYS_ONLY")
+"""The outbox table's one index (tests.support.aws): sparse, written only when a row fails."""
 TABLE_KEYS = ("aggregate_key", "seq")
 
 
@@ -43,17 +45,35 @@ def test_reads_round_up_to_4_kb_and_eventually_consistent_ones_cost_half() -> No
 
 
 def test_a_sparse_index_costs_a_write_to_enter_and_one_to_leave_and_two_to_move() -> None:
-    row = {"aggregate_key": {"S": "Order#1"}, "seq": {"N": "1"}, "occurred_at": {"S": "2026-11-29"}}
-    pending = {**row, "pending_shard": {"N": "3"}}
+    row = {"aggregate_key": {"S": "Order#1"}, "seq": {"N": "1"}, "status": {"S": "PENDING"}}
+    failed = {**row, "status": {"S": "FAILED"}, "failed_shard": {"N": "3"}, "failed_at": {"S": "2026-11-29"}}
     entry, moved = (
-        PENDING.entry(pending, TABLE_KEYS),
-        PENDING.entry({**pending, "pending_shard": {"N": "4"}}, TABLE_KEYS),
+        FAILED.entry(failed, TABLE_KEYS),
+        FAILED.entry({**failed, "failed_at": {"S": "2026-11-30"}}, TABLE_KEYS),
     )
 
-    # Then a row without the index key is not in the index
-    assert PENDING.entry(row, TABLE_KEYS) is None
+    # Then a PENDING row (no index key) is not in the index, and a FAILED row's entry is its keys alone
+    assert FAILED.entry(row, TABLE_KEYS) is None
+    assert entry is not None
+    assert set(entry) == {"aggregate_key", "seq", "failed_shard", "failed_at"}
     # And entering, leaving, moving and staying put cost 1, 1, 2 and 0 writes
-    assert index_writes(PENDING, None, entry) == 1
-    assert index_writes(PENDING, entry, None) == 1
-    assert index_writes(PENDING, entry, moved) == 2
-    assert index_writes(PENDING, entry, entry) == 0
+    assert index_writes(FAILED, None, entry) == 1
+    assert index_writes(FAILED, entry, None) == 1
+    assert index_writes(FAILED, entry, moved) == 2
+    assert index_writes(FAILED, entry, entry) == 0
+
+
+@pytest.mark.parametrize(("row_bytes", "rows_per_page"), [(400.0, 1000), (1500.0, 699)])
+def test_a_pass_reads_pages_of_a_thousand_rows_or_a_megabyte_each_rounded_to_4_kb_at_half_a_unit(
+    row_bytes: float, rows_per_page: int
+) -> None:
+    # When a pass over 10,000 rows of that size is worked out by the Scan rules
+    figures = pass_extrapolated({"row_bytes_mean": row_bytes}, rows=10_000)
+
+    # Then a page holds 1,000 rows (the sweeper's Limit), fewer when 1,000 would pass 1 MB
+    assert figures["rows_per_page"] == rows_per_page
+    assert figures["pages"] == -(-10_000 // rows_per_page)
+    # And each page costs half a unit per 4 KB it read, the sum of its rows rounded up once per page
+    page_bytes = rows_per_page * row_bytes
+    assert figures["rru_per_page"] == 0.5 * -(-page_bytes // 4096)
+    assert figures["scan_rru"] == figures["pages"] * figures["rru_per_page"]

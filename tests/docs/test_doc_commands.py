@@ -55,11 +55,10 @@ DOCUMENTED_EXIT_CODES = {"outbox status": {0, 3, 4}}
 """`outbox status` exits 0 healthy, 3 degraded, 4 stuck (README.md, docs/operations.md)."""
 
 NOTHING_TO_ACT_ON = {
-    'outbox redrive --aggregate Order#42 --reason "…"': "no FAILED row matches",
     'outbox redrive --all --error-contains AuthorizationError --reason "…"': "no FAILED row matches",
 }
-"""Examples of docs/operations.md for outboxes other than the one here (`Order#42` is held by a gap, for the
-skip example, and no event failed with AuthorizationError): they run, find nothing, and say so (exit 1)."""
+"""Examples of docs/operations.md for outboxes other than the one here (no event failed with
+AuthorizationError): they run, find nothing, and say so (exit 1)."""
 
 
 def example_values(runtime: DocsRuntime) -> dict[str, str]:

@@ -25,10 +25,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from outbox.clock import utc_now
-from outbox.marking import DynamoDBRowMarker
 from outbox.model import OutboxStatus, RowKey
-from outbox.row_marks import FailedMark
 from outbox_cli.main import main
+from outbox_ops.release import skip
+from outbox_publisher.dynamodb_rows import DynamoDBRowUpdater
+from outbox_publisher.row_updates import MarkFailed
 from tests.hardening.checks import OUTBOX_KEY, TableState, judge, leaks_in, marker, restore
 from tests.hardening.profiles import examples
 from tests.hardening.strategies import tricky_text, unmarked_text
@@ -39,18 +40,21 @@ from tests.support.events import event
 
 CATEGORY = "cli-arguments"
 EXIT_STATUSES = frozenset({0, 1, 2, 3, 4})
-READ_ONLY = frozenset({"status", "failed", "local", "--help", "-h"})
+READ_ONLY = frozenset({"status", "failed", "audit", "local", "--help", "-h"})
 SECRET_ENVIRONMENT = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN")
 
 
 @dataclass
 class Outbox:
-    """An outbox table on moto holding one row of each status, the FAILED one's payload full of markers."""
+    """An outbox table on moto holding one row of each status (PUBLISHED: as an earlier release kept it), the
+    FAILED one's payload full of markers, and the audit record of a skipped event whose payload (kept in the
+    record) is full of markers too."""
 
     dynamodb: Any
     tables: Tables
     poison_queue_url: str
     failed_event_id: str
+    pending_event_id: str
     baseline: TableState
 
 
@@ -59,14 +63,15 @@ def outbox(dynamodb: Any, tables: Tables) -> Iterator[Outbox]:
     sqs = boto3.client("sqs", region_name=REGION)
     poison_queue_url = sqs.create_queue(QueueName="cli-poison")["QueueUrl"]
     failed = event("cli-failed", 1, payload={marker(1): [marker(2)], "note": marker(3)})
+    skipped = event("cli-skipped", 1, payload={"note": marker(4)})
     pending, published = event("cli-pending", 1), event("cli-published", 1)
-    for row in (failed, pending):
+    for row in (failed, skipped, pending):
         dynamodb.put_item(TableName=tables.outbox, Item=row.to_item())
     dynamodb.put_item(TableName=tables.outbox, Item=published.with_status(OutboxStatus.PUBLISHED).to_item())
-    key = RowKey(failed.aggregate_key, failed.seq)
-    DynamoDBRowMarker(dynamodb, tables.outbox).mark(
-        [FailedMark(key, "invalid_row: InvalidPayload", 1, utc_now())]
-    )
+    keys = [RowKey(row.aggregate_key, row.seq) for row in (failed, skipped)]
+    marks = [MarkFailed(key, "invalid_row: InvalidPayload", 1, utc_now()) for key in keys]
+    assert DynamoDBRowUpdater(dynamodb, tables.outbox).apply(marks).done == keys
+    skip(dynamodb, tables.outbox, keys[1], reason="superseded", actor="seed")
     with pytest.MonkeyPatch.context() as patch:
         # Credentials are secrets: none may ever be printed (moto takes any).
         for number, name in enumerate(SECRET_ENVIRONMENT, start=100):
@@ -79,6 +84,7 @@ def outbox(dynamodb: Any, tables: Tables) -> Iterator[Outbox]:
             tables,
             poison_queue_url,
             failed.event_id,
+            pending.event_id,
             TableState.read(dynamodb, tables.outbox, OUTBOX_KEY),
         )
 
@@ -145,6 +151,8 @@ LISTED: list[tuple[str, list[str]]] = [
     ("status-fullwidth-duration", ["status", "--degraded-after", "\uff11\uff15m", W]),
     ("status-duration-past-timedelta", ["status", "--stuck-after", "99999999999d", W]),
     ("status-duration-5000-digits", ["status", "--degraded-after", "9" * 5000 + "s", W]),
+    ("status-scan-for", ["status", "--scan-for", "1s", "--json", W]),
+    ("status-scan-for-zero", ["status", "--scan-for", "0s", W]),
     ("failed-no-subcommand", ["failed", W]),
     ("failed-show-unknown-id", ["failed", "show", "00000000-0000-4000-8000-00000000dead", W]),
     ("failed-show-not-an-id", ["failed", "show", "../../etc/passwd", W]),
@@ -152,6 +160,13 @@ LISTED: list[tuple[str, list[str]]] = [
     ("failed-show", ["failed", "show", "{failed}", W]),
     ("failed-list-json", ["failed", "list", "--json", W]),
     ("failed-list-odd-filter", ["failed", "list", "--aggregate", "\x00", "--error-contains", "%", W]),
+    ("failed-reindex-gone", ["failed", "reindex", W]),
+    ("audit", ["audit", W]),
+    ("audit-json", ["audit", "--json", W]),
+    ("audit-aggregate", ["audit", "--aggregate", "Order#cli-skipped", "--json", W]),
+    ("audit-aggregate-odd", ["audit", "--aggregate", "\x00", W]),
+    ("audit-aggregate-without-value", ["audit", W, "--aggregate"]),
+    ("audit-payload-asked", ["audit", "--show-payload", "--json", W]),
     ("redrive-without-reason", ["redrive", "--all", W]),
     ("redrive-nothing-chosen", ["redrive", "--reason", "r", W]),
     ("redrive-two-choices", ["redrive", "--all", "--aggregate", "Order#x", "--reason", "r", W]),
@@ -162,23 +177,12 @@ LISTED: list[tuple[str, list[str]]] = [
     ("redrive-unknown-id", ["redrive", "--event-id", "nope", "--reason", "r", W]),
     ("redrive-dry-run", ["redrive", "--all", "--reason", "r", "--dry-run", W]),
     ("redrive-empty-reason", ["redrive", "--all", "--reason", "", W]),
-    ("skip-missing-seq-zero", ["skip", "--missing", "Order#cli-pending", "0", "--reason", "r", W]),
-    ("skip-missing-seq-not-a-number", ["skip", "--missing", "Order#cli-pending", "two", "--reason", "r", W]),
-    ("skip-missing-seq-non-ascii", ["skip", "--missing", "Order#cli-pending", "\u0662", "--reason", "r", W]),
-    (
-        "skip-missing-seq-superscript",
-        ["skip", "--missing", "Order#cli-pending", "\u00b2", "--reason", "r", W],
-    ),
-    (
-        "skip-missing-seq-5000-digits",
-        ["skip", "--missing", "Order#cli-pending", "9" * 5000, "--reason", "r", W],
-    ),
-    ("skip-both", ["skip", "{failed}", "--missing", "Order#x", "2", "--reason", "r", W]),
+    ("skip-missing-gone", ["skip", "{failed}", "--missing", "Order#x", "2", "--reason", "r", W]),
     ("skip-unknown-event", ["skip", "00000000-0000-4000-8000-00000000dead", "--reason", "r", W]),
-    ("purge-without-age", ["purge-published", W]),
-    ("purge-bad-age", ["purge-published", "--older-than", "-1d", W]),
-    ("purge-dry-run", ["purge-published", "--older-than", "1s", "--dry-run", W]),
-    ("purge-age-past-timedelta", ["purge-published", "--older-than", "99999999999d", "--dry-run", W]),
+    ("skip-pending-event", ["skip", "{pending}", "--reason", "r", W]),
+    ("skip-dry-run", ["skip", "{failed}", "--reason", "r", "--dry-run", W]),
+    ("skip-without-event", ["skip", "--reason", "r", W]),
+    ("purge-gone", ["purge-published", "--older-than", "1d", W]),
     ("unknown-flag", ["status", "--colour", W]),
     ("table-missing", ["status", "--table", "no-such-table"]),
     ("table-name-invalid", ["failed", "list", "--table", "a b"]),
@@ -199,11 +203,10 @@ def test_listed_arguments_end_with_a_documented_status_and_change_nothing_when_r
 ) -> None:
     # Given the seeded outbox / When `outbox` runs with the listed arguments / Then a documented exit status,
     # a reason when it fails, nothing changed when refused, no payload or credential printed
+    event_ids = {"{failed}": outbox.failed_event_id, "{pending}": outbox.pending_event_id}
     arguments: list[str] = []
     for argument in argv:
-        arguments += (
-            _where(outbox) if argument == W else [argument.replace("{failed}", outbox.failed_event_id)]
-        )
+        arguments += _where(outbox) if argument == W else [event_ids.get(argument, argument)]
     invoke(outbox, arguments, source=Source.LISTED)
 
 
@@ -233,12 +236,12 @@ FLAGS: dict[str, st.SearchStrategy[str] | None] = {
     "--on-failure-queue": None,
     "--reason": values,
     "--event-id": st.one_of(st.uuids().map(str), values),
-    "--aggregate": st.one_of(st.just("Order#cli-failed"), values),
+    "--aggregate": st.one_of(st.sampled_from(("Order#cli-failed", "Order#cli-skipped")), values),
     "--event-type": values,
     "--error-contains": values,
-    "--older-than": durations,
     "--stuck-after": durations,
     "--degraded-after": durations,
+    "--scan-for": durations,
     # Real regions, names botocore refuses, and none (a usage error). Not a well-formed name of no region:
     # moto has no backend for it and fails inside the client (AWS would not answer: a typed exit 1).
     "--region": st.one_of(
@@ -252,11 +255,9 @@ COMMANDS = (
     ["status"],
     ["failed", "list"],
     ["failed", "show"],
-    ["failed", "reindex"],
+    ["audit"],
     ["redrive"],
     ["skip"],
-    ["skip", "--missing"],
-    ["purge-published"],
     ["local", "env"],
 )
 
@@ -266,18 +267,6 @@ def argument_lists(draw: Callable[..., Any], outbox: Outbox) -> list[str]:
     argv = list(draw(st.sampled_from(COMMANDS)))
     if argv[-1] in {"show", "skip"}:
         argv.append(draw(st.one_of(st.just(outbox.failed_event_id), st.uuids().map(str), values)))
-    elif argv[-1] == "--missing":
-        argv += [
-            draw(st.one_of(st.just("Order#cli-pending"), values)),
-            draw(
-                st.one_of(
-                    st.integers(-2, 3).map(str),
-                    st.integers(min_value=10**37, max_value=10**40).map(str),
-                    st.just("9" * 5000),
-                    values,
-                )
-            ),
-        ]
     for flag in draw(st.lists(st.sampled_from(sorted(FLAGS)), max_size=4)):
         argv.append(flag)
         taking = FLAGS[flag]

@@ -1,10 +1,12 @@
 """The catalogue's own checks can fail: a marker that was logged, printed or stored is found, a changed table
-is seen and put back, and `make fuzz`'s report fails on a partial write, a leak or too few inputs."""
+is seen and put back, what the publisher must not do to the table or send is found, and `make fuzz`'s report
+fails on a partial write, a leak or too few inputs."""
 
 from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -12,14 +14,16 @@ import pytest
 
 from orders_api import handler as orders_handler
 from outbox_publisher import handler as publisher_handler  # noqa: F401 - sets up the library's loggers
+from outbox_publisher.routing import Destination, Router
 from tests.hardening import tally
-from tests.hardening.checks import TableState, captured, leaks_in, marker, restore
+from tests.hardening.checks import OUTBOX_KEY, Output, TableState, captured, key_of, leaks_in, marker, restore
+from tests.hardening.publishing import Result, row_problems, stream_problems
 from tests.support.aws import Tables
 
 
 def test_a_marker_is_found_wherever_a_function_would_write_it() -> None:
     # Given a function's Powertools logger, a library logger Powertools took over, and stdout
-    library = logging.getLogger("outbox.marking")
+    library = logging.getLogger("outbox_publisher.engine")
     # When each of them writes a marker
     with captured() as output:
         orders_handler.logger.info("rejected", extra={"field": marker(1)})
@@ -81,3 +85,97 @@ def test_the_fuzz_report_adds_up_every_process_and_fails_on_what_must_not_happen
     assert status == (0 if failure is None else 1)
     if failure is not None:
         assert failure in printed.err
+
+
+# --- The publisher's checks (tests/hardening/publishing.py) -----------------------------------------------
+
+ROUTE_BOTH = Router(routes=(), default=(Destination.SNS, Destination.EVENTBRIDGE))
+EVENT_ID = "00000000-0000-4000-8000-0000000000aa"
+
+
+def _row(**changes: Any) -> dict[str, Any]:
+    return {
+        "aggregate_key": {"S": "Order#harness"},
+        "seq": {"N": "1"},
+        "event_id": {"S": EVENT_ID},
+        "aggregate_type": {"S": "Order"},
+        "event_type": {"S": "OrderPlaced"},
+        "status": {"S": "PENDING"},
+    } | changes
+
+
+def _result(
+    before: list[dict[str, Any]],
+    after: list[dict[str, Any]],
+    *,
+    images: list[dict[str, Any]] | None = None,
+    sns: Sequence[str] = (),
+    eventbridge: Sequence[str] = (),
+    poison: list[dict[str, Any]] | None = None,
+) -> Result:
+    def state(items: list[dict[str, Any]]) -> TableState:
+        return TableState("outbox", OUTBOX_KEY, {key_of(item, OUTBOX_KEY): item for item in items})
+
+    records = [{"eventName": "INSERT", "dynamodb": {"NewImage": image}} for image in (images or before)]
+    result = Result(
+        {"Records": records},
+        ROUTE_BOTH,
+        None,
+        {"batchItemFailures": []},
+        {"sns": list(sns), "eventbridge": list(eventbridge)},
+        poison or [],
+        Output(),
+        state(before),
+        state(after),
+    )
+    result.changed = result.before.changed_keys(result.after)
+    return result
+
+
+def test_a_settle_of_an_event_out_on_every_destination_it_needed_is_no_problem() -> None:
+    # Given / When a row whose event went to SNS, EventBridge having taken it already, left the table
+    result = _result([_row(delivered_to={"SS": ["eventbridge"]})], [], sns=[EVENT_ID])
+    # Then neither check has anything to say
+    assert (row_problems(result), stream_problems(result)) == ([], [])
+
+
+@pytest.mark.parametrize(
+    ("result", "problem"),
+    [
+        (_result([_row()], [], sns=[EVENT_ID]), "deleted, its event not out on ['eventbridge']"),
+        (_result([], [_row(status={"S": "FAILED"})], images=[_row()]), "written by the publisher"),
+        (_result([_row()], [_row()], sns=[EVENT_ID], eventbridge=[EVENT_ID]), "left PENDING (sent again"),
+        (
+            _result([_row()], [_row()], poison=[{"aggregate_key": "Order#harness", "seq": 1, "row": _row()}]),
+            "poisoned, but its row left PENDING",
+        ),
+        (
+            _result([_row()], [_row(delivered_to={"SS": ["sns"]})], eventbridge=[EVENT_ID]),
+            "delivered_to records ['sns'], which did not take it",
+        ),
+        (_result([_row()], [_row(payload={"S": "{}"})]), "the publisher changed ['payload']"),
+    ],
+)
+def test_the_row_check_finds_what_the_publisher_must_not_do_to_the_table(
+    result: Result, problem: str
+) -> None:
+    # Given / When a run did something to a row it must not / Then the row check names it
+    assert any(problem in found for found in row_problems(result)), row_problems(result)
+
+
+@pytest.mark.parametrize(
+    ("result", "problem"),
+    [
+        (_result([_row()], [], sns=["00000000-0000-4000-8000-0000000000bb"]), "which no record holds"),
+        (
+            _result([_row(delivered_to={"SS": ["sns"]})], [], sns=[EVENT_ID], eventbridge=[EVENT_ID]),
+            "again, its row says it took it",
+        ),
+        (_result([_row()], [], sns=[EVENT_ID, EVENT_ID], eventbridge=[EVENT_ID]), "2 times"),
+    ],
+)
+def test_the_stream_check_finds_what_was_sent_without_a_record_or_to_a_destination_that_had_it(
+    result: Result, problem: str
+) -> None:
+    # Given / When a run sent something the records do not back / Then the stream check names it
+    assert any(problem in found for found in stream_problems(result)), stream_problems(result)

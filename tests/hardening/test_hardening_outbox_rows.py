@@ -3,10 +3,13 @@ the publisher's Lambda handler: rows put with every attribute type, fields missi
 does not allow, and rows rewritten or deleted after they were written.
 
 Each record is published, skipped or held, or its row is poison with its reason; never an untyped exception,
-never a handed-back record. Nothing partial: the publisher only ever marks the rows it was given (status and
-the marking and lease attributes, nothing else), a row it marked PUBLISHED had its event accepted by a
-destination, a row it marked FAILED has its message on the poison queue. No payload value or key name shows
-in the logs, the metrics, a `last_error` or a poison message's reason.
+never a handed-back record. Nothing partial (tests/hardening/publishing.py, `row_problems`): the publisher
+writes no row of its own; it deletes a row only once its event is out on every destination the row still
+needed (its route's, less those its `delivered_to` names), and then it must; otherwise it only parks a row
+(records which destinations took its event) or marks it FAILED, with its message on the poison queue, and a
+poison row is kept FAILED, never dropped. Nothing is published that no stream record holds, nor to a
+destination the row says took it already. The outbox's own items (keys starting with `#`) are skipped. No
+payload value or key name shows in the logs, the metrics, a `last_error` or a poison message's reason.
 """
 
 from __future__ import annotations
@@ -19,10 +22,26 @@ from botocore.exceptions import ClientError
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from outbox.model import LEASE_OWNER, LEASE_UNTIL, PENDING_INDEX_PARTITION_KEY, TTL_ATTRIBUTE
-from tests.hardening.checks import OUTBOX_KEY, TableState, marker, restore
+from outbox.model import (
+    AUDIT_KEY_PREFIX,
+    DELIVERED_TO,
+    FAILED_INDEX_PARTITION_KEY,
+    FIRST_RELEASED_AT,
+    LEASE_OWNER,
+    LEASE_UNTIL,
+    LEGACY_ATTRIBUTES,
+    NEXT_ATTEMPT_AT,
+    REDRIVEN_AT,
+    RELEASE_REASON,
+    RELEASED_AT,
+    RESERVED_KEY_PREFIX,
+    SWEEP_FAILURES,
+    SWEEPER_CURSOR_KEY,
+    TTL_ATTRIBUTE,
+)
+from tests.hardening.checks import OUTBOX_KEY, TableState, key_of, marker, restore
 from tests.hardening.profiles import examples
-from tests.hardening.publishing import Delivery, judge_delivery
+from tests.hardening.publishing import Delivery, Result, judge_delivery
 from tests.hardening.strategies import (
     hostile_text,
     json_keys,
@@ -82,9 +101,9 @@ def writer(delivery: Delivery) -> Writer:
     return Writer(delivery)
 
 
-def deliver(writer: Writer, *, source: Source, first: Callable[[], None] | None = None) -> None:
+def deliver(writer: Writer, *, source: Source, first: Callable[[], None] | None = None) -> Result:
     """Runs the handler on what the writer wrote (after `first`, if given: an earlier invocation), judges it,
-    and puts the table back as the test found it."""
+    and puts the table back as the test found it. What the run did, for the test's own checks."""
     try:
         if first is not None:
             first()
@@ -92,6 +111,7 @@ def deliver(writer: Writer, *, source: Source, first: Callable[[], None] | None 
         judge_delivery(CATEGORY, result, source=source)
     finally:
         writer.reset()
+    return result
 
 
 def row(**changes: Any) -> dict[str, Any]:
@@ -132,7 +152,16 @@ LISTED_ROWS: list[tuple[str, dict[str, Any]]] = [
     ("schema-version-zero", row(schema_version={"N": "0"})),
     ("correlation-id-empty", row(correlation_id={"S": ""})),
     ("expires-at-on-pending", row(expires_at={"N": "1"})),
-    ("no-pending-shard", {k: v for k, v in row().items() if k != "pending_shard"}),
+    ("legacy-pending-with-index-attribute", row(pending_shard={"N": "3"})),
+    ("legacy-published-awaiting-ttl", row(status={"S": "PUBLISHED"}, expires_at={"N": "1"})),
+    ("delivered-to-both", row(delivered_to={"SS": ["eventbridge", "sns"]})),
+    ("delivered-to-one", row(delivered_to={"SS": ["sns"]})),
+    ("delivered-to-unknown", row(delivered_to={"SS": ["kinesis", marker(15)]})),
+    ("delivered-to-a-string", row(delivered_to={"S": "sns"})),
+    ("delivered-to-a-list", row(delivered_to={"L": [{"S": "eventbridge"}]})),
+    ("delivered-to-a-number-set", row(delivered_to={"NS": ["1"]})),
+    ("generation-text", row(generation={"S": "1"})),
+    ("generation-text-on-a-poison-row", row(generation={"S": ""}, payload={"S": "not json"})),
     ("unknown-attributes", row(**{marker(11): {"S": marker(12)}, "extra": {"SS": [marker(13)]}})),
     ("aggregate-type-unrouted", row(aggregate_key={"S": "Payment#p"}, aggregate_type={"S": "Payment"})),
 ]
@@ -156,29 +185,72 @@ def test_a_pending_row_rewritten_with_another_event_is_handled(writer: Writer) -
     deliver(writer, source=Source.LISTED)
 
 
-def test_a_published_row_rewritten_is_handled(writer: Writer) -> None:
-    # Given a row published, then overwritten by another writer as a PENDING row again
+def test_a_slot_written_again_after_its_row_was_settled_is_a_new_event(writer: Writer) -> None:
+    # Given a row published (settled: gone from the table), then its slot written again by another writer
     original = row()
     writer.put(original)
+    replacement = row(aggregate_key=original["aggregate_key"], aggregate_id=original["aggregate_id"])
+    settled: list[Result] = []
 
     def publish_then_rewrite() -> None:
-        writer.delivery.run(writer.event())
-        writer.put(row(aggregate_key=original["aggregate_key"], aggregate_id=original["aggregate_id"]))
+        settled.append(writer.delivery.run(writer.event()))
+        writer.put(replacement)
 
-    # When the MODIFY reaches the publisher / Then a verdict, nothing partial, nothing leaked
-    deliver(writer, source=Source.LISTED, first=publish_then_rewrite)
+    # When the new INSERT reaches the publisher
+    result = deliver(writer, source=Source.LISTED, first=publish_then_rewrite)
+    # Then the first run settled the original, and the slot's new event went out as any other, and was settled
+    key = key_of(original, OUTBOX_KEY)
+    assert original["event_id"]["S"] in settled[0].published
+    assert key not in settled[0].after.items
+    assert replacement["event_id"]["S"] in result.published
+    assert key not in result.after.items
 
 
-def test_a_pending_row_deleted_is_handled(writer: Writer) -> None:
-    # Given a PENDING row another writer deletes before it was published
+def test_a_pending_row_another_writer_deletes_is_published_as_committed_and_nothing_is_written_back(
+    writer: Writer,
+) -> None:
+    # Given a PENDING row another writer deletes before it was published (the stream cannot tell that delete
+    # from a settle: outbox_publisher.writer_contract)
     doomed = row()
     writer.put(doomed)
     writer.world.dynamodb.delete_item(
         TableName=writer.world.tables.outbox,
         Key={"aggregate_key": doomed["aggregate_key"], "seq": doomed["seq"]},
     )
-    # When both records reach the publisher / Then a verdict, nothing partial, nothing leaked
-    deliver(writer, source=Source.LISTED)
+    # When both records reach the publisher
+    result = deliver(writer, source=Source.LISTED)
+    # Then the committed INSERT is published, the REMOVE skipped, and no row written back
+    assert sorted(result.published) == [doomed["event_id"]["S"]] * 2
+    assert result.skipped("remove") == 1, result.summary
+    assert (result.poison, result.changed) == ([], set())
+
+
+def test_an_insert_of_the_outboxs_own_items_is_skipped_and_a_row_under_their_keys_is_poison(
+    writer: Writer,
+) -> None:
+    # Given the outbox's own items put in the table: an operator's audit record keeping a skipped row whole,
+    # the sweeper's cursor; and another writer's event row under a reserved key (it has a status)
+    skipped = row(status={"S": "FAILED"})
+    kept = {name: value for name, value in skipped.items() if name not in OUTBOX_KEY}
+    audit = {
+        "aggregate_key": {"S": AUDIT_KEY_PREFIX + skipped["aggregate_key"]["S"]},
+        "seq": skipped["seq"],
+        "event_id": skipped["event_id"],
+        "entries": {"L": [{"M": {"action": {"S": "skip"}, "reason": {"S": marker(16)}, "row": {"M": kept}}}]},
+    }
+    cursor = {"aggregate_key": {"S": SWEEPER_CURSOR_KEY}, "seq": {"N": "0"}, "segments": {"N": "1"}}
+    copy = row() | {"aggregate_key": {"S": RESERVED_KEY_PREFIX + "copy"}}
+    for item in (audit, cursor, copy):
+        writer.put(item)
+    # When their INSERTs reach the publisher
+    result = deliver(writer, source=Source.LISTED)
+    # Then the outbox's own items are skipped as no event; the row is poison (its key is no event's), kept
+    # FAILED where operators see it, never passed over unseen; nothing is published
+    assert result.skipped("not_an_event") == 2, result.summary
+    assert result.published == []
+    assert [message["event_id"] for message in result.poison] == [copy["event_id"]["S"]]
+    assert result.changed == {key_of(copy, OUTBOX_KEY)}
+    assert result.after.items[key_of(copy, OUTBOX_KEY)]["status"] == {"S": "FAILED"}
 
 
 # --- Generated ------------------------------------------------------------------------------------------
@@ -198,11 +270,12 @@ CONTRACT_FIELDS = (
     "status",
     "attempts",
     "last_error",
-    "published_at",
     TTL_ATTRIBUTE,
     "generation",
     LEASE_OWNER,
     LEASE_UNTIL,
+    DELIVERED_TO,
+    *LEGACY_ATTRIBUTES,
 )
 # The keys of the table and of its indexes must have their schema's types, or DynamoDB refuses the put.
 seq_values = st.one_of(
@@ -213,6 +286,13 @@ aggregate_keys = st.one_of(
     st.just(None),
     unmarked_text.filter(lambda text: 0 < len(text.encode()) <= 1024).map(lambda text: {"S": text}),
 )
+delivered_names = st.lists(
+    st.one_of(st.sampled_from(("sns", "eventbridge")), unmarked_text.filter(bool)),
+    min_size=1,
+    max_size=3,
+    unique=True,
+)
+"""What a row's `delivered_to` string set may name: the destinations, and names no destination has."""
 payloads = st.one_of(
     json_objects.map(lambda value: {"S": json_text(value)}),
     raw_json_texts(json_objects).filter(bool).map(lambda text: {"S": text}),
@@ -231,7 +311,7 @@ def rows(draw: Callable[..., Any]) -> dict[str, Any]:
         else:
             item[name] = draw(stored_attribute_values(unmarked_text))
     if draw(st.booleans()):
-        item.pop(PENDING_INDEX_PARTITION_KEY, None)
+        item[DELIVERED_TO] = {"SS": draw(delivered_names)}
     extra_names = json_keys.filter(lambda name: 0 < len(name.encode()) <= 255 and name not in item)
     item.update(draw(st.dictionaries(extra_names, stored_attribute_values(hostile_text), max_size=2)))
     return item
@@ -253,3 +333,46 @@ def test_generated_rows_are_published_skipped_held_or_poison_and_nothing_partial
         )
     # When what it wrote reaches the publisher / Then a verdict, nothing partial, nothing leaked
     deliver(writer, source=Source.GENERATED)
+
+
+# Attributes no part of the outbox reads: a writer's own bookkeeping, or anything at all (marker names too).
+KNOWN_ATTRIBUTES = frozenset(
+    {
+        "aggregate_key",
+        "seq",
+        *CONTRACT_FIELDS,
+        "failed_at",
+        FAILED_INDEX_PARTITION_KEY,
+        NEXT_ATTEMPT_AT,
+        SWEEP_FAILURES,
+        REDRIVEN_AT,
+        RELEASED_AT,
+        RELEASE_REASON,
+        FIRST_RELEASED_AT,
+    }
+)
+unknown_attributes = st.dictionaries(
+    json_keys.filter(lambda name: 0 < len(name.encode()) <= 255 and name not in KNOWN_ATTRIBUTES),
+    stored_attribute_values(hostile_text),
+    max_size=3,
+)
+
+
+@examples(1)
+@given(names=delivered_names, extra=unknown_attributes)
+def test_a_row_goes_once_to_each_destination_its_delivered_to_does_not_name_then_leaves_the_table(
+    writer: Writer, names: list[str], extra: dict[str, Any]
+) -> None:
+    # Given a row that records destinations (known or not) as having taken its event, and attributes nobody
+    # knows
+    item = row() | extra | {DELIVERED_TO: {"SS": names}}
+    writer.put(item)
+    # When its INSERT reaches the publisher
+    result = deliver(writer, source=Source.GENERATED)
+    # Then it goes once to each destination of its route the row does not name, to no other, and is settled
+    route = {destination.value for destination in result.router.destinations_for("Order", "OrderPlaced")}
+    event_id = item["event_id"]["S"]
+    sent = {name: published.count(event_id) for name, published in result.published_to.items()}
+    assert sent == {name: int(name in route and name not in names) for name in result.published_to}
+    assert result.poison == []
+    assert key_of(item, OUTBOX_KEY) not in result.after.items

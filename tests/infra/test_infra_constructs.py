@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from outbox.model import FAILED_INDEX_NAME, TTL_ATTRIBUTE
 from outbox_cdk.errors import OutboxConstructError
 from outbox_publisher.config import PublisherConfig
 from outbox_publisher.routing import Destination
@@ -53,16 +54,15 @@ def _publisher_actions(template: dict[str, Any]) -> set[str]:
 
 
 def test_a_users_own_table_and_only_a_topic_synthesize_nag_clean(tmp_path: Path) -> None:
-    # Given a user's stack: their own outbox table (NEW_AND_OLD_IMAGES, the pending index added), their own
-    # topic, no bus; the sweeper and monitoring
+    # Given a user's stack: their own outbox table (NEW_AND_OLD_IMAGES, no index: the sweeper needs none),
+    # their own topic, no bus; the sweeper and monitoring
     def build(stack: Stack) -> None:
         from aws_cdk import aws_sns as sns
 
-        from outbox_cdk import OutboxMonitoring, OutboxPublisher, OutboxSweeper, add_pending_index
+        from outbox_cdk import OutboxMonitoring, OutboxPublisher, OutboxSweeper
 
         topic = sns.Topic(stack, "Events", enforce_ssl=True)
         table = own_table(stack)
-        add_pending_index(table)
         publisher = OutboxPublisher(stack, "Publisher", table=table, topic=topic)
         sweeper = OutboxSweeper(stack, "Sweeper", publisher=publisher)
         OutboxMonitoring(
@@ -106,12 +106,13 @@ def test_only_an_event_bus_and_a_table_created_by_the_construct(tmp_path: Path) 
     # When it is synthesized
     template = _synth(tmp_path, build)
 
-    # Then its own table is the outbox table (keys, NEW_AND_OLD_IMAGES stream, its indexes) and SNS is absent
+    # Then its own table is the outbox table (NEW_AND_OLD_IMAGES stream, TTL for the rows an earlier release
+    # kept, only the `failed` index: none is written per event) and SNS is absent
     _, table = only(template, "AWS::DynamoDB::Table")
     assert table["Properties"]["StreamSpecification"] == {"StreamViewType": "NEW_AND_OLD_IMAGES"}
+    assert table["Properties"]["TimeToLiveSpecification"] == {"AttributeName": TTL_ATTRIBUTE, "Enabled": True}
     assert [index["IndexName"] for index in table["Properties"]["GlobalSecondaryIndexes"]] == [
-        "pending",
-        "failed",
+        FAILED_INDEX_NAME
     ]
     environment = _environment(template)
     assert environment["EVENT_SOURCE"] == "com.example.billing"
@@ -347,7 +348,7 @@ def test_a_table_v2_and_key_types_are_checked_too() -> None:
     with pytest.raises(OutboxConstructError, match="stream is KEYS_ONLY"):
         OutboxPublisher(stack, "Publisher", table=v2, topic=sns.Topic(stack, "T"))
 
-    # Given a table whose seq is a string, Then it is refused: marking addresses rows by a number
+    # Given a table whose seq is a string, Then it is refused: the publishing paths address rows by a number
     strings = Stack(App(), "StringSeq")
     table = dynamodb.Table(
         strings,
@@ -418,20 +419,14 @@ def test_the_other_wrong_settings_are_refused() -> None:
 
     from outbox_cdk import FailureQueuesProps, OutboxPublisher, PublisherSettings
 
-    # Retention below a day, or longer than the function accepts (100 years)
-    for days in (0, 36_501):
-        with pytest.raises(
-            OutboxConstructError, match="published_retention_days must be at least 1 and at most 36500"
-        ):
-            PublisherSettings(published_retention_days=days)
     # A sweep grace below the minimum, or longer than the function accepts
     for seconds in (0, 3_153_600_001):
         with pytest.raises(
             OutboxConstructError, match=r"sweep_grace_seconds must be at least \d+ and at most 3153600000"
         ):
             PublisherSettings(sweep_grace_seconds=seconds)
-    # The longest of each is accepted
-    PublisherSettings(published_retention_days=36_500, sweep_grace_seconds=3_153_600_000)
+    # The longest is accepted
+    PublisherSettings(sweep_grace_seconds=3_153_600_000)
     # Queue props for queues that were all passed in
     stack = Stack(App(), "Queues")
     with pytest.raises(OutboxConstructError, match="queue_props applies to queues created here"):

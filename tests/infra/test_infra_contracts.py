@@ -16,8 +16,8 @@ from typing import Any
 
 from orders_api.config import OrdersApiConfig
 from outbox import metrics
-from outbox.model import FAILED_INDEX_NAME, PARTITION_KEY, PENDING_INDEX_NAME, SORT_KEY, TTL_ATTRIBUTE
-from outbox_publisher.config import PublisherConfig
+from outbox.model import FAILED_INDEX_NAME, PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE
+from outbox_publisher.config import DEFAULT_SWEEP_GRACE_SECONDS, PublisherConfig
 from outbox_sweeper.config import SweeperConfig, SweepSettings
 from tests.infra.template_queries import function_by_handler, only
 
@@ -67,12 +67,13 @@ def test_the_publishers_environment_is_what_its_configuration_reads(template: di
     # When the publisher's own parser reads it
     config = PublisherConfig.from_env(environment)
 
-    # Then it finds every destination, its table, its poison queue and the retention
+    # Then it finds every destination, its table, its poison queue and the sweep grace it claims rows near
     assert config.topic_arn == _RESOLVED["TOPIC_ARN"]
     assert config.event_bus_name is not None
     assert config.event_source == "outbox.orders"
     assert config.table_name == environment["OUTBOX_TABLE_NAME"]
-    assert config.published_retention.days == 7
+    assert config.poison_queue_url == _RESOLVED["POISON_QUEUE_URL"]
+    assert config.sweep_grace.total_seconds() == DEFAULT_SWEEP_GRACE_SECONDS
     # and Powertools is told the service name and namespace the alarms watch
     assert environment["POWERTOOLS_SERVICE_NAME"] == metrics.PUBLISHER_SERVICE
     assert environment["POWERTOOLS_METRICS_NAMESPACE"] == metrics.NAMESPACE
@@ -108,13 +109,11 @@ def test_the_outbox_table_has_the_schema_the_library_writes(template: dict[str, 
     # Given the deployed outbox table, When its schema is read
     properties = only(template, "AWS::DynamoDB::Table", "TablesOutboxTable")[1]["Properties"]
 
-    # Then its keys, TTL attribute and index are the ones outbox.model names
+    # Then its keys, TTL attribute (for the PUBLISHED rows an earlier release kept) and its one index are the
+    # ones outbox.model names
     assert properties["KeySchema"] == [
         {"AttributeName": PARTITION_KEY, "KeyType": "HASH"},
         {"AttributeName": SORT_KEY, "KeyType": "RANGE"},
     ]
     assert properties["TimeToLiveSpecification"]["AttributeName"] == TTL_ATTRIBUTE
-    assert [index["IndexName"] for index in properties["GlobalSecondaryIndexes"]] == [
-        PENDING_INDEX_NAME,
-        FAILED_INDEX_NAME,
-    ]
+    assert [index["IndexName"] for index in properties["GlobalSecondaryIndexes"]] == [FAILED_INDEX_NAME]

@@ -14,9 +14,12 @@ from tests.infra.template_queries import (
 
 XRAY = {"xray:PutTraceSegments", "xray:PutTelemetryRecords"}
 LOGS = {"logs:CreateLogStream", "logs:PutLogEvents"}
-# The order gate's reads (BatchGetItem, Query for a missing predecessor), claims and marks (UpdateItem, and
-# PartiQL UPDATEs in BatchExecuteStatement: dynamodb:PartiQLUpdate).
-ROW_ACTIONS = {"dynamodb:BatchGetItem", "dynamodb:PartiQLUpdate", "dynamodb:Query", "dynamodb:UpdateItem"}
+# The order gate's reads (BatchGetItem), settles (a conditional DeleteItem per published row), claims, parks
+# and FAILED marks (UpdateItem).
+ROW_ACTIONS = {"dynamodb:BatchGetItem", "dynamodb:DeleteItem", "dynamodb:UpdateItem"}
+# The sweeper also scans the table (it holds only what is not out yet) and reads and saves its cursor, an
+# item of the table (GetItem, PutItem).
+SWEEPER_ROW_ACTIONS = ROW_ACTIONS | {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Scan"}
 HANDLERS = (
     "orders_api.handler.handler",
     "outbox_publisher.handler.handler",
@@ -66,8 +69,9 @@ def test_publisher_role_has_exactly_its_actions(template: dict[str, Any]) -> Non
     # When every statement reaching it is grouped by resource
     granted = _granted(template, "outbox_publisher.handler.handler")
 
-    # Then: read the stream (scoped to it, ListStreams included), read predecessors and update rows, publish
-    # to its topic, put events on its bus, send to the poison and on-failure queues - and nothing else
+    # Then: read the stream (scoped to it, ListStreams included), read predecessors, settle and update rows on
+    # the table's ARN only (no index), publish to its topic, put events on its bus, send to the poison and
+    # on-failure queues - and nothing else
     assert granted == {
         f"GetAtt:{outbox}.StreamArn": {
             "dynamodb:DescribeStream",
@@ -95,11 +99,11 @@ def test_sweeper_role_has_exactly_its_actions(template: dict[str, Any]) -> None:
     # When every statement reaching it is grouped by resource
     granted = _granted(template, "outbox_sweeper.handler.handler")
 
-    # Then: query the pending index, read predecessors and update rows, publish, send to the poison queue;
-    # no stream, no on-failure queue - and nothing else
+    # Then: scan the table, read and save its cursor, read predecessors, settle and update rows, all on the
+    # table's ARN and no index's; publish, send to the poison queue; no stream, no on-failure queue - and
+    # nothing else
     assert granted == {
-        f"Join:GetAtt:{outbox}.Arn/index/pending": {"dynamodb:Query"},
-        f"GetAtt:{outbox}.Arn": ROW_ACTIONS,
+        f"GetAtt:{outbox}.Arn": SWEEPER_ROW_ACTIONS,
         f"Ref:{topic}": {"sns:Publish"},
         f"GetAtt:{bus}.Arn": {"events:PutEvents"},
         f"GetAtt:{poison}.Arn": {"sqs:SendMessage"},

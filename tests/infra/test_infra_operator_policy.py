@@ -4,6 +4,7 @@ sample stack and for each level of access; and the policy documented in docs/ope
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,15 @@ import pytest
 
 from outbox_ops import permissions
 from tests.infra.template_queries import only
-from tests.integration.ops.test_ops_permissions import policy_actions
+
+POLICY_DOC = Path(__file__).parents[2] / "docs" / "operations.md"
+
+
+def policy_actions() -> set[str]:
+    """The actions of the JSON policy docs/operations.md gives under "Operator permissions"."""
+    section = POLICY_DOC.read_text().split("## Operator permissions", 1)[1]
+    (document,) = re.findall(r"```json\n(.*?)```", section, flags=re.DOTALL)[:1]
+    return {action for statement in json.loads(document)["Statement"] for action in statement["Action"]}
 
 
 def statements(policy: dict[str, Any]) -> list[dict[str, Any]]:
@@ -40,8 +49,9 @@ def test_the_sample_stacks_operator_policy_grants_what_redrive_and_skip_need_on_
     text = json.dumps(statements(policy))
     for resource in ("TablesOutboxTable", "StreamArn", "PoisonQueue", "OnFailureQueue", "AWS::StackId"):
         assert resource in text
-    assert "/index/pending" in text
+    # the failed index is the only one it reads (the table has no other)
     assert "/index/failed" in text
+    assert "/index/pending" not in text
     wildcard = [s for s in statements(policy) if s["Resource"] == "*"]
     assert [set(s["Action"]) for s in wildcard] == [set(permissions.ACCOUNT_WIDE)]
     assert "index/*" not in text
@@ -55,7 +65,6 @@ def test_the_sample_stacks_operator_policy_grants_what_redrive_and_skip_need_on_
     [
         ("read_only", permissions.READ_ONLY),
         ("operator", permissions.OPERATOR),
-        ("maintainer", permissions.MAINTAINER),
     ],
 )
 def test_each_level_of_access_grants_its_actions(
@@ -82,8 +91,25 @@ def test_each_level_of_access_grants_its_actions(
     assert actions(policy) == expected
 
 
-def test_the_documented_policy_is_the_maintainers() -> None:
-    assert policy_actions() == permissions.MAINTAINER
+def test_the_levels_of_access_are_read_only_and_operator_only() -> None:
+    from outbox_cdk import OperatorAccess
+
+    # Given the levels a policy can be built at
+    # When they are listed
+    levels = [access.value for access in OperatorAccess]
+
+    # Then there is none above the operator's: no command scans or deletes beyond redrive and skip any more
+    assert levels == ["read_only", "operator"]
+    assert permissions.READ_ONLY < permissions.OPERATOR
+
+
+def test_the_documented_policy_is_the_operators() -> None:
+    # Given the JSON policy docs/operations.md gives for a stack built otherwise
+    # When its actions are read
+    documented = policy_actions()
+
+    # Then they are the highest level's, the operator's: what every command calls, and nothing more
+    assert documented == permissions.OPERATOR
 
 
 def test_a_customer_managed_table_key_is_granted_to_operators(tmp_path: Path) -> None:

@@ -48,18 +48,22 @@ def test_stream_mapping_delivers_inserts_and_only_the_changes_that_can_break_the
     # When its filter criteria are parsed
     patterns = [json.loads(f["Pattern"]) for f in mapping["Properties"]["FilterCriteria"]["Filters"]]
 
-    # Then INSERTs reach the function, and MODIFY/REMOVE only where another writer may have replaced or
-    # deleted a pending event (no MODIFY from our status updates, no TTL REMOVE of a published row). What
-    # each lets through on moto's records: tests/integration/publisher/test_publisher_writer_contract.py
-    pending = {"status": {"S": ["PENDING"]}}
+    # Then INSERTs reach the function, and MODIFYs only where a pending event may have been replaced (no
+    # MODIFY from a FAILED mark or a redrive); no REMOVE at all: a settle is a delete, so every published
+    # event's row leaves with a REMOVE the publisher must not be invoked for (nor for a TTL deletion of a row
+    # an earlier release kept). What each lets through on moto's records:
+    # tests/integration/publisher/test_publisher_writer_contract.py
     assert patterns == [
         {"eventName": ["INSERT"]},
         {
             "eventName": ["MODIFY"],
-            "dynamodb": {"OldImage": {"status": {"S": ["PENDING", "PUBLISHED"]}}, "NewImage": pending},
+            "dynamodb": {
+                "OldImage": {"status": {"S": ["PENDING", "PUBLISHED"]}},
+                "NewImage": {"status": {"S": ["PENDING"]}},
+            },
         },
-        {"eventName": ["REMOVE"], "dynamodb": {"OldImage": pending}},
     ]
+    assert not [pattern for pattern in patterns if "REMOVE" in pattern["eventName"]]
 
 
 def test_publisher_function_runtime_packaging_and_environment(template: dict[str, Any]) -> None:
@@ -75,14 +79,14 @@ def test_publisher_function_runtime_packaging_and_environment(template: dict[str
     assert props["TracingConfig"] == {"Mode": "Active"}
     assert "LogGroup" in props["LoggingConfig"]
     assert props["Code"]["S3Key"].endswith(".zip")
-    # And it gets the documented environment contract (no OUTBOX_ROUTES by default)
+    # And it gets the documented environment contract (no OUTBOX_ROUTES by default; no retention setting: the
+    # table keeps no published row)
     assert set(env) == {
         "OUTBOX_TABLE_NAME",
         "TOPIC_ARN",
         "EVENT_BUS_NAME",
         "EVENT_SOURCE",
         "POISON_QUEUE_URL",
-        "PUBLISHED_RETENTION_DAYS",
         "SWEEP_GRACE_SECONDS",
         "POWERTOOLS_SERVICE_NAME",
         "POWERTOOLS_METRICS_NAMESPACE",
@@ -90,7 +94,6 @@ def test_publisher_function_runtime_packaging_and_environment(template: dict[str
     }
     assert env["POWERTOOLS_SERVICE_NAME"] == "outbox-publisher"
     assert env["POWERTOOLS_METRICS_NAMESPACE"] == "Outbox"
-    assert env["PUBLISHED_RETENTION_DAYS"] == "7"
     assert env["EVENT_SOURCE"] == "outbox.orders"
     assert env["SWEEP_GRACE_SECONDS"] == "60"
     # No reservation: the mapping already bounds concurrency to shards x parallelization factor

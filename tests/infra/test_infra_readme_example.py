@@ -41,10 +41,15 @@ def test_the_readme_constructs_example_synthesizes_nag_clean(tmp_path: Path) -> 
     assert "EVENT_BUS_NAME" not in environment["Environment"]["Variables"]
     assert not resources(template, "AWS::Events::EventBus")
     assert len(resources(template, "AWS::CloudWatch::Alarm")) == 8
-    # and the sweeper runs on its schedule, reading the pending index the example added
-    function_by_handler(template, "outbox_sweeper.handler.handler")
+    # and the sweeper runs on its schedule, scanning the table itself; the one index is the `failed` index
+    # the example added for the operations commands
+    sweeper_id, _ = function_by_handler(template, "outbox_sweeper.handler.handler")
+    [rule] = resources(template, "AWS::Events::Rule").values()
+    assert [target["Arn"] for target in rule["Properties"]["Targets"]] == [
+        {"Fn::GetAtt": [sweeper_id, "Arn"]}
+    ]
     [index] = template["Resources"][table_id]["Properties"]["GlobalSecondaryIndexes"]
-    assert index["IndexName"] == "pending"
+    assert index["IndexName"] == "failed"
 
 
 def test_the_readme_consumer_construct_example_synthesizes_nag_clean(

@@ -1,4 +1,4 @@
-"""The two tables: keys, stream, TTL, PITR, encryption, billing, the sparse pending index."""
+"""The two tables: keys, stream, TTL, PITR, encryption, billing, the sparse failed index (and no other)."""
 
 from typing import Any
 
@@ -29,7 +29,9 @@ def test_outbox_table_has_new_image_stream_ttl_pitr_encryption_and_on_demand(
     _, table = only(template, "AWS::DynamoDB::Table", "TablesOutboxTable")
     props = table["Properties"]
 
-    # Then it is keyed by aggregate and sequence, and streams new images only
+    # Then it is keyed by aggregate and sequence, streams new and old images, and keeps TTL on `expires_at`:
+    # the outbox sets it on no row, but the PUBLISHED rows an earlier release kept carry it, and TTL deletes
+    # them for free once a stack is upgraded in place
     assert props["KeySchema"] == [
         {"AttributeName": "aggregate_key", "KeyType": "HASH"},
         {"AttributeName": "seq", "KeyType": "RANGE"},
@@ -41,7 +43,7 @@ def test_outbox_table_has_new_image_stream_ttl_pitr_encryption_and_on_demand(
     assert props["BillingMode"] == "PAY_PER_REQUEST"
 
 
-def test_outbox_table_has_the_sparse_pending_and_failed_indexes_with_what_their_readers_need(
+def test_outbox_table_has_only_the_sparse_failed_index_the_operations_commands_read(
     template: dict[str, Any],
 ) -> None:
     # Given the Outbox table
@@ -51,21 +53,11 @@ def test_outbox_table_has_the_sparse_pending_and_failed_indexes_with_what_their_
     # When its secondary indexes are read
     indexes = props["GlobalSecondaryIndexes"]
 
-    # Then there is the `pending` index on pending_shard (N) / occurred_at (S), carrying only the two
-    # attributes the sweeper decides on (backing off, released gap) besides the keys, and the keys-only
-    # `failed` index on failed_shard (N) / failed_at (S) the operations commands list FAILED rows by
+    # Then there is one: the keys-only `failed` index on failed_shard (N) / failed_at (S) the operations
+    # commands list FAILED rows by, written only when a row fails. No index is written per event (the
+    # sweeper scans the table, which holds only what is not out yet), so no attribute but the failed index's
+    # keys is declared besides the table's own
     assert indexes == [
-        {
-            "IndexName": "pending",
-            "KeySchema": [
-                {"AttributeName": "pending_shard", "KeyType": "HASH"},
-                {"AttributeName": "occurred_at", "KeyType": "RANGE"},
-            ],
-            "Projection": {
-                "ProjectionType": "INCLUDE",
-                "NonKeyAttributes": ["next_attempt_at", "predecessor_released_at"],
-            },
-        },
         {
             "IndexName": "failed",
             "KeySchema": [
@@ -75,12 +67,11 @@ def test_outbox_table_has_the_sparse_pending_and_failed_indexes_with_what_their_
             "Projection": {"ProjectionType": "KEYS_ONLY"},
         },
     ]
+    assert "LocalSecondaryIndexes" not in props
     types = {d["AttributeName"]: d["AttributeType"] for d in props["AttributeDefinitions"]}
     assert types == {
         "aggregate_key": "S",
         "seq": "N",
-        "pending_shard": "N",
-        "occurred_at": "S",
         "failed_shard": "N",
         "failed_at": "S",
     }

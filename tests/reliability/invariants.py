@@ -1,22 +1,33 @@
 """The invariant checker: what the system promised, checked from what is left after a run.
 
-From the tables (outbox rows, orders), what the destinations accepted (the wire, in order), the poison
-queue, and the inbox consumers' state (their effect counters, read models and dead letters), `check` says:
+The table holds only what is not out yet (a published event's row is deleted, a skipped one's too), so the
+events that were committed cannot be read from it afterwards: the suite records them as the writers commit
+them (`committed`: the outbox rows of every TransactWriteItems the Orders API got an answer to, and every
+row another writer put), independently of the table, the stream and the functions. From those, what is left
+in the outbox table (`rows`), the operators' audit records (`skipped`), the orders, what the destinations
+accepted (the wire, in order), the poison queue and the inbox consumers' state (their effect counters, read
+models and dead letters), `check` says:
 
-- **lost**: a committed event not PUBLISHED (still PENDING after the drain, or FAILED without being injected
-  poison, or FAILED without a reason); a PUBLISHED row missing on a destination; an order whose events are
-  not exactly seq 1..last_seq (the business write and its event commit together); a consumer message
-  dead-lettered;
-- **invented**: a publication without its committed row (unknown event_id, another aggregate or seq, another
-  payload), an order's event beyond its last_seq, an effect applied for an event never published;
+- **lost**: a committed event whose row is still PENDING after the drain, or FAILED without being injected
+  poison, without a reason, or without having reached the poison queue; a committed event whose row left the
+  table without reaching every destination, unless an operator skipped it (its audit record); injected
+  poison that never reached the poison queue; an order whose committed events are not exactly seq
+  1..last_seq (the business write and its event commit together); a consumer message dead-lettered;
+- **invented**: a publication without its committed event (unknown event_id, another aggregate or seq,
+  another payload than the row held), a row in the table that no writer committed, an order's event beyond
+  its last_seq, an effect applied for an event never delivered;
 - **out of order**: per aggregate and destination, an event first published before its predecessor's first
-  publication, unless an operator skipped the predecessor;
+  publication, unless an operator skipped the predecessor or its route let the events behind it go on
+  (`released`);
 - **duplicate effects**: an event whose effect committed more than once at a consumer, or never (while it
-  was published to it); a read model that differs from the one derived from the Orders table;
+  was delivered to it); a read model that differs from the one derived from the Orders table;
 - **duplicates on the wire**, by cause (allowed, counted): each publication of an event on a destination
-  after its first, attributed to what happened in the invocation that published it before (a crash or
-  timeout, a failed marking call; the poison queue or another destination or entry failing only if that
-  invocation did not end with the row PUBLISHED); one no fault explains is a violation (`unexplained`).
+  after its first, attributed to what happened in the invocation that delivered it there before. Once the
+  table records a delivery (the row settled, or the destination in its `delivered_to`), nothing may send the
+  event there again; so a duplicate is explained by a crash or timeout of that invocation (between its call
+  and its record), by DynamoDB failing it (the record not written), or, for a recorded delivery, only by the
+  mapping sending the batch again after the invocation handed (part of) it back. One nothing explains is a
+  violation (`unexplained`).
 
 Pure: the `History` is plain data, so the checker's own tests build violating histories by hand.
 """
@@ -33,39 +44,45 @@ from tests.reliability.wire import EVENTBRIDGE, SNS, Invocation, Publication
 ORDER_EVENT_TYPES = frozenset({"OrderPlaced", "OrderConfirmed", "OrderCancelled"})
 CANCELLED = "OrderCancelled"
 
-CAUSE_CRASH = "crash or timeout before marking"
-CAUSE_MARKING = "marking failed (DynamoDB)"
-CAUSE_DESTINATION = "another destination or entry failed"
-CAUSE_POISON_QUEUE = "poison queue unavailable"
+CAUSE_CRASH = "crash or timeout before its record"
+CAUSE_ROW_UPDATE = "record not written (DynamoDB failed)"
+CAUSE_HANDED_BACK = "batch handed back and sent again"
 CAUSE_UNEXPLAINED = "unexplained"
-CAUSES = (CAUSE_CRASH, CAUSE_MARKING, CAUSE_DESTINATION, CAUSE_POISON_QUEUE, CAUSE_UNEXPLAINED)
+CAUSES = (CAUSE_CRASH, CAUSE_ROW_UPDATE, CAUSE_HANDED_BACK, CAUSE_UNEXPLAINED)
 
 
 @dataclass(frozen=True)
-class Row:
+class Committed:
+    """An event a writer committed, as it was committed (its payload as an operator last fixed it)."""
+
     aggregate_key: str
     seq: int
     event_id: str
     event_type: str
-    status: str
     payload: str
-    last_error: str | None = None
-    released: bool = False
-    """An operator skipped it (`released_at`): the events behind it may go without it."""
 
 
 @dataclass(frozen=True)
-class OrderState:
-    order_id: str
+class Row:
+    """An event's row left in the outbox table after the drain."""
+
+    aggregate_key: str
+    seq: int
+    event_id: str
     status: str
-    last_seq: int
+    last_error: str | None = None
+    released: bool = False
+    """FAILED on a route that lets the events behind it go on (`released_at`)."""
 
 
 @dataclass
 class History:
+    committed: Sequence[Committed]
     rows: Sequence[Row]
     orders: Sequence[OrderState]
     publications: Sequence[Publication]
+    skipped: frozenset[str] = frozenset()
+    """event_id of every event an operator skipped (its audit record says so)."""
     injected_poison: frozenset[str] = frozenset()
     poison_sent: frozenset[str] = frozenset()
     effects: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
@@ -81,6 +98,25 @@ class History:
     ledger_consumer: str = "order-cancellations"
 
 
+@dataclass(frozen=True)
+class OrderState:
+    order_id: str
+    status: str
+    last_seq: int
+
+
+@dataclass(frozen=True)
+class Duplicate:
+    """A publication of an event on a destination after its first there, and why."""
+
+    destination: str
+    event_id: str
+    invocation: int
+    after: int
+    """The invocation that delivered it there before."""
+    cause: str
+
+
 @dataclass
 class Verdict:
     lost: list[str] = field(default_factory=list)
@@ -89,7 +125,9 @@ class Verdict:
     duplicate_effects: list[str] = field(default_factory=list)
     duplicates: Counter[str] = field(default_factory=Counter)
     unexplained: list[str] = field(default_factory=list)
-    """Duplicates on the wire that no fault explains (also counted in `duplicates`): a broken promise."""
+    """Duplicates on the wire that nothing explains (also counted in `duplicates`): a broken promise."""
+    copies: list[Duplicate] = field(default_factory=list)
+    """Every duplicate on the wire, in wire order."""
 
     @property
     def ok(self) -> bool:
@@ -109,47 +147,59 @@ class Verdict:
 
 def check(history: History) -> Verdict:
     verdict = Verdict()
-    rows = {row.event_id: row for row in history.rows}
-    slots = {(row.aggregate_key, row.seq): row for row in history.rows}
+    committed = {event.event_id: event for event in history.committed}
+    slots = {(event.aggregate_key, event.seq): event for event in history.committed}
     published: dict[str, list[Publication]] = {d: [] for d in history.destinations}
     for publication in history.publications:
         published.setdefault(publication.destination, []).append(publication)
-    _lost(history, rows, published, verdict)
-    _invented(history, rows, verdict)
+    _lost(history, published, verdict)
+    _invented(history, committed, verdict)
     _order(history, slots, published, verdict)
-    _effects(history, rows, published, verdict)
+    _effects(history, published, verdict)
     _duplicates(history, published, verdict)
     return verdict
 
 
-def _lost(
-    history: History, rows: Mapping[str, Row], published: Mapping[str, list[Publication]], verdict: Verdict
-) -> None:
+def _lost(history: History, published: Mapping[str, list[Publication]], verdict: Verdict) -> None:
     out = {d: {p.event_id for p in publications} for d, publications in published.items()}
-    for row in history.rows:
-        where = f"{row.aggregate_key} seq {row.seq} ({row.event_id})"
-        if row.status == "PUBLISHED":
-            verdict.lost.extend(
-                f"{where} is PUBLISHED but never reached {d}"
-                for d in history.destinations
-                if row.event_id not in out[d]
-            )
-        elif row.status == "FAILED":
-            if row.event_id not in history.injected_poison:
-                verdict.lost.append(f"{where} is FAILED ({row.last_error}) but is no injected poison")
-            elif not row.last_error:
-                verdict.lost.append(f"{where} is FAILED without a reason")
-            elif row.event_id not in history.poison_sent:
-                verdict.lost.append(f"{where} is FAILED but never reached the poison queue")
-        else:
+    rows = {(row.aggregate_key, row.seq): row for row in history.rows}
+    for event in history.committed:
+        where = f"{event.aggregate_key} seq {event.seq} ({event.event_id})"
+        row = rows.get((event.aggregate_key, event.seq))
+        if row is not None and row.event_id != event.event_id:
+            verdict.lost.append(f"{where}: its slot holds another event, {row.event_id}")
+        elif row is not None and row.status == "FAILED":
+            _failed(history, row, where, verdict)
+        elif row is not None and row.status != "PUBLISHED":
+            # PUBLISHED: a row an earlier release kept, read as out (and checked as a settled one below).
             verdict.lost.append(f"{where} is still {row.status}")
+        elif event.event_id not in history.skipped:
+            verdict.lost.extend(
+                f"{where} left the table but never reached {d}"
+                for d in history.destinations
+                if event.event_id not in out[d]
+            )
+        pending = row is not None and row.status == "PENDING"
+        if (
+            event.event_id in history.injected_poison
+            and not pending
+            and event.event_id not in history.poison_sent
+        ):
+            verdict.lost.append(f"{where} is injected poison that never reached the poison queue")
     _orders_and_dead_letters(history, verdict)
+
+
+def _failed(history: History, row: Row, where: str, verdict: Verdict) -> None:
+    if row.event_id not in history.injected_poison:
+        verdict.lost.append(f"{where} is FAILED ({row.last_error}) but is no injected poison")
+    elif not row.last_error:
+        verdict.lost.append(f"{where} is FAILED without a reason")
 
 
 def _orders_and_dead_letters(history: History, verdict: Verdict) -> None:
     by_aggregate: dict[str, set[int]] = {}
-    for row in history.rows:
-        by_aggregate.setdefault(row.aggregate_key, set()).add(row.seq)
+    for event in history.committed:
+        by_aggregate.setdefault(event.aggregate_key, set()).add(event.seq)
     for order in history.orders:
         seqs = by_aggregate.get(f"Order#{order.order_id}", set())
         missing = sorted(set(range(1, order.last_seq + 1)) - seqs)
@@ -167,31 +217,36 @@ def _orders_and_dead_letters(history: History, verdict: Verdict) -> None:
             verdict.lost.append(f"{consumer} dead-lettered {count} message(s)")
 
 
-def _invented(history: History, rows: Mapping[str, Row], verdict: Verdict) -> None:
+def _invented(history: History, committed: Mapping[str, Committed], verdict: Verdict) -> None:
     for publication in history.publications:
-        row = rows.get(publication.event_id)
+        event = committed.get(publication.event_id)
         where = f"{publication.destination} got {publication.aggregate_key} seq {publication.seq}"
-        if row is None:
-            verdict.invented.append(f"{where} ({publication.event_id}): no such committed row")
+        if event is None:
+            verdict.invented.append(f"{where} ({publication.event_id}): no such committed event")
             continue
-        if (row.aggregate_key, row.seq) != (publication.aggregate_key, publication.seq):
-            verdict.invented.append(f"{where}: its row is {row.aggregate_key} seq {row.seq}")
+        if (event.aggregate_key, event.seq) != (publication.aggregate_key, publication.seq):
+            verdict.invented.append(f"{where}: it was committed as {event.aggregate_key} seq {event.seq}")
             continue
         payload = json.loads(publication.body).get("payload")
         try:
-            stored = json.loads(row.payload)
+            stored = json.loads(event.payload)
         except ValueError:
             stored = None
         if payload != stored:
             verdict.invented.append(f"{where}: the payload is not the row's")
+    for row in history.rows:
+        if row.event_id not in committed:
+            where = f"{row.aggregate_key} seq {row.seq} ({row.event_id})"
+            verdict.invented.append(f"{where} is in the table but no writer committed it")
 
 
 def _order(
     history: History,
-    slots: Mapping[tuple[str, int], Row],
+    slots: Mapping[tuple[str, int], Committed],
     published: Mapping[str, list[Publication]],
     verdict: Verdict,
 ) -> None:
+    released = {row.event_id for row in history.rows if row.released}
     for destination, publications in published.items():
         first: dict[str, int] = {}
         for position, publication in enumerate(publications):
@@ -204,7 +259,7 @@ def _order(
             where = f"{destination}: {publication.aggregate_key} seq {publication.seq}"
             if predecessor is None:
                 verdict.out_of_order.append(f"{where} went out with no seq {publication.seq - 1} at all")
-            elif predecessor.released:
+            elif predecessor.event_id in history.skipped or predecessor.event_id in released:
                 continue
             elif predecessor.event_id not in first:
                 verdict.out_of_order.append(f"{where} went out, seq {publication.seq - 1} never did")
@@ -212,9 +267,7 @@ def _order(
                 verdict.out_of_order.append(f"{where} went out before seq {publication.seq - 1}")
 
 
-def _effects(
-    history: History, rows: Mapping[str, Row], published: Mapping[str, list[Publication]], verdict: Verdict
-) -> None:
+def _effects(history: History, published: Mapping[str, list[Publication]], verdict: Verdict) -> None:
     expected = {
         history.summary_consumer: {
             p.event_id for p in published.get(SNS, []) if p.event_type in ORDER_EVENT_TYPES
@@ -253,8 +306,13 @@ def _duplicates(history: History, published: Mapping[str, list[Publication]], ve
             last[publication.event_id] = publication
             if previous is None:
                 continue
-            cause = _cause(history.invocations.get(previous.invocation), previous.event_id)
+            cause = _cause(history.invocations.get(previous.invocation), previous.event_id, destination)
             verdict.duplicates[cause] += 1
+            verdict.copies.append(
+                Duplicate(
+                    destination, publication.event_id, publication.invocation, previous.invocation, cause
+                )
+            )
             if cause == CAUSE_UNEXPLAINED:
                 verdict.unexplained.append(
                     f"{destination} got {publication.aggregate_key} seq {publication.seq} "
@@ -263,20 +321,17 @@ def _duplicates(history: History, published: Mapping[str, list[Publication]], ve
                 )
 
 
-def _cause(invocation: Invocation | None, event_id: str) -> str:  # noqa: PLR0911 - one answer a cause
-    """Why an event went out again after `invocation` published it: a crash or timeout, a failed marking
-    call, or (only if it did not end with the event's row PUBLISHED) the poison queue or another destination
-    or entry failing. Anything else is unexplained."""
+def _cause(invocation: Invocation | None, event_id: str, destination: str) -> str:
+    """Why an event went out to `destination` again after `invocation` delivered it there: that invocation
+    crashed or timed out before recording it; DynamoDB failed it, and the delivery was not recorded; or the
+    delivery was recorded, but the invocation handed its batch back and the mapping sent the record again.
+    Anything else is unexplained: a recorded delivery repeated, or one left unrecorded for no reason."""
     if invocation is None:
         return CAUSE_UNEXPLAINED
     if invocation.crashed:
         return CAUSE_CRASH
+    if (event_id, destination) in invocation.recorded:
+        return CAUSE_HANDED_BACK if invocation.retried else CAUSE_UNEXPLAINED
     if invocation.faults.get("dynamodb"):
-        return CAUSE_MARKING
-    if event_id in invocation.marked and not invocation.retried:
-        return CAUSE_UNEXPLAINED
-    if invocation.faults.get("sqs"):
-        return CAUSE_POISON_QUEUE
-    if invocation.faults.get(SNS) or invocation.faults.get(EVENTBRIDGE) or invocation.faults.get("entries"):
-        return CAUSE_DESTINATION
+        return CAUSE_ROW_UPDATE
     return CAUSE_UNEXPLAINED

@@ -5,9 +5,10 @@
 
 Prints one table (schedules, commands, events, faults armed by kind, faults that took effect by kind,
 lost, invented, out of order, duplicate effects, unexplained duplicates, duplicates on the wire by cause,
-the longest time from faults cleared to drained, the seed) and writes the same figures as JSON. Exits 1
-when any promise broke, a schedule did not drain, fewer schedules ran than asked for, or (in a run of
-`LONG_RUN` schedules or more) a fault kind never took effect.
+what single-destination outages cost the destination that stayed up, the longest time from faults cleared
+to drained, the seed) and writes the same figures as JSON. Exits 1 when any promise broke, a schedule did
+not drain, fewer schedules ran than asked for, or (in a run of `LONG_RUN` schedules or more) a fault kind
+never took effect.
 """
 
 from __future__ import annotations
@@ -27,6 +28,10 @@ from tests.reliability.profiles import profile
 FAULT_KINDS = tuple(EFFECTIVE_UNITS)
 
 VIOLATIONS = ("lost", "invented", "out_of_order", "duplicate_effects", "unexplained_duplicates")
+DESTINATIONS = ("sns", "eventbridge")
+TARGET_OUTAGE_S = 60.0
+"""The outage length the issue sets its target for (at most 1 extra copy of an event on the other
+destination): its figure is shown on its own."""
 LONG_RUN = 100
 """From this many schedules, every fault kind must have taken effect at least once."""
 
@@ -60,10 +65,59 @@ def summarize(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
         **{name: sum(r.get(name, 0) for r in results) for name in VIOLATIONS},
         "not_drained": sum(1 for r in results if not r["drained"]),
         "duplicates_on_the_wire": dict(duplicates),
+        "outages": _outages(results),
         "longest_clear_to_drained_s": longest["clear_to_drained_s"] if longest else 0.0,
         "seed": profile().seed,
         "failing_schedules": [r["schedule"] for r in failing][:20],
     }
+
+
+def _outages(results: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per destination that was down: its outages (armed, took effect), the events they touched (the downed
+    destination refused them, or the other one first got them, during the outage), the extra copies of those
+    on the other destination (by cause), the mean and most per event, and the most per event in the outages
+    of `TARGET_OUTAGE_S`."""
+    figures: dict[str, dict[str, Any]] = {}
+    for destination in DESTINATIONS:
+        outages = [o for r in results for o in r.get("outages", []) if o["destination"] == destination]
+        causes: Counter[str] = Counter(dict.fromkeys(CAUSES, 0))
+        for outage in outages:
+            causes.update(outage["causes"])
+        events = sum(o["events"] for o in outages)
+        extra = sum(o["extra_copies"] for o in outages)
+        figures[destination] = {
+            "healthy": next(d for d in DESTINATIONS if d != destination),
+            "outages": len(outages),
+            "took_effect": sum(1 for o in outages if o["took_effect"]),
+            "events": events,
+            "extra_copies": extra,
+            "extra_copies_by_cause": dict(causes),
+            "extra_copies_per_event": round(extra / events, 4) if events else 0.0,
+            "most_per_event": max((o["most_per_event"] for o in outages), default=0),
+            "most_per_event_in_target_outages": max(
+                (o["most_per_event"] for o in outages if o["seconds"] == TARGET_OUTAGE_S), default=0
+            ),
+        }
+    return figures
+
+
+def _render_outages(outages: dict[str, dict[str, Any]]) -> list[str]:
+    lines = ["single-destination outages (extra copies on the destination that stayed up):"]
+    for destination, figures in outages.items():
+        healthy = figures["healthy"]
+        affected = f"events touched (refused, or sent to {healthy})"
+        lines += [
+            f"  {destination} down -> {healthy} up:",
+            f"    {'outages armed (took effect)':<48}{figures['outages']:>10} ({figures['took_effect']})",
+            f"    {affected:<48}{figures['events']:>10}",
+            f"    {'extra copies on ' + healthy:<48}{figures['extra_copies']:>10}",
+            *(f"      {cause:<46}{count:>10}" for cause, count in figures["extra_copies_by_cause"].items()),
+            f"    {'extra copies per event (mean)':<48}{figures['extra_copies_per_event']:>10}",
+            f"    {'most extra copies of one event':<48}{figures['most_per_event']:>10}",
+            f"    {f'most of one event, {TARGET_OUTAGE_S:.0f} s outages':<48}"
+            f"{figures['most_per_event_in_target_outages']:>10}",
+        ]
+    return lines
 
 
 def render(summary: dict[str, Any]) -> str:
@@ -81,6 +135,7 @@ def render(summary: dict[str, Any]) -> str:
         *(f"{name.replace('_', ' '):<52}{summary[name]:>10}" for name in (*VIOLATIONS, "not_drained")),
         "duplicates on the wire, by cause:",
         *(f"  {cause:<50}{count:>10}" for cause, count in summary["duplicates_on_the_wire"].items()),
+        *_render_outages(summary["outages"]),
         f"{'longest faults-cleared -> drained (virtual s)':<52}{summary['longest_clear_to_drained_s']:>10}",
         f"{'seed':<52}{summary['seed']:>10}",
     ]

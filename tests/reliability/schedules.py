@@ -1,10 +1,12 @@
 """Random fault schedules: order commands interleaved with faults; then the faults clear, the system drains.
 
 A schedule is plain data (Hypothesis generates and shrinks it): a list of steps, each an order command, a
-fault, or time passing. `run_schedule` plays it on a fresh `System`, clears every fault (a crash point that
-has not fired stays armed for the drain's first `CRASH_ARMED_INTO_DRAIN_S`), drains on the virtual clock
-(bounded: `DRAIN_LIMIT_S` of virtual time), lets the operator deal with the injected poison (fix and
-redrive, or skip, as the step said), checks the invariants and returns the figures.
+fault, or time passing. `run_schedule` plays it on a fresh `System`, lets a single-destination outage run its
+whole length (the system working on meanwhile), clears every fault (a crash point that has not fired stays
+armed for the drain's first `CRASH_ARMED_INTO_DRAIN_S`), drains on the virtual clock (bounded:
+`DRAIN_LIMIT_S` of virtual time), lets the operator deal with the injected poison (fix and redrive, or skip,
+as the step said), checks the invariants and returns the figures, among them what each single-destination
+outage cost the destination that stayed up (`outage_figures`).
 """
 
 from __future__ import annotations
@@ -19,8 +21,8 @@ from hypothesis import strategies as st
 from orders.model import Command
 from tests.reliability.invariants import Verdict
 from tests.reliability.kinds import EFFECTIVE_UNITS
-from tests.reliability.system import API, LEDGER, PUBLISHER, SUMMARY, SWEEPER, System, running_system
-from tests.reliability.wire import EVENTBRIDGE, SNS, CallFault, CrashPoint, EntryFault
+from tests.reliability.system import API, LEDGER, PUBLISHER, SUMMARY, SWEEPER, Outage, System, running_system
+from tests.reliability.wire import EVENTBRIDGE, SNS, CallFault, CrashPoint, EntryFault, Publication
 
 DRAIN_LIMIT_S = 6 * 3600
 CRASH_ARMED_INTO_DRAIN_S = 600
@@ -45,14 +47,24 @@ CALL_FAULTS: dict[str, tuple[str, frozenset[str] | None, str, int, frozenset[str
         frozenset({PUBLISHER, SWEEPER}),
     ),
     "dynamodb_outage": ("dynamodb", None, "InternalServerError", 500, None),
-    "dynamodb_marking": (
+    # The publishing paths' row updates: settles (DeleteItem), FAILED marks, parks, claims, backoffs and
+    # lease releases (UpdateItem).
+    "dynamodb_row_updates": (
         "dynamodb",
-        frozenset({"BatchExecuteStatement", "UpdateItem", "TransactWriteItems"}),
+        frozenset({"DeleteItem", "UpdateItem"}),
         "InternalServerError",
         500,
         frozenset({PUBLISHER, SWEEPER}),
     ),
 }
+OUTAGES: dict[str, tuple[str, str, str, int]] = {
+    # kind -> (destination, operation, code, status): every call of every function refused, for
+    # `OUTAGE_SECONDS`, far longer than the engine's retries and the mapping's.
+    "sns_outage": (SNS, "PublishBatch", "InternalError", 500),
+    "eventbridge_outage": (EVENTBRIDGE, "PutEvents", "InternalException", 500),
+}
+OUTAGE_SECONDS = (30.0, 60.0, 120.0, 300.0)
+FAULT_SECONDS = (2.0, 6.0, 20.0, 45.0, 120.0)
 ENTRY_FAULTS: dict[str, tuple[str, str, bool]] = {
     "sns_entries": (SNS, "InternalError", False),
     "eventbridge_entries": (EVENTBRIDGE, "ThrottlingException", False),
@@ -64,9 +76,19 @@ CRASHES: dict[str, tuple[str, str, str, str, bool]] = {
     "sweeper_crash": (SWEEPER, SNS, "PublishBatch", "before", False),
     "consumer_crash": (SUMMARY, "dynamodb", "TransactWriteItems", "after", False),
 }
-OTHER_FAULTS = ("stream_gap", "foreign_poison", "duplicate_deliveries", "reordered_deliveries")
+OTHER_FAULTS = (
+    "stream_gap",
+    "foreign_poison",
+    "foreign_unstreamed",
+    "duplicate_deliveries",
+    "reordered_deliveries",
+)
 FAULT_KINDS = (*CALL_FAULTS, *ENTRY_FAULTS, *CRASHES, *OTHER_FAULTS, "both_5xx")
-assert set(FAULT_KINDS) == set(EFFECTIVE_UNITS), "tests.reliability.kinds lists every fault kind"
+"""The kinds whose steps last `Step.seconds` from the short list (the outages have their own)."""
+ALL_KINDS = (*FAULT_KINDS, *OUTAGES)
+UNSTREAMED_ROWS = 3
+"""Rows of one foreign aggregate written by a `foreign_unstreamed` step."""
+assert set(ALL_KINDS) == set(EFFECTIVE_UNITS), "tests.reliability.kinds lists every fault kind"
 
 
 @dataclass(frozen=True)
@@ -78,6 +100,9 @@ class Step:
     kind: str = ""
     seconds: float = 0.0
     nth: int = 1
+    """A crash point's matching call; an entry fault's spacing; the deliveries made twice or held back
+    (times 2); which of a `foreign_unstreamed` aggregate's records are dropped (1: all, 2: its first, 3: its
+    second)."""
     stale: bool = False
     redrive: bool = False
 
@@ -102,6 +127,8 @@ class ScheduleResult:
     duplicate_effects: int
     unexplained_duplicates: int = 0
     violations: list[str] = field(default_factory=list)
+    outages: list[dict[str, Any]] = field(default_factory=list)
+    """What each single-destination outage cost the destination that stayed up (`outage_figures`)."""
 
     def to_json(self) -> dict[str, Any]:
         document = asdict(self)
@@ -118,13 +145,15 @@ def steps() -> st.SearchStrategy[Step]:
             Step, action=st.sampled_from(["confirm", "cancel"]), order=st.integers(0, 7), stale=st.booleans()
         ),
     )
-    fault = st.builds(
-        Step,
-        action=st.just("fault"),
-        kind=st.sampled_from(FAULT_KINDS),
-        seconds=st.sampled_from([2.0, 6.0, 20.0, 45.0, 120.0]),
-        nth=st.integers(1, 3),
-        redrive=st.booleans(),
+    fault = st.sampled_from(ALL_KINDS).flatmap(
+        lambda kind: st.builds(
+            Step,
+            action=st.just("fault"),
+            kind=st.just(kind),
+            seconds=st.sampled_from(OUTAGE_SECONDS if kind in OUTAGES else FAULT_SECONDS),
+            nth=st.integers(1, 3),
+            redrive=st.booleans(),
+        )
     )
     wait = st.builds(Step, action=st.just("wait"), seconds=st.sampled_from([0.5, 2.0, 10.0, 30.0]))
     return st.one_of(command, command, fault, wait)
@@ -141,7 +170,8 @@ def schedules() -> st.SearchStrategy[tuple[int, list[Step]]]:
 
 
 def arm(system: System, step: Step) -> None:
-    """Arm one fault (it ends by itself after `step.seconds`, or at the drain)."""
+    """Arm one fault (it ends by itself after `step.seconds`, or at the drain; an outage only after its
+    whole length)."""
     wire = system.wire
     until = system.clock.seconds() + step.seconds
     kind = step.kind
@@ -150,6 +180,11 @@ def arm(system: System, step: Step) -> None:
         if kind == "dynamodb_outage":
             functions = frozenset({PUBLISHER, SWEEPER, SUMMARY, LEDGER, API})
         wire.call_faults.append(CallFault(kind, service, operations, code, status, functions, until=until))
+    elif kind in OUTAGES:
+        destination, operation, code, status = OUTAGES[kind]
+        fault = CallFault(kind, destination, frozenset({operation}), code, status, until=until)
+        wire.call_faults.append(fault)
+        system.outages.append(Outage(kind, destination, system.clock.seconds(), until))
     elif kind == "both_5xx":
         for service, operation, code in (
             (SNS, "PublishBatch", "InternalError"),
@@ -171,6 +206,14 @@ def arm(system: System, step: Step) -> None:
     elif kind == "foreign_poison":
         ids = system.write_foreign_rows(f"inv-{len(system.injected_poison)}", poison_first=True)
         system.operator_plan[ids[0]] = "redrive" if step.redrive else "skip"
+    elif kind == "foreign_unstreamed":
+        dropped = {1: range(1, UNSTREAMED_ROWS + 1), 2: range(1, 2), 3: range(2, 3)}[step.nth]
+        system.write_foreign_rows(
+            f"unstreamed-{len(system.unstreamed)}",
+            poison_first=False,
+            count=UNSTREAMED_ROWS,
+            discard=dropped.__contains__,
+        )
     elif kind == "duplicate_deliveries":
         system.duplicate_deliveries += 2 * step.nth
     elif kind == "reordered_deliveries":
@@ -181,11 +224,14 @@ def arm(system: System, step: Step) -> None:
 def effective_counts(system: System) -> Counter[str]:
     """Each fault kind counted where it took effect (0 when it was armed for nothing), and the operator's
     actions."""
-    effective: Counter[str] = Counter(dict.fromkeys(FAULT_KINDS, 0))
-    for kind in (*CALL_FAULTS, "both_5xx", *ENTRY_FAULTS, *CRASHES):
+    effective: Counter[str] = Counter(dict.fromkeys(ALL_KINDS, 0))
+    for kind in (*CALL_FAULTS, *OUTAGES, "both_5xx", *ENTRY_FAULTS, *CRASHES):
         effective[kind] = system.wire.injected[kind]
     effective["stream_gap"] = system.streams.trimmed
     effective["foreign_poison"] = len(set(system.wire.poison_sent) & system.injected_poison)
+    effective["foreign_unstreamed"] = len(
+        {p.event_id for p in system.wire.published if p.function == SWEEPER} & system.unstreamed
+    )
     effective["duplicate_deliveries"] = sum(q.duplicates_sent for q in system.queues.values())
     effective["reordered_deliveries"] = sum(q.reordered for q in system.queues.values())
     effective.update(system.operator_actions)
@@ -233,9 +279,13 @@ def run_for(system: System, seconds: float) -> None:
 
 
 def clear_and_drain(system: System) -> tuple[float, bool]:
-    """Every fault cleared; clients retry what failed (same idempotency key); the operator deals with the
-    injected poison; the system runs until nothing is left to do. Returns (virtual seconds, drained)."""
+    """A single-destination outage runs its whole length; then every fault is cleared; clients retry what
+    failed (same idempotency key); the operator deals with the injected poison; the system runs until nothing
+    is left to do. Returns (virtual seconds from the faults cleared, drained)."""
     wire = system.wire
+    outages_end = max((outage.until for outage in system.outages), default=0.0)
+    if outages_end > system.clock.seconds():
+        run_for(system, outages_end - system.clock.seconds())
     wire.clear_faults()
     for point in wire.crash_points:
         if not point.fired:
@@ -286,7 +336,7 @@ def run_schedule(seed: int, plan: list[Step]) -> tuple[ScheduleResult, Verdict]:
             steps=len(plan),
             commands=len(system.commands),
             commands_failed=sum(1 for c in system.commands if not c.ok),
-            events=len(system.outbox_rows()),
+            events=len(system.committed),
             armed=Counter(system.fault_log),
             effective=effective_counts(system),
             duplicates=verdict.duplicates,
@@ -298,8 +348,47 @@ def run_schedule(seed: int, plan: list[Step]) -> tuple[ScheduleResult, Verdict]:
             duplicate_effects=len(verdict.duplicate_effects),
             unexplained_duplicates=len(verdict.unexplained),
             violations=verdict.violations()[:20],
+            outages=outage_figures(system, verdict),
         )
         return result, verdict
+
+
+def outage_figures(system: System, verdict: Verdict) -> list[dict[str, Any]]:
+    """For each single-destination outage, what the destination that stayed up received: the events it was
+    affected by (those the downed destination refused during it, and those the healthy one first got during
+    it), and the extra copies of them the healthy destination got (over the whole run), by cause."""
+    figures = []
+    for outage in system.outages:
+        healthy = EVENTBRIDGE if outage.destination == SNS else SNS
+        firsts: dict[str, Publication] = {}
+        for publication in system.wire.published:
+            if publication.destination == healthy:
+                firsts.setdefault(publication.event_id, publication)
+        # Whichever fault answered (another one on the same destination may have matched first), the
+        # destination refused these while it was down.
+        refused = {
+            refusal.event_id
+            for refusal in system.wire.refused
+            if refusal.destination == outage.destination and outage.start <= refusal.at < outage.until
+        }
+        during = {event_id for event_id, first in firsts.items() if outage.start <= first.at < outage.until}
+        affected = (refused | during) & set(firsts)
+        copies = [c for c in verdict.copies if c.destination == healthy and c.event_id in affected]
+        per_event = Counter(copy.event_id for copy in copies)
+        figures.append(
+            {
+                "kind": outage.kind,
+                "destination": outage.destination,
+                "healthy": healthy,
+                "seconds": round(outage.until - outage.start, 1),
+                "took_effect": bool(refused),
+                "events": len(affected),
+                "extra_copies": len(copies),
+                "most_per_event": max(per_event.values(), default=0),
+                "causes": dict(Counter(copy.cause for copy in copies)),
+            }
+        )
+    return figures
 
 
 def describe(seed: int, plan: list[Step]) -> str:

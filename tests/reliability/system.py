@@ -8,8 +8,9 @@ TransactWriteItems):
 - the publisher (`outbox_publisher.handler.handle`, wired by `build_publisher` with the adapters it deploys
   with), fed by the local runtime's stream mapping emulator (`StreamMappingRunner`, reading moto's stream in
   process) with the deployed mapping's settings: batch 100, 1 s window, 10 retries, 1 h record age, bisect,
-  ReportBatchItemFailures, the INSERT/MODIFY/REMOVE filter, an on-failure queue;
-- the sweeper (`build_sweeper`, `Sweeper.run`), fired every minute by the local runtime's `ScheduleRunner`;
+  ReportBatchItemFailures, the INSERT/MODIFY filter (no REMOVE: a settle is a delete), an on-failure queue;
+- the sweeper (`build_sweeper`, `Sweeper.run` over one segment: its Scan of the table, its saved cursor, the
+  failed index), fired every minute by the local runtime's `ScheduleRunner`;
 - the two sample consumers (`OrderSummaryProjection`, strict, fed by the topic; `CancellationLedger`,
   latest, fed by the bus rule for OrderCancelled) through `handle_sqs_batch`, as `SqsConsumerFunction`
   runs them, each from an in-memory SQS queue model (visibility timeout, receive count, redrive to a
@@ -21,6 +22,10 @@ sweeper's grace and backoff, the consumers' gap wait, the queues' visibility. No
 A function instance holds its clients and its wiring (the handler module's state); `restart(name)` throws it
 away, so the next invocation builds a fresh one (a new Lambda container). A `Crash` raised by a crash point
 (tests.reliability.wire) does that.
+
+A settled event's row leaves the table, so the events that were committed are recorded as the writers commit
+them (`committed`): the outbox rows of every TransactWriteItems the Orders API got an answer to (read from the
+call's parameters by a hook on its client), and every row another writer puts (`write_foreign_rows`).
 """
 
 from __future__ import annotations
@@ -58,10 +63,7 @@ from outbox.deadline import LambdaDeadline
 from outbox.dynamodb import DynamoDBTransactionExecutor
 from outbox.errors import OutboxError
 from outbox.leases import DynamoDBRowClaimer
-from outbox.marking import DynamoDBRowMarker
-from outbox.model import RowKey, pending_shard
-from outbox.predecessors import DynamoDBPredecessorReader
-from outbox.release import redrive, skip
+from outbox.model import AUDIT_KEY_PREFIX, RELEASED_AT, RowKey, is_reserved
 from outbox.stream_mapping import PUBLISHER_FILTER_PATTERNS
 from outbox.transaction import TableKeys, Transaction
 from outbox_inbox.adapters import DynamoDBInboxReader, SqsDeadLetters
@@ -76,15 +78,20 @@ from outbox_local.moto_transactions import atomic_transactions
 from outbox_local.schedules import ScheduleRunner
 from outbox_local.stream_mapping import MappingSettings, StepKind
 from outbox_local.stream_poller import StreamMappingRunner
+from outbox_ops.release import AUDIT_ENTRIES, Action, redrive, skip
 from outbox_publisher.adapters import EventBridgeDestination, SnsDestination, SqsPoisonQueue
 from outbox_publisher.config import PublisherConfig
+from outbox_publisher.dynamodb_rows import DynamoDBRowUpdater
 from outbox_publisher.handler import Publisher, build_publisher, handle
+from outbox_publisher.predecessors import DynamoDBPredecessorReader
 from outbox_publisher.routing import Destination
 from outbox_sweeper.config import SweeperConfig
+from outbox_sweeper.cursor import DynamoDBCursorStore
+from outbox_sweeper.failed_index import DynamoDBFailedIndexer
 from outbox_sweeper.handler import build_sweeper
-from outbox_sweeper.pending import DynamoDBPendingIndex
+from outbox_sweeper.scan import DynamoDBTableScan
 from outbox_sweeper.sweep import Sweeper
-from tests.reliability.invariants import History, OrderState, Row, Verdict, check
+from tests.reliability.invariants import Committed, History, OrderState, Row, Verdict, check
 from tests.reliability.wire import EVENTBRIDGE, SNS, Crash, Publication, Wire
 from tests.support.aws import REGION, Tables, create_tables, scan_all
 from tests.support.clock import FakeClock, RecordingSleep
@@ -232,6 +239,16 @@ class CountedEffect:
         )
 
 
+@dataclass(frozen=True)
+class Outage:
+    """A destination refusing every call of every function from `start` to `until` (virtual seconds)."""
+
+    kind: str
+    destination: str
+    start: float
+    until: float
+
+
 @dataclass
 class CommandOutcome:
     command: str
@@ -279,6 +296,10 @@ class System:
         after it to overtake (and the count goes down)."""
         self.stream_stalled = False
         self.injected_poison: set[str] = set()
+        self.committed: dict[str, Committed] = {}
+        """Every event a writer committed, by event_id, in commit order (see the module's docstring)."""
+        self.unstreamed: set[str] = set()
+        """Foreign rows whose stream records the mapping never got (`write_foreign_rows(discard=...)`)."""
         self.commands: list[CommandOutcome] = []
         self.retry_later: list[tuple[Any, str, str | None, CommandOutcome]] = []
         """Commands a client may retry with the same idempotency key (tests.reliability.schedules)."""
@@ -289,7 +310,10 @@ class System:
         self.operator_actions: Counter[str] = Counter()
         """What the operator did with injected poison: operator_redrive, operator_skip."""
         self.pending_trim_at: float | None = None
+        self.outages: list[Outage] = []
+        """Single-destination outages armed (tests.reliability.schedules waits for each to end)."""
         self.wire.on_publication.append(self._deliver)
+        self.wire.on_call.append(self._committed_by_the_api)
         self.streams = _TrimmableStreams(REGION, self.clock.seconds, self.resources.tables.outbox_stream_arn)
         self.mapping = StreamMappingRunner(
             "PublisherStreamMapping",
@@ -377,9 +401,12 @@ class System:
         if function == SWEEPER:
             sweeper_config = SweeperConfig.from_env(self.env)
             dynamodb = self.client(function, "dynamodb")
+            table = sweeper_config.publisher.table_name
             return build_sweeper(
                 sweeper_config,
-                index=DynamoDBPendingIndex(dynamodb, sweeper_config.publisher.table_name),
+                scan=DynamoDBTableScan(dynamodb, table),
+                cursors=DynamoDBCursorStore(dynamodb, table),
+                indexer=DynamoDBFailedIndexer(dynamodb, table),
                 **self._ports(function, sweeper_config.publisher, dynamodb),
             )
         return self._consumer(function)
@@ -393,16 +420,9 @@ class System:
                 Destination.EVENTBRIDGE: EventBridgeDestination(self.client(function, "events"), BUS, SOURCE),
             },
             "poison_queue": SqsPoisonQueue(self.client(function, "sqs"), config.poison_queue_url),
-            "marker": DynamoDBRowMarker(
-                dynamodb,
-                table,
-                published_retention=config.published_retention,
-                sleep=self.sleep,
-                random=lambda: 0.5,
-            ),
-            "predecessors": DynamoDBPredecessorReader(
-                dynamodb, table, clock=self.clock, published_retention=config.published_retention
-            ),
+            # One call after another: a crash point falls between two named calls (threads: test_row_updates).
+            "updater": DynamoDBRowUpdater(dynamodb, table, sleep=self.sleep, random=lambda: 0.5, workers=1),
+            "predecessors": DynamoDBPredecessorReader(dynamodb, table),
             "claimer": DynamoDBRowClaimer(dynamodb, table),
             "clock": self.clock,
             "sleep": self.sleep,
@@ -449,24 +469,33 @@ class System:
         finally:
             self.wire.end()
             self.streams.stamp()
-            invocation.marked = self._marked(self.wire.published[published_before:])
+            invocation.recorded = self._recorded(self.wire.published[published_before:])
 
-    def _marked(self, publications: list[Publication]) -> frozenset[str]:
-        """The events among `publications` whose rows are PUBLISHED now (read with the admin client)."""
-        keys = {(p.aggregate_key, p.seq): p.event_id for p in publications}
-        marked: set[str] = set()
+    def _recorded(self, publications: list[Publication]) -> frozenset[tuple[str, str]]:
+        """The deliveries among `publications` that the table records now (read with the admin client): the
+        event's row is gone (settled or skipped), or names the destination in its `delivered_to`."""
+        if not publications:
+            return frozenset()
+        keys = {(p.aggregate_key, p.seq) for p in publications}
+        stored: dict[tuple[str, int], dict[str, Any]] = {}
         table = self.resources.tables.outbox
         pending = [RowKey(key, seq).item() for key, seq in keys]
         while pending:
             chunk, pending = pending[:100], pending[100:]
-            answer = self.admin["dynamodb"].batch_get_item(RequestItems={table: {"Keys": chunk}})
+            answer = self.admin["dynamodb"].batch_get_item(
+                RequestItems={table: {"Keys": chunk, "ConsistentRead": True}}
+            )
             for item in answer["Responses"].get(table, []):
-                event_id = keys.get((item["aggregate_key"]["S"], int(item["seq"]["N"])))
-                stored = (item.get("status", {}).get("S"), item.get("event_id", {}).get("S"))
-                if event_id is not None and stored == ("PUBLISHED", event_id):
-                    marked.add(event_id)
+                stored[(item["aggregate_key"]["S"], int(item["seq"]["N"]))] = item
             pending += answer.get("UnprocessedKeys", {}).get(table, {}).get("Keys", [])
-        return frozenset(marked)
+        recorded: set[tuple[str, str]] = set()
+        for publication in publications:
+            item = stored.get((publication.aggregate_key, publication.seq))
+            same = item is not None and item.get("event_id", {}).get("S") == publication.event_id
+            delivered = item.get("delivered_to", {}).get("SS", []) if item is not None else []
+            if item is None or (same and publication.destination in delivered):
+                recorded.add((publication.event_id, publication.destination))
+        return frozenset(recorded)
 
     def invoke_publisher(self, event: dict[str, Any]) -> InvocationResult:
         try:
@@ -594,9 +623,44 @@ class System:
 
     # --- another writer, an operator ----------------------------------------------------------------------
 
-    def write_foreign_rows(self, aggregate_id: str, *, poison_first: bool, count: int = 2) -> list[str]:
-        """Rows another writer puts straight into the table (an `Invoice` aggregate no consumer reads):
-        with `poison_first`, its first row's payload is not JSON."""
+    def _committed_by_the_api(
+        self, function: str, service: str, operation: str, params: dict[str, Any]
+    ) -> None:
+        """The outbox rows of a write the Orders API got an answer to: committed (a transaction is atomic)."""
+        if function != API or service != "dynamodb":
+            return
+        if operation == "TransactWriteItems":
+            puts = [action["Put"] for action in params.get("TransactItems", []) if "Put" in action]
+        elif operation == "PutItem":
+            puts = [params]
+        else:
+            return
+        for put in puts:
+            if put.get("TableName") == self.resources.tables.outbox:
+                self._commit(put["Item"])
+
+    def _commit(self, item: dict[str, Any]) -> None:
+        event = Committed(
+            aggregate_key=item["aggregate_key"]["S"],
+            seq=int(item["seq"]["N"]),
+            event_id=item["event_id"]["S"],
+            event_type=item.get("event_type", {}).get("S", ""),
+            payload=item.get("payload", {}).get("S", ""),
+        )
+        self.committed[event.event_id] = event
+
+    def write_foreign_rows(
+        self,
+        aggregate_id: str,
+        *,
+        poison_first: bool,
+        count: int = 2,
+        discard: Callable[[int], bool] = lambda _seq: False,
+    ) -> list[str]:
+        """Rows another writer puts straight into the table (an `Invoice` aggregate no consumer reads), with
+        the contract's attributes only (no index attribute of any kind): with `poison_first`, its first row's
+        payload is not JSON. The stream records of the rows whose seq `discard` names never reach the mapping
+        (dropped before it reads them): only the sweeper can find those rows, in the table."""
         ids = []
         for seq in range(1, count + 1):
             event_id = str(self._new_id())
@@ -612,10 +676,17 @@ class System:
                 "payload": {"S": "{not json" if poison_first and seq == 1 else json.dumps({"n": seq})},
                 "occurred_at": {"S": format_timestamp(self.clock())},
                 "status": {"S": "PENDING"},
-                "attempts": {"N": "0"},
-                "pending_shard": {"N": str(pending_shard(f"Invoice#{aggregate_id}"))},
             }
-            self.admin["dynamodb"].put_item(TableName=self.resources.tables.outbox, Item=item)
+            written = self.streams.written()
+            self.admin["dynamodb"].put_item(
+                TableName=self.resources.tables.outbox,
+                Item=item,
+                ConditionExpression="attribute_not_exists(aggregate_key)",
+            )
+            self._commit(item)
+            if discard(seq):
+                self.streams.discard(range(written, self.streams.written()))
+                self.unstreamed.add(event_id)
             if poison_first and seq == 1:
                 self.injected_poison.add(event_id)
         return ids
@@ -626,12 +697,15 @@ class System:
     def operator_fix_and_redrive(self, row: dict[str, Any]) -> None:
         """The operator fixes the payload (the writer's bug), then redrives: same event_id."""
         key = RowKey(row["aggregate_key"]["S"], int(row["seq"]["N"]))
+        fixed = json.dumps({"fixed": True})
         self.admin["dynamodb"].update_item(
             TableName=self.resources.tables.outbox,
             Key=key.item(),
             UpdateExpression="SET payload = :payload",
-            ExpressionAttributeValues={":payload": {"S": json.dumps({"fixed": True})}},
+            ExpressionAttributeValues={":payload": {"S": fixed}},
         )
+        # What the event holds from now on: what it may be published with.
+        self._commit({**row, "payload": {"S": fixed}})
         redrive(
             self.admin["dynamodb"],
             self.resources.tables.outbox,
@@ -701,7 +775,7 @@ class System:
         """Nothing left to do: no PENDING row, no record in the mapping, no message in a consumer queue."""
         if self.mapping.stats().backlog or any(queue.messages for queue in self.queues.values()):
             return False
-        return not any(row["status"]["S"] == "PENDING" for row in self.outbox_rows())
+        return not any(row.get("status", {}).get("S") == "PENDING" for row in self.outbox_rows())
 
     def trim_stream(self) -> None:
         """The records not read yet are gone (older than the stream's 24 hours): the mapping skips them."""
@@ -710,7 +784,22 @@ class System:
     # --- reading the tables --------------------------------------------------------------------------------
 
     def outbox_rows(self) -> list[dict[str, Any]]:
+        """The events' rows left in the outbox table (not its own: audit records, the sweeper's cursor)."""
+        return [row for row in self._outbox_items() if not is_reserved(row["aggregate_key"]["S"])]
+
+    def _outbox_items(self) -> list[dict[str, Any]]:
         return scan_all(self.admin["dynamodb"], self.resources.tables.outbox)
+
+    def skipped(self) -> frozenset[str]:
+        """The events an operator skipped, as their audit records say."""
+        skipped: set[str] = set()
+        for item in self._outbox_items():
+            if not item["aggregate_key"]["S"].startswith(AUDIT_KEY_PREFIX):
+                continue
+            entries = item.get(AUDIT_ENTRIES, {}).get("L", [])
+            if any(entry["M"]["action"]["S"] == Action.SKIP.value for entry in entries):
+                skipped.add(item["event_id"]["S"])
+        return frozenset(skipped)
 
     def orders(self) -> list[dict[str, Any]]:
         return [
@@ -728,12 +817,10 @@ class System:
             Row(
                 aggregate_key=item["aggregate_key"]["S"],
                 seq=int(item["seq"]["N"]),
-                event_id=item["event_id"]["S"],
-                event_type=item.get("event_type", {}).get("S", ""),
-                status=item["status"]["S"],
-                payload=item.get("payload", {}).get("S", ""),
+                event_id=item.get("event_id", {}).get("S", ""),
+                status=item.get("status", {}).get("S", ""),
                 last_error=item.get("last_error", {}).get("S"),
-                released="released_at" in item,
+                released=RELEASED_AT in item,
             )
             for item in self.outbox_rows()
         ]
@@ -755,9 +842,11 @@ class System:
                 elif key.startswith("cancellation#"):
                     ledger.add(item["order_id"]["S"])
         return History(
+            committed=list(self.committed.values()),
             rows=rows,
             orders=orders,
             publications=list(self.wire.published),
+            skipped=self.skipped(),
             injected_poison=frozenset(self.injected_poison),
             poison_sent=frozenset(self.wire.poison_sent),
             effects=effects,
@@ -791,14 +880,24 @@ class _TrimmableStreams(InProcessStreams):
         super().__init__(region)
         self.trim_next_read = False
         self.trimmed = 0
+        self.discarded: set[int] = set()
+        """Positions of records dropped before the mapping reads them (`discard`)."""
         self._clock = clock
         self._stream_arn = stream_arn
         self._stamps: list[float] = []
         """Virtual creation time of the shard's records, by position (moto only appends)."""
 
-    def stamp(self) -> None:
+    def written(self) -> int:
+        """How many records the shard holds (the position of the next one written)."""
         shard = self._shard(self._stream_arn)
-        written = len(shard.items) if shard is not None else 0
+        return len(shard.items) if shard is not None else 0
+
+    def discard(self, positions: range) -> None:
+        """The records at `positions` never reach the mapping (as if trimmed before it read them)."""
+        self.discarded.update(positions)
+
+    def stamp(self) -> None:
+        written = self.written()
         if written > len(self._stamps):
             self._stamps.extend([self._clock()] * (written - len(self._stamps)))
 
@@ -813,9 +912,14 @@ class _TrimmableStreams(InProcessStreams):
         self.stamp()
         answer = super().get_records(ShardIterator=ShardIterator, Limit=Limit)
         position = int(ShardIterator.partition("|")[0])
+        kept = []
         for offset, record in enumerate(answer["Records"]):
+            if position + offset in self.discarded:
+                continue
             created = datetime.fromtimestamp(self._stamps[position + offset], UTC)
             record["dynamodb"] = {**record["dynamodb"], "ApproximateCreationDateTime": created}
+            kept.append(record)
+        answer["Records"] = kept
         return answer
 
 

@@ -6,13 +6,14 @@ botocore hook on the function's real client (tests.reliability.wire): no product
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from orders.model import Command
 from tests.reliability.invariants import CAUSE_CRASH
 from tests.reliability.scenarios import drain_and_check, place_orders, statuses
 from tests.reliability.system import API, PUBLISHER, SUMMARY, SWEEPER, System, running_system
-from tests.reliability.wire import SNS, CallFault, CrashPoint
+from tests.reliability.wire import EVENTBRIDGE, SNS, CallFault, CrashPoint
 from tests.support.aws import scan_all
 
 
@@ -32,7 +33,7 @@ def test_crash_before_the_business_write_commits_nothing_and_the_retry_commits_o
         assert system.restarts[API] == 1
         assert system.transition(Command.CONFIRM, order_id, key="confirm-1").ok
         drain_and_check(system)
-        assert statuses(system) == {"PUBLISHED": 2}
+        assert statuses(system) == {"OUT": 2}
 
 
 def test_crash_inside_the_transaction_commits_nothing() -> None:
@@ -70,7 +71,7 @@ def test_crash_inside_the_transaction_commits_nothing() -> None:
         )
         assert system.transition(Command.CANCEL, order_id, key="cancel-1").ok
         drain_and_check(system)
-        assert statuses(system) == {"PUBLISHED": 2}
+        assert statuses(system) == {"OUT": 2}
         assert [o["status"]["S"] for o in system.orders()] == ["CANCELLED"]
 
 
@@ -93,7 +94,7 @@ def test_crash_right_after_commit_is_retried_by_the_client_without_a_second_even
         assert retried.ok
         assert len(system.orders()) == 1
         drain_and_check(system)
-        assert statuses(system) == {"PUBLISHED": 1}
+        assert statuses(system) == {"OUT": 1}
 
 
 def test_crash_after_a_publish_call_returned_before_the_next() -> None:
@@ -107,56 +108,60 @@ def test_crash_after_a_publish_call_returned_before_the_next() -> None:
         assert system.restarts[PUBLISHER] == 1
         # Then a fresh instance publishes the rest; what went out twice is counted as the crash's
         drain_and_check(system)
-        assert statuses(system) == {"PUBLISHED": 15}
+        assert statuses(system) == {"OUT": 15}
         duplicates = system.verdict().duplicates
         assert set(duplicates) <= {CAUSE_CRASH}
         assert duplicates[CAUSE_CRASH] > 0
 
 
-def test_crash_after_all_publishing_before_marking() -> None:
+def test_crash_after_all_publishing_before_settling() -> None:
     with running_system(seed=14) as system:
-        # Given the publisher dies at its first marking call, everything published
-        point = CrashPoint(PUBLISHER, "dynamodb", "BatchExecuteStatement", "before")
+        # Given the publisher dies at its first settle (DeleteItem), everything published
+        at_crash: list[tuple[dict[str, int], int]] = []
+        point = CrashPoint(PUBLISHER, "dynamodb", "DeleteItem", "before")
+        point.on_fire = lambda: at_crash.append(
+            (statuses(system), len({p.event_id for p in system.wire.published}))
+        )
         system.wire.crash_points.append(point)
         place_orders(system, 8, transitions=False)
         system.run_for(2)
         assert point.fired
         assert system.restarts[PUBLISHER] == 1
-        assert len({p.event_id for p in system.wire.published}) == 8
-        # Then every row is published again (the mapping retries the batch) and marked; duplicates counted
+        assert at_crash == [({"PENDING": 8}, 8)]
+        # Then every event is published again (the mapping retries the batch) and settled; duplicates counted
         drain_and_check(system)
-        assert statuses(system) == {"PUBLISHED": 8}
+        assert statuses(system) == {"OUT": 8}
         assert system.verdict().duplicates[CAUSE_CRASH] >= 8
 
 
-def test_crash_in_the_middle_of_marking_some_chunks_done() -> None:
+def test_crash_in_the_middle_of_settling_some_rows_deleted() -> None:
     with running_system(seed=15) as system:
-        # Given 30 rows in one batch (two marking chunks of up to 25), the publisher dying after the first
+        # Given 30 rows in one batch, settled one DeleteItem each, the publisher dying after the 25th
         at_crash: list[dict[str, int]] = []
-        point = CrashPoint(PUBLISHER, "dynamodb", "BatchExecuteStatement", "after")
+        point = CrashPoint(PUBLISHER, "dynamodb", "DeleteItem", "after", nth=25)
         point.on_fire = lambda: at_crash.append(statuses(system))
         system.wire.crash_points.append(point)
         place_orders(system, 30, transitions=False)
         system.run_for(5)
-        # Then the first chunk was marked and the second not, when it died
+        # Then 25 rows had left the table and 5 were still PENDING when it died
         assert point.fired
         assert system.restarts[PUBLISHER] == 1
-        assert at_crash == [{"PUBLISHED": 25, "PENDING": 5}]
-        # And, drained, every row is PUBLISHED
+        assert at_crash == [{"OUT": 25, "PENDING": 5}]
+        # And, drained, every event is out; what went out twice is the crash's
         drain_and_check(system)
-        assert statuses(system) == {"PUBLISHED": 30}
+        assert statuses(system) == {"OUT": 30}
+        assert set(system.verdict().duplicates) == {CAUSE_CRASH}
 
 
 def test_crash_in_the_sweeper_after_its_claim_before_its_publish() -> None:
     with running_system(seed=16) as system:
-        # Given rows the stream mapping gave up on (SNS refusing every call until its retries ran out)
+        # Given rows the publisher left PENDING (SNS refusing every call; EventBridge took them, recorded on
+        # each row)
         refusing = CallFault("sns_authorization", SNS, frozenset({"PublishBatch"}), "AuthorizationError", 403)
         system.wire.call_faults.append(refusing)
         place_orders(system, 3, transitions=False)
-        system.run_until(
-            lambda: system.mapping.stats().discarded_records >= 3, deadline=system.clock.seconds() + 50
-        )
-        assert system.mapping.stats().discarded_records >= 3
+        system.run_for(5)
+        assert [row["delivered_to"]["SS"] for row in system.outbox_rows()] == [[EVENTBRIDGE]] * 3
         system.wire.call_faults.remove(refusing)
         # And the sweeper dying after its claims, before its PublishBatch
         point = CrashPoint(SWEEPER, SNS, "PublishBatch", "before")
@@ -167,10 +172,11 @@ def test_crash_in_the_sweeper_after_its_claim_before_its_publish() -> None:
         claimed = [row for row in system.outbox_rows() if "lease_owner" in row]
         assert claimed
         assert all(row["status"]["S"] == "PENDING" for row in claimed)
-        # Then a later sweep (its lease expired) publishes them
+        # Then a later sweep (its lease expired) publishes them to SNS only: EventBridge got each one once
         drain_and_check(system)
-        assert statuses(system) == {"PUBLISHED": 3}
-        assert {p.function for p in system.wire.published} == {SWEEPER}
+        assert statuses(system) == {"OUT": 3}
+        sent = Counter((p.function, p.destination) for p in system.wire.published)
+        assert sent == {(SWEEPER, SNS): 3, (PUBLISHER, EVENTBRIDGE): 3}
 
 
 def test_crash_in_a_consumer_between_its_effect_and_its_acknowledgement() -> None:

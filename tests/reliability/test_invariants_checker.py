@@ -8,9 +8,10 @@ from dataclasses import replace
 
 from tests.reliability.invariants import (
     CAUSE_CRASH,
-    CAUSE_DESTINATION,
-    CAUSE_MARKING,
+    CAUSE_HANDED_BACK,
+    CAUSE_ROW_UPDATE,
     CAUSE_UNEXPLAINED,
+    Committed,
     History,
     OrderState,
     Row,
@@ -21,39 +22,58 @@ from tests.reliability.wire import EVENTBRIDGE, SNS, Invocation, Publication
 ORDER = "Order#o-1"
 
 
-def row(seq: int, *, status: str = "PUBLISHED", event_type: str = "OrderPlaced", **changes: object) -> Row:
-    base = Row(ORDER, seq, f"e-{seq}", event_type, status, json.dumps({"seq": seq}))
+def event(seq: int, *, event_type: str = "OrderPlaced", **changes: object) -> Committed:
+    base = Committed(ORDER, seq, f"e-{seq}", event_type, json.dumps({"seq": seq}))
     return replace(base, **changes)  # type: ignore[arg-type]
 
 
-def publication(r: Row, destination: str, *, invocation: int = 1, payload: object = None) -> Publication:
+def left(committed: Committed, status: str, **changes: object) -> Row:
+    """The event's row as the drain left it in the table."""
+    base = Row(committed.aggregate_key, committed.seq, committed.event_id, status)
+    return replace(base, **changes)  # type: ignore[arg-type]
+
+
+def publication(
+    e: Committed, destination: str, *, invocation: int = 1, payload: object = None
+) -> Publication:
     body = json.dumps(
         {
-            "event_id": r.event_id,
-            "aggregate_type": r.aggregate_key.split("#")[0],
-            "aggregate_id": r.aggregate_key.split("#")[1],
-            "seq": r.seq,
-            "event_type": r.event_type,
-            "payload": json.loads(r.payload) if payload is None else payload,
+            "event_id": e.event_id,
+            "aggregate_type": e.aggregate_key.split("#")[0],
+            "aggregate_id": e.aggregate_key.split("#")[1],
+            "seq": e.seq,
+            "event_type": e.event_type,
+            "payload": json.loads(e.payload) if payload is None else payload,
         }
     )
     return Publication(
-        destination, r.event_id, r.aggregate_key, r.seq, r.event_type, body, invocation, "publisher", 0.0
+        destination, e.event_id, e.aggregate_key, e.seq, e.event_type, body, invocation, "publisher", 0.0
     )
 
 
 def clean() -> History:
-    """o-1 placed then cancelled: both events out on both destinations, in order, applied once each."""
-    placed, cancelled = row(1), row(2, event_type="OrderCancelled")
+    """o-1 placed then cancelled: both events out on both destinations, in order, applied once each, and
+    their rows gone from the table (settled)."""
+    placed, cancelled = event(1), event(2, event_type="OrderCancelled")
     return History(
-        rows=[placed, cancelled],
+        committed=[placed, cancelled],
+        rows=[],
         orders=[OrderState("o-1", "CANCELLED", 2)],
-        publications=[publication(r, d) for r in (placed, cancelled) for d in (SNS, EVENTBRIDGE)],
+        publications=[publication(e, d) for e in (placed, cancelled) for d in (SNS, EVENTBRIDGE)],
         effects={"order-summary": {"e-1": 1, "e-2": 1}, "order-cancellations": {"e-2": 1}},
         summary={"o-1": ("CANCELLED", 2)},
         ledger=frozenset({"o-1"}),
         invocations={1: Invocation(1, "publisher")},
     )
+
+
+def without_seq_2(history: History) -> None:
+    """seq 2 delivered nowhere: nor are its effects there."""
+    history.publications = [p for p in history.publications if p.seq != 2]
+    history.effects = {"order-summary": {"e-1": 1}, "order-cancellations": {}}
+    history.orders = [OrderState("o-1", "CANCELLED", 2)]
+    history.summary = {"o-1": ("CANCELLED", 2)}
+    history.ledger = frozenset({"o-1"})
 
 
 def test_a_clean_history_passes() -> None:
@@ -64,11 +84,12 @@ def test_a_clean_history_passes() -> None:
 
 def test_a_row_left_pending_is_lost() -> None:
     history = clean()
-    history.rows = [history.rows[0], replace(history.rows[1], status="PENDING")]
-    assert any("still PENDING" in v for v in check(history).lost)
+    history.rows = [left(history.committed[1], "PENDING")]
+    assert check(history).lost == ["Order#o-1 seq 2 (e-2) is still PENDING"]
 
 
-def test_a_published_row_missing_on_one_destination_is_lost() -> None:
+def test_a_row_gone_from_the_table_that_never_reached_one_destination_is_lost() -> None:
+    # Given seq 2's row left the table, but only SNS ever got the event
     history = clean()
     history.publications = [
         p for p in history.publications if not (p.seq == 2 and p.destination == EVENTBRIDGE)
@@ -76,24 +97,65 @@ def test_a_published_row_missing_on_one_destination_is_lost() -> None:
     history.effects = {"order-summary": {"e-1": 1, "e-2": 1}, "order-cancellations": {}}
     history.ledger = frozenset()
     verdict = check(history)
-    assert any("never reached eventbridge" in v for v in verdict.lost)
+    # Then it is lost on the bus
+    assert verdict.lost == ["Order#o-1 seq 2 (e-2) left the table but never reached eventbridge"]
+
+
+def test_a_row_gone_from_the_table_that_was_never_delivered_is_lost() -> None:
+    # Given seq 2 committed, its row gone, and no destination ever got it
+    history = clean()
+    without_seq_2(history)
+    verdict = check(history)
+    # Then it is lost on both destinations
+    assert [v for v in verdict.lost if "seq 2" in v] == [
+        "Order#o-1 seq 2 (e-2) left the table but never reached sns",
+        "Order#o-1 seq 2 (e-2) left the table but never reached eventbridge",
+    ]
+    assert not verdict.ok
+
+
+def test_a_row_gone_because_an_operator_skipped_it_is_not_lost() -> None:
+    # Given seq 2's row gone without any delivery, and its audit record saying an operator skipped it
+    history = clean()
+    without_seq_2(history)
+    history.skipped = frozenset({"e-2"})
+    verdict = check(history)
+    # Then nothing is lost: the operator let it go
+    assert not verdict.lost
+    assert not verdict.invented
 
 
 def test_a_failed_row_that_is_no_injected_poison_is_lost() -> None:
     history = clean()
-    history.rows = [history.rows[0], replace(history.rows[1], status="FAILED", last_error="gave_up")]
+    history.rows = [left(history.committed[1], "FAILED", last_error="gave_up")]
     assert any("no injected poison" in v for v in check(history).lost)
 
 
 def test_injected_poison_failed_with_its_reason_and_parked_is_fine_but_not_without_a_reason() -> None:
-    poison = Row("Invoice#i-1", 1, "p-1", "InvoiceIssued", "FAILED", "{not json", last_error="unreadable")
+    poison = Committed("Invoice#i-1", 1, "p-1", "InvoiceIssued", "{not json")
     history = clean()
-    history.rows = [*history.rows, poison]
+    history.committed = [*history.committed, poison]
+    history.rows = [left(poison, "FAILED", last_error="unreadable")]
     history.injected_poison = frozenset({"p-1"})
     history.poison_sent = frozenset({"p-1"})
     assert check(history).ok
-    history.rows = [*history.rows[:2], replace(poison, last_error=None)]
+    history.rows = [left(poison, "FAILED")]
     assert any("without a reason" in v for v in check(history).lost)
+
+
+def test_injected_poison_that_never_reached_the_poison_queue_is_lost_even_once_skipped() -> None:
+    # Given injected poison an operator skipped, which the poison queue never got
+    poison = Committed("Invoice#i-1", 1, "p-1", "InvoiceIssued", "{not json")
+    history = clean()
+    history.committed = [*history.committed, poison]
+    history.injected_poison = frozenset({"p-1"})
+    history.skipped = frozenset({"p-1"})
+    # Then it was never isolated where an operator looks for it
+    assert check(history).lost == [
+        "Invoice#i-1 seq 1 (p-1) is injected poison that never reached the poison queue"
+    ]
+    history.poison_sent = frozenset({"p-1"})
+    assert check(history).ok
 
 
 def test_an_order_without_its_event_is_lost_and_an_event_without_its_order_is_invented() -> None:
@@ -113,22 +175,29 @@ def test_a_dead_lettered_consumer_message_is_lost() -> None:
     assert any("dead-lettered 1" in v for v in check(history).lost)
 
 
-def test_a_publication_without_its_row_is_invented() -> None:
+def test_a_publication_without_its_committed_event_is_invented() -> None:
     history = clean()
-    ghost = row(3)
+    ghost = event(3)
     history.publications = [*history.publications, publication(ghost, SNS)]
-    assert any("no such committed row" in v for v in check(history).invented)
+    assert any("no such committed event" in v for v in check(history).invented)
 
 
 def test_a_publication_with_another_payload_is_invented() -> None:
     history = clean()
-    history.publications = [*history.publications, publication(history.rows[0], SNS, payload={"seq": 99})]
+    first = history.committed[0]
+    history.publications = [*history.publications, publication(first, SNS, payload={"seq": 99})]
     assert any("payload is not the row's" in v for v in check(history).invented)
+
+
+def test_a_row_in_the_table_that_no_writer_committed_is_invented() -> None:
+    history = clean()
+    history.rows = [Row(ORDER, 3, "e-3", "PENDING")]
+    assert "Order#o-1 seq 3 (e-3) is in the table but no writer committed it" in check(history).invented
 
 
 def test_an_event_published_before_its_predecessor_is_out_of_order() -> None:
     history = clean()
-    first, second = history.rows
+    first, second = history.committed
     history.publications = [
         publication(second, SNS),
         publication(first, SNS),
@@ -138,17 +207,22 @@ def test_an_event_published_before_its_predecessor_is_out_of_order() -> None:
     assert check(history).out_of_order == ["sns: Order#o-1 seq 2 went out before seq 1"]
 
 
-def test_an_event_published_while_its_predecessor_never_was_is_out_of_order_unless_skipped() -> None:
+def test_an_event_published_while_its_predecessor_never_was_is_out_of_order_unless_let_go() -> None:
     history = clean()
-    first, second = history.rows
-    history.rows = [replace(first, status="FAILED", last_error="poison"), second]
+    first, second = history.committed
+    history.rows = [left(first, "FAILED", last_error="poison")]
     history.publications = [publication(second, d) for d in (SNS, EVENTBRIDGE)]
     history.injected_poison = frozenset({"e-1"})
     history.poison_sent = frozenset({"e-1"})
     history.effects = {"order-summary": {"e-2": 1}, "order-cancellations": {"e-2": 1}}
     verdict = check(history)
     assert any("seq 1 never did" in v for v in verdict.out_of_order)
-    history.rows = [replace(first, status="FAILED", last_error="poison", released=True), second]
+    # Released by its route (it continues past poison): the events behind it may go
+    history.rows = [left(first, "FAILED", last_error="poison", released=True)]
+    assert not check(history).out_of_order
+    # Skipped by an operator (its row gone, its audit record kept): likewise
+    history.rows = []
+    history.skipped = frozenset({"e-1"})
     assert not check(history).out_of_order
 
 
@@ -176,26 +250,33 @@ def test_a_read_model_that_differs_from_the_orders_table_is_caught() -> None:
 
 
 def test_duplicates_on_the_wire_are_counted_by_the_cause_of_the_earlier_publication() -> None:
+    # Given seq 1 on SNS from a crashed invocation, then from one DynamoDB failed (its record not written),
+    # then from invocation 1
     history = clean()
     crashed = Invocation(2, "publisher", crashed=True)
-    marking = Invocation(3, "publisher", faults=Counter({"dynamodb": 1}))
-    first = history.rows[0]
+    unrecorded = Invocation(3, "publisher", faults=Counter({"dynamodb": 1}))
+    first = history.committed[0]
     history.publications = [
         publication(first, SNS, invocation=2),
         publication(first, SNS, invocation=3),
         publication(first, SNS, invocation=1),
         *history.publications[1:],
     ]
-    history.invocations = {1: Invocation(1, "publisher"), 2: crashed, 3: marking}
+    history.invocations = {1: Invocation(1, "publisher"), 2: crashed, 3: unrecorded}
     verdict = check(history)
+    # Then both copies are explained, each by its own cause, and listed
     assert verdict.ok
-    assert verdict.duplicates == Counter({CAUSE_CRASH: 1, CAUSE_MARKING: 1})
+    assert verdict.duplicates == Counter({CAUSE_CRASH: 1, CAUSE_ROW_UPDATE: 1})
+    assert [(c.destination, c.event_id, c.after, c.cause) for c in verdict.copies] == [
+        (SNS, "e-1", 2, CAUSE_CRASH),
+        (SNS, "e-1", 3, CAUSE_ROW_UPDATE),
+    ]
 
 
 def test_a_duplicate_no_fault_explains_is_a_violation() -> None:
     # Given seq 1 published to SNS by invocation 2, in which nothing failed, then again by invocation 1
     history = clean()
-    first = history.rows[0]
+    first = history.committed[0]
     history.publications = [publication(first, SNS, invocation=2), *history.publications]
     history.invocations = {1: Invocation(1, "publisher"), 2: Invocation(2, "publisher")}
     # Then the duplicate is unexplained, and that breaks a promise
@@ -211,26 +292,40 @@ def test_a_duplicate_no_fault_explains_is_a_violation() -> None:
     assert check(history).unexplained
 
 
-def test_a_destination_fault_explains_a_duplicate_of_a_marked_row_only_if_the_batch_came_back() -> None:
-    # Given invocation 2 had an entry fault (another entry failed) and published seq 1 to SNS
+def test_another_destination_failing_explains_no_duplicate() -> None:
+    # Given invocation 2 delivered seq 1 to SNS while EventBridge and single entries failed, and the table
+    # did not record the delivery
     history = clean()
-    first = history.rows[0]
+    first = history.committed[0]
     history.publications = [publication(first, SNS, invocation=2), *history.publications]
-    faulted = Invocation(2, "publisher", faults=Counter({"entries": 1}))
+    faulted = Invocation(2, "publisher", faults=Counter({EVENTBRIDGE: 3, "entries": 1, "sqs": 1}))
     history.invocations = {1: Invocation(1, "publisher"), 2: faulted}
-    # Then, the row left PENDING by it, the republication is the fault's
-    assert check(history).duplicates == Counter({CAUSE_DESTINATION: 1})
-    assert check(history).ok
-    # But had it marked the row PUBLISHED, nothing explains publishing it again
-    history.invocations = {1: Invocation(1, "publisher"), 2: replace(faulted, marked=frozenset({"e-1"}))}
+    # Then SNS getting it again is unexplained: another destination's failure must not repeat this one
     verdict = check(history)
     assert verdict.duplicates == Counter({CAUSE_UNEXPLAINED: 1})
     assert not verdict.ok
-    # Unless it reported batch item failures: the mapping sent its batch again, the marked record included
-    retried = replace(faulted, marked=frozenset({"e-1"}), retried=True)
-    history.invocations = {1: Invocation(1, "publisher"), 2: retried}
-    assert check(history).duplicates == Counter({CAUSE_DESTINATION: 1})
-    # While a crash or a failed marking call explains it either way (the marking may not have been the last)
-    crashed = Invocation(2, "publisher", crashed=True, marked=frozenset({"e-1"}))
-    history.invocations = {1: Invocation(1, "publisher"), 2: crashed}
+
+
+def test_a_recorded_delivery_sent_again_is_explained_only_by_a_crash_or_a_handed_back_batch() -> None:
+    # Given invocation 2 delivered seq 1 to SNS and the table recorded it (its row gone, or SNS in its
+    # delivered_to), DynamoDB having failed some other call of it
+    history = clean()
+    first = history.committed[0]
+    history.publications = [publication(first, SNS, invocation=2), *history.publications]
+    recorded = Invocation(2, "publisher", faults=Counter({"dynamodb": 1}), recorded=frozenset({("e-1", SNS)}))
+    history.invocations = {1: Invocation(1, "publisher"), 2: recorded}
+    # Then nothing may send it there again: the repeat is unexplained
+    verdict = check(history)
+    assert verdict.duplicates == Counter({CAUSE_UNEXPLAINED: 1})
+    assert not verdict.ok
+    # Unless that invocation handed its batch back: the mapping sent the record again
+    history.invocations = {1: Invocation(1, "publisher"), 2: replace(recorded, retried=True)}
+    assert check(history).duplicates == Counter({CAUSE_HANDED_BACK: 1})
+    assert check(history).ok
+    # Or it crashed (whatever it recorded before dying)
+    history.invocations = {1: Invocation(1, "publisher"), 2: replace(recorded, crashed=True)}
     assert check(history).duplicates == Counter({CAUSE_CRASH: 1})
+    # And a record of another destination does not cover this one
+    other = replace(recorded, faults=Counter({"dynamodb": 1}), recorded=frozenset({("e-1", EVENTBRIDGE)}))
+    history.invocations = {1: Invocation(1, "publisher"), 2: other}
+    assert check(history).duplicates == Counter({CAUSE_ROW_UPDATE: 1})

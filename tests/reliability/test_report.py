@@ -1,5 +1,5 @@
 """`make reliability`'s report: it fails on an unexplained duplicate, and, in a long run, on a fault kind that
-never took effect."""
+never took effect; it shows what single-destination outages cost the destination that stayed up."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from tests.reliability import report
+from tests.reliability.invariants import CAUSE_CRASH, CAUSE_ROW_UPDATE
 from tests.reliability.kinds import EFFECTIVE_UNITS
 
 
@@ -29,6 +30,7 @@ def result(**changes: Any) -> dict[str, Any]:
         "duplicate_effects": 0,
         "unexplained_duplicates": 0,
         "schedule": "{}",
+        "outages": [],
     }
     return {**base, **changes}
 
@@ -68,3 +70,47 @@ def test_a_fault_kind_that_never_took_effect_fails_a_long_run_only(
     short = tmp_path / "short"
     short.mkdir()
     assert run(short, [never] * (report.LONG_RUN - 1)) == 0
+
+
+def outage(
+    destination: str, seconds: float, events: int, per_event: dict[str, int], **causes: int
+) -> dict[str, Any]:
+    """One schedule's figures for one outage, as tests.reliability.schedules.outage_figures writes them."""
+    return {
+        "kind": f"{destination}_outage",
+        "destination": destination,
+        "healthy": "eventbridge" if destination == "sns" else "sns",
+        "seconds": seconds,
+        "took_effect": True,
+        "events": events,
+        "extra_copies": sum(per_event.values()),
+        "most_per_event": max(per_event.values(), default=0),
+        "causes": causes,
+    }
+
+
+def test_the_extra_copies_of_single_destination_outages_are_added_up_per_destination(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given two SNS outages (60 s: 10 events, one of them copied once more on the bus after a crash; 300 s:
+    # 5 events, one copied twice after DynamoDB failed) and an EventBridge outage that cost nothing
+    results = [
+        result(outages=[outage("sns", 60.0, 10, {"e-1": 1}, **{CAUSE_CRASH: 1})]),
+        result(outages=[outage("sns", 300.0, 5, {"e-2": 2}, **{CAUSE_ROW_UPDATE: 2})]),
+        result(outages=[outage("eventbridge", 60.0, 4, {})]),
+    ]
+    # When the report adds them up
+    assert run(tmp_path, results) == 0
+    figures = json.loads((tmp_path / "report.json").read_text(encoding="utf-8"))["outages"]
+    # Then each destination's outages are summed on their own, with the extra copies by cause and per event
+    sns = figures["sns"]
+    assert (sns["healthy"], sns["outages"], sns["events"], sns["extra_copies"]) == ("eventbridge", 2, 15, 3)
+    assert sns["extra_copies_by_cause"][CAUSE_CRASH] == 1
+    assert sns["extra_copies_by_cause"][CAUSE_ROW_UPDATE] == 2
+    assert sns["extra_copies_per_event"] == 0.2
+    assert (sns["most_per_event"], sns["most_per_event_in_target_outages"]) == (2, 1)
+    assert (figures["eventbridge"]["extra_copies"], figures["eventbridge"]["most_per_event"]) == (0, 0)
+    # And the table shows them
+    table = capsys.readouterr().out
+    assert "  sns down -> eventbridge up:" in table
+    assert "  eventbridge down -> sns up:" in table

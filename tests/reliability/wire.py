@@ -8,7 +8,10 @@ in process), never by changing product code:
 - `before-call`: a call fault answers the call with the service's error instead of sending it (what
   botocore raises is the `ClientError` AWS would cause); a crash point raises `Crash` there (nothing sent);
 - `after-call`: the entries moto accepted are recorded (the wire), the taken-out entries are put back into
-  the response as failed, and a crash point raises `Crash` after the call returned.
+  the response as failed, every listener of the calls that returned is told (what a writer committed), and a
+  crash point raises `Crash` after the call returned.
+
+The entries a call fault refused are recorded too (`refused`): which events a destination outage kept out.
 
 `Crash` derives from BaseException: no `except Exception` in the product catches it, so it ends the
 invocation exactly where it was raised, as a process killed there would. The invoker turns it into a
@@ -53,6 +56,16 @@ class Publication:
     """The envelope as published (JSON text)."""
     invocation: int
     function: str
+    at: float
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """An event a destination refused with a call fault (the whole call answered with an error)."""
+
+    destination: str
+    event_id: str
+    kind: str
     at: float
 
 
@@ -127,11 +140,13 @@ class Invocation:
     crashed: bool = False
     faults: Counter[str] = field(default_factory=Counter)
     """What was injected during it, by service (and `entries` for single-entry faults)."""
-    marked: frozenset[str] = frozenset()
-    """The event ids it published whose rows were PUBLISHED when it ended (it marked them)."""
+    recorded: frozenset[tuple[str, str]] = frozenset()
+    """(event_id, destination) of the deliveries it made that the table recorded when it ended: the event's
+    row was gone (settled, skipped) or named the destination in its `delivered_to`. Nothing sends an event to
+    a destination again once that is recorded."""
     retried: bool = False
     """A publisher invocation that reported a failure (an error, batch item failures): the mapping sends
-    (part of) its batch again, records it published and marked included."""
+    (part of) its batch again, records of events it published and recorded included."""
 
 
 @dataclass
@@ -143,6 +158,10 @@ class Wire:
     published: list[Publication] = field(default_factory=list)
     poison_sent: list[str] = field(default_factory=list)
     """event_id of every poison message the poison queue accepted."""
+    poisoned_by: Counter[str] = field(default_factory=Counter)
+    """Poison messages the poison queue accepted, by the function that sent them."""
+    refused: list[Refusal] = field(default_factory=list)
+    """Events a destination's call fault refused, in order."""
     injected: Counter[str] = field(default_factory=Counter)
     """What took effect, by fault kind: requests (or entries) failed, crash points fired."""
     crashes: Counter[str] = field(default_factory=Counter)
@@ -152,6 +171,8 @@ class Wire:
     invocations: list[Invocation] = field(default_factory=list)
     current: Invocation | None = None
     on_publication: list[Callable[[Publication], None]] = field(default_factory=list)
+    on_call: list[Callable[[str, str, str, dict[str, Any]], None]] = field(default_factory=list)
+    """Told (function, service, operation, parameters) of every call that returned without an error."""
 
     # --- invocations -----------------------------------------------------------------------------------
 
@@ -189,6 +210,7 @@ class Wire:
             self._crash(function, service, operation, "before", context)
             fault = self._call_fault(function, service, operation)
             if fault is not None:
+                self._refused(service, operation, fault.kind, context)
                 return _error(fault.code, fault.status)
             if context.get("reliability_all_taken_out"):
                 return _all_failed(service, context["reliability_taken_out"])
@@ -203,6 +225,8 @@ class Wire:
                 self.calls[(function, service, operation)] += 1
                 self._record(function, service, operation, parsed, context)
                 self._put_back_entries(service, parsed, context)
+                for listener in self.on_call:
+                    listener(function, service, operation, context.get("reliability_params", {}))
             self._crash(function, service, operation, "after", context)
 
         events.register_first("before-parameter-build", before_parameter_build)
@@ -242,6 +266,15 @@ class Wire:
                 self.injected[point.kind or ("timeout" if point.timeout else "crash")] += 1
                 self.crashes[function] += 1
                 raise Crash(f"{function}: {when} {service} {operation} #{point.nth}", timeout=point.timeout)
+
+    def _refused(self, service: str, operation: str, kind: str, context: dict[str, Any]) -> None:
+        if DESTINATION_OPERATIONS.get(service) != operation:
+            return
+        field_name = "Message" if service == SNS else "Detail"
+        now = self.clock()
+        for entry in context.get("reliability_sent", []):
+            event_id = json.loads(entry[field_name])["event_id"]
+            self.refused.append(Refusal(service, str(event_id), kind, now))
 
     def _take_out_entries(
         self, service: str, operation: str, params: dict[str, Any], context: dict[str, Any]
@@ -308,6 +341,7 @@ class Wire:
                 except ValueError:
                     poisoned = {}
                 self.poison_sent.append(str(_find_event_id(poisoned)))
+                self.poisoned_by[function] += 1
             return
         else:
             return

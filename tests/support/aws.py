@@ -24,8 +24,8 @@ class Tables:
 
 
 def create_tables(dynamodb: Any, *, orders: str = "orders", outbox: str = "outbox") -> Tables:
-    """Orders (pk) and Outbox (aggregate_key, seq; stream NEW_AND_OLD_IMAGES; sparse `pending` and `failed`
-    indexes), as deployed."""
+    """Orders (pk) and Outbox (aggregate_key, seq; stream NEW_AND_OLD_IMAGES; the sparse `failed` index), as
+    deployed."""
     dynamodb.create_table(
         TableName=orders,
         BillingMode="PAY_PER_REQUEST",
@@ -38,8 +38,6 @@ def create_tables(dynamodb: Any, *, orders: str = "orders", outbox: str = "outbo
         AttributeDefinitions=[
             {"AttributeName": "aggregate_key", "AttributeType": "S"},
             {"AttributeName": "seq", "AttributeType": "N"},
-            {"AttributeName": "pending_shard", "AttributeType": "N"},
-            {"AttributeName": "occurred_at", "AttributeType": "S"},
             {"AttributeName": "failed_shard", "AttributeType": "N"},
             {"AttributeName": "failed_at", "AttributeType": "S"},
         ],
@@ -48,17 +46,6 @@ def create_tables(dynamodb: Any, *, orders: str = "orders", outbox: str = "outbo
             {"AttributeName": "seq", "KeyType": "RANGE"},
         ],
         GlobalSecondaryIndexes=[
-            {
-                "IndexName": "pending",
-                "KeySchema": [
-                    {"AttributeName": "pending_shard", "KeyType": "HASH"},
-                    {"AttributeName": "occurred_at", "KeyType": "RANGE"},
-                ],
-                "Projection": {
-                    "ProjectionType": "INCLUDE",
-                    "NonKeyAttributes": ["next_attempt_at", "predecessor_released_at"],
-                },
-            },
             {
                 "IndexName": "failed",
                 "KeySchema": [
@@ -71,6 +58,11 @@ def create_tables(dynamodb: Any, *, orders: str = "orders", outbox: str = "outbo
         StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
     )
     return Tables(orders, outbox, description["TableDescription"]["LatestStreamArn"])
+
+
+def event_rows(dynamodb: Any, table: str) -> list[dict[str, Any]]:
+    """The events' rows in the outbox table (not its own items: audit records, the sweeper's cursor)."""
+    return [item for item in scan_all(dynamodb, table) if not item["aggregate_key"]["S"].startswith("#")]
 
 
 def scan_all(dynamodb: Any, table: str) -> list[dict[str, Any]]:

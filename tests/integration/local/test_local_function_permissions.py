@@ -6,9 +6,10 @@ with the role, each named below with why)."""
 from __future__ import annotations
 
 import json
-import threading
 import uuid
 from collections import defaultdict
+from collections.abc import Iterator
+from contextvars import ContextVar
 from typing import Any
 
 import pytest
@@ -17,8 +18,11 @@ from botocore.client import BaseClient
 from outbox import outputs
 from outbox.model import OutboxEvent
 from outbox_local.faults import INTERNAL_USER_AGENT
-from outbox_local.runtime import LocalRuntime
+from outbox_local.runtime import LocalRuntime, RuntimeOptions
+from outbox_local.schedules import Schedule
+from outbox_sweeper.config import ENV_SWEEP_MAX_ROWS
 from tests.infra.template_queries import function_by_handler, role_of, statements_of_role
+from tests.support.aws import event_rows
 from tests.support.events import event
 from tests.support.iam import iam_actions
 from tests.support.orders import http_event, place_body
@@ -49,9 +53,22 @@ HANDLERS = {
 }
 
 
+# One row per sweep run: a run stops in the middle of an aggregate, and the next one resumes there and, unless
+# this process settled the row before, must read the predecessor of the first row it finds (the order gate's
+# BatchGetItem), as a run does after a long outage.
+ROWS_PER_SWEEP = 1
+MOST_SWEEPS = 10
+
+
 @pytest.fixture
-def runtime(app_runtime: LocalRuntime) -> LocalRuntime:
-    return app_runtime
+def runtime(synthesized: Synthesized) -> Iterator[LocalRuntime]:
+    options = RuntimeOptions(
+        template_path=synthesized.template_path,
+        background=False,
+        function_environment={"POWERTOOLS_METRICS_DISABLED": "true", ENV_SWEEP_MAX_ROWS: str(ROWS_PER_SWEEP)},
+    )
+    with LocalRuntime(options) as started:
+        yield started
 
 
 @pytest.fixture
@@ -59,13 +76,15 @@ def called(runtime: LocalRuntime, monkeypatch: pytest.MonkeyPatch) -> dict[str, 
     """Handler -> the IAM actions its invocations needed, recorded at botocore's call boundary."""
     assert runtime.host is not None
     host = runtime.host
-    current = threading.local()
+    # A context variable, not a thread-local: the row updater's calls run on its threads, in a copy of the
+    # invocation's context (outbox_publisher.dynamodb_rows).
+    current: ContextVar[str | None] = ContextVar("handler", default=None)
     actions: dict[str, set[str]] = defaultdict(set)
     make_api_call = BaseClient._make_api_call
     invoke = host.invoke
 
     def recording_call(client: Any, operation: str, params: dict[str, Any]) -> Any:
-        handler = getattr(current, "handler", None)
+        handler = current.get()
         # The runtime's own clients (e.g. the EMF metrics it forwards) do what AWS itself would: not recorded.
         internal = INTERNAL_USER_AGENT in (client.meta.config.user_agent_extra or "")
         if handler is not None and not internal:
@@ -73,11 +92,11 @@ def called(runtime: LocalRuntime, monkeypatch: pytest.MonkeyPatch) -> dict[str, 
         return make_api_call(client, operation, params)
 
     def invoking(name_or_arn: str, event: Any) -> Any:
-        current.handler = host.find(name_or_arn).handler
+        token = current.set(host.find(name_or_arn).handler)
         try:
             return invoke(name_or_arn, event)
         finally:
-            current.handler = None
+            current.reset(token)
 
     monkeypatch.setattr(BaseClient, "_make_api_call", recording_call)
     monkeypatch.setattr(host, "invoke", invoking)
@@ -91,8 +110,10 @@ def function_named(runtime: LocalRuntime, handler: str) -> str:
 
 def exercise(runtime: LocalRuntime) -> None:
     """Every path the functions' code takes to AWS: orders through the API (with an idempotency key),
-    publishing to both destinations, a poison row, an event whose predecessor is missing (the gate's reads),
-    the sweeper's run, and a message each consumer cannot read (its dead-letter queue)."""
+    publishing to both destinations (settling each row), a poison row (its FAILED mark), an event whose
+    predecessor is not in the batch (the gate's read), the sweeper's runs on its scheduled input (its cursor,
+    its scan, claims, settles, a poison row, a run resuming in the middle of an aggregate), and a message each
+    consumer cannot read (its dead-letter queue)."""
     api = function_named(runtime, "orders_api.handler.handler")
     created = runtime.invoke(
         api, http_event("POST", "/orders", body=place_body(), headers={"Idempotency-Key": str(uuid.uuid4())})
@@ -108,23 +129,46 @@ def exercise(runtime: LocalRuntime) -> None:
     outbox = runtime.outputs[outputs.OUTBOX_TABLE_NAME]
     poison = {**event("poison", 1).to_item(), "payload": {"S": "{not json"}}
     dynamodb.put_item(TableName=outbox, Item=poison)
-    held: OutboxEvent = event("held", 2)
-    dynamodb.put_item(TableName=outbox, Item=held.to_item())
+    later: OutboxEvent = event("later", 2)
+    dynamodb.put_item(TableName=outbox, Item=later.to_item())
     runtime.drain_streams()
     # Rows the stream has not delivered yet, older than the grace (events occur two days back): the sweeper
-    # publishes two events in order, poisons one row and holds one whose predecessor is missing.
+    # publishes two events of one aggregate in order, over two runs; poisons the first event of another, and
+    # in the next run, resuming behind it, reads it (FAILED) and holds the second for an operator.
     for row in (
         event("swept", 1).to_item(),
         event("swept", 2).to_item(),
         {**event("swept-poison", 1).to_item(), "payload": {"S": "{not json"}},
-        event("swept-held", 2).to_item(),
+        event("swept-poison", 2).to_item(),
     ):
         dynamodb.put_item(TableName=outbox, Item=row)
-    runtime.invoke(function_named(runtime, "outbox_sweeper.handler.handler"), {"source": "aws.events"})
+    sweeper = function_named(runtime, "outbox_sweeper.handler.handler")
+    [schedule] = [s for s in schedules(runtime) if s.function_arn.endswith(f":{sweeper}")]
+    for _ in range(MOST_SWEEPS):
+        swept = runtime.invoke(sweeper, schedule.target_input)
+        assert not swept.failed, swept.error_message
+        if swept.payload["pass_complete"] and swept.payload["due"] == 0:
+            break
+    # Every event is out (its row settled, gone), poisoned (a FAILED row, kept for an operator) or held behind
+    # a poisoned one
+    statuses = {
+        (row["aggregate_key"]["S"], row["seq"]["N"]): row["status"]["S"]
+        for row in event_rows(dynamodb, outbox)
+    }
+    assert statuses == {
+        ("Order#poison", "1"): "FAILED",
+        ("Order#swept-poison", "1"): "FAILED",
+        ("Order#swept-poison", "2"): "PENDING",
+    }
     sqs = runtime.client("sqs")
     for mapping in runtime.queue_mappings:
         sqs.send_message(QueueUrl=mapping.settings.queue_url, MessageBody="not an envelope")
     runtime.drain_streams()
+
+
+def schedules(runtime: LocalRuntime) -> list[Schedule]:
+    assert runtime.schedules is not None
+    return runtime.schedules.schedules
 
 
 def test_each_role_grants_exactly_what_its_function_calls(

@@ -48,26 +48,37 @@ def delivered(runtime: LocalRuntime) -> list[str]:
     return bodies
 
 
-def put(table: str, item: dict[str, Any]) -> dict[str, Any]:
-    return {"Put": {"TableName": table, "Item": item, "ConditionExpression": "attribute_not_exists(seq)"}}
+def put(table: str, item: dict[str, Any], key_attribute: str = "seq") -> dict[str, Any]:
+    return {
+        "Put": {
+            "TableName": table,
+            "Item": item,
+            "ConditionExpression": f"attribute_not_exists({key_attribute})",
+        }
+    }
 
 
 def test_a_cancelled_transaction_announces_nothing_and_later_writes_are_delivered(
     runtime: LocalRuntime,
 ) -> None:
-    # Given the outbox table and a first event, published
+    # Given the outbox table and a first event, published (its row settled: it left the table), and a
+    # business row another request already wrote
     dynamodb = runtime.client("dynamodb")
     table = runtime.outputs[outputs.OUTBOX_TABLE_NAME]
+    orders = runtime.outputs[outputs.ORDERS_TABLE_NAME]
     first = event("tx", 1)
     dynamodb.put_item(TableName=table, Item=first.to_item())
     runtime.drain_streams()
     assert delivered(runtime) == [first.event_id]
+    taken = {"pk": {"S": "Order#tx"}}
+    dynamodb.put_item(TableName=orders, Item=taken)
 
-    # When a transaction puts a second event and then fails its condition on the first (a racing writer)
-    rival, second = event("tx", 1), event("tx", 2)
+    # When a transaction puts a second event and then fails its condition on that business row (a racing
+    # writer)
+    second = event("tx", 2)
     with pytest.raises(dynamodb.exceptions.TransactionCanceledException):
         dynamodb.transact_write_items(
-            TransactItems=[put(table, second.to_item()), put(table, rival.to_item())]
+            TransactItems=[put(table, second.to_item()), put(orders, taken, key_attribute="pk")]
         )
     runtime.drain_streams()
 
@@ -105,7 +116,12 @@ def test_a_row_with_a_binary_attribute_reaches_the_publisher_base64_encoded_and_
     # When the stream mapping hands it to the publisher
     runtime.drain_streams()
 
-    # Then the invocation succeeded (Lambda's event carries Binary as base64 text) and the event is out
+    # Then the invocation succeeded (Lambda's event carries Binary as base64 text) and the event is out: its
+    # row settled, which deletes it
     assert delivered(runtime) == [row.event_id]
-    item = dynamodb.get_item(TableName=table, Key={"aggregate_key": {"S": "Order#binary"}, "seq": {"N": "1"}})
-    assert item["Item"]["status"] == {"S": "PUBLISHED"}
+    item = dynamodb.get_item(
+        TableName=table,
+        Key={"aggregate_key": {"S": "Order#binary"}, "seq": {"N": "1"}},
+        ConsistentRead=True,
+    )
+    assert "Item" not in item

@@ -14,11 +14,17 @@ import pytest
 from aws_lambda_powertools import Metrics
 
 from outbox import outputs
-from outbox.model import OutboxEvent, RowKey
+from outbox.clock import utc_now
+from outbox.model import OutboxEvent, RowKey, stored_generation, string_attribute
 from outbox_cli.main import main
+from outbox_cli.watching import from_bus, from_topic
 from outbox_local.endpoint import LOCAL_CREDENTIALS
 from outbox_local.runtime import LocalRuntime, RuntimeOptions
 from outbox_local.stream_records import lambda_record
+from outbox_ops.release import audit_key
+from outbox_publisher.dynamodb_rows import DynamoDBRowUpdater
+from outbox_publisher.routing import Destination
+from outbox_publisher.row_updates import MarkFailed, Settle
 from tests.support.synth import Synthesized
 
 
@@ -58,14 +64,56 @@ class Ops:
         self.dynamodb.put_item(TableName=self.table, Item={**event.to_item(), **attributes})
         return RowKey(event.aggregate_key, event.seq)
 
-    def row(self, key: RowKey) -> dict[str, Any]:
-        item: dict[str, Any] = self.dynamodb.get_item(
+    def stored(self, key: RowKey) -> dict[str, Any] | None:
+        """The item at `key` as stored now, or None when it is not in the table."""
+        item: dict[str, Any] | None = self.dynamodb.get_item(
             TableName=self.table, Key=key.item(), ConsistentRead=True
-        )["Item"]
+        ).get("Item")
+        return item
+
+    def row(self, key: RowKey) -> dict[str, Any]:
+        item = self.stored(key)
+        assert item is not None, f"no row at {key}"
         return item
 
     def status_of(self, key: RowKey) -> str:
-        return str(self.row(key)["status"]["S"])
+        """The row's status, or OUT once it has left the table (published, or skipped)."""
+        item = self.stored(key)
+        return "OUT" if item is None else str(item["status"]["S"])
+
+    def audit(self, key: RowKey) -> list[dict[str, Any]]:
+        """The entries of the audit record of the event at `key` (its `#audit#...` item), oldest first."""
+        record = self.stored(audit_key(key))
+        return [entry["M"] for entry in record["entries"]["L"]] if record else []
+
+    def mark_failed(
+        self,
+        key: RowKey,
+        error: str = "gave_up: AuthorizationError",
+        *,
+        release_reason: str | None = None,
+        delivered_to: frozenset[str] = frozenset(),
+    ) -> None:
+        """Mark the PENDING row FAILED as the publishing paths do (the sweeper past its cutoffs, or a poison
+        event on a route that lets later events go on past it: `release_reason`)."""
+        row = self.row(key)
+        mark = MarkFailed(
+            key,
+            error,
+            attempts=5,
+            failed_at=utc_now(),
+            release_reason=release_reason,
+            generation=stored_generation(row),
+            event_id=string_attribute(row, "event_id"),
+            delivered_to=delivered_to,
+        )
+        assert DynamoDBRowUpdater(self.dynamodb, self.table).apply([mark]).done == [key]
+
+    def settle(self, key: RowKey) -> None:
+        """Settle the PENDING row as a publishing path does once its event is out: it leaves the table."""
+        row = self.row(key)
+        settle = Settle(key, string_attribute(row, "event_id"), stored_generation(row))
+        assert DynamoDBRowUpdater(self.dynamodb, self.table).apply([settle]).done == [key]
 
     def publish(self) -> None:
         """The stream mapping runs the publisher on everything written so far."""
@@ -110,7 +158,22 @@ class Ops:
             self.sqs.change_message_visibility(QueueUrl=queue_url, ReceiptHandle=handle, VisibilityTimeout=0)
         return sorted(bodies)
 
+    def deliveries(self, event_id: str) -> dict[str, int]:
+        """How many copies of the event each destination's sample consumer queue holds (left in place)."""
+        watched = {
+            Destination.SNS.value: (outputs.SAMPLE_TOPIC_CONSUMER_QUEUE_URL, from_topic),
+            Destination.EVENTBRIDGE.value: (outputs.SAMPLE_BUS_CONSUMER_QUEUE_URL, from_bus),
+        }
+        return {
+            destination: sum(
+                unwrap(json.loads(body)).get("event_id") == event_id
+                for body in self.messages(self.runtime.outputs[output])
+            )
+            for destination, (output, unwrap) in watched.items()
+        }
+
     def rows(self) -> list[dict[str, Any]]:
+        """Every item of the table (the outbox's own `#...` items too), by key."""
         items: list[dict[str, Any]] = self.dynamodb.scan(TableName=self.table, ConsistentRead=True)["Items"]
         return sorted(items, key=lambda item: (item["aggregate_key"]["S"], int(item["seq"]["N"])))
 

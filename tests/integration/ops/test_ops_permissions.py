@@ -1,27 +1,22 @@
-"""The operator policy in docs/operations.md covers every AWS action the commands call, and no command calls
-an action it lacks: each command runs against the local runtime while every call its clients make is
-recorded and translated into the IAM action AWS checks for it."""
+"""The operator access levels (outbox_ops.permissions: READ_ONLY, OPERATOR, which outbox_cdk's operator policy
+is built from) are exactly what the commands call, and the policy in docs/operations.md is the OPERATOR one:
+each command runs against the local runtime while every call its clients make is recorded and translated into
+the IAM action AWS checks for it."""
 
 from __future__ import annotations
 
 import json
 import re
 from collections.abc import Mapping
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from outbox.clock import utc_now
-from outbox.marking import DynamoDBRowMarker
-from outbox.model import OutboxStatus
-from outbox.row_marks import FailedMark
 from outbox_ops import permissions
 from outbox_ops.clients import OpsClients
 from tests.integration.ops.conftest import Ops
-from tests.integration.ops.test_ops_redrive_and_skip import fix_payload, poisoned
-from tests.integration.ops.test_ops_status_and_failed import new
+from tests.integration.ops.test_ops_redrive_and_skip import discarded, fix_payload, poisoned
 from tests.support.iam import iam_actions
 
 POLICY_DOC = Path(__file__).parents[3] / "docs" / "operations.md"
@@ -58,49 +53,65 @@ def called(monkeypatch: pytest.MonkeyPatch) -> set[str]:
     return actions
 
 
-def test_every_command_needs_only_what_the_operator_policy_grants(ops: Ops, called: set[str]) -> None:
-    # Given an outbox with a FAILED event holding its aggregate, a gap, an on-failure record whose row the
-    # sweeper gave up on, and PUBLISHED rows past retention
-    first, _, event_id = poisoned(ops, "perm")
-    fix_payload(ops, first)
-    _, _, skipped_id = poisoned(ops, "perm-skip")
-    ops.put(new("perm-gap", 1, age=timedelta(days=1)))
-    ops.put(new("perm-gap", 3, age=timedelta(days=1)))
-    ops.publish()
-    rule = ops.runtime.faults.arm("sns", "PublishBatch", error_code="AuthorizationError", http_status=403)
-    discarded = ops.put(new("perm-discarded", 1, age=timedelta(days=1)))
-    ops.publish()
-    ops.runtime.faults.disarm(rule)
-    DynamoDBRowMarker(ops.dynamodb, ops.table).mark([FailedMark(discarded, "gave_up: x", 5, utc_now())])
-    ops.put(
-        new("perm-old", 1, age=timedelta(days=40)).with_status(OutboxStatus.PUBLISHED),
-        published_at={"S": "2026-10-22T12:00:00.000Z"},
-        expires_at={"N": "1"},
-    )
+READ_ONLY_COMMANDS = [
+    ("status",),
+    ("failed", "list"),
+    ("failed", "show", "{redriven}"),
+    ("audit",),
+    ("audit", "--aggregate", "Order#perm"),
+    ("redrive", "--event-id", "{redriven}", "--reason", "r", "--dry-run"),
+    ("skip", "{skipped}", "--reason", "r", "--dry-run"),
+    ("redrive", "--on-failure-queue", "--reason", "r", "--dry-run"),
+]
+"""`status`, `failed list|show`, `audit`, and every `--dry-run`: what OperatorAccess.READ_ONLY grants."""
+OPERATOR_COMMANDS = [
+    ("redrive", "--event-id", "{redriven}", "--reason", "r"),
+    ("skip", "{skipped}", "--reason", "r"),
+    ("redrive", "--on-failure-queue", "--reason", "r"),
+]
+"""... and `redrive`, `skip`: what OperatorAccess.OPERATOR adds."""
 
-    # When every command runs, dry runs included
-    commands = [
-        ("status",),
-        ("failed", "list"),
-        ("failed", "show", event_id),
-        ("failed", "reindex"),
-        ("redrive", "--event-id", event_id, "--reason", "r", "--dry-run"),
-        ("redrive", "--event-id", event_id, "--reason", "r"),
-        ("skip", skipped_id, "--reason", "r"),
-        ("skip", "--missing", "Order#perm-gap", "2", "--reason", "r"),
-        ("redrive", "--on-failure-queue", "--reason", "r", "--dry-run"),
-        ("redrive", "--on-failure-queue", "--reason", "r"),
-        ("purge-published", "--older-than", "1d"),
-    ]
+
+def run_all(ops: Ops, commands: list[tuple[str, ...]], event_ids: dict[str, str]) -> None:
     for command in commands:
-        result = ops.cli(*command)
+        result = ops.cli(*[word.format(**event_ids) for word in command])
         assert result.code in (0, 3, 4), (command, result.err)
 
-    # Then each action they called is in the documented policy
-    assert missing(called, policy_actions()) == set()
-    # And the check would catch a policy that lacks one (here: reading the stream back)
-    assert "dynamodb:GetRecords" in called
-    assert missing(called, policy_actions() - {"dynamodb:GetRecords"}) == {"dynamodb:GetRecords"}
-    # And the policy grants nothing the commands never call; the construct's (outbox_ops.permissions) neither
-    assert policy_actions() == called
-    assert called == permissions.MAINTAINER
+
+def test_read_only_and_operator_access_are_exactly_what_the_commands_call(ops: Ops, called: set[str]) -> None:
+    # Given an outbox with a FAILED event holding its aggregate (its payload since repaired), another to skip,
+    # and an on-failure record whose row the sweeper gave up on
+    first, _, redriven = poisoned(ops, "perm")
+    fix_payload(ops, first)
+    _, _, skipped = poisoned(ops, "perm-skip")
+    key, _ = discarded(ops, "perm-discarded")
+    ops.mark_failed(key)
+    event_ids = {"redriven": redriven, "skipped": skipped}
+
+    # When every read-only command runs (dry runs included)
+    run_all(ops, READ_ONLY_COMMANDS, event_ids)
+
+    # Then they call exactly what READ_ONLY grants: nothing more, and nothing in it goes unused
+    read_only = set(called)
+    assert read_only == permissions.READ_ONLY
+    # And the comparison catches an access level that lacks one (here: reading the stream back)
+    assert "dynamodb:GetRecords" in read_only
+    assert missing(read_only, set(permissions.READ_ONLY) - {"dynamodb:GetRecords"}) == {"dynamodb:GetRecords"}
+
+    # When the commands that act run too
+    run_all(ops, OPERATOR_COMMANDS, event_ids)
+
+    # Then together they call exactly what OPERATOR grants, and each acted (the calls were not refusals)
+    assert called == permissions.OPERATOR
+    assert ops.status_of(first) == "PENDING"
+    assert ops.status_of(key) == "PENDING"
+    assert [entry["action"]["S"] for entry in ops.audit(first)] == ["redrive"]
+    assert ops.cli("failed", "list", "--json").json["failed"] == []
+
+
+def test_the_documented_operator_policy_grants_the_operator_access() -> None:
+    # Given the policy docs/operations.md gives for a stack built otherwise
+    documented = policy_actions()
+
+    # Then it is the OPERATOR access level: every action the commands call, nothing more
+    assert documented == permissions.OPERATOR

@@ -18,7 +18,7 @@ from orders.errors import (
 from orders.model import Command, Order, OrderStatus
 from orders.repository import DynamoDBOrderRepository, order_key
 from orders.service import IDEMPOTENCY_TTL, IdempotencyRecord, OrderChange, OrderService
-from outbox.model import OutboxEvent
+from outbox.model import LEGACY_ATTRIBUTES, TTL_ATTRIBUTE, OutboxEvent
 from tests.support.aws import Tables
 from tests.support.clock import FakeClock
 from tests.support.orders import SequentialIds, outbox_rows, place_body, snapshot
@@ -69,7 +69,22 @@ def test_placing_an_order_writes_the_order_and_its_outbox_row_together(
         "total": "19.98",
         "lines": [{"sku": "SKU-1", "quantity": 2, "unit_price": "9.99"}],
     }
-    assert "pending_shard" in row
+    # ... holding the contract's attributes only: no index attribute, no TTL (it must not expire unpublished)
+    assert set(row) == {
+        "aggregate_key",
+        "seq",
+        "event_id",
+        "event_type",
+        "schema_version",
+        "aggregate_type",
+        "aggregate_id",
+        "payload",
+        "occurred_at",
+        "correlation_id",
+        "status",
+        "attempts",
+    }
+    assert not set(row) & {*LEGACY_ATTRIBUTES, TTL_ATTRIBUTE}
 
 
 def test_seq_has_no_gaps_across_place_confirm_cancel(

@@ -17,19 +17,21 @@ from botocore.exceptions import ClientError
 from outbox.deadline import LambdaDeadline
 from outbox.dynamodb import DynamoDBTransactionExecutor
 from outbox.leases import DynamoDBRowClaimer
-from outbox.marking import DynamoDBRowMarker
 from outbox.model import OutboxEvent
-from outbox.predecessors import DynamoDBPredecessorReader
 from outbox.transaction import Transaction
 from outbox.writer import OutboxWriter
 from outbox_local.queues import receive_all
 from outbox_publisher.adapters import EventBridgeDestination, SnsDestination, SqsPoisonQueue
 from outbox_publisher.config import PublisherConfig
+from outbox_publisher.dynamodb_rows import DynamoDBRowUpdater
 from outbox_publisher.handler import Publisher, build_publisher, handle
+from outbox_publisher.predecessors import DynamoDBPredecessorReader
 from outbox_publisher.routing import Destination
 from outbox_sweeper.config import SweeperConfig
+from outbox_sweeper.cursor import DynamoDBCursorStore
+from outbox_sweeper.failed_index import DynamoDBFailedIndexer
 from outbox_sweeper.handler import build_sweeper
-from outbox_sweeper.pending import DynamoDBPendingIndex
+from outbox_sweeper.scan import DynamoDBTableScan
 from outbox_sweeper.sweep import Sweeper, SweepReport
 from tests.support.aws import REGION, Tables
 from tests.support.clock import FakeClock, RecordingSleep
@@ -91,14 +93,17 @@ class World:
         """The sweeper as deployed, on the same real adapters, fake clock and sleep."""
         config = SweeperConfig.from_env(self.env(**env))
         dynamodb = dynamodb_client or self.dynamodb
+        table = config.publisher.table_name
         return build_sweeper(
             config,
-            index=DynamoDBPendingIndex(dynamodb, config.publisher.table_name),
+            scan=DynamoDBTableScan(dynamodb, table),
+            cursors=DynamoDBCursorStore(dynamodb, table),
+            indexer=DynamoDBFailedIndexer(dynamodb, table),
             **self._ports(config.publisher, sns_client, events_client, sqs_client, dynamodb_client),
         )
 
-    def sweep(self, sweeper: Sweeper, *, remaining_ms: int = 60_000) -> SweepReport:
-        return sweeper.run(LambdaDeadline(FakeLambdaContext(remaining_ms)))
+    def sweep(self, sweeper: Sweeper, *, remaining_ms: int = 60_000, segment: int = 0) -> SweepReport:
+        return sweeper.run(LambdaDeadline(FakeLambdaContext(remaining_ms)), segment)
 
     def _ports(
         self,
@@ -119,10 +124,12 @@ class World:
         return {
             "destinations": destinations,
             "poison_queue": SqsPoisonQueue(sqs_client or self.sqs, config.poison_queue_url),
-            "marker": DynamoDBRowMarker(dynamodb, config.table_name),
-            "predecessors": DynamoDBPredecessorReader(
-                dynamodb, config.table_name, clock=self.clock, published_retention=config.published_retention
+            # One call after another: a test's faults fall on the calls it names (the threads are tested in
+            # test_row_updates.py).
+            "updater": DynamoDBRowUpdater(
+                dynamodb, config.table_name, sleep=self.sleep, random=lambda: 0.5, workers=1
             ),
+            "predecessors": DynamoDBPredecessorReader(dynamodb, config.table_name),
             "claimer": DynamoDBRowClaimer(dynamodb, config.table_name),
             "clock": self.clock,
             "sleep": self.sleep,
@@ -163,11 +170,17 @@ class World:
         return [json.loads(message["Body"]) for message in self.drain(self.poison_queue)]
 
     def row(self, event: OutboxEvent) -> dict[str, Any]:
-        item: dict[str, Any] = self.dynamodb.get_item(
+        item = self.stored(event)
+        assert item is not None, f"{event.aggregate_key} seq {event.seq} is not in the table"
+        return item
+
+    def stored(self, event: OutboxEvent) -> dict[str, Any] | None:
+        """The event's row as stored now; None once it left the table (settled, or skipped)."""
+        item: dict[str, Any] | None = self.dynamodb.get_item(
             TableName=self.tables.outbox,
             Key={"aggregate_key": {"S": event.aggregate_key}, "seq": {"N": str(event.seq)}},
             ConsistentRead=True,
-        )["Item"]
+        ).get("Item")
         return item
 
 
@@ -302,8 +315,7 @@ class SnsClientFailingEvents:
 
 
 class DynamoDBClientFailingWrites:
-    """Wraps the real DynamoDB client: every TransactWriteItems, UpdateItem and BatchExecuteStatement is
-    throttled."""
+    """Wraps the real DynamoDB client: every TransactWriteItems, UpdateItem and DeleteItem is throttled."""
 
     def __init__(self, real: Any) -> None:
         self._real = real
@@ -317,9 +329,9 @@ class DynamoDBClientFailingWrites:
         self.attempts += 1
         raise client_error("ProvisionedThroughputExceededException", "UpdateItem")
 
-    def batch_execute_statement(self, **_: Any) -> None:
+    def delete_item(self, **_: Any) -> None:
         self.attempts += 1
-        raise client_error("ProvisionedThroughputExceededException", "BatchExecuteStatement")
+        raise client_error("ProvisionedThroughputExceededException", "DeleteItem")
 
 
 class SqsClientUnavailable:

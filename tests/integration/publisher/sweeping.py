@@ -34,8 +34,13 @@ def assert_in_seq_order(
             assert firsts.index(predecessor.event_id) < firsts.index(e.event_id), f"seq {e.seq} went first"
 
 
+OUT = "OUT"
+"""What `statuses` says of a row that left the table: its event is out (settled), or it was skipped."""
+
+
 def statuses(world: World, *events: OutboxEvent) -> list[str]:
-    return [world.row(e)["status"]["S"] for e in events]
+    """Each event's row's status now, or OUT once the row has left the table."""
+    return [row["status"]["S"] if (row := world.stored(e)) is not None else OUT for e in events]
 
 
 def key(e: OutboxEvent) -> RowKey:

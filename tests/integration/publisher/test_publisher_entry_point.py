@@ -60,8 +60,8 @@ def test_the_handler_publishes_and_emits_its_metrics(
     assert metrics["EventsFailed"] == [0.0]
     assert metrics["PoisonEvents"] == [1.0]
     assert metrics["RecordsSkipped"] == [1.0]
-    assert metrics["MarkingFailures"] == [0.0]
-    assert metrics["MarkingFallbacks"] == [0.0]
+    assert metrics["RowUpdateFailures"] == [0.0]
+    assert metrics["UndeliveredEvents"] == [0.0]
     assert len(metrics["PublishLatencyMs"]) == 1
     # and the logs name event ids, never payloads
     summary = next(r for r in caplog.records if r.getMessage() == "batch published")
@@ -132,4 +132,4 @@ def test_the_table_named_by_its_arn_publishes_its_stream(
     # Then the event is published and its row marked
     assert response == {"batchItemFailures": []}
     assert [envelope["event_id"] for envelope in world.topic_envelopes()] == [e.event_id]
-    assert world.row(e)["status"] == {"S": "PUBLISHED"}
+    assert world.stored(e) is None

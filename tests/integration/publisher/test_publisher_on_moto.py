@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -17,8 +18,8 @@ from tests.integration.publisher.publisher_world import (
     World,
     build_world,
 )
-from tests.support.aws import Tables
-from tests.support.clock import START
+from tests.integration.publisher.sweeping import GRACE, OUT, statuses
+from tests.support.aws import Tables, event_rows
 from tests.support.events import event
 
 
@@ -64,29 +65,28 @@ def test_events_arrive_on_topic_and_bus_exactly_as_the_contract_says(world: Worl
     assert [message["detail"] for message in bus] == [e.envelope() for e in (a1, b1, a2, b2, a3)]
     assert {message["source"] for message in bus} == {"shop.orders"}
     assert [message["detail-type"] for message in bus] == [e.event_type for e in (a1, b1, a2, b2, a3)]
-    # and every row is PUBLISHED with its TTL, out of the pending index
-    for e in (a1, b1, a2, b2, a3):
-        row = world.row(e)
-        assert row["status"] == {"S": "PUBLISHED"}
-        assert row["published_at"] == {"S": "2026-11-29T12:00:00.000Z"}
-        assert row["expires_at"] == {"N": str(int(START.timestamp()) + 7 * 86_400)}
-        assert row["attempts"] == {"N": "1"}
-        assert "pending_shard" not in row
+    # and every row left the table: the table holds only what is not out yet
+    assert all(world.stored(e) is None for e in (a1, b1, a2, b2, a3))
+    assert event_rows(world.dynamodb, world.tables.outbox) == []
 
 
-def test_marking_records_and_other_changes_are_skipped_and_counted(world: World) -> None:
-    # Given a published batch, whose marking produced MODIFY records on the stream
-    first = event("A", 1)
-    world.write(first)
+def test_settles_and_other_changes_are_skipped_and_counted(world: World) -> None:
+    # Given a published batch, whose settles produced REMOVE records on the stream
+    first, second = event("A", 1), event("B", 1)
+    world.write(first, second)
     world.invoke(world.publisher(), world.stream_event())
     world.drain(world.topic_queue)
     world.drain(world.bus_queue)
-    # and a row removed (as TTL would)
-    world.dynamodb.delete_item(
-        TableName=world.tables.outbox, Key={"aggregate_key": {"S": first.aggregate_key}, "seq": {"N": "1"}}
+    # and a change of a row that is not the publisher's business (a FAILED row's payload fixed)
+    world.put_raw(event("C", 1).to_item() | {"status": {"S": "FAILED"}})
+    world.dynamodb.update_item(
+        TableName=world.tables.outbox,
+        Key={"aggregate_key": {"S": "Order#C"}, "seq": {"N": "1"}},
+        UpdateExpression="SET payload = :payload",
+        ExpressionAttributeValues={":payload": {"S": "{}"}},
     )
-    later = world.stream_event(skip=1)
-    assert [record["eventName"] for record in later["Records"]] == ["MODIFY", "REMOVE"]
+    later = world.stream_event(skip=2)
+    assert [record["eventName"] for record in later["Records"]] == ["REMOVE", "REMOVE", "INSERT", "MODIFY"]
 
     # When the publisher gets those records
     response = world.invoke(world.publisher(), later)
@@ -132,7 +132,7 @@ def test_a_throttled_entry_in_the_middle_of_a_put_events_batch_is_retried(world:
     assert world.sleep.delays == [0.05]
     assert sorted(e["event_id"] for e in world.bus_envelopes()) == sorted(e.event_id for e in events)
     assert [e["event_id"] for e in world.topic_envelopes()] == [e.event_id for e in events]
-    assert world.row(events[2])["attempts"] == {"N": "2"}
+    assert statuses(world, *events) == [OUT] * 5
 
 
 def test_a_whole_put_events_call_failure_is_retried(world: World) -> None:
@@ -150,7 +150,9 @@ def test_a_whole_put_events_call_failure_is_retried(world: World) -> None:
     assert [e["event_id"] for e in world.bus_envelopes()] == [e.event_id for e in events]
 
 
-def test_a_whole_call_failure_that_outlasts_the_retries_hands_back_the_whole_batch(world: World) -> None:
+def test_one_destination_down_is_left_to_the_sweeper_and_the_other_gets_each_event_once(
+    world: World,
+) -> None:
     # Given EventBridge failing every call
     events = [event(f"o-{n}", 1) for n in range(3)]
     world.write(*events)
@@ -160,52 +162,70 @@ def test_a_whole_call_failure_that_outlasts_the_retries_hands_back_the_whole_bat
     # When the batch is handled
     response = world.invoke(world.publisher(events_client=faulty), stream_event)
 
-    # Then every record is reported (Lambda retries from the first) and the rows stay PENDING
-    assert failures(response) == sequence_numbers(stream_event)
+    # Then nothing is handed back (Lambda would send SNS the same events again), SNS got each event once,
+    # EventBridge was tried for one call's retries only, and each row stays PENDING recording SNS took it
+    assert response == {"batchItemFailures": []}
+    assert [e["event_id"] for e in world.topic_envelopes()] == [e.event_id for e in events]
     assert faulty.calls == 5
     assert world.bus_envelopes() == []
-    assert all(world.row(e)["status"] == {"S": "PENDING"} for e in events)
+    for e in events:
+        row = world.row(e)
+        assert (row["status"], row["delivered_to"]) == ({"S": "PENDING"}, {"SS": ["sns"]})
+        assert row["last_error"] == {"S": "eventbridge:ThrottlingException"}
 
 
-def test_failure_on_the_3rd_of_10_records_reports_3_to_10_and_publishes_none_after_it(world: World) -> None:
+def test_the_sweeper_sends_a_parked_event_only_where_it_has_not_gone(world: World) -> None:
+    # Given an event SNS took while EventBridge was down, left PENDING recording it
+    only = event("A", 1)
+    world.write(only)
+    faulty = EventsClientFailingCalls(world.events, "InternalException", 500, times=1000)
+    world.invoke(world.publisher(events_client=faulty), world.stream_event())
+    assert [e["event_id"] for e in world.topic_envelopes()] == [only.event_id]
+
+    # When EventBridge is back and the sweeper runs past the grace
+    world.clock.advance(GRACE + timedelta(seconds=1))
+    report = world.sweep(world.sweeper())
+
+    # Then the bus got it, SNS did not get it again, and the row left the table
+    assert report.swept == 1
+    assert [e["event_id"] for e in world.bus_envelopes()] == [only.event_id]
+    assert world.topic_envelopes() == []
+    assert world.stored(only) is None
+
+
+def test_an_event_failing_on_its_only_destination_holds_the_rest_of_its_aggregate(world: World) -> None:
     # Given ten events of one order, the 3rd always failing on SNS (service fault)
     events = [event("A", seq) for seq in range(1, 11)]
     world.write(*events)
-    stream_event = world.stream_event()
     faulty = SnsClientFailingEvents(world.sns, {events[2].event_id})
 
     # When the batch is handled
     response = world.invoke(
-        world.publisher(sns_client=faulty, EVENT_BUS_NAME="", EVENT_SOURCE=""), stream_event
+        world.publisher(sns_client=faulty, EVENT_BUS_NAME="", EVENT_SOURCE=""), world.stream_event()
     )
 
-    # Then records 3..10 are reported, 1..2 are not
-    assert failures(response) == sequence_numbers(stream_event)[2:]
-    # and only 1..2 were published, 4..10 never were
+    # Then nothing is handed back; only 1..2 were published (4..10 held behind 3, never sent)
+    assert response == {"batchItemFailures": []}
     assert [e["event_id"] for e in world.topic_envelopes()] == [e.event_id for e in events[:2]]
     assert faulty.published == [e.event_id for e in events[:2]]
-    # and only 1..2 are marked
-    assert [world.row(e)["status"]["S"] for e in events] == ["PUBLISHED"] * 2 + ["PENDING"] * 8
+    # and only 1..2 left the table: 3..10 wait PENDING for the sweeper
+    assert statuses(world, *events) == [OUT] * 2 + ["PENDING"] * 8
 
 
-def test_redelivery_after_a_failure_publishes_the_rest_in_order_without_duplicates(world: World) -> None:
-    # Given a batch whose 3rd record failed, reported from there
+def test_the_sweeper_publishes_what_the_stream_left_in_order_each_once(world: World) -> None:
+    # Given a batch whose 3rd event failed on its only destination, 4..5 held behind it
     events = [event("A", seq) for seq in range(1, 6)]
     world.write(*events)
-    stream_event = world.stream_event()
     faulty = SnsClientFailingEvents(world.sns, {events[2].event_id})
-    first = world.invoke(world.publisher(sns_client=faulty, EVENT_BUS_NAME="", EVENT_SOURCE=""), stream_event)
-    reported = failures(first)
+    world.invoke(world.publisher(sns_client=faulty, EVENT_BUS_NAME="", EVENT_SOURCE=""), world.stream_event())
 
-    # When Lambda re-sends from the lowest reported sequence number, and SNS has recovered
-    retry_event = {
-        "Records": [r for r in stream_event["Records"] if r["dynamodb"]["SequenceNumber"] >= reported[0]]
-    }
-    second = world.invoke(world.publisher(EVENT_BUS_NAME="", EVENT_SOURCE=""), retry_event)
+    # When SNS has recovered and the sweeper runs past the grace
+    world.clock.advance(GRACE + timedelta(seconds=1))
+    world.sweep(world.sweeper(EVENT_BUS_NAME="", EVENT_SOURCE=""))
 
-    # Then the subscriber saw 1..5 in order, each once
-    assert second == {"batchItemFailures": []}
+    # Then the subscriber saw 1..5 in order, each once, and the table is empty
     assert [e["seq"] for e in world.topic_envelopes()] == [1, 2, 3, 4, 5]
+    assert statuses(world, *events) == [OUT] * 5
 
 
 def bad_rows() -> dict[str, dict[str, Any]]:
@@ -261,7 +281,6 @@ def test_each_poison_kind_lands_whole_in_the_poison_queue_and_the_batch_goes_on(
         assert "oops" not in item["last_error"]["S"]
         assert "xxxx" not in item["last_error"]["S"]
         assert "expires_at" not in item
-        assert "pending_shard" not in item
 
 
 def test_an_entry_refused_for_good_is_poison_with_its_code(world: World) -> None:
@@ -288,10 +307,10 @@ def test_an_entry_refused_for_good_is_poison_with_its_code(world: World) -> None
     assert world.row(events[1])["last_error"] == {
         "S": "rejected: eventbridge:MalformedDetail: eventbridge refused the entry for good (MalformedDetail)"
     }
-    assert [world.row(e)["status"]["S"] for e in (events[0], events[2])] == ["PUBLISHED", "PUBLISHED"]
+    assert statuses(world, events[0], events[2]) == [OUT, OUT]
 
 
-def test_an_unreachable_poison_queue_hands_the_record_back(world: World) -> None:
+def test_an_unreachable_poison_queue_leaves_the_row_pending_never_dropped(world: World) -> None:
     # Given a good event, a poison row, another good event, and no poison queue
     good1, good2 = event("g-1", 1), event("g-2", 1)
     world.write(good1)
@@ -302,18 +321,20 @@ def test_an_unreachable_poison_queue_hands_the_record_back(world: World) -> None
     # When the batch is handled
     response = world.invoke(world.publisher(sqs_client=SqsClientUnavailable()), stream_event)
 
-    # Then the poison record and the one after it are handed back, never dropped; nothing after it is sent
-    assert failures(response) == sequence_numbers(stream_event)[1:]
-    assert [e["event_id"] for e in world.topic_envelopes()] == [good1.event_id]
+    # Then the poison row stays PENDING (the sweeper poisons it once the queue is back), never dropped, and
+    # the good events went out; nothing is handed back
+    assert response == {"batchItemFailures": []}
+    assert [e["event_id"] for e in world.topic_envelopes()] == [good1.event_id, good2.event_id]
     assert world.dynamodb.get_item(
         TableName=world.tables.outbox, Key={"aggregate_key": {"S": "Order#bad-json"}, "seq": {"N": "1"}}
     )["Item"]["status"] == {"S": "PENDING"}
+    assert len(sequence_numbers(stream_event)) == 3
 
 
-def test_marking_failure_after_publish_does_not_fail_the_record(
+def test_a_settle_failing_after_publish_does_not_fail_the_record(
     world: World, caplog: pytest.LogCaptureFixture
 ) -> None:
-    # Given DynamoDB throttling every marking write
+    # Given DynamoDB throttling every write
     events = [event("A", 1), event("B", 1)]
     world.write(*events)
     failing = DynamoDBClientFailingWrites(world.dynamodb)
@@ -324,8 +345,9 @@ def test_marking_failure_after_publish_does_not_fail_the_record(
     # Then the events were delivered and no record is reported
     assert response == {"batchItemFailures": []}
     assert [e["event_id"] for e in world.topic_envelopes()] == [e.event_id for e in events]
-    # and the rows stay PENDING (the sweeper reconciles them), which is logged and counted
-    assert failing.attempts == 1
+    # and the rows stay PENDING (the sweeper reconciles them), which is logged and counted; each settle was
+    # tried twice (a throttled call is sent once more)
+    assert failing.attempts == 4
     assert all(world.row(e)["status"] == {"S": "PENDING"} for e in events)
     warning = next(r for r in caplog.records if "left PENDING" in r.getMessage())
     assert warning.__dict__["errors"] == ["ThrottledError"]

@@ -71,15 +71,12 @@ def logged(caplog: pytest.LogCaptureFixture) -> str:
     )
 
 
-def test_a_published_slot_rewritten_by_another_writer_is_failed_with_its_reason_not_published(
+def test_a_row_an_earlier_release_kept_published_rewritten_by_another_writer_is_failed_not_published(
     world: World, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
 ) -> None:
-    # Given A#1 published and marked
+    # Given A#1 kept PUBLISHED by an earlier release (awaiting its TTL)
     original = event("A", 1)
-    world.write(original)
-    publish(world, capsys)
-    assert [e["event_id"] for e in world.topic_envelopes()] == [original.event_id]
-    assert [e["event_id"] for e in world.bus_envelopes()] == [original.event_id]
+    world.put_raw(original.to_item() | {"status": {"S": "PUBLISHED"}, "expires_at": {"N": "1900000000"}})
     seen = len(world.stream_event()["Records"])
 
     # When another writer puts a new event into the same slot, unconditionally, and the publisher gets it
@@ -106,6 +103,32 @@ def test_a_published_slot_rewritten_by_another_writer_is_failed_with_its_reason_
     assert original.event_id in text
     assert SECRET not in text
     assert SECRET not in row["last_error"]["S"]
+
+
+def test_a_slot_written_again_after_its_row_was_settled_is_a_new_event_to_the_publisher(
+    world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given A#1 published and settled: its row left the table
+    original = event("A", 1)
+    world.write(original)
+    publish(world, capsys)
+    assert world.stored(original) is None
+    world.topic_envelopes()
+    world.bus_envelopes()
+    seen = len(world.stream_event()["Records"])
+
+    # When another writer writes a new event into the same slot (it computed the next seq from the outbox
+    # table, which keeps no settled rows, instead of from its business data)
+    replacement = event("A", 1)
+    world.write(replacement)
+    response, metrics = publish(world, capsys, skip=seen)
+
+    # Then the publisher cannot tell it from a new event: it is an INSERT like any other, and it is published
+    # (the contract's rule is the writer's to keep: README, "Outbox row"; inbox consumers refuse the reused
+    # slot as `slot_rewritten`)
+    assert response == {"batchItemFailures": []}
+    assert [e["event_id"] for e in world.topic_envelopes()] == [replacement.event_id]
+    assert metrics["WriterContractViolations"] == [0.0]
 
 
 def test_a_slot_rewritten_before_publication_is_failed_holds_its_successors_and_keeps_both_rows(
@@ -206,64 +229,37 @@ def test_the_publishing_paths_own_updates_of_a_pending_row_are_no_break(
     assert metrics["WriterContractViolations"] == [0.0]
 
 
-@pytest.mark.parametrize("first_row", [True, False], ids=["first-row", "after-a-published-row"])
-def test_a_pending_row_deleted_by_another_writer_is_written_back_failed_and_holds_its_successor(
-    world: World, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture, first_row: bool
+def test_a_pending_row_another_writer_deletes_reads_as_out_and_invokes_nothing(
+    world: World, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # Given (after A#1 published, or not) A#n written and deleted by another writer before the publisher
-    # saw it, then A#n+1
-    seen = 0
-    if not first_row:
-        world.write(event("A", 1))
-        publish(world, capsys)
-        world.topic_envelopes()
-        world.bus_envelopes()
-        seen = len(world.stream_event()["Records"])
-    deleted = event("A", 1 if first_row else 2)
-    successor = event("A", deleted.seq + 1)
+    # Given A#1 written and deleted by another writer before the publisher saw it, then A#2
+    deleted, successor = event("A", 1), event("A", 2)
     world.write(deleted)
     world.dynamodb.delete_item(TableName=world.tables.outbox, Key=slot(deleted))
     world.write(successor)
+    records = world.stream_event()["Records"]
 
-    # When the publisher gets the INSERTs and the REMOVE (the mapping's filter drops none of them)
-    response, metrics = publish(world, capsys, skip=seen)
+    # When the mapping's filter sees the records, and the publisher gets what it lets through
+    passed = [record["eventName"] for record in records if MAPPING_FILTER.accepts(record)]
+    response, metrics = publish(world, capsys)
 
-    # Then nothing is published; the deleted row is back, FAILED with the reason and its event intact, whole
-    # in the poison queue; its successor waits behind it for an operator
+    # Then the REMOVE reaches nothing: the publisher's own settles are deletes too, so a delete cannot be told
+    # from one. A#1's record comes late (it is claimed first, which reads the row): its row is gone, which
+    # reads as settled, so A#1 is never published; A#2 goes, after a gap that an inbox consumer in `strict`
+    # mode waits for. This is what the model no longer sees (README, "Outbox row"): never delete a row.
+    assert passed == ["INSERT", "INSERT"]
     assert response == {"batchItemFailures": []}
-    assert world.topic_envelopes() == []
-    assert world.bus_envelopes() == []
-    restored = world.row(deleted)
-    assert restored["status"] == {"S": "FAILED"}
-    assert restored["last_error"]["S"].startswith("writer_contract: PendingRowDeleted")
-    assert {name: restored[name] for name in ("event_id", "payload", "occurred_at")} == {
-        name: deleted.to_item()[name] for name in ("event_id", "payload", "occurred_at")
-    }
-    assert "pending_shard" not in restored
-    assert "failed_shard" in restored
-    assert [p["error_code"] for p in world.poison()] == ["PendingRowDeleted"]
-    assert world.row(successor)["status"] == {"S": "PENDING"}
-    assert metrics["WriterContractViolations"] == [1.0]
-    assert metrics["HeldEvents"] == [1.0]
-    assert deleted.event_id in logged(caplog)
-
-    # And the sweeper, later, keeps the successor held: its predecessor is FAILED, not missing or expired
-    world.clock.advance(seconds=3600)
-    report = world.sweep(world.sweeper())
-    assert report.swept == 0
-    assert report.held_aggregates == 1
-    assert world.topic_envelopes() == []
+    assert [e["event_id"] for e in world.topic_envelopes()] == [successor.event_id]
+    assert metrics["WriterContractViolations"] == [0.0]
+    assert world.stored(successor) is None
 
 
 def test_a_rewrite_whose_failed_mark_dynamodb_refuses_is_handed_back_not_left_for_the_sweeper(
     world: World, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # Given A#1 published, then rewritten by another writer; and DynamoDB throttling the publisher's writes
+    # Given A#1 pending, then rewritten by another writer; and DynamoDB throttling the publisher's writes
     original = event("A", 1)
     world.write(original)
-    publish(world, capsys)
-    world.topic_envelopes()
-    world.bus_envelopes()
     seen = len(world.stream_event()["Records"])
     rewrite(world, original)
     modify = world.stream_event(skip=seen)
@@ -290,11 +286,17 @@ def test_a_rewrite_whose_failed_mark_dynamodb_refuses_is_handed_back_not_left_fo
 def test_a_published_row_rewritten_in_place_loses_its_ttl_when_it_is_failed(
     world: World, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # Given A#1 published (with its TTL), then made PENDING again with another event by an UpdateItem
+    # Given A#1 kept PUBLISHED with its TTL (by an earlier release), then made PENDING again with another
+    # event by an UpdateItem
     original = event("A", 1)
-    world.write(original)
-    publish(world, capsys)
-    assert "expires_at" in world.row(original)
+    world.put_raw(
+        original.to_item()
+        | {
+            "status": {"S": "PUBLISHED"},
+            "expires_at": {"N": "1900000000"},
+            "published_at": {"S": "2026-11-29T12:00:00.000Z"},
+        }
+    )
     seen = len(world.stream_event()["Records"])
     replacement = event("A", 1, payload={"note": SECRET})
     world.dynamodb.update_item(
@@ -319,33 +321,33 @@ def test_a_published_row_rewritten_in_place_loses_its_ttl_when_it_is_failed(
     assert "published_at" not in row
 
 
-def test_an_event_published_before_its_slot_was_rewritten_never_marks_the_new_event_published(
+def test_an_event_published_before_its_slot_was_rewritten_never_settles_the_new_event(
     world: World, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # Given A#1 just written, and another writer rewriting its slot after the publisher sent A#1 and before
-    # its mark landed
+    # its settle landed
     original = OutboxEvent.new(
         aggregate_type="Order", aggregate_id="A", seq=1, event_type="OrderPlaced", payload={"total": "1"}
     )
     world.write(original)
     insert = world.stream_event()
 
-    class RewritingBeforeTheMark:
+    class RewritingBeforeTheSettle:
         def __init__(self, real: Any) -> None:
             self._real = real
 
-        def update_item(self, **arguments: Any) -> Any:
+        def delete_item(self, **arguments: Any) -> Any:
             rewrite(world, original)
-            return self._real.update_item(**arguments)
+            return self._real.delete_item(**arguments)
 
         def __getattr__(self, name: str) -> Any:
             return getattr(self._real, name)
 
     # When the publisher handles the INSERT, then the rewrite's MODIFY
-    world.invoke(world.publisher(dynamodb_client=RewritingBeforeTheMark(world.dynamodb)), insert)
+    world.invoke(world.publisher(dynamodb_client=RewritingBeforeTheSettle(world.dynamodb)), insert)
     publish(world, capsys, skip=len(insert["Records"]))
 
-    # Then A#1 is out once, and the row holding the new event is FAILED, never PUBLISHED for it
+    # Then A#1 is out once, and the row holding the new event was not deleted for it: it is FAILED
     assert [e["event_id"] for e in world.topic_envelopes()] == [original.event_id]
     row = world.row(original)
     assert row["event_id"] != {"S": original.event_id}
@@ -376,10 +378,10 @@ def test_an_event_id_reused_across_aggregates_in_one_batch_is_poison_for_the_sec
 def test_the_mapping_filter_lets_through_only_inserts_and_the_changes_that_can_break_the_contract(
     world: World, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # Given every kind of change a row goes through: written, leased, marked, redriven, expired, and the
-    # breaks (rewritten, pending deleted)
-    leased, published, redriven, rewritten, deleted = (event(name, 1) for name in "ABCDE")
-    world.write(leased, published, redriven, rewritten, deleted)
+    # Given every kind of change a row goes through: written, leased, settled, failed and redriven, kept
+    # PUBLISHED and expired (an earlier release's), and the breaks (rewritten, pending deleted)
+    leased, published, redriven, rewritten, deleted, settled = (event(name, 1) for name in "ABCDEF")
+    world.write(leased, published, redriven, rewritten, deleted, settled)
     inserts = len(world.stream_event()["Records"])
     table = world.tables.outbox
     world.dynamodb.update_item(
@@ -399,6 +401,13 @@ def test_the_mapping_filter_lets_through_only_inserts_and_the_changes_that_can_b
     world.dynamodb.delete_item(TableName=table, Key=slot(published))  # as TTL does, once PUBLISHED
     rewrite(world, rewritten)
     world.dynamodb.delete_item(TableName=table, Key=slot(deleted))
+    world.dynamodb.delete_item(
+        TableName=table,
+        Key=slot(settled),
+        ConditionExpression="#s = :pending",
+        ExpressionAttributeNames={"#s": "status"},
+        ExpressionAttributeValues={":pending": {"S": "PENDING"}},
+    )
 
     # When the mapping's filter sees each record
     records = world.stream_event(skip=inserts)["Records"]
@@ -408,9 +417,9 @@ def test_the_mapping_filter_lets_through_only_inserts_and_the_changes_that_can_b
         if MAPPING_FILTER.accepts(record)
     ]
 
-    # Then the lease, the rewrite and the pending delete reach the publisher; marking, redrive and the
-    # expiry of a published row cost no invocation
-    assert passed == [("MODIFY", "Order#A"), ("MODIFY", "Order#D"), ("REMOVE", "Order#E")]
+    # Then the lease and the rewrite reach the publisher; settles, FAILED marks, redrives, expiries and
+    # deletes cost no invocation (a delete by another writer cannot be told from a settle)
+    assert passed == [("MODIFY", "Order#A"), ("MODIFY", "Order#D")]
 
 
 @pytest.mark.parametrize("seq", ["0", "-1"])

@@ -1,19 +1,14 @@
-"""The sweeper and the gate where the review found the promise broken: poison on a continue route, expiry
-behind a skipped event, held aggregates at the head of the index, a last chance without time to try."""
+"""The sweeper and the gate where reviews found the promise broken: poison on a continue route, held
+aggregates ahead of others, a last chance without time to try, rows no index would show, saved positions and
+segments."""
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
-import pytest
-
-from outbox.release import skip
-from outbox_sweeper.config import SweeperConfig
-from outbox_sweeper.handler import build_sweeper
-from outbox_sweeper.pending import DynamoDBPendingIndex
+from outbox.model import SWEEPER_CURSOR_KEY, RowKey
 from tests.integration.publisher.publisher_world import SnsClientFailingEvents, SqsClientUnavailable, World
-from tests.integration.publisher.sweeping import GRACE, assert_in_seq_order, key, published_ids, statuses
+from tests.integration.publisher.sweeping import GRACE, OUT, assert_in_seq_order, published_ids, statuses
 from tests.support.events import event
 
 CONTINUE = '{"routes": [{"aggregate_type": "Order", "destinations": ["sns"], "on_poison": "continue"}]}'
@@ -43,33 +38,11 @@ def test_on_a_continue_route_poison_waits_for_its_predecessor_like_any_event(wor
     published = published_ids(world)
     assert published == [a1.event_id, a3.event_id]
     assert_in_seq_order(published, [a1, a2, a3], released={a2.event_id})
-    assert statuses(world, a1, a2, a3) == ["PUBLISHED", "FAILED", "PUBLISHED"]
+    assert statuses(world, a1, a2, a3) == [OUT, "FAILED", OUT]
     assert [p["event_id"] for p in world.poison()] == [a2.event_id]
 
 
-def test_an_aggregate_whose_events_expired_behind_a_skipped_one_is_not_held(world: World) -> None:
-    # Given A#1 FAILED and skipped, A#2 published after it, and, eight days later, A#2 gone with its TTL
-    a1, a2, a3 = event("A", 1), event("A", 2), event("A", 3)
-    refusing = SnsClientFailingEvents(world.sns, {a1.event_id}, code="InvalidParameter", sender_fault=True)
-    world.write(a1, a2)
-    world.invoke(world.publisher(sns_client=refusing), world.stream_event())
-    skip(world.dynamodb, world.tables.outbox, key(a1), reason="superseded", actor="ops", now=world.clock())
-    world.clock.advance(GRACE)
-    world.sweep(world.sweeper())
-    assert statuses(world, a2) == ["PUBLISHED"]
-    world.clock.advance(days=8)
-    world.dynamodb.delete_item(TableName=world.tables.outbox, Key=key(a2).item())  # what the TTL does
-
-    # When the order's next event, A#3, is published
-    world.write(a3)
-    response = world.invoke(world.publisher(), world.stream_event(skip=2))
-
-    # Then it goes out: A#2 is recognised as expired (published after A#1's release), not as a gap
-    assert response == {"batchItemFailures": []}
-    assert published_ids(world)[-1:] == [a3.event_id]
-
-
-def test_held_aggregates_at_the_head_of_the_index_do_not_keep_others_from_being_swept(world: World) -> None:
+def test_held_aggregates_ahead_in_the_table_do_not_keep_others_from_being_swept(world: World) -> None:
     # Given A#1 poisoned with A#2..A#4 held behind it (the oldest pending rows), and later B#1 stranded;
     # a sweeper that claims at most 3 rows a run
     a = [event("A", seq) for seq in (1, 2, 3, 4)]
@@ -124,18 +97,20 @@ def test_a_row_past_the_age_cutoff_is_not_failed_for_a_run_without_time_to_try_i
     report = sweeper.run(deadline)
 
     # Then A#1 is neither failed nor backed off (nothing failed): it is still PENDING for the next run,
+    # recording that SNS took it, free to claim
     assert (report.gave_up, report.backed_off, report.poisoned) == (0, 0, 0)
     row = world.row(a1)
-    assert row["status"] == {"S": "PENDING"}
+    assert (row["status"], row["delivered_to"]) == ({"S": "PENDING"}, {"SS": ["sns"]})
     assert "sweep_failures" not in row
+    assert "lease_owner" not in row
     assert world.poison() == []
 
-    # which publishes it to both (SNS gets a duplicate) and marks it
+    # which publishes it to EventBridge only (SNS got it already) and settles it
     world.clock.advance(minutes=2)
     world.sweep(world.sweeper())
-    assert published_ids(world) == [a1.event_id, a1.event_id]
+    assert published_ids(world) == [a1.event_id]
     assert [envelope["event_id"] for envelope in world.bus_envelopes()] == [a1.event_id]
-    assert statuses(world, a1) == ["PUBLISHED"]
+    assert statuses(world, a1) == [OUT]
 
 
 SNS_ONLY = {"EVENT_BUS_NAME": "", "EVENT_SOURCE": ""}
@@ -166,7 +141,7 @@ def test_the_stream_publishes_rows_it_did_not_claim_only_within_its_horizon(worl
     # started, when the row may be the sweeper's; A#2 is handed back
     assert published_ids(world) == [a1.event_id]
     assert len(response["batchItemFailures"]) == 1
-    assert statuses(world, a1, a2) == ["PUBLISHED", "PENDING"]
+    assert statuses(world, a1, a2) == [OUT, "PENDING"]
 
 
 def test_rows_the_stream_claimed_are_not_bound_by_the_horizon(world: World) -> None:
@@ -197,40 +172,33 @@ def test_a_poison_row_the_poison_queue_cannot_take_backs_off_and_does_not_block_
     # When the sweeper runs
     first = world.sweep(sweeper)
 
-    # Then it stopped at A#1 (B#1 is not published ahead of the stop), and A#1 backs off: the poison
-    # queue was tried and failed; it is not lost
-    assert (first.backed_off, first.swept) == (1, 0)
+    # Then A#1 backs off (the poison queue was tried and failed; it is not lost, not FAILED without its
+    # poison message), and B#1 went out in the same run
+    assert (first.backed_off, first.swept) == (1, 1)
     assert "next_attempt_at" in world.row(a1)
-    assert statuses(world, a1) == ["PENDING"]
-
-    # When the sweeper runs again while A#1 backs off
-    world.clock.advance(seconds=1)
-    second = world.sweep(sweeper)
-
-    # Then B#1, younger, gets through (the first run released it: it had claimed it, not got to it)
-    assert second.swept == 1
+    assert statuses(world, a1, b1) == ["PENDING", OUT]
     assert published_ids(world) == [b1.event_id]
 
 
-def test_an_aggregate_behind_a_pending_row_no_sweep_sees_is_counted_held(
-    world: World, caplog: pytest.LogCaptureFixture
+def test_a_row_another_writer_saved_with_only_the_contract_attributes_is_found_when_its_record_is_lost(
+    world: World,
 ) -> None:
-    # Given A#1 PENDING but written without `pending_shard` (outside the index), and A#2 behind it
+    # Given A#1 and A#2 saved by another writer with the contract's attributes and nothing else (no index
+    # attribute of any kind), their stream records discarded (never delivered to the publisher)
+    contract = {"aggregate_key", "seq", "event_id", "event_type", "schema_version", "aggregate_type"}
+    contract |= {"aggregate_id", "payload", "occurred_at", "status"}
     a1, a2 = event("A", 1), event("A", 2)
-    world.put_raw({name: value for name, value in a1.to_item().items() if name != "pending_shard"})
-    world.write(a2)
+    for e in (a1, a2):
+        world.put_raw({name: value for name, value in e.to_item().items() if name in contract})
 
-    # When the sweeper runs a day later, and a day and a half later
-    world.clock.advance(hours=24)
-    day = world.sweep(world.sweeper())
-    world.clock.advance(hours=12)
-    later = world.sweep(world.sweeper())
+    # When the sweeper runs after the grace
+    world.clock.advance(GRACE)
+    report = world.sweep(world.sweeper())
 
-    # Then within the cutoff it just waits; past the cutoff and one more backoff, A counts as held, by name
-    assert (day.held_aggregates, later.held_aggregates) == (0, 1)
-    [line] = [r for r in caplog.records if r.getMessage().startswith("aggregate held")]
-    assert line.__dict__["predecessor"] == "pending_unswept"
-    assert published_ids(world) == []
+    # Then it found both in the table and published them in order; nothing is left
+    assert (report.rows_read, report.swept, report.figures.pending) == (2, 2, 0)
+    assert published_ids(world) == [a1.event_id, a2.event_id]
+    assert statuses(world, a1, a2) == [OUT, OUT]
 
 
 def test_a_run_claims_at_most_its_row_limit_across_aggregates(world: World) -> None:
@@ -246,37 +214,70 @@ def test_a_run_claims_at_most_its_row_limit_across_aggregates(world: World) -> N
         claimed.append(world.sweep(sweeper).claimed)
         world.clock.advance(minutes=1)
 
-    # Then no run claimed more than 3, and all ten went out, each aggregate in order
+    # Then no run claimed more than 3 (each read on from where the last stopped), and all ten went out, each
+    # aggregate in order
     assert claimed == [3, 3, 3, 1, 0, 0]
     published = published_ids(world)
     assert sorted(published) == sorted(e.event_id for e in events)
     assert_in_seq_order(published, *[[e for e in events if e.aggregate_id == f"o-{n}"] for n in range(5)])
 
 
-class RecordingIndex:
-    def __init__(self, real: DynamoDBPendingIndex) -> None:
-        self._real = real
-        self.first_shards: list[int] = []
+def test_a_pass_that_spans_runs_reports_at_least_what_the_last_complete_pass_counted(world: World) -> None:
+    # Given a full pass that counted four pending rows, two of them backing off after failing
+    held = [event(f"h-{n}", 1) for n in range(4)]
+    world.write(*held)
+    world.clock.advance(GRACE)
+    refusing = SnsClientFailingEvents(world.sns, {e.event_id for e in held}, code="InternalError")
+    world.sweep(world.sweeper(sns_client=refusing, EVENT_BUS_NAME="", EVENT_SOURCE=""))
+    # and then more rows than one run takes
+    others = [event(f"o-{n}", 1) for n in range(6)]
+    world.write(*others)
+    world.clock.advance(GRACE)
 
-    def scan(self, **arguments: Any) -> Any:
-        self.first_shards.append(arguments["first_shard"])
-        return self._real.scan(**arguments)
+    # When a run takes 2 rows and stops there (the rows backing off are not due: they do not fill it)
+    report = world.sweep(world.sweeper(SWEEP_MAX_ROWS="2", EVENT_BUS_NAME="", EVENT_SOURCE=""))
+
+    # Then its pass is not complete, and it reports no fewer pending rows than the last complete pass (4),
+    # with that pass's oldest row: an alarm on the figures neither drops a row it saw nor fires late
+    assert not report.complete
+    assert report.figures.pending >= 4
+    assert report.oldest_pending_age_s >= 2 * GRACE.total_seconds()
+    assert report.claimed == 2
 
 
-def test_each_run_starts_its_scan_at_a_random_shard(world: World) -> None:
-    # Given sweepers whose randomness says 0.0, 0.5 and 0.99
-    firsts = []
-    for draw in (0.0, 0.5, 0.99):
-        config = SweeperConfig.from_env(world.env())
-        index = RecordingIndex(DynamoDBPendingIndex(world.dynamodb, world.tables.outbox))
-        sweeper = build_sweeper(config, index=index, random=functools.partial(float, draw), clock=world.clock)
+def test_the_saved_position_lives_in_the_table_and_invokes_nothing(world: World) -> None:
+    # Given a sweep that stopped halfway through the table
+    world.write(*[event(f"o-{n}", 1) for n in range(3)])
+    world.clock.advance(GRACE)
+    world.sweep(world.sweeper(SWEEP_MAX_ROWS="2"))
 
-        # When each runs
-        world.sweep(sweeper)
-        firsts.extend(index.first_shards)
+    # When the cursor item is read
+    cursor = world.dynamodb.get_item(
+        TableName=world.tables.outbox, Key=RowKey(SWEEPER_CURSOR_KEY, 0).item(), ConsistentRead=True
+    )["Item"]
 
-    # Then their scans start at shards 0, 8 and 15: a scan cut short leaves different shards out
-    assert firsts == [0, 8, 15]
+    # Then it says where the pass goes on from, and holds no status (the mapping's filter passes no MODIFY
+    # of it, and the publisher skips its one INSERT as not an event)
+    assert cursor["position"]["M"] == RowKey("Order#o-1", 1).item()
+    assert "status" not in cursor
+
+
+def test_segments_each_sweep_their_own_part_of_the_table_and_together_all_of_it(world: World) -> None:
+    # Given ten aggregates of two events each, stranded
+    events = [event(f"o-{n}", seq) for n in range(10) for seq in (1, 2)]
+    world.write(*events)
+    world.clock.advance(GRACE)
+    sweeper = world.sweeper(SWEEP_SEGMENTS="3")
+
+    # When the three segments each run once
+    reports = [world.sweep(sweeper, segment=segment) for segment in range(3)]
+
+    # Then each swept whole aggregates, no row twice, and together every event, in order
+    assert sum(report.swept for report in reports) == 20
+    published = published_ids(world)
+    assert sorted(published) == sorted(e.event_id for e in events)
+    assert_in_seq_order(published, *[[e for e in events if e.aggregate_id == f"o-{n}"] for n in range(10)])
+    assert sum(1 for report in reports if report.swept) >= 2
 
 
 def test_a_late_row_the_gate_holds_is_left_unleased_for_the_sweeper(world: World) -> None:
@@ -295,3 +296,23 @@ def test_a_late_row_the_gate_holds_is_left_unleased_for_the_sweeper(world: World
     assert statuses(world, a1, a2) == ["FAILED", "PENDING"]
     assert "lease_owner" not in world.row(a2)
     assert "lease_until" not in world.row(a2)
+
+
+def test_rows_another_writer_saved_without_status_are_published_in_order_and_settled(world: World) -> None:
+    # Given A#1 and A#2 saved without `status` (read as PENDING), and A#3 with it; the stream delivers only
+    # A#2's record (A#1's was discarded), and A#3 comes later
+    a1, a2, a3 = event("A", 1), event("A", 2), event("A", 3)
+    for e in (a1, a2):
+        world.put_raw({name: value for name, value in e.to_item().items() if name != "status"})
+    world.invoke(world.publisher(), world.stream_event(skip=1))
+    assert published_ids(world) == []  # A#2 waits for A#1
+
+    # When the sweeper runs after the grace, then the stream delivers A#3
+    world.clock.advance(GRACE)
+    world.sweep(world.sweeper())
+    world.write(a3)
+    world.invoke(world.publisher(), world.stream_event(skip=2))
+
+    # Then all three went out in order and every row left the table: claimed, published and settled as any
+    assert published_ids(world) == [a1.event_id, a2.event_id, a3.event_id]
+    assert statuses(world, a1, a2, a3) == [OUT, OUT, OUT]

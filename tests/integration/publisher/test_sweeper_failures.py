@@ -13,7 +13,8 @@ from outbox.aws import invocation_client
 from outbox.clock import format_timestamp, utc_now
 from outbox.errors import ConfigurationError
 from outbox.model import OutboxEvent, OutboxStatus, RowKey
-from outbox.release import redrive
+from outbox_ops.release import redrive
+from outbox_publisher.dynamodb_rows import UPDATE_CALL_MS
 from outbox_sweeper import handler as entry_point
 from tests.integration.publisher.publisher_world import (
     SnsClientFailingEvents,
@@ -57,8 +58,8 @@ def test_a_row_that_keeps_failing_backs_off_exponentially_then_fails_with_its_re
     world.clock.advance(seconds=29)
     waiting = world.sweep(sweeper)
 
-    # Then it tries neither A#1 (backing off) nor A#2 (due, but its predecessor is still PENDING)
-    assert (waiting.due, waiting.claimed) == (1, 0)
+    # Then it tries neither A#1 (backing off) nor A#2 (old enough, but behind a PENDING row that is not due)
+    assert (waiting.due, waiting.claimed) == (0, 0)
 
     # When it runs after the backoff, and fails again
     world.clock.advance(seconds=2)
@@ -178,19 +179,98 @@ class DynamoDBClientFailingReads:
         return getattr(self._real, name)
 
 
-def test_when_predecessors_cannot_be_read_nothing_is_claimed_this_run(world: World) -> None:
-    # Given A#2 pending (its predecessor outside the sweep) and reads of predecessors throttled
-    a2, b1 = event("A", 2), event("B", 1)
-    world.write(a2, b1)
+def test_a_row_whose_predecessor_cannot_be_read_waits_for_a_later_run(world: World) -> None:
+    # Given A#1 and A#2 stranded, then B#1; a first run that takes one row (A#1) and stops there
+    a1, a2, b1 = event("A", 1), event("A", 2), event("B", 1)
+    world.write(a1, a2, b1)
     world.clock.advance(GRACE)
+    world.sweep(world.sweeper(SWEEP_MAX_ROWS="1"))
+    assert [e["event_id"] for e in world.topic_envelopes()] == [a1.event_id]
 
-    # When the sweeper runs
-    report = world.sweep(world.sweeper(dynamodb_client=DynamoDBClientFailingReads(world.dynamodb)))
+    # When the next run (another container: it never settled A#1) resumes at A#2, whose predecessor it must
+    # read, and reads of predecessors are throttled
+    failing = DynamoDBClientFailingReads(world.dynamodb)
+    report = world.sweep(world.sweeper(dynamodb_client=failing, SWEEP_MAX_ROWS="1"))
 
-    # Then nothing was claimed or published this time: both rows are still PENDING and unleased
-    assert (report.claimed, report.swept) == (0, 0)
-    assert [row(world, e)["status"]["S"] for e in (a2, b1)] == ["PENDING", "PENDING"]
+    # Then A#2 is not published (the run cannot tell whether it may go): PENDING, its lease dropped
+    assert (report.claimed, report.swept) == (1, 0)
+    assert row(world, a2)["status"] == {"S": "PENDING"}
+    assert "lease_owner" not in row(world, a2)
     assert world.topic_envelopes() == []
+
+    # And with DynamoDB back, the run reads on from there (B#1), and the next pass takes A#2
+    sweeper = world.sweeper()
+    assert world.sweep(sweeper).complete
+    world.sweep(sweeper)
+    assert [e["event_id"] for e in world.topic_envelopes()] == [b1.event_id, a2.event_id]
+
+
+class Deadline:
+    def __init__(self, remaining_ms: int) -> None:
+        self.remaining = remaining_ms
+
+    def remaining_ms(self) -> int:
+        return self.remaining
+
+
+class SnsClientThenLittleTime:
+    """Wraps the real SNS client: every entry is throttled, and once the call has returned the invocation has
+    less time left than one DynamoDB call takes."""
+
+    def __init__(self, real: Any, deadline: Deadline) -> None:
+        self._real = real
+        self._deadline = deadline
+
+    def publish_batch(self, **arguments: Any) -> Any:
+        self._deadline.remaining = UPDATE_CALL_MS - 1
+        entries = arguments["PublishBatchRequestEntries"]
+        return {
+            "Successful": [],
+            "Failed": [{"Id": entry["Id"], "Code": "Throttling", "SenderFault": False} for entry in entries],
+        }
+
+
+class DynamoDBClientTimed:
+    """Wraps the real DynamoDB client, noting each write call with the time left when it started."""
+
+    def __init__(self, real: Any, deadline: Deadline) -> None:
+        self._real = real
+        self._deadline = deadline
+        self.writes: list[tuple[str, int]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._real, name)
+        if name not in {"update_item", "put_item", "delete_item"}:
+            return method
+
+        def timed(**arguments: Any) -> Any:
+            self.writes.append((name, self._deadline.remaining))
+            return method(**arguments)
+
+        return timed
+
+
+def test_a_sweep_with_no_time_left_after_publishing_starts_no_call_it_could_not_finish(world: World) -> None:
+    # Given three stranded rows, a run with a minute left, and SNS throttling every entry, after which less
+    # time is left than one DynamoDB call takes
+    events = [event(f"o-{n}", 1) for n in range(3)]
+    world.write(*events)
+    world.clock.advance(GRACE)
+    deadline = Deadline(60_000)
+    dynamodb = DynamoDBClientTimed(world.dynamodb, deadline)
+    sweeper = world.sweeper(
+        sns_client=SnsClientThenLittleTime(world.sns, deadline), dynamodb_client=dynamodb, EVENT_BUS_NAME=""
+    )
+
+    # When the sweep runs
+    report = sweeper.run(deadline)
+
+    # Then it claimed the rows with time to spare, and after the publish call started nothing: no backoff, no
+    # release, no saved position (the leases end with the invocation; the next run reads again)
+    assert report.claimed == 3
+    assert [name for name, left in dynamodb.writes if left < UPDATE_CALL_MS] == []
+    assert report.backed_off == 0
+    assert all(world.row(e)["status"] == {"S": "PENDING"} for e in events)
 
 
 @pytest.fixture
@@ -220,8 +300,7 @@ def test_an_idle_sweep_emits_every_metric(deployed: World, capsys: pytest.Captur
         "SweptEvents": [0.0],
         "BackedOffEvents": [0.0],
         "GaveUpEvents": [0.0],
-        "MarkingFailures": [0.0],
-        "MarkingFallbacks": [0.0],
+        "RowUpdateFailures": [0.0],
         "WriterContractViolations": [0.0],
     }
 
@@ -236,12 +315,12 @@ def test_a_sweep_reports_what_it_did(deployed: World, capsys: pytest.CaptureFixt
     # When the scheduled sweep runs
     summary = entry_point.handler({}, FakeLambdaContext())
 
-    # Then the old one was swept and the fresh one left to the stream
-    assert (summary["pending"], summary["due"], summary["swept"]) == (2, 1, 1)
+    # Then the old one was swept and the fresh one left to the stream, the only one still pending
+    assert (summary["rows_read"], summary["due"], summary["swept"], summary["pending"]) == (2, 1, 1, 1)
     metrics = emitted_metrics(capsys.readouterr().out)
     assert metrics["SweptEvents"] == [1.0]
-    assert metrics["PendingEvents"] == [2.0]
-    assert metrics["OldestPendingAgeSeconds"][0] > 86_400
+    assert metrics["PendingEvents"] == [1.0]
+    assert metrics["OldestPendingAgeSeconds"][0] < 60
     assert [e["event_id"] for e in deployed.topic_envelopes()] == [old.event_id]
 
 

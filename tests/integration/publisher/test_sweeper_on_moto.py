@@ -2,8 +2,8 @@
 delivers, in `seq` order per aggregate, and a second sweep adds nothing.
 
 Each test checks the promise: per aggregate, publications in `seq` order and none before its predecessor;
-every event ends PUBLISHED or FAILED with a reason (or waits, visibly, for an operator); nothing published
-that was not committed.
+every event ends out (its row settled: gone from the table) or FAILED with a reason (or waits, visibly, for
+an operator); nothing published that was not committed.
 """
 
 from __future__ import annotations
@@ -14,13 +14,21 @@ from datetime import timedelta
 import pytest
 
 from outbox.leases import STREAM_PUBLISHER, DynamoDBRowClaimer, Lease
-from outbox.release import redrive, skip, skip_missing_predecessor
+from outbox_ops.audit import AuditRecords
+from outbox_ops.release import redrive, skip
 from tests.integration.publisher.publisher_world import (
     DynamoDBClientFailingWrites,
     SnsClientFailingEvents,
     World,
 )
-from tests.integration.publisher.sweeping import GRACE, assert_in_seq_order, key, published_ids, statuses
+from tests.integration.publisher.sweeping import (
+    GRACE,
+    OUT,
+    assert_in_seq_order,
+    key,
+    published_ids,
+    statuses,
+)
 from tests.support.events import event
 
 
@@ -36,15 +44,17 @@ def test_the_sweeper_alone_publishes_every_pending_event_in_order_exactly_once(w
     first = world.sweep(sweeper)
     second = world.sweep(sweeper)
 
-    # Then the first run published all five, each once, in seq order per order, and marked them PUBLISHED
+    # Then the first run published all five, each once, in seq order per order, and settled them
     published = published_ids(world)
     assert Counter(published) == Counter(e.event_id for e in a + b)
     assert_in_seq_order(published, a, b)
-    assert statuses(world, *a, *b) == ["PUBLISHED"] * 5
-    assert (first.pending, first.due, first.claimed, first.swept) == (5, 5, 5, 5)
-    assert first.oldest_pending_age_s == pytest.approx(62.0)
+    assert statuses(world, *a, *b) == [OUT] * 5
+    assert (first.rows_read, first.due, first.claimed, first.swept) == (5, 5, 5, 5)
+    # and, once they are out, counts none of them pending (the oldest-pending alarm clears at once)
+    assert (first.figures.pending, first.oldest_pending_age_s) == (0, 0.0)
+    assert first.complete
     # and the second found nothing left to do
-    assert (second.pending, second.claimed, second.swept) == (0, 0, 0)
+    assert (second.figures.pending, second.claimed, second.swept) == (0, 0, 0)
     assert published_ids(world) == []
 
 
@@ -57,20 +67,21 @@ def test_a_row_younger_than_the_grace_is_left_to_the_stream(world: World) -> Non
     report = world.sweep(world.sweeper())
 
     # Then it counted the row but did not touch it
-    assert (report.pending, report.due, report.claimed) == (1, 0, 0)
+    assert (report.figures.pending, report.due, report.claimed) == (1, 0, 0)
     assert published_ids(world) == []
     assert "lease_owner" not in world.row(fresh)
 
 
-def test_a_first_event_the_mapping_discarded_holds_the_second_until_the_sweeper_delivers_both_in_order(
+def test_a_first_event_a_destination_refused_holds_the_second_until_the_sweeper_delivers_both_in_order(
     world: World,
 ) -> None:
-    # Given A#1, whose stream record the mapping gave up on (SNS refused it until the retries ran out)
+    # Given A#1, which SNS refused past the retries (EventBridge took it): left PENDING, not handed back
     a1, a2 = event("A", 1), event("A", 2)
     world.write(a1)
     failing = SnsClientFailingEvents(world.sns, {a1.event_id}, code="KMSThrottling")
     response = world.invoke(world.publisher(sns_client=failing), world.stream_event())
-    assert len(response["batchItemFailures"]) == 1  # handed back; the mapping then discards it
+    assert response == {"batchItemFailures": []}
+    assert world.row(a1)["delivered_to"] == {"SS": ["eventbridge"]}
     # and A#2, whose record arrives in the next batch
     world.write(a2)
 
@@ -86,9 +97,10 @@ def test_a_first_event_the_mapping_discarded_holds_the_second_until_the_sweeper_
     world.clock.advance(GRACE)
     report = world.sweep(world.sweeper())
 
-    # Then it delivered A#1, then A#2
+    # Then it delivered A#1 (to SNS only), then A#2, and the bus got each event once
     assert published_ids(world) == [a1.event_id, a2.event_id]
-    assert statuses(world, a1, a2) == ["PUBLISHED", "PUBLISHED"]
+    assert [e["event_id"] for e in world.bus_envelopes()] == [a1.event_id, a2.event_id]
+    assert statuses(world, a1, a2) == [OUT, OUT]
     assert report.swept == 2
 
 
@@ -105,7 +117,7 @@ def test_a_pair_the_stream_delivers_reversed_across_batches_is_published_in_seq_
 
     # Then only A#1 is out; A#2 waits, PENDING
     assert published_ids(world) == [a1.event_id]
-    assert statuses(world, a1, a2) == ["PUBLISHED", "PENDING"]
+    assert statuses(world, a1, a2) == [OUT, "PENDING"]
 
     # When the sweeper runs after the grace
     world.clock.advance(GRACE)
@@ -113,7 +125,7 @@ def test_a_pair_the_stream_delivers_reversed_across_batches_is_published_in_seq_
 
     # Then A#2 follows A#1
     assert published_ids(world) == [a2.event_id]
-    assert statuses(world, a2) == ["PUBLISHED"]
+    assert statuses(world, a2) == [OUT]
 
 
 def test_a_pair_the_stream_delivers_reversed_in_one_batch_is_published_in_seq_order(world: World) -> None:
@@ -130,13 +142,13 @@ def test_a_pair_the_stream_delivers_reversed_in_one_batch_is_published_in_seq_or
     published = published_ids(world)
     assert sorted(published) == sorted([a1.event_id, a2.event_id, b1.event_id])
     assert published.index(a1.event_id) < published.index(a2.event_id)
-    assert statuses(world, a1, a2, b1) == ["PUBLISHED"] * 3
+    assert statuses(world, a1, a2, b1) == [OUT] * 3
 
 
-def test_events_published_but_not_marked_are_reconciled_by_the_sweeper_as_counted_duplicates(
+def test_events_published_but_not_settled_are_reconciled_by_the_sweeper_as_counted_duplicates(
     world: World,
 ) -> None:
-    # Given A#1 and A#2 published by the stream while every DynamoDB write failed (marking could not happen)
+    # Given A#1 and A#2 published by the stream while every DynamoDB write failed (settling could not happen)
     a1, a2 = event("A", 1), event("A", 2)
     world.write(a1, a2)
     response = world.invoke(
@@ -149,9 +161,9 @@ def test_events_published_but_not_marked_are_reconciled_by_the_sweeper_as_counte
     world.clock.advance(GRACE)
     report = world.sweep(world.sweeper())
 
-    # Then both were published again (the at-least-once duplicate, same event ids), in order, and marked
+    # Then both were published again (the at-least-once duplicate, same event ids), in order, and settled
     assert published_ids(world) == [a1.event_id, a2.event_id] * 2
-    assert statuses(world, a1, a2) == ["PUBLISHED", "PUBLISHED"]
+    assert statuses(world, a1, a2) == [OUT, OUT]
     assert report.swept == 2
 
 
@@ -165,7 +177,7 @@ def test_a_poison_event_holds_its_aggregate_until_it_is_fixed_and_redriven(
     world.invoke(world.publisher(sns_client=refusing), world.stream_event())
 
     # Then A#1 is FAILED with its reason and in the poison queue, A#2 waits, B#1 is out
-    assert statuses(world, a1, a2, b1) == ["FAILED", "PENDING", "PUBLISHED"]
+    assert statuses(world, a1, a2, b1) == ["FAILED", "PENDING", OUT]
     assert world.row(a1)["last_error"]["S"].startswith("rejected: sns:InvalidParameter")
     assert [p["event_id"] for p in world.poison()] == [a1.event_id]
     assert published_ids(world) == [b1.event_id]
@@ -178,8 +190,8 @@ def test_a_poison_event_holds_its_aggregate_until_it_is_fixed_and_redriven(
     assert (held.held_aggregates, held.claimed) == (1, 0)
     assert published_ids(world) == []
     [line] = [r for r in caplog.records if r.getMessage().startswith("aggregate held")]
-    assert (line.__dict__["aggregate_key"], line.__dict__["waiting_seq"]) == ("Order#A", 2)
-    assert line.__dict__["predecessor"] == "failed"
+    assert (line.__dict__["aggregate_key"], line.__dict__["waiting_seq"]) == ("Order#A", "2")
+    assert line.__dict__["failed_seq"] == "1"
 
     # When an operator redrives A#1 (the cause fixed) and the sweeper runs
     redrive(
@@ -192,11 +204,14 @@ def test_a_poison_event_holds_its_aggregate_until_it_is_fixed_and_redriven(
     )
     report = world.sweep(world.sweeper())
 
-    # Then A#1 and then A#2 are published, with A#1's original event id
+    # Then A#1 and then A#2 are published, with A#1's original event id, and settled
     assert published_ids(world) == [a1.event_id, a2.event_id]
-    assert statuses(world, a1, a2) == ["PUBLISHED", "PUBLISHED"]
-    assert world.row(a1)["redriven_by"] == {"S": "ops"}
+    assert statuses(world, a1, a2) == [OUT, OUT]
     assert (report.held_aggregates, report.swept) == (0, 2)
+    # and the redrive is on record after A#1's row left the table
+    record = AuditRecords(world.dynamodb, world.tables.outbox).of_event(key(a1))
+    assert record is not None
+    assert [(entry.action, entry.by) for entry in record.entries] == [("redrive", "ops")]
 
 
 def test_a_skipped_poison_event_lets_its_successors_go_and_is_never_published(world: World) -> None:
@@ -219,44 +234,32 @@ def test_a_skipped_poison_event_lets_its_successors_go_and_is_never_published(wo
     )
     report = world.sweep(world.sweeper())
 
-    # Then A#2 is published; A#1 stays FAILED, released, with who and why
+    # Then A#2 is published; A#1 left the table unpublished, its audit record saying who and why
     assert published_ids(world) == [a2.event_id]
-    assert statuses(world, a1, a2) == ["FAILED", "PUBLISHED"]
-    row = world.row(a1)
-    assert (row["released_by"], row["release_reason"]) == ({"S": "ops"}, {"S": "superseded by A#2"})
+    assert statuses(world, a1, a2) == [OUT, OUT]
+    record = AuditRecords(world.dynamodb, world.tables.outbox).of_event(key(a1))
+    assert record is not None
+    assert [(entry.action, entry.by, entry.reason) for entry in record.entries] == [
+        ("skip", "ops", "superseded by A#2")
+    ]
     assert report.held_aggregates == 0
 
 
-def test_a_gap_in_seq_holds_the_aggregate_until_the_missing_event_is_skipped(world: World) -> None:
+def test_a_gap_in_seq_reads_as_an_event_that_is_out(world: World) -> None:
     # Given A#1 published, and A#3 committed without any A#2 (a writer's bug)
     a1, a3 = event("A", 1), event("A", 3)
     world.write(a1)
     world.invoke(world.publisher(), world.stream_event())
     world.write(a3)
-    world.invoke(world.publisher(), world.stream_event(skip=1))
-    assert published_ids(world) == [a1.event_id]
 
-    # When the sweeper runs after the grace
-    world.clock.advance(GRACE)
-    held = world.sweep(world.sweeper())
+    # When the stream publisher gets A#3
+    world.invoke(world.publisher(), world.stream_event(skip=2))
 
-    # Then A#3 waits, counted as held
-    assert (held.held_aggregates, held.swept) == (1, 0)
-
-    # When an operator releases the gap and the sweeper runs
-    skip_missing_predecessor(
-        world.dynamodb,
-        world.tables.outbox,
-        key(a3),
-        reason="A#2 never existed",
-        actor="ops",
-        now=world.clock(),
-    )
-    report = world.sweep(world.sweeper())
-
-    # Then A#3 is published
-    assert published_ids(world) == [a3.event_id]
-    assert report.swept == 1
+    # Then A#3 is published: the table keeps no settled rows, so a seq never written cannot be told from one
+    # that went out (README, "Outbox row": writers must not skip a seq; an inbox consumer in `strict` mode
+    # waits for the gap, then dead-letters)
+    assert published_ids(world) == [a1.event_id, a3.event_id]
+    assert statuses(world, a1, a3) == [OUT, OUT]
 
 
 def test_a_row_the_stream_publisher_holds_is_not_swept_until_its_lease_expires(world: World) -> None:
@@ -313,7 +316,7 @@ def test_a_late_row_already_published_by_the_sweeper_is_skipped_by_the_stream_pu
     # When the stream publisher gets the record
     response = world.invoke(world.publisher(), world.stream_event())
 
-    # Then it claims the row, sees it PUBLISHED, and publishes nothing again
+    # Then it claims the row, finds it gone (settled), and publishes nothing again
     assert response == {"batchItemFailures": []}
     assert published_ids(world) == []
 
@@ -330,4 +333,4 @@ def test_the_table_may_be_named_by_its_arn(world: World) -> None:
 
     # Then it found and published the row
     assert report.swept == 1
-    assert statuses(world, a1) == ["PUBLISHED"]
+    assert statuses(world, a1) == [OUT]

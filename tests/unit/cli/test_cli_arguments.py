@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import contextlib
 import io
+from datetime import timedelta
 
 import pytest
 
-from outbox.limits import MAX_WHOLE_NUMBER
 from outbox_cli.main import build_parser, main
+from outbox_ops.status import StatusThresholds
 
 WHERE = ["--table", "outbox", "--region", "us-east-1"]
 
@@ -30,7 +31,7 @@ def usage_error(argv: list[str]) -> str:
 DURATION_FLAGS = [
     pytest.param(["status", "--stuck-after"], id="stuck-after"),
     pytest.param(["status", "--degraded-after"], id="degraded-after"),
-    pytest.param(["purge-published", "--older-than"], id="older-than"),
+    pytest.param(["status", "--scan-for"], id="scan-for"),
 ]
 
 
@@ -59,26 +60,47 @@ def test_non_ascii_digits_in_a_duration_are_a_usage_error(flag: list[str], text:
 
 def test_a_zero_duration_keeps_its_words() -> None:
     # Given / When / Then
-    assert "a duration must be longer than 0" in usage_error(
-        ["purge-published", "--older-than", "000d", *WHERE]
-    )
+    assert "a duration must be longer than 0" in usage_error(["status", "--scan-for", "000s", *WHERE])
+
+
+def test_status_reads_the_table_for_the_scan_for_it_is_given_or_the_default() -> None:
+    # Given / When
+    given = build_parser().parse_args(["status", "--scan-for", "2m", *WHERE])
+    default = build_parser().parse_args(["status", *WHERE])
+
+    # Then
+    assert (given.scan_for, default.scan_for) == (timedelta(minutes=2), StatusThresholds().scan_for)
+
+
+def test_audit_takes_an_aggregate_and_shows_payloads_only_when_asked() -> None:
+    # Given / When
+    narrowed = build_parser().parse_args(["audit", "--aggregate", "Order#42", "--show-payload", *WHERE])
+    everything = build_parser().parse_args(["audit", *WHERE])
+
+    # Then
+    assert (narrowed.aggregate, narrowed.show_payload) == ("Order#42", True)
+    assert (everything.aggregate, everything.show_payload) == (None, False)
 
 
 @pytest.mark.parametrize(
-    ("seq", "says"),
+    ("argv", "says"),
     [
-        pytest.param("9" * 5000, f"it must be at most {MAX_WHOLE_NUMBER}", id="5000-digits"),
-        pytest.param("\u0662", "it must be a whole number written with the digits 0-9", id="arabic-indic"),
-        pytest.param("\uff12", "it must be a whole number written with the digits 0-9", id="fullwidth"),
-        pytest.param("\u00b2", "it must be a whole number written with the digits 0-9", id="superscript"),
-        pytest.param("1_000", "it must be a whole number written with the digits 0-9", id="underscores"),
-        pytest.param("0", "it must be positive, got 0", id="zero"),
+        pytest.param(
+            ["purge-published", "--older-than", "30d"],
+            "invalid choice: 'purge-published'",
+            id="purge-published",
+        ),
+        pytest.param(["failed", "reindex"], "invalid choice: 'reindex'", id="failed-reindex"),
+        pytest.param(
+            ["skip", "--missing", "Order#1", "2", "--reason", "r"],
+            "unrecognized arguments: --missing",
+            id="skip-missing",
+        ),
     ],
 )
-def test_a_seq_int_cannot_read_or_not_in_ascii_digits_is_a_usage_error(seq: str, says: str) -> None:
-    # Given / When / Then
-    said = usage_error(["skip", "--missing", "Order#1", seq, "--reason", "r", *WHERE])
-    assert said == f"outbox: SEQ must be a whole number >= 1: {says}\n"
+def test_the_commands_the_table_no_longer_needs_are_usage_errors(argv: list[str], says: str) -> None:
+    # Given / When / Then: refused before any AWS call, not taken for something else
+    assert says in usage_error([*argv, *WHERE])
 
 
 @pytest.mark.parametrize(
@@ -86,6 +108,7 @@ def test_a_seq_int_cannot_read_or_not_in_ascii_digits_is_a_usage_error(seq: str,
     [
         pytest.param(["status", "--table", "outbox"], id="status"),
         pytest.param(["failed", "list", "--table", "outbox"], id="failed-list"),
+        pytest.param(["audit", "--table", "outbox"], id="audit"),
         pytest.param(["local", "env"], id="local-env"),
     ],
 )

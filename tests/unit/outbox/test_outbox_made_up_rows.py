@@ -57,6 +57,28 @@ def test_the_stored_key_of_a_5000_digit_seq_addresses_the_row_without_printing_t
     assert repr(key)
 
 
+@pytest.mark.parametrize(
+    ("stored", "seq"), [("1E+2", 100), ("100.0", 100), ("0100", 100), ("1e2", 100), ("-3", -3), ("7", 7)]
+)
+def test_a_whole_seq_spelled_otherwise_is_read_and_its_key_still_addresses_the_row(
+    stored: str, seq: int
+) -> None:
+    # Given a seq moto keeps as a writer spelled it (DynamoDB would store it normalised)
+    # When its key is read / Then it is the whole number, and the key addresses the row as stored
+    key = RowKey.of(ROW | {"seq": {"N": stored}})
+    assert key is not None
+    assert (key.seq, key.item()["seq"]) == (seq, {"N": stored})
+    assert key.predecessor == RowKey(key.aggregate_key, seq - 1)
+
+
+@pytest.mark.parametrize("stored", ["1.5", "x", "NaN", "Infinity", "9" * 39])
+def test_a_seq_that_is_no_whole_number_has_no_key_but_its_stored_one(stored: str) -> None:
+    # Given / When / Then: no key for the gate; the stored one still addresses it (to mark it FAILED)
+    assert RowKey.of(ROW | {"seq": {"N": stored}}) is None
+    stored_key = RowKey.stored(ROW | {"seq": {"N": stored}})
+    assert stored_key is None or stored_key.item()["seq"] == {"N": stored}
+
+
 @pytest.mark.parametrize("image", [[], "text", 1, None])
 def test_a_string_attribute_of_an_image_that_is_not_a_map_is_none_not_an_attribute_error(image: Any) -> None:
     # Given a MODIFY's OldImage of another shape / When / Then

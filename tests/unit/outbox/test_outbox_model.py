@@ -11,7 +11,14 @@ from typing import Any
 import pytest
 
 from outbox.errors import InvalidEventError, InvalidOutboxRowError, InvalidPayloadError
-from outbox.model import PENDING_SHARDS, OutboxEvent, OutboxStatus, pending_shard, truncate_error
+from outbox.model import (
+    FAILED_INDEX_SHARDS,
+    OutboxEvent,
+    OutboxStatus,
+    failed_shard,
+    is_reserved,
+    truncate_error,
+)
 
 MOMENT = datetime(2026, 11, 29, 12, 0, 0, 123000, tzinfo=UTC)
 
@@ -48,28 +55,32 @@ def test_a_new_event_is_pending_and_its_row_follows_the_contract() -> None:
         "correlation_id": {"S": "req-1"},
         "status": {"S": "PENDING"},
         "attempts": {"N": "0"},
-        "pending_shard": {"N": str(pending_shard("Order#o-1"))},
     }
 
 
-def test_pending_shard_exists_only_while_pending_and_is_stable() -> None:
-    # Given a published copy of an event
-    published = event().with_status(
-        OutboxStatus.PUBLISHED, published_at="2026-11-29T12:00:01.000Z", expires_at=1
-    )
-    # When / Then the sparse index attribute is gone, and the shard is a stable crc32 bucket
-    assert "pending_shard" not in published.to_item()
-    assert pending_shard("Order#o-1") == pending_shard("Order#o-1")
-    assert 0 <= pending_shard("Order#o-1") < PENDING_SHARDS
+def test_the_failed_shard_is_a_stable_crc32_bucket() -> None:
+    # Given / When / Then the failed index's shard is the same answer in any language (crc32), in range
+    assert failed_shard("Order#o-1") == 763223357 % FAILED_INDEX_SHARDS
+    assert all(0 <= failed_shard(f"Order#o-{n}") < FAILED_INDEX_SHARDS for n in range(100))
+
+
+def test_no_event_can_have_a_reserved_key() -> None:
+    # Given / When / Then the outbox's own items start with '#', which an aggregate_type never does
+    assert is_reserved("#audit#Order#o-1")
+    assert is_reserved("#sweeper")
+    assert not is_reserved(event().aggregate_key)
+    with pytest.raises(InvalidEventError):
+        event(aggregate_type="#audit")
 
 
 def test_rows_round_trip_in_every_status() -> None:
     # Given events in each status / When written and read back / Then they are equal
-    for status, extra in [
+    cases: list[tuple[OutboxStatus, dict[str, Any]]] = [
         (OutboxStatus.PENDING, {}),
-        (OutboxStatus.PUBLISHED, {"published_at": "2026-11-29T12:00:01.000Z", "expires_at": 1_800_000_000}),
+        (OutboxStatus.PUBLISHED, {"expires_at": 1_800_000_000}),
         (OutboxStatus.FAILED, {"attempts": 3, "last_error": "SNS said no", "expires_at": 1_800_000_000}),
-    ]:
+    ]
+    for status, extra in cases:
         original = event().with_status(status, **extra)
         assert OutboxEvent.from_item(original.to_item()) == original
 

@@ -18,11 +18,9 @@ ROW = event("reading", 3, payload={"n": 1, "p": "9.99", "nested": {"list": [1.5,
 ROW_WITH_OPTIONALS = ROW | {
     "correlation_id": {"S": "req-1"},
     "last_error": {"S": "earlier"},
-    "published_at": {"S": "2026-11-29T12:00:00.000Z"},
     "status": {"S": "PUBLISHED"},
     "expires_at": {"N": "1800000000"},
 }
-del ROW_WITH_OPTIONALS["pending_shard"]
 
 # Every DynamoDB attribute type, and what a made-up record may hold where an attribute value goes.
 VALUES: list[Any] = [

@@ -10,16 +10,16 @@ from typing import Any
 from outbox.deadline import Deadline
 from outbox.leases import Claim, ClaimResult, Lease
 from outbox.model import OutboxEvent, RowKey
-from outbox.predecessors import PredecessorState
-from outbox.row_marks import Mark, MarkingReport
 from outbox_publisher.candidates import Candidate
 from outbox_publisher.engine import PublishingEngine
 from outbox_publisher.errors import DestinationCallError, FailureKind, PoisonQueueUnavailableError
 from outbox_publisher.messages import Message, eventbridge_size, sns_size
 from outbox_publisher.poison import PoisonMessage
 from outbox_publisher.ports import EntryResult
+from outbox_publisher.predecessors import PredecessorState
 from outbox_publisher.retry import RetryPolicy
 from outbox_publisher.routing import Destination, Router
+from outbox_publisher.row_updates import RowUpdate, RowUpdatesReport
 from outbox_publisher.waves import LOOKAHEAD
 from tests.support.clock import FakeClock, RecordingSleep
 
@@ -100,7 +100,7 @@ class FakePoisonQueue:
 
 
 class FakePredecessors:
-    """Predecessors' states as a test sets them; anything not set is PUBLISHED (the usual case)."""
+    """Predecessors' states as a test sets them; anything not set is OUT (the usual case: settled)."""
 
     def __init__(self) -> None:
         self.known: dict[RowKey, PredecessorState] = {}
@@ -113,21 +113,33 @@ class FakePredecessors:
         self.reads.append(list(keys))
         if self.error is not None:
             raise self.error
-        return {key: self.known.get(key, PredecessorState.PUBLISHED) for key in keys}
+        return {key: self.known.get(key, PredecessorState.OUT) for key in keys}
 
 
-class FakeMarker:
+class FakeUpdater:
+    """Records the row updates it is given; every one is done, unless `error` (raised), `refuse` (keys whose
+    condition does not hold: already moved) or `fail` (keys DynamoDB did not update) say otherwise."""
+
     def __init__(self) -> None:
-        self.marks: list[Mark] = []
+        self.updates: list[RowUpdate] = []
         self.error: Exception | None = None
+        self.refuse: set[RowKey] = set()
+        self.fail: set[RowKey] = set()
         self.deadlines: list[Deadline | None] = []
 
-    def mark(self, marks: Sequence[Mark], deadline: Deadline | None = None) -> MarkingReport:
+    def apply(self, updates: Sequence[RowUpdate], deadline: Deadline | None = None) -> RowUpdatesReport:
         self.deadlines.append(deadline)
         if self.error is not None:
             raise self.error
-        self.marks.extend(marks)
-        return MarkingReport(marked=[mark.key for mark in marks], calls=1)
+        self.updates.extend(updates)
+        report = RowUpdatesReport()
+        for update in updates:
+            if update.key in self.fail:
+                report.failed[update.key] = "ThrottledError"
+            else:
+                (report.already_moved if update.key in self.refuse else report.done).append(update.key)
+        report.calls += len(updates)
+        return report
 
 
 SNS_ONLY = (Destination.SNS,)
@@ -150,7 +162,7 @@ class Harness:
     sns: FakeDestination
     eventbridge: FakeDestination
     poison: FakePoisonQueue
-    marker: FakeMarker
+    updater: FakeUpdater
     clock: FakeClock
     sleep: RecordingSleep
     engine: PublishingEngine
@@ -168,7 +180,7 @@ def harness(
     eventbridge = FakeDestination(Destination.EVENTBRIDGE)
     ports = {Destination.SNS: sns, Destination.EVENTBRIDGE: eventbridge}
     poison = FakePoisonQueue()
-    marker = FakeMarker()
+    updater = FakeUpdater()
     clock = FakeClock()
     sleep = RecordingSleep(clock)
     predecessors = FakePredecessors()
@@ -176,7 +188,7 @@ def harness(
         destinations={name: ports[name] for name in destinations},
         router=router or Router.everything_to(destinations),
         poison_queue=poison,
-        marker=marker,
+        updater=updater,
         predecessors=predecessors,
         clock=clock,
         retry=retry or RetryPolicy(),
@@ -184,7 +196,7 @@ def harness(
         random=lambda: 0.5,
         lookahead=lookahead,
     )
-    return Harness(sns, eventbridge, poison, marker, clock, sleep, engine, predecessors)
+    return Harness(sns, eventbridge, poison, updater, clock, sleep, engine, predecessors)
 
 
 class FakeClaimer:
@@ -195,6 +207,8 @@ class FakeClaimer:
         self.answers: dict[RowKey, Claim] = {}
         self.claimed: list[RowKey] = []
         self.backed_off: list[tuple[RowKey, int, datetime, str]] = []
+        self.delivered: dict[RowKey, frozenset[str]] = {}
+        """What each backoff recorded as the destinations that took the event."""
         self.released: list[RowKey] = []
         self.error: Exception | None = None
 
@@ -207,9 +221,17 @@ class FakeClaimer:
         return ClaimResult(answer, self.rows.get(key))
 
     def back_off(
-        self, key: RowKey, lease: Lease, *, attempts: int, next_attempt_at: datetime, error: str
+        self,
+        key: RowKey,
+        lease: Lease,
+        *,
+        attempts: int,
+        next_attempt_at: datetime,
+        error: str,
+        delivered_to: frozenset[str] = frozenset(),
     ) -> bool:
         self.backed_off.append((key, attempts, next_attempt_at, error))
+        self.delivered[key] = delivered_to
         return True
 
     def release(self, key: RowKey, lease: Lease) -> bool:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from outbox.errors import ThrottledError
-from outbox.model import PREDECESSOR_RELEASED_AT, RowKey
-from outbox.predecessors import PredecessorState
+from outbox.model import RowKey
 from outbox_publisher.candidates import Candidate
 from outbox_publisher.gate import HoldReason, processing_order
+from outbox_publisher.predecessors import PredecessorState
 from outbox_publisher.report import Status
 from outbox_publisher.routing import PoisonPolicy, Route, Router
 from tests.support.events import event
@@ -74,7 +74,6 @@ def test_predecessors_outside_the_run_are_read_in_one_call_for_many_aggregates()
     [
         (PredecessorState.PENDING, HoldReason.PREDECESSOR_PENDING),
         (PredecessorState.FAILED, HoldReason.PREDECESSOR_FAILED),
-        (PredecessorState.MISSING, HoldReason.PREDECESSOR_MISSING),
     ],
 )
 def test_an_event_whose_predecessor_is_not_out_is_held_with_its_successors_while_others_go(
@@ -88,26 +87,23 @@ def test_an_event_whose_predecessor_is_not_out_is_held_with_its_successors_while
     # When they are published
     report = h.engine.publish(candidates(a5, a6, b1))
 
-    # Then A#5 is held for that reason and A#6 behind it; neither is sent nor marked
+    # Then A#5 is held for that reason and A#6 behind it; neither is sent nor settled
     assert [(o.status, o.code) for o in report.outcomes[:2]] == [
         (Status.HELD, reason.value),
         (Status.HELD, HoldReason.PREDECESSOR_HELD.value),
     ]
     assert h.sns.accepted == ids(b1)
-    assert [mark.key for mark in h.marker.marks] == [RowKey(b1.aggregate_key, 1)]
+    assert [update.key for update in h.updater.updates] == [RowKey(b1.aggregate_key, 1)]
     # and a hold is done for the run: nothing is handed back, the sweeper takes it from here
     assert report.retry == []
     assert reason.needs_operator is (state is not PredecessorState.PENDING)
 
 
-@pytest.mark.parametrize(
-    "state", [PredecessorState.PUBLISHED, PredecessorState.RELEASED, PredecessorState.EXPIRED]
-)
-def test_an_event_whose_predecessor_is_out_released_or_expired_is_published(state: PredecessorState) -> None:
-    # Given A#5, whose predecessor is resolved
+def test_an_event_whose_predecessor_is_out_is_published() -> None:
+    # Given A#5, whose predecessor is no longer in the table (its event is out)
     a5 = event("A", 5)
     h = harness(destinations=SNS_ONLY)
-    h.predecessors.known[RowKey(a5.aggregate_key, 4)] = state
+    h.predecessors.known[RowKey(a5.aggregate_key, 4)] = PredecessorState.OUT
 
     # When it is published
     report = h.engine.publish(candidates(a5))
@@ -117,21 +113,50 @@ def test_an_event_whose_predecessor_is_out_released_or_expired_is_published(stat
     assert h.sns.accepted == ids(a5)
 
 
-def test_a_released_gap_and_a_predecessor_the_caller_read_need_no_read() -> None:
-    # Given A#5 whose missing predecessor an operator released, and B#3 whose predecessor the caller read
-    a5, b3 = event("A", 5), event("B", 3)
-    gap_released = {PREDECESSOR_RELEASED_AT: {"S": "2026-11-29T12:00:00Z"}}
-    released = Candidate.from_row("1", a5.to_item() | gap_released)
-    known = Candidate.from_row("2", b3.to_item()).but(predecessor=PredecessorState.PUBLISHED)
+def test_a_predecessor_the_caller_read_needs_no_read() -> None:
+    # Given B#3 whose predecessor the caller already knows is out (the sweeper's scan saw none below it)
+    b3 = event("B", 3)
+    known = Candidate.from_row("2", b3.to_item()).but(predecessor=PredecessorState.OUT)
     h = harness(destinations=SNS_ONLY)
 
-    # When they are published
-    report = h.engine.publish([released, known])
+    # When it is published
+    report = h.engine.publish([known])
 
-    # Then both went out without a read
+    # Then it went out without a read
     assert h.predecessors.reads == []
-    assert h.sns.accepted == ids(a5, b3)
-    assert report.count(Status.PUBLISHED) == 2
+    assert h.sns.accepted == ids(b3)
+    assert report.count(Status.PUBLISHED) == 1
+
+
+def test_a_predecessor_this_engine_settled_needs_no_read() -> None:
+    # Given A#1 published and settled by this engine in one run
+    a1, a2 = event("A", 1), event("A", 2)
+    h = harness(destinations=SNS_ONLY)
+    h.engine.publish(candidates(a1))
+
+    # When A#2 comes in a later run (its predecessor outside the run)
+    report = h.engine.publish(candidates(a2))
+
+    # Then the engine knew A#1 is out: nothing was read, A#2 went out
+    assert h.predecessors.reads == []
+    assert report.gate_reads == 0
+    assert h.sns.accepted == ids(a1, a2)
+
+
+def test_a_predecessor_whose_settle_dynamodb_refused_is_read_again() -> None:
+    # Given A#1 published, but its row not settled (its condition no longer held: moved on meanwhile)
+    a1, a2 = event("A", 1), event("A", 2)
+    h = harness(destinations=SNS_ONLY)
+    h.updater.refuse.add(RowKey(a1.aggregate_key, 1))
+    h.engine.publish(candidates(a1))
+    h.predecessors.known[RowKey(a1.aggregate_key, 1)] = PredecessorState.PENDING
+
+    # When A#2 comes in a later run
+    report = h.engine.publish(candidates(a2))
+
+    # Then the engine did not take A#1 for out: it read it, and held A#2 behind it
+    assert h.predecessors.reads == [[RowKey(a1.aggregate_key, 1)]]
+    assert report.outcomes[0].status is Status.HELD
 
 
 def test_a_failed_read_stops_at_the_first_event_that_needs_it() -> None:
@@ -147,7 +172,7 @@ def test_a_failed_read_stops_at_the_first_event_that_needs_it() -> None:
     assert h.sns.accepted == ids(b1)
     assert [(o.status, o.code) for o in report.outcomes] == [
         (Status.PUBLISHED, None),
-        (Status.FAILED, "GateReadFailed"),
+        (Status.NOT_ATTEMPTED, "GateReadFailed"),
         (Status.NOT_ATTEMPTED, None),
     ]
     assert report.first_not_done == 1
@@ -164,7 +189,7 @@ def test_no_read_starts_without_the_safety_margin_left() -> None:
     # Then nothing was read or sent, and A#2 is handed back
     assert h.predecessors.reads == []
     assert h.sns.calls == []
-    assert report.outcomes[0].status is Status.FAILED
+    assert report.outcomes[0].status is Status.NOT_ATTEMPTED
 
 
 def test_a_poison_event_waits_for_its_predecessor_like_any_event() -> None:

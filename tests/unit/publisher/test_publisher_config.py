@@ -27,10 +27,9 @@ def test_a_full_environment_parses_with_defaults() -> None:
     # When it is parsed
     config = PublisherConfig.from_env(BASE)
 
-    # Then every event goes everywhere, rows are kept 7 days, and the topic is standard
+    # Then every event goes everywhere, and the topic is standard
     assert config.destinations == BOTH
     assert config.router.destinations_for("Order", "OrderPlaced") == BOTH
-    assert config.published_retention == timedelta(days=7)
     assert not config.fifo_topic
     assert config.sweep_grace == timedelta(seconds=60)
 
@@ -53,13 +52,12 @@ def test_the_table_is_named_by_its_name_or_its_arn(table: str) -> None:
 
 
 def test_a_fifo_topic_is_detected_by_its_arn() -> None:
-    # Given a .fifo topic ARN and a retention of 3 days
+    # Given a .fifo topic ARN
     # When it is parsed
-    config = PublisherConfig.from_env(BASE | {"TOPIC_ARN": TOPIC + ".fifo", "PUBLISHED_RETENTION_DAYS": "3"})
+    config = PublisherConfig.from_env(BASE | {"TOPIC_ARN": TOPIC + ".fifo"})
 
     # Then
     assert config.fifo_topic
-    assert config.published_retention == timedelta(days=3)
 
 
 def test_sns_alone_needs_no_event_source() -> None:
@@ -89,8 +87,6 @@ def test_sns_alone_needs_no_event_source() -> None:
         ({"OUTBOX_TABLE_NAME": "arn:aws:dynamodb:us-east-1:123456789012:table/outbox/stream/x"}, "table's"),
         ({"SWEEP_GRACE_SECONDS": "29"}, "SWEEP_GRACE_SECONDS must be at least 30"),
         ({"SWEEP_GRACE_SECONDS": "soon"}, "SWEEP_GRACE_SECONDS"),
-        ({"PUBLISHED_RETENTION_DAYS": "0"}, "PUBLISHED_RETENTION_DAYS"),
-        ({"PUBLISHED_RETENTION_DAYS": "week"}, "PUBLISHED_RETENTION_DAYS"),
         ({"OUTBOX_ROUTES": "{not json"}, "not valid JSON"),
         ({"OUTBOX_ROUTES": "[]"}, "must be a JSON object"),
         ({"OUTBOX_ROUTES": '{"route": []}'}, "unknown keys: route"),

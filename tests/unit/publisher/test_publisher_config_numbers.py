@@ -18,13 +18,12 @@ BASE = {
     "TOPIC_ARN": "arn:aws:sns:us-east-1:123456789012:outbox-events",
 }
 DURATIONS = (
-    "PUBLISHED_RETENTION_DAYS",
     "SWEEP_GRACE_SECONDS",
     "SWEEP_BACKOFF_BASE_SECONDS",
     "SWEEP_BACKOFF_MAX_SECONDS",
     "SWEEP_FAIL_AFTER_SECONDS",
 )
-NUMBERS = (*DURATIONS, "SWEEP_MAX_ROWS", "SWEEP_MAX_ATTEMPTS")
+NUMBERS = (*DURATIONS, "SWEEP_MAX_ROWS", "SWEEP_MAX_ATTEMPTS", "SWEEP_SEGMENTS")
 
 
 @pytest.mark.parametrize("name", DURATIONS)
@@ -45,11 +44,11 @@ def test_a_huge_duration_in_the_environment_is_a_configuration_error_not_an_over
         SweeperConfig.from_env(BASE | {name: raw})
 
 
-def test_a_retention_no_publication_time_can_be_added_to_is_a_configuration_error() -> None:
-    # Given 10^8 days: a timedelta, but past the year 9999 from any publication
-    # When / Then refused at start-up rather than when the first row is marked
-    with pytest.raises(ConfigurationError, match=r"^PUBLISHED_RETENTION_DAYS must be at most 36500$"):
-        PublisherConfig.from_env(BASE | {"PUBLISHED_RETENTION_DAYS": "100000000"})
+def test_more_segments_than_the_schedule_can_target_is_a_configuration_error() -> None:
+    # Given 51 segments (the schedule targets each one: at most 50)
+    # When / Then refused at start-up, naming the variable
+    with pytest.raises(ConfigurationError, match=r"^SWEEP_SEGMENTS must be at most 50, got 51$"):
+        SweeperConfig.from_env(BASE | {"SWEEP_SEGMENTS": "51"})
 
 
 @pytest.mark.parametrize("name", NUMBERS)
@@ -64,13 +63,11 @@ def test_non_ascii_digits_in_the_environment_are_a_configuration_error(name: str
 
 def test_the_longest_durations_are_taken() -> None:
     # Given / When
-    days, seconds = str(MAX_DURATION.days), str(int(MAX_DURATION.total_seconds()))
-    publisher = PublisherConfig.from_env(
-        BASE | {"PUBLISHED_RETENTION_DAYS": days, "SWEEP_GRACE_SECONDS": seconds}
-    )
+    seconds = str(int(MAX_DURATION.total_seconds()))
+    publisher = PublisherConfig.from_env(BASE | {"SWEEP_GRACE_SECONDS": seconds})
     # Then
-    assert (publisher.published_retention, publisher.sweep_grace) == (MAX_DURATION, MAX_DURATION)
-    assert publisher.published_retention > timedelta(days=36_499)
+    assert publisher.sweep_grace == MAX_DURATION
+    assert publisher.sweep_grace > timedelta(days=36_499)
 
 
 @pytest.mark.parametrize("opening", ["[", '{"default":['])

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from outbox.aws import invocation_client
-from outbox.marking import MARKING_CALL_MS
 from outbox_publisher.adapters import publishing_client
+from outbox_publisher.dynamodb_rows import UPDATE_CALL_MS
 from outbox_publisher.retry import DEFAULT_SAFETY_MARGIN_MS
 
 
@@ -29,15 +29,15 @@ def test_a_publish_call_makes_one_attempt(service: str) -> None:
 
 @pytest.mark.parametrize("service", ["sqs", "dynamodb"])
 def test_calls_after_the_last_publish_each_fit_one_marking_slot(service: str) -> None:
-    # Given the clients of the poison queue, the order gate's reads, claims and marking
+    # Given the clients of the poison queue, the order gate's reads, claims and row updates
     client = invocation_client(service)
 
-    # Then each call, all its attempts included, ends inside the time kept for one marking call
+    # Then each call, all its attempts included, ends inside the time kept for one row update
     assert client.meta.config.retries["total_max_attempts"] == 1
-    assert longest_call_ms(client) < MARKING_CALL_MS
+    assert longest_call_ms(client) < UPDATE_CALL_MS
 
 
-def test_the_safety_margin_outlasts_the_longest_call_then_one_marking_call() -> None:
+def test_the_safety_margin_outlasts_the_longest_call_then_one_row_update() -> None:
     # Given every client a run uses
     longest = max(
         longest_call_ms(publishing_client("sns")),
@@ -46,5 +46,5 @@ def test_the_safety_margin_outlasts_the_longest_call_then_one_marking_call() -> 
         longest_call_ms(invocation_client("dynamodb")),
     )
 
-    # Then a call started just before the margin, followed by one marking call, ends before the timeout
-    assert longest + MARKING_CALL_MS <= DEFAULT_SAFETY_MARGIN_MS
+    # Then a call started just before the margin, followed by one row update, ends before the timeout
+    assert longest + UPDATE_CALL_MS <= DEFAULT_SAFETY_MARGIN_MS

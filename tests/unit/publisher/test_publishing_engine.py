@@ -1,18 +1,17 @@
-"""The publishing engine against in-memory ports: batching, order, routing, poison and marking.
+"""The publishing engine against in-memory ports: batching, order, routing, poison, and the rows' updates.
 
-Retries, stops, deadlines and failing calls: test_publishing_engine_failures.py."""
+Retries, stops, deadlines, failing calls and destinations: test_publishing_engine_failures.py."""
 
 from __future__ import annotations
 
 from outbox.model import RowKey
-from outbox.row_marks import FailedMark, PublishedMark
 from outbox_publisher.candidates import Candidate
 from outbox_publisher.errors import FailureKind
 from outbox_publisher.poison import PoisonReason
 from outbox_publisher.ports import EntryResult
 from outbox_publisher.report import Status
 from outbox_publisher.routing import Destination, PoisonPolicy, Route, Router
-from tests.support.clock import START
+from outbox_publisher.row_updates import MarkFailed, Settle
 from tests.support.events import event
 from tests.unit.publisher.fakes import SNS_ONLY, candidates, harness, ids
 
@@ -25,15 +24,13 @@ def test_distinct_aggregates_share_one_call_per_destination() -> None:
     # When they are published
     report = h.engine.publish(candidates(*events))
 
-    # Then one call per destination carried all ten, in order, and every row is marked PUBLISHED
+    # Then one call per destination carried all ten, in order, and every row is settled (deleted)
     assert h.sns.calls == [ids(*events)]
     assert h.eventbridge.calls == [ids(*events)]
     assert [outcome.status for outcome in report.outcomes] == [Status.PUBLISHED] * 10
     assert report.stopped_at is None
     assert report.calls == 2
-    assert h.marker.marks == [
-        PublishedMark(RowKey(e.aggregate_key, 1), START, 1, event_id=e.event_id) for e in events
-    ]
+    assert h.updater.updates == [Settle(RowKey(e.aggregate_key, 1), e.event_id) for e in events]
     assert all(outcome.latency_ms == 2000 for outcome in report.outcomes)
 
 
@@ -93,9 +90,9 @@ def test_an_entry_over_256_kb_is_poison_and_the_batch_goes_on() -> None:
     assert poison.attempts == 0
     assert [o.status for o in report.outcomes] == [Status.PUBLISHED, Status.POISONED, Status.PUBLISHED]
     assert report.stopped_at is None
-    failed = [mark for mark in h.marker.marks if isinstance(mark, FailedMark)]
+    failed = [update for update in h.updater.updates if isinstance(update, MarkFailed)]
     assert failed == [
-        FailedMark(RowKey(huge.aggregate_key, 1), failed[0].error, 0, h.clock(), event_id=huge.event_id)
+        MarkFailed(RowKey(huge.aggregate_key, 1), failed[0].error, 0, h.clock(), event_id=huge.event_id)
     ]
     assert failed[0].error.startswith("too_large: EntryTooLarge: sns entry is ")
     assert "x" * 20 not in failed[0].error
@@ -135,10 +132,30 @@ def test_a_route_that_continues_past_poison_lets_later_events_go_and_releases_th
     # When they are published
     report = h.engine.publish(candidates(a1, a2))
 
-    # Then A#1 is poison, marked FAILED and released at once, and A#2 is published after it
+    # Then A#1 is poison, marked FAILED and released at once, before A#2 is published after it
     assert [o.status for o in report.outcomes] == [Status.POISONED, Status.PUBLISHED]
-    [failed] = [mark for mark in h.marker.marks if isinstance(mark, FailedMark)]
+    [failed] = [update for update in h.updater.updates if isinstance(update, MarkFailed)]
     assert failed.release_reason == "its route continues past poison"
+    assert h.updater.updates[0] == failed
+    assert len(h.updater.deadlines) == 2  # the release in its own call, before the run's settles
+
+
+def test_a_poison_whose_release_was_not_recorded_holds_its_aggregate_for_the_run() -> None:
+    # Given A's route continues past poison, A#1 refused for good, and DynamoDB failing A#1's mark
+    a1, a2 = event("A", 1), event("A", 2)
+    router = Router((Route(SNS_ONLY, aggregate_type="Order", on_poison=PoisonPolicy.CONTINUE),), SNS_ONLY)
+    h = harness(router=router, destinations=SNS_ONLY)
+    h.sns.fail_entry(a1.event_id, EntryResult.failure("InvalidParameter", FailureKind.PERMANENT))
+    h.updater.fail = {RowKey("Order#A", 1)}
+
+    # When they are published
+    report = h.engine.publish(candidates(a1, a2))
+
+    # Then A#1 is poison but A#2 waits: had it gone, A#1's row, still PENDING, would be published after it
+    assert [o.status for o in report.outcomes] == [Status.POISONED, Status.HELD]
+    assert a2.event_id not in h.sns.accepted
+    # and the run's end tries the mark once more (it may release A#1 for a later run)
+    assert [type(update).__name__ for update in h.updater.updates] == ["MarkFailed", "MarkFailed"]
 
 
 def test_unreadable_rows_are_poison_with_the_field_named() -> None:
@@ -200,7 +217,7 @@ def test_routes_pick_destinations_per_aggregate_and_event_type() -> None:
     assert report.outcomes[3].status is Status.POISONED
 
 
-def test_when_the_poison_queue_is_unavailable_the_record_is_retried_not_dropped() -> None:
+def test_when_the_poison_queue_is_unavailable_the_event_stays_pending_not_dropped() -> None:
     # Given a bad row between good ones, and a poison queue that does not answer
     good1, good2 = event("a", 1), event("b", 1)
     bad = event("c", 1).to_item() | {"payload": {"S": "[]"}}
@@ -215,9 +232,10 @@ def test_when_the_poison_queue_is_unavailable_the_record_is_retried_not_dropped(
     # When they are published
     report = h.engine.publish(rows)
 
-    # Then the bad row is handed back, nothing after it was sent, and its row is not marked
-    assert report.stopped_at == 1
-    assert report.outcomes[1].status is Status.FAILED
+    # Then the bad row is left PENDING for later (not marked FAILED, not dropped), and the others went out
+    assert report.outcomes[1].status is Status.UNDELIVERED
     assert report.outcomes[1].code == "PoisonQueue:AWS.SimpleQueueService.NonExistentQueue"
-    assert h.sns.accepted == ids(good1)
-    assert all(isinstance(mark, PublishedMark) for mark in h.marker.marks)
+    assert report.stopped_at is None
+    assert h.sns.accepted == ids(good1, good2)
+    assert all(isinstance(update, Settle) for update in h.updater.updates)
+    assert RowKey(bad["aggregate_key"]["S"], 1) not in [update.key for update in h.updater.updates]

@@ -2,21 +2,26 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pytest
 
+from outbox.errors import ThrottledError
 from outbox_publisher.engine import PublishingEngine
+from outbox_publisher.messages import Message
+from outbox_publisher.ports import EntryResult
 from outbox_publisher.report import Status
-from outbox_publisher.routing import Destination, Router
+from outbox_publisher.routing import Router
 from tests.support.events import event
 from tests.unit.publisher.fakes import (
     SNS_ONLY,
-    FakeMarker,
+    FakeDeadline,
     FakePoisonQueue,
     FakePredecessors,
+    FakeUpdater,
     candidates,
     harness,
     ids,
-    transient,
 )
 
 
@@ -49,45 +54,33 @@ def test_a_window_lets_a_wave_reach_only_that_far_past_the_first_unsettled_event
     assert narrow.sns.calls == [ids(a1), ids(a2), ids(a3, b1)]
 
 
-@pytest.mark.parametrize(("lookahead", "sent_before_the_failure"), [(4, True), (0, False)])
-def test_a_failure_hands_back_what_waves_had_already_published_further_on(
-    lookahead: int, sent_before_the_failure: bool
+@pytest.mark.parametrize(("lookahead", "sent_before_the_stop"), [(4, True), (0, False)])
+def test_a_stop_hands_back_what_waves_had_already_published_further_on(
+    lookahead: int, sent_before_the_stop: bool
 ) -> None:
-    # Given A#1 (always throttled), A#2, B#1
+    # Given A#1, A#2, B#1, and an invocation whose time runs out after the first call
     a1, a2, b1 = event("A", 1), event("A", 2), event("B", 1)
     h = harness(destinations=SNS_ONLY, lookahead=lookahead)
-    h.sns.fail_entry(a1.event_id, transient(), times=1000)
+    deadline = FakeDeadline(remaining=60_000)
+    sns_publish = h.sns.publish
+
+    def last_call(messages: Sequence[Message]) -> list[EntryResult]:
+        deadline.remaining = 1_000
+        return sns_publish(messages)
+
+    h.sns.publish = last_call  # type: ignore[method-assign]
 
     # When they are published
-    report = h.engine.publish(candidates(a1, a2, b1))
+    report = h.engine.publish(candidates(a1, a2, b1), deadline)
 
-    # Then the run stops at A#1 and nothing of A goes after it; B#1 went out only if a wave reached it, and
-    # then it is published again when the stream resends from A#1 (a duplicate, never out of order)
-    assert report.stopped_at == 0
-    assert [o.status for o in report.outcomes][:2] == [Status.FAILED, Status.NOT_ATTEMPTED]
-    assert (b1.event_id in h.sns.accepted) is sent_before_the_failure
-    assert a2.event_id not in h.sns.accepted
-    assert report.outcomes[2].status is (
-        Status.PUBLISHED if sent_before_the_failure else Status.NOT_ATTEMPTED
-    )
-
-
-def test_an_event_after_the_cut_settled_before_the_failing_one_is_handed_back_not_a_crash() -> None:
-    # Given A#2 before A#1 in the stream, and B#1 between: one call holds A#1 (later in input) and B#1
-    a1, a2, b1 = event("A", 1), event("A", 2), event("B", 1)
-    h = harness()
-    h.sns.fail_entry(b1.event_id, transient(), times=1000)
-
-    # When B#1 fails on SNS for good
-    report = h.engine.publish(candidates(a2, b1, a1))
-
-    # Then A#1 (after B#1 in input order) went to SNS but not to EventBridge, and comes back not done with the
-    # rest; the run stops at B#1
-    assert h.sns.calls[0] == ids(a1, b1)
-    assert h.eventbridge.calls == []
+    # Then the run stops at A#2 and nothing of A goes after it; B#1 went out only if a wave reached it, and
+    # then it is handed back all the same (in stream order it comes after the stop)
     assert report.stopped_at == 1
-    assert [o.status for o in report.outcomes] == [Status.NOT_ATTEMPTED, Status.FAILED, Status.NOT_ATTEMPTED]
-    assert report.outcomes[2].delivered_to == (Destination.SNS,)
+    assert [o.status for o in report.outcomes][:2] == [Status.PUBLISHED, Status.NOT_ATTEMPTED]
+    assert (b1.event_id in h.sns.accepted) is sent_before_the_stop
+    assert a2.event_id not in h.sns.accepted
+    assert report.outcomes[2].status is (Status.PUBLISHED if sent_before_the_stop else Status.NOT_ATTEMPTED)
+    assert [o.candidate.event for o in report.retry] == [a2, b1]
 
 
 def test_a_negative_lookahead_is_refused() -> None:
@@ -97,30 +90,30 @@ def test_a_negative_lookahead_is_refused() -> None:
             destinations={},
             router=Router.everything_to(()),
             poison_queue=FakePoisonQueue(),
-            marker=FakeMarker(),
+            updater=FakeUpdater(),
             predecessors=FakePredecessors(),
             lookahead=-1,
         )
 
 
-def test_a_failure_late_in_the_batch_does_not_hold_back_the_events_before_it() -> None:
-    # Given five events of a hot aggregate H, then X#1 (always throttled), then Y#1: the first wave tries X#1
-    # long before it reaches H#2..H#5
+def test_a_stop_late_in_the_batch_does_not_hold_back_the_events_before_it() -> None:
+    # Given five events of a hot aggregate H, then X#2 (its predecessor must be read, and the read fails),
+    # then Y#1: the first wave reaches X#2 long before H#2..H#5
     hot = [event("H", seq) for seq in range(1, 6)]
-    x1, y1 = event("X", 1), event("Y", 1)
+    x2, y1 = event("X", 2), event("Y", 1)
     h = harness(destinations=SNS_ONLY)
-    h.sns.fail_entry(x1.event_id, transient(), times=1000)
+    h.predecessors.error = ThrottledError("BatchGetItem left keys unprocessed")
 
     # When they are published
-    report = h.engine.publish(candidates(*hot, x1, y1))
+    report = h.engine.publish(candidates(*hot, x2, y1))
 
-    # Then the run goes on with every event before X#1 (in order, one call each), none after it: the stream
-    # hands back from X#1 and no event before it waits for a redelivery
+    # Then the run goes on with every event before X#2 (in order, one call each), none after it: the stream
+    # hands back from X#2 and no event before it waits for a redelivery
     assert [o.status for o in report.outcomes[:5]] == [Status.PUBLISHED] * 5
     assert report.stopped_at == 5
-    assert report.outcomes[5].status is Status.FAILED
+    assert (report.outcomes[5].status, report.outcomes[5].code) == (Status.NOT_ATTEMPTED, "GateReadFailed")
     assert [o.candidate.event.event_id for o in report.retry if o.candidate.event] == [
-        x1.event_id,
+        x2.event_id,
         y1.event_id,
     ]
     hot_ids = [e.event_id for e in hot]

@@ -1,12 +1,17 @@
 """How an event of a call group fared, judged from its deliveries once the group's calls are made. Pure: the
 engine (outbox_publisher.engine) acts on the verdict.
 
-- Delivered to every destination of its route: PUBLISHED, also after the run stopped (an event that shared
-  the failing call is out, and its row says so).
-- Else, once the run has stopped: NOT_ATTEMPTED, handed back.
-- Refused for good by a destination: poison (`rejected`).
-- Failed transiently on its last chance (the sweeper's cutoff) after it was tried: poison (`gave_up`).
-- Else the run stops here (FAILED): the event and everything after it are handed back.
+Each destination the event still needed (its route's, less those its row says already took it) was tried on
+its own, whatever the others answered:
+
+- Taken by every one of them: PUBLISHED.
+- Refused for good by one: poison (`rejected`).
+- Not taken by one for a transient reason, on its last chance (the sweeper's cutoff) after it was tried:
+  poison (`gave_up`).
+- Not taken by one for a transient reason: UNDELIVERED. The row stays PENDING for the sweeper, recording the
+  destinations that did take it, so they never get it again.
+- Not tried anywhere because no time was left: NOT_ATTEMPTED. Not sent to a destination that was down for
+  the run: UNDELIVERED, not tried (nothing failed for it).
 """
 
 from __future__ import annotations
@@ -26,28 +31,26 @@ class Verdict(NamedTuple):
     """Made once per event of every call group: a tuple is the cheapest immutable value to build."""
 
     status: Status
-    """PUBLISHED, NOT_ATTEMPTED, POISONED (to be sent to the poison queue) or FAILED (the run stops)."""
+    """PUBLISHED, POISONED (to be sent to the poison queue), UNDELIVERED or NOT_ATTEMPTED."""
     attempts: int
     delivered_to: tuple[Destination, ...]
+    """The destinations that took it in this run."""
     rejection: Rejection | None = None
     """POISONED only: why."""
-    failed_on: Destination | None = None
-    """FAILED only: the destination that failed, with its `code` and `detail`."""
     code: str | None = None
+    """UNDELIVERED and NOT_ATTEMPTED: the destination that did not take it, and its error code."""
     detail: str | None = None
     tried: bool = True
-    """FAILED only: False when the failing destination was never tried (no time was left): nothing failed."""
+    """UNDELIVERED: False when the destinations that did not take it were never tried (no time was left): it
+    did not fail, it was not got to."""
 
 
-def judge(member: Planned, deliveries: Mapping[Destination, Delivery], *, stopped: bool) -> Verdict:
-    """The verdict on one event from its deliveries, one per destination it was sent to; `stopped`: the run
-    stopped before (or while) this group went out."""
+def judge(member: Planned, deliveries: Mapping[Destination, Delivery]) -> Verdict:
+    """The verdict on one event from its deliveries, one per destination it was sent to."""
     attempts = max((delivery.attempts for delivery in deliveries.values()), default=0)
     delivered = tuple(destination for destination, delivery in deliveries.items() if delivery.ok)
     if len(delivered) == len(member.destinations):
         return Verdict(Status.PUBLISHED, attempts, delivered)
-    if stopped:
-        return Verdict(Status.NOT_ATTEMPTED, attempts, delivered)
     failures = [(destination, delivery) for destination, delivery in deliveries.items() if not delivery.ok]
     for destination, delivery in failures:
         if delivery.kind is FailureKind.PERMANENT:
@@ -57,23 +60,27 @@ def judge(member: Planned, deliveries: Mapping[Destination, Delivery], *, stoppe
                 f"{destination.value} refused the entry for good ({delivery.code})",
             )
             return Verdict(Status.POISONED, attempts, delivered, rejection)
-    destination, delivery = failures[0]
-    if gives_up(member, delivery):
+    tried = [(destination, delivery) for destination, delivery in failures if delivery.attempts > 0]
+    destination, delivery = tried[0] if tried else failures[0]
+    code = f"{destination.value}:{delivery.code}"
+    down = any(delivery.destination_down for _, delivery in failures)
+    if not tried and not delivered and not down:
+        # Nothing was sent anywhere (the run had no time to): nothing failed.
+        return Verdict(Status.NOT_ATTEMPTED, 0, (), code=code, detail="too little time left to try it")
+    if tried and gives_up(member, delivery):
         rejection = Rejection(
             PoisonReason.GAVE_UP,
-            f"{destination.value}:{delivery.code}",
+            code,
             f"{delivery.kind} failures on {destination.value} outlasted the sweeper's limit",
         )
         return Verdict(Status.POISONED, attempts, delivered, rejection)
     return Verdict(
-        Status.FAILED,
+        Status.UNDELIVERED,
         attempts,
         delivered,
-        failed_on=destination,
-        code=f"{destination.value}:{delivery.code}",
+        code=code,
         detail=f"{delivery.kind} failure on {destination.value}",
-        # No attempt at that destination: the run had no time to try it, nothing failed.
-        tried=delivery.attempts > 0,
+        tried=bool(tried),
     )
 
 
