@@ -53,8 +53,6 @@ def entity_tag(version: int) -> str:
     return f'"{version}"'
 
 
-# The commands are NamedTuples: immutable, and cheap to define at a cold start (a frozen dataclass costs the
-# Orders API's import several compiled methods each; docs/BENCHMARKS.md, "Cold start").
 class IfMatch(NamedTuple):
     """A parsed `If-Match` header: `*` (any current order) or the entity tags the client accepts.
 

@@ -151,9 +151,6 @@ def parse_unit_price(value: object, currency: str, *, field: str) -> Decimal:
     return amount
 
 
-# The order's values are NamedTuples: immutable, compared by their fields, and cheap to define at a cold start
-# (a frozen dataclass costs the Orders API's import several compiled methods each; docs/BENCHMARKS.md,
-# "Cold start").
 class OrderLine(NamedTuple):
     sku: str
     quantity: int

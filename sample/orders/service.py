@@ -46,8 +46,6 @@ EVENT_TYPES = {
 }
 
 
-# The service's records are NamedTuples: immutable, and cheap to define at a cold start (a frozen dataclass
-# costs the Orders API's import several compiled methods each; docs/BENCHMARKS.md, "Cold start").
 class CommandResult(NamedTuple):
     """What a command returns: the order after it and the `event_id` of the event it emitted.
 

@@ -81,8 +81,7 @@ longer text, which only a made-up record holds, could raise)."""
 
 
 class RowKey(NamedTuple):
-    """The primary key of an outbox row. A NamedTuple, as the publisher's per-event records: immutable,
-    ordered and hashed by its fields, and the cheapest to define at a cold start and to build per row."""
+    """The primary key of an outbox row."""
 
     aggregate_key: str
     seq: int

@@ -43,7 +43,7 @@ redrives and TTL deletions match none, so they cost no invocations."""
 
 
 class Range(NamedTuple):
-    """An allowed range (a NamedTuple: immutable, and cheap to define at a cold start, unlike a dataclass)."""
+    """An allowed range."""
 
     low: int
     high: int

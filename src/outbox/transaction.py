@@ -54,8 +54,7 @@ class TableKeys:
 
 
 class _Action(NamedTuple):
-    """One action and what its failed condition means (a NamedTuple: immutable, and cheap to define at a cold
-    start, unlike a dataclass)."""
+    """One action and what its failed condition means."""
 
     label: str
     request: dict[str, Any]

@@ -30,8 +30,7 @@ class DynamoDBInboxReader:
 
 
 class DeadLetter(NamedTuple):
-    """A message the consumer gives up on: its body exactly as received, and why (no payload data). A
-    NamedTuple: immutable, and cheap to define at a cold start, unlike a dataclass."""
+    """A message the consumer gives up on: its body exactly as received, and why (no payload data)."""
 
     body: str
     reason: str

@@ -13,8 +13,7 @@ from outbox_publisher.predecessors import PredecessorState
 
 
 class Candidate(NamedTuple):
-    """One outbox row to publish, as the caller found it. A NamedTuple, as the run's per-event records:
-    immutable, and the cheapest to define at a cold start and to build per row."""
+    """One outbox row to publish, as the caller found it."""
 
     ref: str
     """The caller's identifier (a stream SequenceNumber; a sweeper's own key). Returned, never interpreted."""

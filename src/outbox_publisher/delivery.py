@@ -27,8 +27,7 @@ _log = logging.getLogger(__name__)
 
 
 class Delivery(NamedTuple):
-    """How one message fared on one destination. A NamedTuple, as the run's other small records: immutable,
-    and the cheapest to define (a cold start's import) and to build (once per event and destination)."""
+    """How one message fared on one destination."""
 
     ok: bool
     attempts: int

@@ -46,8 +46,8 @@ _STRING = "String"
 
 
 class Message(NamedTuple):
-    """One event, ready to publish: the event and its envelope as JSON text (built once). A NamedTuple (see
-    outbox_publisher.delivery.Delivery): build it with `of`."""
+    """One event, ready to publish: the event and its envelope as JSON text (built once); build it
+    with `of`."""
 
     event: OutboxEvent
     body: str

@@ -15,7 +15,7 @@ from outbox_publisher.routing import Destination, Router
 
 
 class Planned(NamedTuple):
-    """What publishing one candidate takes (a NamedTuple, as the run's per-event records)."""
+    """What publishing one candidate takes."""
 
     position: int
     """The candidate's index in the run's input (not `index`: a tuple's method)."""

@@ -35,7 +35,7 @@ class PoisonReason(StrEnum):
 
 
 class Rejection(NamedTuple):
-    """Why an event can never be published (a NamedTuple: see outbox_publisher.delivery.Delivery)."""
+    """Why an event can never be published."""
 
     reason: PoisonReason
     code: str
@@ -48,8 +48,7 @@ NO_SOURCE: Mapping[str, str] = MappingProxyType({})
 
 
 class PoisonMessage(NamedTuple):
-    """What the poison queue receives: the whole row, and why it can never be published. (A NamedTuple, as
-    the publisher's per-event records: immutable, and cheap to define at a cold start.)"""
+    """What the poison queue receives: the whole row, and why it can never be published."""
 
     reason: PoisonReason
     error_code: str

@@ -12,7 +12,7 @@ from outbox_publisher.routing import Destination
 
 
 class EntryResult(NamedTuple):
-    """One entry's answer from a destination (a NamedTuple: see outbox_publisher.delivery.Delivery)."""
+    """One entry's answer from a destination."""
 
     ok: bool
     code: str | None = None

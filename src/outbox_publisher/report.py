@@ -27,8 +27,7 @@ class Status(StrEnum):
 
 
 class EventOutcome(NamedTuple):
-    """How one candidate fared in a run. A NamedTuple, as the run's other per-event records: immutable, and
-    the cheapest to define and to build (outbox_publisher.delivery.Delivery)."""
+    """How one candidate fared in a run."""
 
     candidate: Candidate
     status: Status
@@ -64,8 +63,7 @@ class EventOutcome(NamedTuple):
 
 
 class PublishReport:
-    """What a run did. A plain class, not a dataclass: it is only filled in and read, and a dataclass would
-    cost the cold start its generated methods (docs/BENCHMARKS.md, "Cold start")."""
+    """What a run did."""
 
     __slots__ = ("calls", "gate_reads", "outcomes", "rows", "stopped_at")
 

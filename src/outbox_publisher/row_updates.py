@@ -65,7 +65,7 @@ RowUpdate = Settle | MarkFailed | Park
 
 
 class RowUpdatesReport:
-    """What an updater did. A plain class: it is only filled in and read."""
+    """What an updater did."""
 
     __slots__ = ("already_moved", "calls", "done", "failed")
 

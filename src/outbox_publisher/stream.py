@@ -63,14 +63,13 @@ _log = logging.getLogger(__name__)
 
 
 class Skipped(NamedTuple):
-    """Why a record is not published (a NamedTuple: see outbox_publisher.delivery.Delivery)."""
+    """Why a record is not published."""
 
     reason: str
 
 
 class StreamBatchResult:
-    """What publishing one batch did. A plain class, not a dataclass: it is only filled in and read, and a
-    dataclass would cost the cold start its generated methods (docs/BENCHMARKS.md, "Cold start")."""
+    """What publishing one batch did."""
 
     __slots__ = ("claims", "first_failure", "held", "parks", "records", "report", "skipped")
 

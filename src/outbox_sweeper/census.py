@@ -111,7 +111,7 @@ class Figures(NamedTuple):
 
 
 class Census:
-    """Takes rows in scan order. A plain class: one per run, filled in and read."""
+    """Takes rows in scan order, one per run."""
 
     def __init__(
         self,

@@ -62,7 +62,7 @@ _log = logging.getLogger(__name__)
 
 
 class SweepReport:
-    """What one sweep did. A plain class: it is only filled in and read."""
+    """What one sweep did."""
 
     __slots__ = (
         "backed_off",
