@@ -1,24 +1,18 @@
 """DynamoDB adapter of the `OrderRepository` port (single-table Orders + the Outbox table).
 
-Orders table items (partition key `pk` only):
-- order:              `pk = ORDER#{order_id}`, the order's state, `version` and `last_seq`;
-- idempotency record: `pk = IDEMPOTENCY#{key}`, the request hash and the stored response,
-  `expires_at` (the table's TTL attribute).
+Orders table items (partition key `pk` only): the order (`ORDER#{order_id}`: its state, `version` and
+`last_seq`) and the idempotency record (`IDEMPOTENCY#{key}`: the request hash, the stored response and
+`expires_at`, the table's TTL attribute).
 
-Every command is ONE TransactWriteItems call, in this action order:
-  0. the idempotency record Put, `attribute_not_exists(pk) OR expires_at <= :now` (when a key is given);
-  1. the order: a Put, `attribute_not_exists(pk)` for a new order, `#version = :expected` for an order
-     that was read; or, for a `StatusChange` (a transition made without reading the order, If-Match), an
-     Update of its status, version, last_seq and updated_at, conditioned on the version, last_seq and
-     status the change was computed from;
-  2. the outbox row Put (OutboxWriter: one (aggregate_key, seq) slot is writable once).
-Every conditioned action asks for the item as it was when its condition fails (ALL_OLD), and a cancelled
-transaction is judged entry by entry from its CancellationReasons: only a failure on the idempotency
-record's own entry is a replay (its stored record, as returned, is the answer: no read), a failure on the
-order's entry hands the stored order to the service (404, 412 or 409 without a read). The idempotency
-record comes first on purpose: DynamoDB reports every failed condition and the executor raises the first
-one, so a retried request whose order condition ALSO fails (it already advanced the version) is recognised
-as a replay, not as a conflict.
+Every command is ONE TransactWriteItems call, in this order: 0. the idempotency record, when a key is given
+(`attribute_not_exists(pk) OR expires_at <= :now`); 1. the order: a Put conditioned on its absence or on the
+version read, or, for a `StatusChange` (If-Match, no read), an Update conditioned on the version, last_seq
+and status it was computed from; 2. the outbox row (OutboxWriter: a slot is writable once).
+Each condition returns the item it failed on (ALL_OLD), so a cancelled transaction is judged from its
+CancellationReasons without a read: a failure on the idempotency entry is a replay (its stored response is
+the answer), one on the order's hands the stored order to the service (404, 412 or 409). The idempotency
+record comes first on purpose: DynamoDB reports every failed condition and the first is raised, so a retried
+request whose order condition ALSO fails is recognised as a replay, not as a conflict.
 """
 
 from __future__ import annotations

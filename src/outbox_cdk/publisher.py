@@ -130,11 +130,9 @@ class PublisherSettings:
 class OutboxPublisher(Construct):
     """Publisher Lambda plus its stream mapping, with exactly the permissions it uses.
 
-    The role may: read this table's stream; ``BatchGetItem``, ``DeleteItem`` and ``UpdateItem`` on the
-    table (the order gate's reads of predecessors, settling published rows, claims of late rows, FAILED
-    marks, recording which destinations took an event); ``sns:Publish`` on the topic, ``events:PutEvents``
-    on the bus and ``sqs:SendMessage`` on the poison queue and, for Lambda's on-failure destination, on the
-    on-failure queue.
+    The role may: read this table's stream; ``BatchGetItem`` (the order gate), ``DeleteItem`` (settles) and
+    ``UpdateItem`` (claims, FAILED marks, parks) on the table; ``sns:Publish``, ``events:PutEvents``, and
+    ``sqs:SendMessage`` on the poison and on-failure queues.
 
     Resources, each optional:
 

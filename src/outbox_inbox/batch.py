@@ -34,7 +34,7 @@ def handle_sqs_batch(
     """The partial batch response for one SQS event (`{"batchItemFailures": [...]}`)."""
     records = event.get("Records")
     # Lambda never sends an SQS batch without records: anything else (an EventBridge event, say) is refused,
-    # as Powertools did, rather than answered as though every message were applied.
+    # as Powertools' BatchProcessor does, rather than answered as though every message were applied.
     if not isinstance(records, list) or not records:
         raise InvalidSqsEventError("the event has no Records list: not an SQS batch")
     fifo = any(str(record.get("eventSourceARN", "")).endswith(".fifo") for record in records)

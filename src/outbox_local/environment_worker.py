@@ -1,25 +1,17 @@
 """One Lambda execution environment: a worker process that imports one function's handler once (the cold
-start) and then runs its invocations one at a time (warm), until the runtime closes its pipe.
+start), then runs its invocations one at a time, until the runtime closes its pipe.
 
-Started as a script by `outbox_local.execution_environments`, never imported by the runtime: it imports
-only the standard library, so no module of the project is loaded before the function's code root is first
-on `sys.path` (as in Lambda, where the function's own asset comes first). It is started with the function's
-own environment, so nothing is swapped around an invocation.
+Started as a script by `outbox_local.execution_environments`, with the function's own environment. It imports
+only the standard library, so no project module is loaded before the function's code root is first on
+`sys.path`, as in Lambda, where the function's own asset comes first.
 
-The runtime and the worker exchange one JSON document per line over two private pipes, never stdout: what
-the handler prints is its log. That output is kept by the worker and handed back with each answer, so the
-runtime can show it and read its EMF metrics. The script's arguments: the two pipes' file descriptors, then
-the lifeline's (a pipe the runtime never writes: end-of-file on it means the runtime is gone, and the worker
-ends even in the middle of an invocation), then the function's name (unused: it tells `ps` whose this is).
-
-- first line from the runtime: `{"code_root", "sys_path", "handler"}`; the worker answers `{"ready": true}` or
-  the import error, then exits;
-- each later line: `{"event", "context"}` (the context's attributes, the deadline in epoch milliseconds as
-  Lambda's runtime API gives it); the answer is `{"payload"}` or `{"error_type", "error_message", "trace"}`,
-  with `"output"`.
-
-A handler that exits the process (`sys.exit`, a crash) simply ends the worker: the runtime sees its pipe
-close and reports `Runtime.ExitError`, as Lambda does.
+Messages are one JSON document per line over two private pipes, never stdout: what the handler prints is its
+log, kept and handed back with each answer (the runtime reads its EMF metrics). Arguments: the two pipes'
+file descriptors, a lifeline's (never written: end-of-file means the runtime is gone, and the worker ends even
+mid-invocation), then the function's name (unused: it tells `ps` whose this is). First request
+`{"code_root", "sys_path", "handler"}`, answered `{"ready": true}` or the import error; then `{"event",
+"context"}`, answered `{"payload"}` or `{"error_type", "error_message", "trace"}`, with `"output"`.
+A handler that exits the process ends the worker; the runtime reports `Runtime.ExitError`, as Lambda does.
 """
 
 from __future__ import annotations

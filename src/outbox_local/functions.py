@@ -1,19 +1,17 @@
 """Hosting the template's Lambda functions: the registry, and the invoker that runs them as Lambda would.
 
-Each invocation runs the real handler with the function's environment (template variables resolved to the
-local resources, plus what the Lambda runtime sets and what points boto3 at the moto server, never a
-developer's own `AWS_*` settings) and a Lambda-like context, in one of two ways:
+Each invocation runs the real handler with a Lambda-like context and the function's environment: template
+variables resolved to the local resources, what the Lambda runtime sets, and what points boto3 at the moto
+server, never a developer's own `AWS_*` settings. Two ways to run:
 
 - in worker processes (`max_environments`, what `outbox local up` and the demo use): each function's
-  invocations run concurrently in execution environments of their own, cold started and then kept warm
-  (`outbox_local.execution_environments`);
-- in this process, one invocation at a time for all functions (the default of the constructor): what handler
-  callables, module inspection and fake clocks need (`outbox_local.in_process`). A function given as a
-  callable always runs so: a callable cannot cross to another process.
+  invocations run concurrently in execution environments of their own (`outbox_local.execution_environments`);
+- in this process, one invocation at a time for all functions (the constructor's default): what handler
+  callables, module inspection and fake clocks need (`outbox_local.in_process`). A callable cannot cross to
+  another process, so a function given as one always runs here.
 
-What a function prints reaches the runtime's stdout, as before; with an `on_output` listener the host also
-hands over what each invocation printed, as Lambda hands a function's output to CloudWatch Logs (the runtime
-turns its EMF metric documents into CloudWatch metrics: `outbox_local.emf_metrics`).
+What a function prints reaches the runtime's stdout; with an `on_output` listener the host also hands over
+what each invocation printed, as Lambda hands it to CloudWatch Logs (EMF metrics: `outbox_local.emf_metrics`).
 """
 
 from __future__ import annotations

@@ -1,23 +1,17 @@
-"""Functions run in the runtime's own process, one invocation at a time for all of them.
-
-What needs it: handlers given as plain Python callables (`FunctionSpec.handler_override`, in tests), tests
-that inspect a function's modules (`FunctionHost.modules_of`), tests whose function deadlines follow a fake
-clock, and a developer who wants a debugger's breakpoint in a handler. Everything else runs in worker
-processes (`outbox_local.execution_environments`), concurrently.
+"""Functions run in the runtime's own process, one invocation at a time for all of them: what handlers given
+as plain callables (`FunctionSpec.handler_override`), module inspection (`FunctionHost.modules_of`), fake
+clocks and a debugger's breakpoints need. Everything else runs in worker processes (`execution_environments`).
 
 Handlers read configuration from `os.environ`, so invocations are serialized by one lock and the environment
-is swapped around each call; every other `AWS_*` variable of the host process is hidden meanwhile, so a
-developer's real profile or credentials can never reach a handler.
+is swapped around each call, with every other `AWS_*` variable of the host hidden: a developer's real profile
+or credentials never reach a handler.
 
-Each function runs its own code, as Lambda runs each function's own asset: during its invocation, its code
-root comes first on `sys.path` and `sys.modules` holds its own copies of the packages the functions ship
-(kept between its invocations, as a warm execution environment keeps them); the host's copies and the other
-functions' are put back afterwards. Two functions that ship different subsets of one package each see their
-own.
-
-What a function prints reaches the process's stdout as it is printed; when asked to keep its output, the
-runner also keeps a copy of what the invoking thread printed during the invocation and hands it over with the
-result.
+Each function runs its own code, as Lambda runs each function's own asset: during its invocation its code
+root comes first on `sys.path` and `sys.modules` holds its own copies of the packages the functions ship (kept
+between its invocations, as a warm environment keeps them); the host's and the other functions' copies are
+put back afterwards, so two functions that ship different subsets of one package each see their own.
+What a function prints reaches stdout as printed; asked to, the runner also keeps a copy of what the invoking
+thread printed and hands it over with the result.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 `DescribeStream`, `GetShardIterator` and `GetRecords` answered as the `dynamodbstreams` client answers them
 (the shapes `StreamMappingRunner` reads), from the same records moto holds, without the round trip: moto's
 response serializer and botocore's parser walk every attribute of every image, about 1.5 ms of CPU per
-record, which at 50 orders/s (an INSERT and a MODIFY each) was a sixth of the runtime's CPU
+record, which at 50 orders/s (an INSERT and a MODIFY each) is a sixth of the runtime's CPU
 (`bench/local_load.py`). It also leaves moto's registry of shard iterators alone, which keeps every iterator
 ever handed out (one per poll).
 

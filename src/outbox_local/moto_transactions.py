@@ -1,28 +1,18 @@
-"""TransactWriteItems as DynamoDB does it: all conditions first, then every write or none. A named correction
-of moto, installed while a local runtime runs (docs/local.md, "Where moto differs from AWS").
+"""Corrects moto's TransactWriteItems to DynamoDB's: all conditions first, then every write or none; installed
+while a local runtime runs (docs/local.md, "Where moto differs from AWS").
 
-moto 5.2 (`DynamoDBBackend.transact_write_items`) applies each action as it checks it and, when a later one
-fails, puts back a deep copy of every table it touched. Two things break on the way: the writes applied
-before the failure have already emitted their stream records (a reader sees a *phantom* INSERT for a row that
-was rolled back), and the table object is replaced by its copy, whose stream the runtime's stream reader does
-not follow (nothing written afterwards is ever delivered). The deep copies also make every transaction cost
-time and memory in proportion to the tables' size.
+moto 5.2 applies each action as it checks it and, when a later one fails, puts back a deep copy of every table
+it touched: the writes before the failure have already streamed (a *phantom* INSERT of a rolled-back row), and
+the copied table's stream is not the one the runtime follows (nothing written afterwards is delivered).
 
-Here every action is checked against the current items first (key unicity, condition expressions) without
-writing anything, exactly as moto evaluates them; a failed condition cancels the transaction with moto's own
-`TransactionCanceledException` and its per-action reasons, and nothing was written or streamed. Only then are
-the actions applied, through moto's own put/update/delete. An action that fails while being applied (an
-update expression moto rejects, which DynamoDB would have refused up front) puts the items it touched back
-and re-raises; its earlier writes' stream records cannot be taken back (the only residue, documented).
+Here every action is checked first, exactly as moto evaluates it, and a failed condition cancels with moto's
+own `TransactionCanceledException` and reasons, nothing written; only then are the actions applied through
+moto's own put/update/delete. An action that fails while applied (an update moto rejects, which DynamoDB would
+have refused up front) puts its items back and re-raises; its earlier stream records remain (documented).
 
-Writes are also isolated from each other, as DynamoDB isolates them: a conditional write checks and writes its
-item atomically, and a transaction is serializable with every other write. moto serves each request on a
-thread of its own with no isolation at all, and the runtime's functions run concurrently (two writers
-claiming one outbox row's lease, the publisher and the sweeper, must get DynamoDB's answer: one wins). So
-every write of moto's DynamoDB backend (PutItem, UpdateItem, DeleteItem, BatchWriteItem's, TransactWriteItems)
-holds one lock. Reads take none here: the runtime also runs every DynamoDB request alone
-(`outbox_local.moto_isolation`), which keeps a read from seeing half an update or walking a table a write is
-adding to.
+Every write of moto's DynamoDB backend also holds one lock, since moto serves requests on threads with no
+isolation and two runtime functions claiming one row's lease must get DynamoDB's answer: one wins. Reads are
+kept whole by `outbox_local.moto_isolation`.
 """
 
 from __future__ import annotations

@@ -1,13 +1,10 @@
 """A pytest plugin for your own tests of code that writes or publishes outbox events on moto.
 
-The library runs on moto as it is: the publisher, the sweeper, the inbox and every `outbox` command (the
-repository's tests/plain_moto prove it). One difference from DynamoDB remains that an outbox test can trip on:
-moto 5.2's TransactWriteItems applies a transaction's actions one by one as it checks them, and when a later
-one fails it puts back a copy of each table. A stream reader that follows the outbox table from before (a test
-polling the stream as Lambda would) then reads a *phantom* INSERT of the cancelled transaction's event, and
-nothing written after it: the publisher would announce an event that was never committed and miss the next
-ones. The fixture here is moto with that corrected (outbox_local.moto_transactions: all conditions first, then
-every write or none, as DynamoDB does; docs/local.md, "Where moto differs from AWS").
+The library runs on moto as it is (the repository's tests/plain_moto prove it), but one difference can trip
+an outbox test: moto 5.2's TransactWriteItems applies actions as it checks them and, when a later one fails,
+puts back a copy of each table, so a test following the outbox table's stream reads a *phantom* INSERT of the
+cancelled event and nothing written after it. The fixture here is moto with that corrected
+(outbox_local.moto_transactions; docs/local.md, "Where moto differs from AWS").
 
 Enable it with one line in your conftest.py, then ask for the fixture instead of `mock_aws`:
 

@@ -1,38 +1,16 @@
-"""The SQS event source mapping: Lambda's queue poller, run against moto's SQS.
+"""The SQS event source mapping: Lambda's queue poller, run against moto's SQS. Each AWS rule it follows
+(polling, batching window, record shape, deletes on success and with `ReportBatchItemFailures`, filters,
+FIFO groups) is listed in docs/local.md, "SQS queue mappings: what runs as on AWS".
 
-What AWS documents ("Using Lambda with Amazon SQS", "Handling errors for an SQS event source in Lambda",
-"Using event filtering with an Amazon SQS event source"), and what this module does:
+moto keeps visibility timeouts and dead-letter redrive itself, so the mapping does nothing for either, as
+Lambda does nothing. A batch is cut before its invocation payload would pass Lambda's 6 MB.
 
-- Polling: ReceiveMessage with `AttributeNames=All` and `MessageAttributeNames=All`, up to `BatchSize`
-  messages. Without a batching window one receive makes a batch; with `MaximumBatchingWindowInSeconds` the
-  poller keeps receiving until the batch is full or the window (from the first message it holds) has passed.
-- The function is invoked synchronously with `{"Records": [...]}`, each record shaped as Lambda sends it
-  (`lambda_record`).
-- Success: every message of the batch is deleted. Function error (exception, timeout): nothing is deleted;
-  the messages stay invisible until the queue's visibility timeout ends, then come back. moto keeps that
-  time, and moves a message to the queue's dead-letter queue after `maxReceiveCount` receives: the mapping
-  does nothing for either, as Lambda does nothing.
-- `ReportBatchItemFailures`: every message the response does not list is deleted; the listed ones come back
-  after their visibility timeout. A response that fails the whole batch (an empty, null or unknown
-  `itemIdentifier`, a bad key name) deletes nothing (`outbox_local.batch_response`).
-- `FilterCriteria`: messages that match no pattern are deleted as they are received, never sent.
-
-- Concurrency: Lambda runs several batches of one mapping at once, up to the function's concurrency and
-  `ScalingConfig.MaximumConcurrency`. On a standard queue any batches may be in flight together; on a FIFO
-  queue SQS itself hands out no message of a group while one of its messages is in flight (moto does the
-  same), and the mapping never starts a batch holding a group that a batch in flight holds (what a 6 MB
-  cut left held), so each group has one batch in flight, different groups run concurrently.
-
-Local choices: ReceiveMessage never long-polls (a poll under way could not vouch for what was written during
-it, which `LocalRuntime.wait_until_idle` needs; the mapping short-polls, less often while the queue is empty:
-`outbox_local.background`). A poll starts batches in rounds: as many as the queue hands out, up to
-`max_concurrent_batches` (what the runtime sets from the function's concurrency and `MaximumConcurrency`;
-1 in process), each invoked on a thread of its own, and it returns once every batch of the round is done,
-so nothing is in flight between polls (what `wait_until_idle` and stopping rely on). A batch is cut before
-its invocation payload would pass Lambda's 6 MB limit (at least one message), and a batch
-that reached it is invoked without waiting out the window; what did not fit stays held for the next batch.
-Time comes from an injected clock, so a caller driving the runtime step by step moves a virtual clock through
-a batching window instead of sleeping.
+Local choices: ReceiveMessage never long-polls, since a poll under way could not vouch for what was written
+during it, which `LocalRuntime.wait_until_idle` needs (the poll interval: `outbox_local.background`).
+A poll starts batches in rounds, up to `max_concurrent_batches`, each on a thread of its own, and returns once
+all are done, so nothing is in flight between polls. On a FIFO queue it never starts a batch holding a group
+that a batch in flight holds, so each group keeps its order. Time comes from an injected clock, so a caller
+driving the runtime step by step moves a virtual clock through a batching window instead of sleeping.
 """
 
 from __future__ import annotations

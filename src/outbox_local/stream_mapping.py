@@ -1,32 +1,14 @@
-"""The semantics of a Lambda event source mapping on a DynamoDB stream shard, with no I/O.
+"""The semantics of a Lambda event source mapping on a DynamoDB stream shard, with no I/O, so tests drive it
+step by step on an injected clock without sleeping.
 
-What AWS documents, and what this module does (tests cite each rule):
+Each AWS rule it follows (batching and its window, filters, checkpoints, bisecting, retries, record age,
+throttles, the on-failure record's shape) is listed in docs/local.md, "The stream mapping emulator:
+semantics", with the judgement calls where AWS documents nothing; the tests cite each rule. The one the
+publisher depends on most: with `ReportBatchItemFailures`, Lambda checkpoints at the LOWEST reported
+sequence number and re-sends every record after it, even those that had succeeded.
 
-- Batching: up to `BatchSize` records per invocation; with `MaximumBatchingWindowInSeconds` > 0 Lambda waits
-  until the batch is full or the window (counted from the first record it holds) has passed.
-- Filtering: records that match no `FilterCriteria` pattern are dropped before batching, as if processed.
-- Success: the checkpoint moves past the last record of the batch.
-- Function error: the whole batch failed. With `BisectBatchOnFunctionError` a batch of two or more records is
-  split in two and the halves are retried in order; "splitting batches doesn't consume the retry quota".
-  Otherwise the batch is retried until `MaximumRetryAttempts` retries are used up (-1: until the records
-  expire), then discarded: metadata goes to the on-failure destination (condition `RetryAttemptsExhausted`).
-- `ReportBatchItemFailures`: `{"batchItemFailures": [{"itemIdentifier": <SequenceNumber>}]}`. Lambda
-  checkpoints at the LOWEST reported sequence number and retries from there (records after it are re-sent
-  even if they had succeeded). An empty or null list, or an empty or null response, is a complete success.
-  An empty-string or null `itemIdentifier`, or an entry with a wrong key name, fails the whole batch.
-  (An identifier that is not in the batch is treated the same way: the emulator cannot checkpoint there.)
-  Retrying the remaining records of a partial failure uses one retry attempt.
-- Throttles (a function with `ReservedConcurrentExecutions` 0): the batch never reached the function, so no
-  retry attempt is used and nothing is bisected; the shard tries again after a back-off until the records
-  pass `MaximumRecordAgeInSeconds` (-1: forever, as the shard stays blocked on AWS).
-- `MaximumRecordAgeInSeconds`: records older than this (-1: no limit) are discarded before an invocation,
-  with condition `RecordAgeExceeded`.
-- On-failure destination record: `requestContext` (requestId, functionArn, condition, approximateInvokeCount),
-  `responseContext` (statusCode, executedVersion, functionError), `version` "1.0", `timestamp` and
-  `DDBStreamBatchInfo` (shardId, start/end sequence numbers, approximate arrival of first/last record,
-  batchSize, streamArn). Only metadata: never the records themselves.
-
-Time comes from an injected clock so tests drive the processor step by step without sleeping.
+A throttled batch (a function with `ReservedConcurrentExecutions` 0) never reached the function: it uses no
+retry attempt and is not bisected; the shard tries again until its records pass `MaximumRecordAgeInSeconds`.
 """
 
 from __future__ import annotations

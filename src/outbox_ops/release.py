@@ -1,26 +1,15 @@
 """Releasing an aggregate the order gate holds: an operator redrives or skips the FAILED event it waits
-behind.
+behind (docs/operations.md, "outbox redrive" and "outbox skip").
 
-A FAILED event holds its aggregate's later events (outbox_publisher.gate). Two ways out, each one transaction
-that changes the row and appends an entry (action, when, who, why) to the event's audit record
-(outbox_ops.audit), which outlives the row:
+Each is one transaction that changes the row and appends an entry (action, when, who, why) to the event's
+audit record (outbox_ops.audit), which outlives the row, and each changes nothing unless the row is still as
+it was read (FAILED, the same generation and event), saying so with a typed error (`ReleaseError`).
+A redrive bumps the row's `generation`, so no stale stream record of its earlier life can settle or mark it.
 
-- `redrive`: the FAILED row becomes PENDING again (same `event_id`, payload as stored now: fix it first if it
-  was the payload's fault), its attempts and the sweeper's cutoffs started afresh, its `generation` bumped (so
-  no stale stream record of its earlier life can settle or mark it). The sweeper publishes it, through the
-  gate, to the destinations that have not taken it yet (`delivered_to`), then the events behind it.
-- `skip`: the FAILED row leaves the table without being published; the events behind it go. Its audit entry
-  keeps the row as it was (its payload too, unless the record would outgrow DynamoDB's item limit).
-
-A redrive can publish the event after a later event of its aggregate only if a later event went out while the
-row was FAILED, which happens only when the row was released: poisoned on a route that continues past poison
-(`released_at`, kept through redrives as `first_released_at`). The table keeps no published rows, so whether
-a later event was written and went out since cannot be told from it: a redrive of a row ever released is
-refused unless the operator allows it out of order (recorded on the entry). A row never released has held its
-aggregate all along: nothing after it went.
-
-Each changes nothing unless the row is still as it was read (FAILED, the same generation and event), and says
-so with a typed error (`ReleaseError`).
+A redrive can publish the event after a later event of its aggregate only if the row was ever released
+(poisoned on a route that continues past poison: `first_released_at`, kept through redrives). The table keeps
+no published rows to tell whether a later event went out meanwhile, so such a redrive is refused unless the
+operator allows it out of order (recorded on the entry). A row never released held its aggregate all along.
 """
 
 from __future__ import annotations

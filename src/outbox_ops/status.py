@@ -1,28 +1,12 @@
 """`outbox status`: is anything stuck, what, since when, and the one command to run first.
 
-What it reads:
-
-- the outbox table itself, with the sweeper's census (outbox_sweeper.census): a scan, since the table holds
-  only what is not out yet (a few rows when all is well; a pass costs half a read unit per 4 KB), bounded by
-  `scan_for` (a table left with millions of rows by an outage is counted in part, and said so): pending
-  count, oldest pending age, rows backing off, FAILED rows (those that hold their aggregate, and those whose
-  route continues past them), and the aggregates HELD behind a FAILED event, which only an operator can
-  release;
-- the poison and on-failure queues' depths, the publisher's stream mappings (Lambda), and the last hour's
-  published events (CloudWatch: the publisher's `EventsPublished` plus the sweeper's `SweptEvents`). A
-  role that may not read the mappings or the metrics gets "unknown" for them, with why, not a failure;
-  the verdict is then at best degraded: it cannot vouch for what it could not read.
-
-The verdict, worst first:
-
-- **stuck**: no stream mapping is enabled (only the sweeper publishes), or an event that nothing holds
-  back has been pending for longer than `stuck_after` (the `OldestPendingAge` alarm's threshold, 15
-  minutes): events are not going out by themselves.
-- **degraded**: held aggregates (an operator must redrive or skip the event they wait behind), FAILED rows
-  not yet released, messages in the poison or on-failure queue, a mapping whose last result is a problem,
-  rows backing off, an event pending for longer than `degraded_after`, or a table too large to count in
-  `scan_for`: the outbox works, but something needs a look.
-- **healthy**: none of these.
+It scans the outbox table with the sweeper's census (outbox_sweeper.census): the table holds only what is
+not out yet, so a scan is cheap when all is well; it is bounded by `scan_for`, so a table left with millions
+of rows by an outage is counted in part, and said so. Besides, it reads the two queues' depths, the
+publisher's stream mappings and the last hour's published events (CloudWatch). A role that may not read the
+mappings or the metrics gets "unknown" for them, with why, not a failure; the verdict (stuck, degraded,
+healthy: docs/operations.md, "outbox status") is then at best degraded, since it cannot vouch for what it
+could not read.
 """
 
 from __future__ import annotations

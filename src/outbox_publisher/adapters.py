@@ -1,24 +1,12 @@
-"""boto3 adapters behind the engine's ports: SNS, EventBridge, and the SQS poison queue.
+"""boto3 adapters behind the engine's ports: SNS, EventBridge, and the SQS poison queue; the only publisher
+module that publishes through boto3.
 
-The only publisher module that touches boto3. Each one checks every entry of every response and
-translates AWS errors (by code, never by message) into `EntryResult`s and typed errors.
-
-Classification, from the services' documentation:
-
-- SNS PublishBatch answers `Successful` and `Failed` per entry; a `BatchResultErrorEntry` has `Code`,
-  `Message` and `SenderFault` ("whether the error happened due to the caller"). Caller's fault is
-  permanent (the entry itself is wrong), unless the code is about permissions or resources; the
-  service's fault is transient. Call errors: PublishBatch's documented exceptions (AuthorizationError,
-  BatchRequestTooLong, BatchEntryIdsNotDistinct, EmptyBatchRequest, InternalError, InvalidBatchEntryId,
-  InvalidParameter, InvalidParameterValue, InvalidSecurity, KMS*, NotFound, PlatformApplicationDisabled,
-  TooManyEntriesInBatchRequest, ValidationException).
-- EventBridge PutEvents answers `FailedEntryCount` and one `Entries` item per request entry, in order;
-  `PutEventsResultEntry.ErrorCode` documents "Retryable errors include: InternalFailure,
-  ThrottlingException" and "Non-retryable errors include: AccessDeniedException, InvalidAccountIdException,
-  InvalidArgument, MalformedDetail, RedactionFailure, NotAuthorizedForSourceException,
-  NotAuthorizedForDetailTypeException". Of the non-retryable ones, only those about the event itself
-  are poison; permission errors block (a fixed IAM policy must let the same events through).
-- A code this module does not know is never poison: it blocks, which is visible and recoverable.
+Each checks every entry of every response and translates AWS errors, by code, never by message, into
+`EntryResult`s and typed errors, following the services' documentation (docs/publisher.md, "Failure
+classes"): SNS PublishBatch's `SenderFault` and EventBridge PutEvents' `ErrorCode` ("Retryable errors
+include: InternalFailure, ThrottlingException"). Only errors about the event itself are poison; permission
+and resource errors block, since a fixed IAM policy must let the same events through; and a code this module
+does not know blocks too, which is visible and recoverable.
 """
 
 from __future__ import annotations

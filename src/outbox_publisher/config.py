@@ -1,14 +1,6 @@
-"""The publisher's configuration: parsed from the environment once, at start-up, and validated there.
-
-| variable | required | meaning |
-|---|---|---|
-| `OUTBOX_TABLE_NAME` | yes | the outbox table, by name or ARN; another table's record fails the invocation |
-| `TOPIC_ARN` | one of the two | SNS topic; a `.fifo` ARN makes it a FIFO topic (group and dedup ids) |
-| `EVENT_BUS_NAME` | one of the two | EventBridge bus name (or ARN) |
-| `EVENT_SOURCE` | with a bus | EventBridge `Source` of every event |
-| `POISON_QUEUE_URL` | yes | SQS queue that receives poison events whole |
-| `OUTBOX_ROUTES` | no | routing rules (JSON, `outbox_publisher.routing`); default: every event everywhere |
-| `SWEEP_GRACE_SECONDS` | no | age at which the sweeper takes a PENDING row (default 60, at least 30) |
+"""The publisher's configuration: parsed from the environment once, at start-up, and validated there, so a
+mistake fails every invocation before anything is published instead of poisoning events (docs/publisher.md,
+"Configuration", lists the variables).
 
 Numbers are ASCII digits, durations at most 100 years (`outbox.numbers`); anything else fails the start-up.
 The CDK construct sets these variables by the names defined here (and, for the two destinations, in

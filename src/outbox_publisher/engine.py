@@ -1,41 +1,18 @@
-"""The publishing engine: outbox rows in, in order; per-row outcomes out. Knows nothing of streams or boto3.
+"""The publishing engine: outbox rows in, in order; one outcome per row out. Knows nothing of streams or
+boto3, so the stream publisher (a shard's batch) and the sweeper (the rows it claimed) share one algorithm.
 
-The stream publisher feeds it a shard's batch; the sweeper feeds it rows it claimed. Both get:
-
-- The order gate (`outbox_publisher.gate`): each aggregate's events in `seq` order, none before its
-  predecessor is out; an event that must wait is HELD (left PENDING) without holding up other aggregates.
-- Routing: each event goes to the destinations its route names, less those its row says already took it
-  (`delivered_to`); no route is poison.
-- Batching: a call carries up to 10 entries within the service's byte limit, and never two events of
-  one aggregate. Calls fail per entry: if one call carried A#1 and A#2 and only A#1 failed, A#2 would
-  be out before A#1, overtaking it. So a hot aggregate costs one call per event; that is the price of
-  order. Calls are filled in waves across the whole batch (`outbox_publisher.waves`).
-- Destinations are independent: each event of a call group is sent to every destination it still needs,
-  whatever the others answered, so an outage of one never holds back or repeats the other. Transient entry
-  and call failures are retried with capped exponential backoff and full jitter, within the attempts allowed
-  and the time left (`RetryPolicy`, `Deadline`); a destination that still fails a whole call is down for the
-  rest of the run: later events are not sent to it, and wait for the sweeper.
-- An event a destination did not take is UNDELIVERED: done for this run, left PENDING with the destinations
-  that did take it (the caller records them on the row), and its aggregate's later events are held. The run
-  goes on with the other aggregates. It stops only where it cannot go on: no time left to call, the gate's
-  reads failed, a writer-contract break that could not be marked; from there everything is NOT_ATTEMPTED
-  (`PublishReport.stopped_at`), handed back by the stream. Events before it that waves had not reached yet
-  still go (`Waves.stop_at`).
-- Poison (can never succeed: unreadable row, no route, too large, refused for a permanent reason, another
-  writer's break of the row contract): once the gate lets it (its predecessor is out, as for any event; a
-  contract break at once, outbox_publisher.writer_contract), the row goes WHOLE to the poison queue
-  with the reason, the error code and the attempt count (`outbox_publisher.poisoning`), its row is marked
-  FAILED, and the batch goes on. If the poison queue does not take it, it is UNDELIVERED: tried again later,
-  never dropped. A candidate on its last chance (the sweeper's cutoff) that fails transiently is poison too
-  (`gave_up`).
-- Rows: published ones are settled (deleted), poisoned ones marked FAILED, after publishing, one conditional
-  call each (outbox_publisher.dynamodb_rows). An update that fails never fails an event: the event is out,
-  the row stays PENDING and the sweeper reconciles it (a duplicate, counted).
-- Memory: the engine remembers the rows it settled and parked (outbox_publisher.memory): a successor's
-  predecessor among the settled ones is out without a read.
-- Time: no call starts without the policy's safety margin left in the invocation, and, when the caller
-  gives a `publish_until` (the stream publisher's horizon for rows it did not claim), no publish call
-  starts that could end after it.
+The constraints it keeps (docs/publisher.md, "How publishing works", explains each):
+- Order: each aggregate's events go in `seq` order, none before its predecessor is out (`gate`); an event
+  that must wait is HELD without holding up other aggregates.
+- A call never carries two events of one aggregate: calls fail per entry, so A#2 could go out while A#1
+  failed. A hot aggregate therefore costs one call per event (`waves`, `planning`).
+- Destinations are independent: an outage of one neither holds back nor repeats the other. A destination
+  that fails a whole call is down for the rest of the run; its events are UNDELIVERED, left for the sweeper.
+- Poison goes whole to the poison queue once the gate lets it (a contract break at once) and its row is
+  marked FAILED; if the queue refuses it, it is UNDELIVERED, never dropped.
+- A failed row update never fails an event: the event is out, the sweeper reconciles the row.
+- The run stops only where it cannot go on (no time, the gate's reads failed, an unmarked contract break);
+  from there everything is NOT_ATTEMPTED and the stream hands it back.
 """
 
 from __future__ import annotations

@@ -1,24 +1,13 @@
-"""Routing: which destinations each event goes to, by `aggregate_type` and `event_type`.
+"""Routing: which destinations each event goes to, by `aggregate_type` and `event_type` (`OUTBOX_ROUTES`, like
+Debezium's outbox event router but keyed on both; docs/publisher.md, "Routing", gives the format).
 
-`OUTBOX_ROUTES`, like Debezium's outbox event router but keyed on both `aggregate_type` and `event_type`::
+Routes are tried in order, the first match wins; `default` serves events no route matches (left out: every
+configured destination; `[]`: they are poison). A route's `on_poison` says whether a poison event holds its
+aggregate's later events (`hold`) or lets them go, leaving the gap (`continue`). An unknown or unconfigured
+destination, or malformed JSON, is a ConfigurationError at start-up.
 
-    {"routes": [
-        {"aggregate_type": "Order", "event_type": "OrderPlaced", "destinations": ["sns", "eventbridge"]},
-        {"aggregate_type": "Customer", "destinations": ["eventbridge"]}
-     ],
-     "default": ["sns"]}
-
-Routes are tried in order and the first match wins; a matcher left out matches anything. `default` applies
-to events no route matches; left out, it is every configured destination; `[]` makes unmatched events
-poison ("no route"). A destination is `sns` or `eventbridge` and must be configured (TOPIC_ARN or
-EVENT_BUS_NAME set): anything else, and malformed JSON, is a ConfigurationError at start-up.
-
-A route may also say what a poison event of it means for the aggregate's later events: `"on_poison":
-"hold"` (the default: they wait until an operator redrives or skips it) or `"continue"` (they flow; the
-gap stays, and consumers that wait for every `seq` must not be in this route's audience).
-
-The CDK construct builds the same JSON from typed `Route`s with `routes_json`, and checks it with
-`Router.parse` at synth, so a route the publisher would refuse at start-up is refused before deployment.
+The CDK construct builds the same JSON from typed `Route`s (`routes_json`) and checks it with `Router.parse`
+at synth, so a route the publisher would refuse at start-up is refused before deployment.
 """
 
 from __future__ import annotations

@@ -1,32 +1,18 @@
-"""The DynamoDB-stream layer: Lambda's stream records in, the engine in the middle, batchItemFailures out.
+"""The DynamoDB-stream layer: Lambda's stream records in, the engine in the middle, batchItemFailures out
+(docs/publisher.md, "How publishing works").
 
-Only INSERTs of PENDING outbox rows are publishable. MODIFY (a lease, a backoff, the destinations that took
-an event), REMOVE (a settle) and INSERTs of rows that are not PENDING (a backfill, a copy) or not events at
-all (the outbox's own items: outbox.model.RESERVED_KEY_PREFIX) are skipped and counted, except another
-writer's break of the row contract: a MODIFY that replaced a slot's event makes the row poison
-(outbox_publisher.writer_contract). The mapping's filter lets only INSERTs and those few MODIFY records
-through (outbox.stream_mapping.PUBLISHER_FILTER_PATTERNS). A record that shows the publisher is wired wrong
-(from another table's stream, or without a new image) fails the whole invocation
-(`StreamConfigurationError`): it is neither skipped nor poison, so the mapping retries and the alarms fire
-until the configuration is fixed.
+Only INSERTs of PENDING outbox rows are publishable; other records are skipped and counted, except a MODIFY
+that replaced a slot's event (poison: outbox_publisher.writer_contract). A record that shows the publisher is
+wired wrong (another table's stream, no new image) fails the whole invocation: neither skipped nor poison, so
+the mapping retries and the alarms fire until the configuration is fixed.
 
-A row the stream delivers late (at least `SWEEP_GRACE_SECONDS - PUBLISH_HORIZON - CLOCK_SKEW` old) may be
-in the sweeper's hands: it is claimed first (outbox.leases), which also reads its current state: one already
-settled (gone) or FAILED is skipped, one another path holds is held. A claimed row the order gate holds has
-its lease dropped at once: the sweeper takes it when its predecessor is out. A fresh row is published without
-a claim, and no publish call of the run may end later than `PUBLISH_HORIZON` after it started: by then the
-row is still younger than the grace, so the sweeper has not looked at it (docs/publisher.md, "Order gate and
-sweeper"). A fresh record of a row this process settled already (a batch handed back and sent again) is
-skipped (outbox_publisher.memory).
-
-An event a destination did not take is left PENDING for the sweeper, not handed back: the row records the
-destinations that did take it (a park, written only then), so neither path sends it to them again, and the
-stream goes on. So the answer (`batch_item_failures`, the partial-batch response's shape) reports only what
-the run could not attempt (no time left, the gate's reads failed): the first such record and EVERY later one,
-by SequenceNumber, since Lambda checkpoints at the LOWEST reported sequence number and re-sends everything
-after it. The batch is processed as one ordered unit, not record by record as Powertools' BatchProcessor
-does; nothing of Powertools' batch utility is used (importing it costs the cold start its event data classes
-and asyncio).
+A late row (at least `SWEEP_GRACE_SECONDS - PUBLISH_HORIZON - CLOCK_SKEW` old) may be in the sweeper's hands,
+so it is claimed first (outbox.leases), which also reads its current state. A fresh row is published without
+a claim, and no publish call may end later than `PUBLISH_HORIZON` after the run started: by then the row is
+still younger than the grace, so no sweep has taken it. An event a destination did not take is left PENDING
+for the sweeper. Only what the run could not attempt is handed back: the first such record and EVERY later
+one, since Lambda re-sends from the LOWEST reported sequence number. The batch is one ordered unit, so
+Powertools' BatchProcessor (record by record, carrying on past failures) is not used.
 """
 
 from __future__ import annotations

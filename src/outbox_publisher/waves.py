@@ -11,8 +11,8 @@ from collections.abc import Container, Iterable, Sequence
 
 LOOKAHEAD = 10_000
 """How far past the first event not settled (in processing order) a wave may take an aggregate's next event:
-the whole batch (a stream batch holds at most 10,000 records). 0 is the old contiguous cut: a call ends at the
-first aggregate it repeats in stream order.
+the whole batch (a stream batch holds at most 10,000 records). With 0 a call ends at the first aggregate it
+repeats in stream order.
 
 Why the whole batch, from the figures (docs/BENCHMARKS.md, `duplicates.*` and their `by_window` detail, one
 failure injected at each position of 100 records over 10 aggregates): the duplicates a failure costs grow

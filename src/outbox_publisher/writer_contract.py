@@ -1,29 +1,15 @@
 """Another writer's breaks of the row contract (README, "Outbox row"), found where they show, never published
-or dropped without a word.
+or dropped without a word; every report names the kind, logs carry ids and field names only.
 
-- **A slot rewritten.** A stream MODIFY whose old image was PENDING (or PUBLISHED, as an earlier release
-  kept published rows) and whose new image is a PENDING row holding another event (another `event_id`, or
-  the same one with other content): a writer replaced the slot without `attribute_not_exists`. The row as it
-  is now is poison (`writer_contract`, `SlotRewritten`): whole to the poison queue and marked FAILED, at
-  once, without waiting for its predecessor (the sweeper, which sees only the row as it is now, could not
-  tell), and never released, so the aggregate's later events wait for an operator: redrive publishes the new
-  event, skip drops it. The publishing paths' own updates of a pending row (a lease, a backoff, the
-  destinations that took it) change no event field and pass. The poison message carries the replaced row
-  too (`replaced_row`, the stream's old image). A late INSERT whose claim finds the slot already rewritten
-  is left to that MODIFY record. Needs old images in the stream (NEW_AND_OLD_IMAGES, as `OutboxTable` has):
-  on a NEW_IMAGE stream the rewrite passes unseen and the sweeper publishes the new event as the slot's.
-- **An event_id reused.** Two rows of one run with one `event_id` and different keys: the second is poison
-  (`EventIdReused`). Across runs the publisher cannot tell without a read per event; each inbox consumer
-  refuses an `event_id` it applied for another `aggregate_key` or `seq` (outbox_inbox).
+- **A slot rewritten**: a stream MODIFY from PENDING (or PUBLISHED, which earlier releases kept) to a PENDING
+  row holding another event. The new row is poison at once, without waiting for its predecessor (the sweeper,
+  which sees only the row as it is now, could not tell), and never released: an operator decides. The
+  publishing paths' own updates (a lease, a backoff, a park) change no event field and pass. Needs old images
+  in the stream (NEW_AND_OLD_IMAGES, as `OutboxTable` has).
+- **An event_id reused** by two rows of one run: the second is poison. Across runs only the inbox can tell.
 
-Every report names the kind; logs carry ids and field names only.
-
-What is no longer seen: a PENDING row another writer deletes. The publishing paths settle a row by deleting
-it, so a stream REMOVE cannot tell another writer's delete from a settle (the mapping's filter passes no
-REMOVE at all); the deleted event reads as out, its successors go, and an inbox consumer in `strict` mode
-sees the gap in `seq` and waits for it, then dead-letters (README, "Consuming events"). Nor is a slot written
-again after its row was settled: that is an INSERT like any other (keep the aggregate's last `seq` in the
-business data, as the contract says, and the slot is never reused).
+Not seen here: a PENDING row another writer deletes (a REMOVE reads as a settle, and the mapping's filter
+passes none), and a slot written again after its row was settled (an INSERT like any other).
 """
 
 from __future__ import annotations

@@ -1,17 +1,12 @@
 """What a scan of the outbox table finds, row by row: counts, the oldest pending row, held aggregates, and the
 rows that are due. Pure: outbox_sweeper.scan reads the table, the sweeper and `outbox status` feed this.
 
-The table holds exactly the events that are not out yet (outbox.model), and a scan returns an aggregate's rows
-together, in `seq` order. So an aggregate's first row in the scan is its lowest row in the table, whose
-predecessor is out: no read needed. From there, rows are taken in order:
-
-- a FAILED row (unless its route lets later events go on past it: `released_at`) holds every later row of
-  its aggregate: the aggregate is HELD, for an operator (counted once, with the seq that waits);
-- a PENDING row is due when it is not backing off (`next_attempt_at`), no one holds its lease, and it is
-  older than the grace, or has an `occurred_at` that cannot be read or lies more than a grace in the future
-  (a writer's bad clock must not strand it); a PENDING row that is not due holds the rows after it back
-  (they must not go first), until a later run;
-- a row an earlier release kept PUBLISHED, or a released FAILED row, is out.
+The table holds exactly the events that are not out yet, and a scan returns an aggregate's rows together in
+`seq` order, so an aggregate's first row in the scan has its predecessor out: no read needed. From there:
+a FAILED row that is not released holds the rest of its aggregate (HELD, for an operator); a PENDING row is
+due when not backing off, not leased, and older than the grace or with an `occurred_at` unreadable or more
+than a grace ahead (a writer's bad clock must not strand it); a PENDING row not due holds the rows after it
+back; a PUBLISHED row (kept by earlier releases) or a released FAILED one is out.
 
 A run that resumes from a saved position may start in the middle of an aggregate: its first row there is not
 known to be the lowest, so the order gate reads its predecessor.

@@ -1,24 +1,16 @@
-"""One sweep: publish the PENDING rows that are due, in order per aggregate, through the publishing engine.
+"""One sweep: publish the PENDING rows that are due, in order per aggregate, through the publishing engine
+(docs/publisher.md, "Order gate and sweeper", gives each step).
 
-1. Read the table (its segment of it) from where the last run stopped (outbox_sweeper.scan, .cursor): the
-   table holds only what is not out yet, so this finds every row left behind, whoever wrote it, with no index.
-   The census (outbox_sweeper.census) counts what it reads and picks the due rows, each aggregate from its
-   lowest row, up to `max_rows`; rows behind a FAILED one are held for an operator and counted.
-2. Claim the due rows in order (outbox.leases), aggregate by aggregate; stop an aggregate at the first row
-   that is not this sweep's to take (another path holds it, it backs off, it is FAILED now): later ones must
-   not go before it.
-3. Publish the claimed rows with the engine (its order gate, routing, poison, settling), skipping the
-   destinations a row says already took its event.
-4. A row the engine could not deliver backs off: `attempts` grows by the run's tries, `sweep_failures` by one,
-   the destinations that took it are recorded, and `next_attempt_at` is set: base * 2^(sweep_failures - 1),
-   capped, with equal jitter. A run that may take a row to its attempt cutoff, or a row past its age cutoff,
-   is its last chance: if it fails again it becomes FAILED (poison, `gave_up`) and goes whole to the poison
-   queue.
-5. FAILED rows missing from the failed index (another writer's) are added to it, so operators see them.
-6. Save where the pass got to, and its figures so far.
+It reads its segment from where the last run stopped (`scan`, `cursor`): the table holds only what is not out
+yet, so this finds every row left behind, whoever wrote it, with no index. The census picks the due rows; they
+are claimed in order, aggregate by aggregate, and an aggregate stops at the first row that is not this sweep's
+to take (another path holds it, it backs off, it is FAILED now): later ones must not go before it. The engine
+publishes what was claimed; a row it could not deliver backs off exponentially (capped, equal jitter), and a
+run that may take a row past its attempt or age cutoff is its last chance: failing again makes it poison
+(`gave_up`). FAILED rows missing from the failed index are added to it, so operators see them.
 
-A second sweep over the same rows adds nothing: a published row left the table, and one another path holds is
-not claimed.
+A second sweep over the same rows adds nothing: a published row left the table, and one another path holds
+is not claimed.
 """
 
 from __future__ import annotations

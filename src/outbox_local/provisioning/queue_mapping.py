@@ -1,22 +1,10 @@
 """`AWS::Lambda::EventSourceMapping` on an SQS queue, checked as Lambda checks it, run by
 `outbox_local.queue_mapping`.
 
-Refused at start-up, as CloudFormation would fail the stack (AWS Lambda Developer Guide, "Lambda parameters
-for Amazon SQS event source mappings", and CreateEventSourceMapping's errors):
-
-- the stream-only properties (StartingPosition, MaximumRetryAttempts, MaximumRecordAgeInSeconds,
-  BisectBatchOnFunctionError, ParallelizationFactor, DestinationConfig, TumblingWindowInSeconds);
-- `BatchSize` outside 1..10,000, above 10 on a FIFO queue, or above 10 without a batching window of at
-  least 1 second; `MaximumBatchingWindowInSeconds` outside 0..300, or above 0 on a FIFO queue ("Batching
-  window is not supported for FIFO queues");
-- `FunctionResponseTypes` other than `ReportBatchItemFailures`; `ScalingConfig.MaximumConcurrency` outside
-  2..1000; a filter on a key other than `body` ("Amazon SQS event source mappings only support filtering
-  on the body key");
-- a queue whose visibility timeout is shorter than the function's timeout (Lambda: "Queue visibility
-  timeout: 30 seconds is less than Function timeout: 60 seconds").
-
-`ScalingConfig.MaximumConcurrency` bounds how many batches the mapping has in flight at once, as on AWS
-(with the function's own concurrency: `outbox_local.queue_mapping`).
+What Lambda refuses (the stream-only properties, `BatchSize` and batching-window bounds, FIFO limits, response
+types, `ScalingConfig.MaximumConcurrency` outside 2..1000, filters on keys other than `body`, a queue whose
+visibility timeout is shorter than the function's timeout) is refused at start-up, as CloudFormation would
+fail the stack; docs/local.md, "SQS queue mappings: what runs as on AWS", lists each rule.
 """
 
 from __future__ import annotations
