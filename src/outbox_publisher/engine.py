@@ -1,7 +1,7 @@
 """The publishing engine: outbox rows in, in order; one outcome per row out. Knows nothing of streams or
 boto3, so the stream publisher (a shard's batch) and the sweeper (the rows it claimed) share one algorithm.
 
-The constraints it keeps (docs/publisher.md, "How publishing works", explains each):
+The constraints it keeps (docs/publisher.md explains each):
 - Order: each aggregate's events go in `seq` order, none before its predecessor is out (`gate`); an event
   that must wait is HELD without holding up other aggregates.
 - A call never carries two events of one aggregate: calls fail per entry, so A#2 could go out while A#1
