@@ -10,9 +10,8 @@ Every answer that carries an order carries its `ETag` (its version, quoted). A c
 `If-Match` naming that version is one DynamoDB call, and answers with what it knows of the order (its id,
 status, version, updated_at), not the fields it did not read.
 
-Cold start stays cheap: importing this module builds no boto3 client and no router but its own (`http`
-says why). The service (and its one
-DynamoDB client) is built on the first invocation and reused by every later one. Tests swap it
+Importing this module builds no boto3 client and no router but its own (`http` says why): the service
+(and its one DynamoDB client) is built on the first invocation and reused by every later one. Tests swap it
 with `set_service` and reset it with `set_service(None)`.
 """
 

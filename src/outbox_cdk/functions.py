@@ -1,5 +1,5 @@
-"""What every function shares: runtime, architecture, packaging without Docker (one asset per
-function, holding exactly what its handler imports), the Powertools layer, tracing, a log group with
+"""What every function shares: runtime, architecture, packaging without Docker (an asset of the
+function's vendored packages), the Powertools layer, tracing, a log group with
 retention and a role that can only write to it."""
 
 from __future__ import annotations
@@ -109,9 +109,8 @@ class PythonFunction(Construct):
     The role gets no managed policy: it may write only to this function's log group, plus the
     X-Ray calls active tracing needs; each capability grants the rest explicitly.
 
-    The code is the handler's own asset (`outbox_cdk.assets`): its module and what it imports from
-    ``vendored``, plus ``extra_modules`` (modules it imports by name at run time). Pass ``code`` to ship
-    something else.
+    The code is the asset of the packages in ``vendored`` (`outbox_cdk.assets`), which must hold the
+    handler's module. Pass ``code`` to ship something else.
     """
 
     def __init__(
@@ -126,7 +125,6 @@ class PythonFunction(Construct):
         layer: lambda_.ILayerVersion | None = None,
         code: lambda_.Code | None = None,
         vendored: Collection[str] = PROJECT_PACKAGES,
-        extra_modules: Collection[str] = (),
     ) -> None:
         super().__init__(scope, construct_id)
         self.log_group = logs.LogGroup(
@@ -156,7 +154,7 @@ class PythonFunction(Construct):
             runtime=RUNTIME,
             architecture=ARCHITECTURE,
             handler=handler,
-            code=code or function_code(self, handler, vendored, extra_modules=extra_modules),
+            code=code or function_code(self, handler, vendored),
             layers=[layer],
             environment=environment,
             memory_size=settings.memory_mb,

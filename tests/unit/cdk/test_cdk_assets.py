@@ -1,4 +1,4 @@
-"""The asset builder's import analysis, on small packages written for each test (no CDK, no Node)."""
+"""The asset builder's file list and staging, on small packages written for each test (no CDK, no Node)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from outbox_cdk.assets import AssetError, handler_modules
+from outbox_cdk.assets import AssetError, function_code, package_files
 
 
 def _package(root: Path, name: str, modules: dict[str, str]) -> None:
@@ -23,59 +23,41 @@ def root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
-def test_a_handler_takes_what_it_imports_transitively_and_nothing_else(root: Path) -> None:
-    # Given a package whose handler imports two of its four modules, one of them relatively
+def test_an_asset_holds_every_python_module_of_the_vendored_packages_and_nothing_else(root: Path) -> None:
+    # Given two packages, one with a subpackage, a module the handler never imports, bytecode and a data file
     _package(
         root,
         "shop",
         {
-            "handler": "import json\nimport boto3\nfrom shop import model\nfrom .rules import limit\n",
-            "model": "from shop.money import Money\n",
-            "money": "from decimal import Decimal\nMoney = Decimal\n",
-            "rules": "limit = 3\n",
-            "unused": "import shop.model\n",
+            "handler": "from shop import model\n",
+            "model": "",
+            "unused": "",
+            "sub.__init__": "",
+            "sub.rules": "",
         },
     )
+    _package(root, "money", {"currency": ""})
+    (root / "shop" / "__pycache__").mkdir()
+    (root / "shop" / "__pycache__" / "model.cpython-311.pyc").write_bytes(b"")
+    (root / "shop" / "prices.json").write_text("{}")
 
-    # When the handler's modules are computed
-    found = handler_modules("shop.handler", ["shop"])
+    # When the handler's files are listed
+    found = package_files("shop.handler", ["shop", "money"])
 
-    # Then they are the handler, the package and what it reaches; the unused module is left out
-    assert set(found) == {"shop", "shop.handler", "shop.model", "shop.money", "shop.rules"}
-
-
-def test_imports_only_for_type_checking_are_not_followed(root: Path) -> None:
-    # Given a handler that imports a module only under TYPE_CHECKING
-    _package(
-        root,
-        "typed",
-        {
-            "handler": """
-                from typing import TYPE_CHECKING
-                if TYPE_CHECKING:
-                    from typed import heavy
-                else:
-                    from typed import light
-            """,
-            "heavy": "import pandas\n",
-            "light": "",
-        },
-    )
-
-    # When its modules are computed
-    found = handler_modules("typed.handler", ["typed"])
-
-    # Then the TYPE_CHECKING branch is skipped (its third-party import raises nothing), the else kept
-    assert set(found) == {"typed", "typed.handler", "typed.light"}
-
-
-def test_a_third_party_import_lambda_does_not_provide_fails_with_its_name(root: Path) -> None:
-    # Given a handler importing a package neither the runtime nor the layer has
-    _package(root, "needy", {"handler": "import requests\n"})
-
-    # When its modules are computed, Then the synth-time error names the import and the way out
-    with pytest.raises(AssetError, match=r"needy\.handler imports requests.*vendor it"):
-        handler_modules("needy.handler", ["needy"])
+    # Then they are every module of both packages, by their path in the asset, and no other file
+    assert found == {
+        relative: root / relative
+        for relative in (
+            "shop/__init__.py",
+            "shop/handler.py",
+            "shop/model.py",
+            "shop/unused.py",
+            "shop/sub/__init__.py",
+            "shop/sub/rules.py",
+            "money/__init__.py",
+            "money/currency.py",
+        )
+    }
 
 
 def test_a_handler_outside_the_vendored_packages_and_a_missing_package_are_refused(root: Path) -> None:
@@ -84,55 +66,21 @@ def test_a_handler_outside_the_vendored_packages_and_a_missing_package_are_refus
 
     # Then a handler outside the vendored packages, and a vendored package Python cannot find, are errors
     with pytest.raises(AssetError, match="not a module of the vendored packages"):
-        handler_modules("real.handler", [])
+        package_files("real.handler", [])
+    with pytest.raises(AssetError, match="not a module of the vendored packages"):
+        package_files("real.missing", ["real"])
     with pytest.raises(AssetError, match="is not importable here"):
-        handler_modules("real.handler", ["real", "no_such_package_anywhere"])
-
-
-def test_what_the_reading_cannot_see_is_refused_or_named(root: Path) -> None:
-    # Given a star import of a vendored module, and a module only imported by name at run time
-    _package(root, "starry", {"handler": "from starry.names import *\n", "names": "X = 1\n"})
-    _package(
-        root,
-        "dynamic",
-        {"handler": "import importlib\nplugin = importlib.import_module('dynamic.plugin')\n", "plugin": ""},
-    )
-
-    # Then the star import is refused with what to do instead
-    with pytest.raises(AssetError, match=r"star-imports starry\.names.*import the names you use"):
-        handler_modules("starry.handler", ["starry"])
-    # and the dynamic import is shipped once named
-    assert "dynamic.plugin" not in handler_modules("dynamic.handler", ["dynamic"])
-    assert "dynamic.plugin" in handler_modules(
-        "dynamic.handler", ["dynamic"], extra_modules=["dynamic.plugin"]
-    )
-
-
-def test_imports_guarded_by_import_error_are_optional_and_python_313_removals_are_refused(root: Path) -> None:
-    # Given a handler with an optional accelerator (`except ImportError`) and one using imghdr (gone in 3.13)
-    _package(
-        root,
-        "fast",
-        {"handler": "try:\n    import ujson as json\nexcept ImportError:\n    import json\n"},
-    )
-    _package(root, "old", {"handler": "import imghdr\n"})
-
-    # Then the optional import neither fails nor ships; the removed module fails the synth by name
-    assert set(handler_modules("fast.handler", ["fast"])) == {"fast", "fast.handler"}
-    with pytest.raises(AssetError, match=r"imports imghdr, which python3\.13 no longer has"):
-        handler_modules("old.handler", ["old"])
+        package_files("real.handler", ["real", "no_such_package_anywhere"])
 
 
 def test_a_handler_without_a_function_and_a_namespace_package_are_refused(root: Path) -> None:
-    from outbox_cdk.assets import function_code
-
     # Given a namespace package (no __init__.py)
     (root / "loose" / "handler.py").parent.mkdir()
     (root / "loose" / "handler.py").write_text("")
 
     # Then it cannot be vendored, and a handler must name module.function
     with pytest.raises(AssetError, match="must be a regular package"):
-        handler_modules("loose.handler", ["loose"])
+        package_files("loose.handler", ["loose"])
     with pytest.raises(AssetError, match=r"must be module\.function"):
         function_code(None, "handler", ["loose"])  # type: ignore[arg-type]
 
