@@ -54,7 +54,6 @@ from bench.scenarios import Scenario, round_robin, scenarios
 from bench.stubs import stub_clients
 from outbox.aws import invocation_client
 from outbox.clock import parse_timestamp
-from outbox.leases import DynamoDBRowClaimer
 from outbox.model import OutboxEvent, RowKey
 from outbox_local.stream_records import lambda_record
 from outbox_publisher.adapters import (
@@ -66,6 +65,7 @@ from outbox_publisher.adapters import (
 from outbox_publisher.config import PublisherConfig
 from outbox_publisher.dynamodb_rows import DynamoDBRowUpdater
 from outbox_publisher.handler import Publisher, build_publisher, handle
+from outbox_publisher.leases import DynamoDBRowClaimer
 from outbox_publisher.memory import RowMemory
 from outbox_publisher.predecessors import DynamoDBPredecessorReader
 from outbox_publisher.routing import Destination

@@ -20,10 +20,10 @@ from outbox import metrics as metric_names
 from outbox import tracing
 from outbox.aws import invocation_client
 from outbox.clock import Clock, utc_now
-from outbox.deadline import LambdaDeadline
-from outbox.leases import DynamoDBRowClaimer, RowClaimer
 from outbox_publisher.config import PublisherConfig
+from outbox_publisher.deadline import LambdaDeadline
 from outbox_publisher.errors import InvalidStreamEventError, StreamConfigurationError
+from outbox_publisher.leases import DynamoDBRowClaimer, RowClaimer
 from outbox_publisher.ports import DestinationPort, PoisonQueue
 from outbox_publisher.predecessors import PredecessorReader
 from outbox_publisher.report import EventOutcome, Status

@@ -11,7 +11,7 @@ through (outbox.stream_mapping.PUBLISHER_FILTER_PATTERNS). A record that shows t
 until the configuration is fixed.
 
 A row the stream delivers late (at least `SWEEP_GRACE_SECONDS - PUBLISH_HORIZON - CLOCK_SKEW` old) may be
-in the sweeper's hands: it is claimed first (outbox.leases), which also reads its current state: one already
+in the sweeper's hands: it is claimed first (`leases`), which also reads its current state: one already
 settled (gone) or FAILED is skipped, one another path holds is held. A claimed row the order gate holds has
 its lease dropped at once: the sweeper takes it when its predecessor is out. A fresh row is published without
 a claim, and no publish call of the run may end later than `PUBLISH_HORIZON` after it started: by then the
@@ -37,16 +37,16 @@ from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
 from outbox.clock import Clock, parse_timestamp, utc_now
-from outbox.deadline import Deadline
 from outbox.errors import OutboxError
-from outbox.leases import STREAM_PUBLISHER, Claim, Lease, RowClaimer
 from outbox.model import DELIVERED_TO, OutboxStatus, is_own_item
 from outbox.stream_mapping import INSERT_EVENT_NAME, MODIFY_EVENT_NAME
 from outbox_publisher import writer_contract
 from outbox_publisher.candidates import Candidate
+from outbox_publisher.deadline import Deadline
 from outbox_publisher.engine import PublishingEngine
 from outbox_publisher.errors import InvalidStreamEventError, StreamConfigurationError
 from outbox_publisher.gate import HoldReason
+from outbox_publisher.leases import STREAM_PUBLISHER, Claim, Lease, RowClaimer
 from outbox_publisher.memory import RowMemory
 from outbox_publisher.outcome_updates import park_for
 from outbox_publisher.report import PublishReport, Status

@@ -4,9 +4,9 @@
    table holds only what is not out yet, so this finds every row left behind, whoever wrote it, with no index.
    The census (outbox_sweeper.census) counts what it reads and picks the due rows, each aggregate from its
    lowest row, up to `max_rows`; rows behind a FAILED one are held for an operator and counted.
-2. Claim the due rows in order (outbox.leases), aggregate by aggregate; stop an aggregate at the first row
-   that is not this sweep's to take (another path holds it, it backs off, it is FAILED now): later ones must
-   not go before it.
+2. Claim the due rows in order (outbox_publisher.leases), aggregate by aggregate; stop an aggregate at the
+   first row that is not this sweep's to take (another path holds it, it backs off, it is FAILED now): later
+   ones must not go before it.
 3. Publish the claimed rows with the engine (its order gate, routing, poison, settling), skipping the
    destinations a row says already took its event.
 4. A row the engine could not deliver backs off: `attempts` grows by the run's tries, `sweep_failures` by one,
@@ -30,14 +30,14 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from outbox.clock import Clock, parse_timestamp, utc_now
-from outbox.deadline import Deadline
 from outbox.errors import OutboxError
-from outbox.leases import Claim, Lease, RowClaimer
 from outbox.model import REDRIVEN_AT, RELEASED_AT, SWEEP_FAILURES, OutboxStatus, RowKey, string_attribute
 from outbox_publisher.candidates import Candidate
+from outbox_publisher.deadline import Deadline
 from outbox_publisher.dynamodb_rows import UPDATE_CALL_MS
 from outbox_publisher.engine import PublishingEngine
 from outbox_publisher.gate import HoldReason
+from outbox_publisher.leases import Claim, Lease, RowClaimer
 from outbox_publisher.outcome_updates import park_for
 from outbox_publisher.poison import PoisonReason
 from outbox_publisher.predecessors import PredecessorState
