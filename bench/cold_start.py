@@ -1,20 +1,16 @@
-"""Import and first-invoke wiring time of each handler, against `import boto3`, each in a fresh process.
+"""Import and first-invoke wiring time of each handler, beside `import boto3`, each in a fresh process.
 
 Every sample is a new interpreter (`python -m bench.cold_start_probe TARGET`, bench.cold_start_probe) with an
 environment like the function's in the template: its configuration variables, fake credentials, and Lambda's
-markers, so Powertools' tracer is on as deployed (`Tracing: Active`: it imports the X-Ray SDK and patches
-botocore). The same runs without those markers (tracer off) are in each figure's detail. Targets are taken in
-turns, round after round, so a burst of load on the machine spreads over all of them; each figure is the
-median of its rounds. Wall clock: a cold start is billed and felt as wall time. This machine is shared and
-the interpreter is CPython 3.11 on x86, not Lambda's 3.13 on Graviton: compare ratios, not milliseconds.
+markers, so Powertools' tracer is on as deployed (`Tracing: Active`). The same runs without those markers
+(tracer off) are in each figure's detail. Targets are taken in turns, round after round, so a burst of load
+on the machine spreads over all of them; each figure is the median of its rounds, in wall-clock ms (a cold
+start is billed and felt as wall time). This machine is shared and the interpreter is CPython 3.11 on x86,
+not Lambda's 3.13 on Graviton: the milliseconds are indicative.
 
-On a shared machine five wall-clock samples are noise (`import boto3` alone has varied from 140 to 250 ms in
-one run), so when `valgrind` is on PATH each target is also counted in instructions: the probe runs under
-cachegrind once per stage (`start`, `import`, `wired`: bench.cold_start_probe stops after it), and the
-difference between two stages is what ran between them. Instructions executed do not depend on the load; they
-leave out the kernel's time (file reads, directory listings), which the wall clock keeps. The instruction
-figures judge the targets; the wall-clock ones are reported beside them. Without valgrind the wall-clock
-figures judge the targets, and say so.
+When `valgrind` is on PATH, each figure's detail also holds the instructions its stages execute (the probe
+under cachegrind, stopped after `start`, `import` and `wired`): a count the machine's load does not move,
+for comparing two versions of the code.
 """
 
 from __future__ import annotations
@@ -26,7 +22,7 @@ import subprocess
 import sys
 import tempfile
 
-from bench import targets, valgrind
+from bench import valgrind
 from bench.environment import CHILD_PYTHONPATH, FAKE_AWS, REGION, ROOT
 from bench.figures import Figure, Group
 
@@ -63,9 +59,6 @@ CONFIGURATION = {
     },
 }
 COMMAND = "python -m bench --only cold_start"
-INSTRUCTIONS_SOURCE = (
-    "instructions executed (valgrind cachegrind), one run per stage in a fresh interpreter; judges the target"
-)
 
 
 def environment(target: str, *, traced: bool, task_root: str) -> dict[str, str]:
@@ -145,55 +138,32 @@ def measure(rounds: int = ROUNDS) -> list[Group]:
         return statistics.median(sample[field] for sample in samples[(target, traced)])
 
     boto3_ms = median("boto3", True, "import_ms")
-    wall_source = f"perf_counter in a fresh interpreter, median of {rounds}" + (
-        "; indicative (the instruction count judges the target)"
-        if counted
-        else "; judges the target (valgrind not on PATH: no instruction count)"
-    )
+    source = f"perf_counter in a fresh interpreter, median of {rounds}"
     figures = []
     for target, label in HANDLERS.items():
-        for field, stage, what, key, ratio in (
-            ("import_ms", "import", "import", "import", targets.IMPORT_TARGET_RATIO),
-            (
-                "import_and_wiring_ms",
-                "wired",
-                "import + first-invoke wiring",
-                "wired",
-                targets.WIRING_TARGET_RATIO,
-            ),
+        for field, stage, what in (
+            ("import_ms", "import", "import"),
+            ("import_and_wiring_ms", "wired", "import + first-invoke wiring"),
         ):
+            detail: dict[str, object] = {
+                "traced_ms": [round(sample[field], 1) for sample in samples[(target, True)]],
+                "untraced_median_ms": median(target, False, field),
+                "untraced_import_boto3_median_ms": median("boto3", False, "import_ms"),
+                "import_boto3_ms": [round(s["import_ms"], 1) for s in samples[("boto3", True)]],
+            }
             if counted:
-                ours, boto3_count = counts[target][stage], counts["boto3"]["import"]
-                figures.append(
-                    Figure(
-                        f"cold_start.instructions.{key}.{target}",
-                        f"{label}: {what}, instructions",
-                        "M instructions",
-                        ours / 1e6,
-                        boto3_count / 1e6,
-                        target=ratio * boto3_count / 1e6,
-                        decimals=0,
-                        source=INSTRUCTIONS_SOURCE,
-                        detail={"instructions": counts[target], "import_boto3_instructions": counts["boto3"]},
-                    )
-                )
+                detail["instructions"] = counts[target][stage]
+                detail["import_boto3_instructions"] = counts["boto3"]["import"]
             figures.append(
                 Figure(
-                    f"cold_start.{key}.{target}",
+                    f"cold_start.{stage}.{target}",
                     f"{label}: {what}",
                     "ms",
                     median(target, True, field),
                     boto3_ms,
-                    target=None if counted else ratio * boto3_ms,
                     decimals=0,
-                    source=wall_source,
-                    detail={
-                        "target_ratio": ratio,
-                        "traced_ms": [round(sample[field], 1) for sample in samples[(target, True)]],
-                        "untraced_median_ms": median(target, False, field),
-                        "untraced_import_boto3_median_ms": median("boto3", False, "import_ms"),
-                        "import_boto3_ms": [round(s["import_ms"], 1) for s in samples[("boto3", True)]],
-                    },
+                    source=source,
+                    detail=detail,
                 )
             )
     return [
@@ -205,11 +175,10 @@ def measure(rounds: int = ROUNDS) -> list[Group]:
             notes=[
                 "Handlers: outbox_publisher.handler, outbox_sweeper.handler, orders_api.handler, "
                 "order_consumers.summary_handler. Tracer on, as deployed (Tracing: Active). Wiring: the "
-                "handler's first-invoke build "
-                "(configuration, boto3 clients, adapters), with no AWS call. Targets: at most 1.3x (import) "
-                "and 2x (import + wiring) `import boto3`, judged by instructions executed (valgrind) when "
-                "valgrind is on PATH, else by wall clock. The wall-clock figures on this shared machine are "
-                'indicative: the run\'s load average is under "The machine and the run".',
+                "handler's first-invoke build (configuration, boto3 clients, adapters), with no AWS call. "
+                "Wall clock on a shared machine: indicative (the run's load average is under \"The "
+                "machine and the run\"); with valgrind on PATH, each figure's detail holds its "
+                "instructions executed, which the load does not move.",
             ],
             command=COMMAND,
         )

@@ -10,20 +10,13 @@ The batch is Lambda's event for round-robin records over 10 aggregates (each agg
 the batch: no order-gate read), PENDING and fresh (no claim). Our publisher starts every run with an empty
 memory of what it settled (outbox_publisher.memory), as a container handed that batch for the first time does:
 else a second run of the same batch would skip every record it settled in the first. Each publisher gets it
-through its handler's
-inner function (ours `outbox_publisher.handler.handle`, the naive one its `process_partial_response`): the
-Powertools decorators around the Lambda entry point run once per invocation, not per record, and are left
-out of both. Logging and metrics still run, into a silenced stdout. One warm-up run, then several samples, of
-which the fastest is the figure (as `timeit` advises: on a shared machine noise only ever adds time; every
-sample is in the JSON). CPU time of this process, so other processes slow it less than they slow wall time,
-but a loaded machine (caches, frequency, a busy sibling core) still shows: the figures are indicative.
-
-With stub clients, when `valgrind` is on PATH, each publisher's instructions per record are also counted
-(bench.cpu_probe in a fresh process under cachegrind, bench.valgrind): a count that repeats exactly, whatever
-the load. Those figures judge the stub-client target, carried over from where issue 14 started (its 30 us is
-3/8 of the 80 us it measured, so ours must be at most 3/8 of the ratio to the naive publisher that the same
-count gives for the code at the start, bench.targets.CPU_STUBBED_START_RATIO). The absolute 30 us stays on
-the timed figures beside them.
+through its handler's inner function (ours `outbox_publisher.handler.handle`, the naive one its
+`process_partial_response`): the Powertools decorators around the Lambda entry point run once per
+invocation, not per record, and are left out of both. Logging and metrics still run, into a silenced
+stdout. One warm-up run, then several samples, of which the fastest is the figure (as `timeit` advises: on a
+shared machine noise only ever adds time; every sample is in the JSON). CPU time of this process, so other
+processes slow it less than they slow wall time, but a loaded machine (caches, frequency, a busy sibling
+core) still shows: the figures are indicative.
 
 The cost figures (bench.cost) price Lambda's duration from CPU: `cpu.cost.*` times both publishers, with real
 botocore and canned HTTP, on each interleave the publish figures count (bench.publish_figures.scenarios), ours
@@ -36,8 +29,6 @@ from __future__ import annotations
 import gc
 import os
 import statistics
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
@@ -45,16 +36,14 @@ from typing import Any
 
 import boto3
 
-from bench import targets, valgrind
 from bench.canned_http import can
-from bench.environment import CHILD_PYTHONPATH, REGION, ROOT, quiet
+from bench.environment import REGION, quiet
 from bench.figures import Figure, Group
 from bench.naive import NaivePublisher
 from bench.scenarios import Scenario, round_robin, scenarios
 from bench.stubs import stub_clients
 from outbox.aws import invocation_client
 from outbox.clock import parse_timestamp
-from outbox.leases import DynamoDBRowClaimer
 from outbox.model import OutboxEvent, RowKey
 from outbox_local.stream_records import lambda_record
 from outbox_publisher.adapters import (
@@ -66,6 +55,7 @@ from outbox_publisher.adapters import (
 from outbox_publisher.config import PublisherConfig
 from outbox_publisher.dynamodb_rows import DynamoDBRowUpdater
 from outbox_publisher.handler import Publisher, build_publisher, handle
+from outbox_publisher.leases import DynamoDBRowClaimer
 from outbox_publisher.memory import RowMemory
 from outbox_publisher.predecessors import DynamoDBPredecessorReader
 from outbox_publisher.routing import Destination
@@ -83,9 +73,6 @@ POISON_QUEUE_URL = f"https://sqs.{REGION}.amazonaws.com/123456789012/outbox-pois
 COMMAND = "python -m bench --only cpu"
 RECORDS_PER_SAMPLE = {"stubs": 2000, "botocore": 300}
 """About how many records one timed sample handles (small batches repeat), so that it lasts long enough."""
-INSTRUCTION_RUNS = {10: 20, 100: 5, 1000: 1}
-"""Batches counted beyond the first, by batch size (bench.cpu_probe): 100 to 1,000 records' difference."""
-INSTRUCTIONS_SOURCE = "instructions executed (valgrind cachegrind), 1 and 1 + k batches; judges the target"
 MIN_SAMPLES = {"stubs": 7, "botocore": 3}
 """Samples at least, per publisher: a stub-client sample of 1,000 records lasts a tenth of a second."""
 
@@ -226,19 +213,13 @@ def measure(
             "cpu",
             "CPU per record (time.process_time)",
             "naive publisher",
-            figures + instruction_figures(batch_sizes),
+            figures,
             notes=[
                 "Stubs: hand-written stand-in clients answering success (bench.stubs), our own Python only. "
                 "botocore: real clients, every request validated, serialized and signed, answered by a "
                 "canned response at before-send (bench.canned_http).",
                 "Measured on a shared machine: indicative. The fastest sample; all samples and their median "
                 "are in the JSON detail.",
-                "Instructions (cpu.instructions.*, when valgrind is on PATH): each publisher on stub clients "
-                "in a fresh process under cachegrind, the difference between 1 and 1 + k batches per record; "
-                "they judge the stub-client target: ours at most 3/8 of the ratio to the naive publisher the "
-                "same count gives for the code issue 14 started from (46ef147), as its 30 us is 3/8 of the "
-                "80 us it started from. The timed figures keep the 30 us, and judge this machine as much as "
-                "the code.",
                 "cpu.cost.*: real botocore with canned HTTP on each interleave of the publish figures, ours "
                 "warm or cold as named (cold: its gate's BatchGetItem answered with every predecessor "
                 "absent); "
@@ -260,7 +241,6 @@ def _figure(
         "us/record",
         ours_us,
         naive_us,
-        target=targets.CPU_STUBBED_TARGET_US if stubbed else targets.CPU_BOTOCORE_TARGET_RATIO * naive_us,
         decimals=1,
         source="time.process_time around the handler's inner function; the fastest sample",
         detail={
@@ -308,54 +288,3 @@ def cost_figures(measured: Sequence[Scenario]) -> list[Figure]:
             )
         )
     return figures
-
-
-def instruction_figures(batch_sizes: Sequence[int]) -> list[Figure]:
-    """Instructions per record on stub clients, ours against the naive publisher (none without valgrind)."""
-    if not valgrind.available():
-        return []
-    for which in ("ours", "naive"):  # compiles what the counted runs import, so they count no compiling
-        warm_up = [sys.executable, "-m", "bench.cpu_probe", which, "10", "1"]
-        subprocess.run(warm_up, **probe_process(), capture_output=True, timeout=120, check=True)  # noqa: S603
-    share = targets.CPU_STUBBED_TARGET_US / targets.CPU_STUBBED_START_US
-    figures = []
-    for size in batch_sizes:
-        ours_k, naive_k = (instructions_per_record(which, size) / 1000 for which in ("ours", "naive"))
-        start = targets.CPU_STUBBED_START_RATIO[size]
-        figures.append(
-            Figure(
-                f"cpu.instructions.{size}",
-                f"stub clients, batch of {size:,}, instructions",
-                "k instructions/record",
-                ours_k,
-                naive_k,
-                target=start * share * naive_k,
-                decimals=0,
-                source=INSTRUCTIONS_SOURCE,
-                detail={
-                    "batches_counted": INSTRUCTION_RUNS[size],
-                    "ratio_at_start": start,
-                    "target_ratio": start * share,
-                },
-            )
-        )
-    return figures
-
-
-def instructions_per_record(which: str, size: int) -> float:
-    """Instructions a record costs the `which` publisher: 1 + k batches counted, less 1 batch, over k."""
-    extra = INSTRUCTION_RUNS[size]
-
-    def count(runs: int) -> int:
-        return valgrind.instructions(
-            [sys.executable, "-m", "bench.cpu_probe", which, str(size), str(runs)],
-            **probe_process(),
-            what=f"the CPU probe of {which} (batch {size}, {runs} runs)",
-        )
-
-    return (count(1 + extra) - count(1)) / extra / size
-
-
-def probe_process() -> dict[str, Any]:
-    """Where bench.cpu_probe runs: this checkout, its sample app and test support importable."""
-    return {"env": {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": CHILD_PYTHONPATH}, "cwd": ROOT}

@@ -49,11 +49,11 @@ from bench.environment import quiet
 from bench.figures import Figure, Group, per
 from bench.scenarios import random_interleave
 from bench.stubs import StubDynamoDB, StubEvents, StubSns, StubSqs
-from outbox.leases import DynamoDBRowClaimer
 from outbox_publisher.adapters import EventBridgeDestination, SnsDestination, SqsPoisonQueue
 from outbox_publisher.config import PublisherConfig
 from outbox_publisher.dynamodb_rows import DynamoDBRowUpdater
 from outbox_publisher.handler import Publisher, build_publisher, handle
+from outbox_publisher.leases import DynamoDBRowClaimer
 from outbox_publisher.predecessors import DynamoDBPredecessorReader
 from outbox_publisher.retry import RetryPolicy
 from outbox_publisher.routing import Destination

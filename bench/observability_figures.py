@@ -42,9 +42,9 @@ from bench.cpu_figures import (
 from bench.environment import REGION, captured, quiet
 from bench.figures import Figure, Group, per
 from bench.scenarios import round_robin
-from outbox.leases import DynamoDBRowClaimer
 from outbox_publisher.adapters import EventBridgeDestination, SnsDestination, SqsPoisonQueue
 from outbox_publisher.dynamodb_rows import DynamoDBRowUpdater
+from outbox_publisher.leases import DynamoDBRowClaimer
 from outbox_publisher.predecessors import DynamoDBPredecessorReader
 from outbox_publisher.routing import Destination
 from outbox_sweeper.config import SweeperConfig

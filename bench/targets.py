@@ -32,27 +32,6 @@ GATE_RCU_TARGET = 1.0
 """Order-gate RCU per event, healthy path."""
 COMMAND_CALLS_TARGET = 1.0
 """DynamoDB calls per order command, common path."""
-CPU_STUBBED_TARGET_US = 30.0
-"""Our own Python per record, clients stubbed."""
-CPU_STUBBED_START_US = 80.0
-"""Our own Python per record, clients stubbed, as issue 14's table measured it when the issue was filed: the
-30 us target asks for 3/8 of it."""
-CPU_STUBBED_START_RATIO = {10: 3.95, 100: 3.99, 1000: 4.18}
-"""That same code's instructions per record against the naive publisher's, batch size by batch size, counted
-as a run counts ours (bench.cpu_figures.instruction_figures), on the code issue 14 measured, at 46ef147 (the
-harness's first commit): `git worktree add /tmp/at-start 46ef147`, then this checkout's `bench/cpu_probe.py`
-run as a script under valgrind with `PYTHONPATH=/tmp/at-start/src:/tmp/at-start/sample:/tmp/at-start` (so it
-imports that commit's code and harness), 1 and 1 + k batches, once without valgrind first. A run
-judges `cpu.instructions.*` against 3/8 of these: the target carried over from the machine it was set on by
-a count that no machine's speed moves. Counted (k instructions a record, ours / naive): batch 10, 1,121.6 /
-284.2; batch 100, 1,072.8 / 268.9; batch 1,000, 1,117.6 / 267.3. (That run timed the same code at 4.28-4.61
-times the naive publisher: it spent more time per instruction than the naive publisher does.)"""
-CPU_BOTOCORE_TARGET_RATIO = 0.4
-"""Per record with real botocore request building, as a fraction of the naive publisher's."""
-IMPORT_TARGET_RATIO = 1.3
-"""Handler import, as a multiple of `import boto3`."""
-WIRING_TARGET_RATIO = 2.0
-"""Handler import + first-invoke wiring, as a multiple of `import boto3`."""
 ROW_BYTES_TARGET = 1024
 """Outbox row size for the sample events."""
 LIFECYCLE_WCU_KEYED_TARGET = 7.0

@@ -42,7 +42,7 @@ SWEEPER_CURSOR_KEY = f"{RESERVED_KEY_PREFIX}sweeper"
 # DynamoDB's TTL attribute. The outbox sets it on no row; a row another writer saves PENDING with it would
 # expire before it is published, so reading one is poison, and its FAILED mark removes it.
 TTL_ATTRIBUTE = "expires_at"
-# Set by the publishing paths while they work on a row (outbox.leases), never by writers.
+# Set by the publishing paths while they work on a row (the publisher's leases), never by writers.
 LEASE_OWNER = "lease_owner"
 LEASE_UNTIL = "lease_until"
 """Epoch seconds: until then, no other path may claim the row."""

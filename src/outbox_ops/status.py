@@ -265,7 +265,8 @@ def _census(
 
 
 class _Budget:
-    """The time the census may read for, as a deadline (outbox.deadline.Deadline), on the monotonic clock."""
+    """The time the census may read for, as a deadline (a `remaining_ms()`, as the publisher's deadlines), on
+    the monotonic clock."""
 
     def __init__(self, budget: timedelta) -> None:
         self._ends = time.monotonic() + budget.total_seconds()

@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from outbox.errors import InvalidOutboxRowError
-from outbox.leases import Lease
 from outbox.model import DELIVERED_TO, OutboxEvent, RowKey, stored_generation, string_attribute
+from outbox_publisher.leases import Lease
 from outbox_publisher.poison import NO_SOURCE, PoisonReason, Rejection
 from outbox_publisher.predecessors import PredecessorState
 
@@ -25,7 +25,7 @@ class Candidate(NamedTuple):
     source: Mapping[str, str] = NO_SOURCE
     """Where the row came from (stream ARN, sequence number...), for the poison message."""
     lease: Lease | None = None
-    """Held by the caller (outbox.leases): the row is marked only under it."""
+    """Held by the caller (outbox_publisher.leases): the row is marked only under it."""
     predecessor: PredecessorState | None = None
     """The state of event `seq - 1`, when the caller already read it: the gate does not read it again."""
     last_chance: bool = False

@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from typing import NamedTuple
 
 from outbox.clock import Clock, utc_now
-from outbox.deadline import Deadline
+from outbox_publisher.deadline import Deadline
 from outbox_publisher.errors import DestinationCallError, FailureKind
 from outbox_publisher.messages import Message
 from outbox_publisher.ports import DestinationPort, EntryResult

@@ -25,7 +25,6 @@ from typing import Any, NamedTuple
 
 from outbox.aws import INVOCATION_CALL_S
 from outbox.clock import format_timestamp
-from outbox.deadline import Deadline, NoDeadline
 from outbox.dynamodb import ConditionNotMetError, call
 from outbox.errors import OutboxError, RetryableError
 from outbox.model import (
@@ -45,6 +44,7 @@ from outbox.model import (
     failed_shard,
     truncate_error,
 )
+from outbox_publisher.deadline import Deadline, NoDeadline
 from outbox_publisher.row_updates import Generation, MarkFailed, Park, RowUpdate, RowUpdatesReport, Settle
 
 UPDATE_CALL_MS = (INVOCATION_CALL_S + 1) * 1000

@@ -23,11 +23,11 @@ from datetime import datetime
 from typing import Any
 
 from outbox.clock import Clock, utc_now
-from outbox.deadline import Deadline, NoDeadline
 from outbox.errors import ConfigurationError, OutboxError
 from outbox.model import OutboxEvent, RowKey
 from outbox_publisher import planning
 from outbox_publisher.candidates import Candidate
+from outbox_publisher.deadline import Deadline, NoDeadline
 from outbox_publisher.delivery import Deliverer, Delivery
 from outbox_publisher.errors import FailureKind
 from outbox_publisher.gate import HoldReason, OrderGate, Unknown, predecessors_to_read, processing_order

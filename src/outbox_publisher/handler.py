@@ -20,11 +20,10 @@ from outbox import metrics as metric_names
 from outbox import tracing
 from outbox.aws import invocation_client
 from outbox.clock import Clock, utc_now
-from outbox.deadline import LambdaDeadline
-from outbox.leases import DynamoDBRowClaimer, RowClaimer
 from outbox_publisher.config import PublisherConfig
+from outbox_publisher.deadline import LambdaDeadline
 from outbox_publisher.errors import InvalidStreamEventError, StreamConfigurationError
-from outbox_publisher.metric_values import add_counts, add_values
+from outbox_publisher.leases import DynamoDBRowClaimer, RowClaimer
 from outbox_publisher.ports import DestinationPort, PoisonQueue
 from outbox_publisher.predecessors import PredecessorReader
 from outbox_publisher.report import EventOutcome, Status
@@ -139,23 +138,25 @@ def _observe(result: StreamBatchResult, handed_back: int) -> None:
             undelivered += 1
     contract_breaks = result.contract_breaks
     rows, parks = report.rows, result.parks
-    add_counts(
-        metrics,
-        {
-            metric_names.EVENTS_PUBLISHED: len(published),
-            metric_names.EVENTS_FAILED: handed_back,
-            metric_names.UNDELIVERED_EVENTS: undelivered,
-            metric_names.POISON_EVENTS: poisoned,
-            metric_names.RECORDS_SKIPPED: sum(result.skipped.values()),
-            metric_names.ROW_UPDATE_FAILURES: len(rows.failed) + len(parks.failed),
-            metric_names.ROWS_ALREADY_MOVED: len(rows.already_moved) + len(parks.already_moved),
-            metric_names.HELD_EVENTS: sum(result.held.values()),
-            metric_names.WRITER_CONTRACT_VIOLATIONS: contract_breaks,
-        },
-    )
+    counts = {
+        metric_names.EVENTS_PUBLISHED: len(published),
+        metric_names.EVENTS_FAILED: handed_back,
+        metric_names.UNDELIVERED_EVENTS: undelivered,
+        metric_names.POISON_EVENTS: poisoned,
+        metric_names.RECORDS_SKIPPED: sum(result.skipped.values()),
+        metric_names.ROW_UPDATE_FAILURES: len(rows.failed) + len(parks.failed),
+        metric_names.ROWS_ALREADY_MOVED: len(rows.already_moved) + len(parks.already_moved),
+        metric_names.HELD_EVENTS: sum(result.held.values()),
+        metric_names.WRITER_CONTRACT_VIOLATIONS: contract_breaks,
+    }
+    for name, count in counts.items():
+        metrics.add_metric(name=name, unit=MetricUnit.Count, value=count)
     # One value per event (the dashboard's p99 is over events).
-    latencies = [max(latency, 0.0) for outcome in published if (latency := outcome.latency_ms) is not None]
-    add_values(metrics, metric_names.PUBLISH_LATENCY_MS, MetricUnit.Milliseconds, latencies)
+    for outcome in published:
+        if (latency := outcome.latency_ms) is not None:
+            metrics.add_metric(
+                name=metric_names.PUBLISH_LATENCY_MS, unit=MetricUnit.Milliseconds, value=max(latency, 0.0)
+            )
     summary: dict[str, Any] = {
         "records": result.records,
         # Ids only, never payloads; capped so a 10,000-record batch still logs one readable line.

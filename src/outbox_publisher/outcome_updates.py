@@ -13,9 +13,9 @@ import logging
 from collections.abc import Sequence
 from datetime import datetime
 
-from outbox.deadline import Deadline
 from outbox.model import RowKey
 from outbox_publisher.candidates import Candidate
+from outbox_publisher.deadline import Deadline
 from outbox_publisher.report import EventOutcome, Status
 from outbox_publisher.routing import PoisonPolicy, Router
 from outbox_publisher.row_updates import MarkFailed, Park, RowUpdate, RowUpdater, RowUpdatesReport, Settle

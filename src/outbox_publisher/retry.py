@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from outbox.aws import INVOCATION_CALL_S
-from outbox.deadline import Deadline
+from outbox_publisher.deadline import Deadline
 from outbox_publisher.dynamodb_rows import UPDATE_CALL_MS
 
 # Enough to ride out a throttling burst, few enough to leave the rest of the batch its time.

@@ -17,8 +17,8 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple, Protocol
 
-from outbox.deadline import Deadline
 from outbox.model import RowKey
+from outbox_publisher.deadline import Deadline
 
 Generation = Mapping[str, Any] | None
 """A row's `generation` attribute exactly as stored, None when it has none (0 redrives): compared as it is, so

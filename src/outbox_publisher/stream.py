@@ -7,7 +7,7 @@ wired wrong (another table's stream, no new image) fails the whole invocation: n
 the mapping retries and the alarms fire until the configuration is fixed.
 
 A late row (at least `SWEEP_GRACE_SECONDS - PUBLISH_HORIZON - CLOCK_SKEW` old) may be in the sweeper's hands,
-so it is claimed first (outbox.leases), which also reads its current state. A fresh row is published without
+so it is claimed first (outbox_publisher.leases), which also reads its current state. A fresh row is published without
 a claim, and no publish call may end later than `PUBLISH_HORIZON` after the run started: by then the row is
 still younger than the grace, so no sweep has taken it. An event a destination did not take is left PENDING
 for the sweeper. Only what the run could not attempt is handed back: the first such record and EVERY later
@@ -23,16 +23,16 @@ from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
 from outbox.clock import Clock, parse_timestamp, utc_now
-from outbox.deadline import Deadline
 from outbox.errors import OutboxError
-from outbox.leases import STREAM_PUBLISHER, Claim, Lease, RowClaimer
 from outbox.model import DELIVERED_TO, OutboxStatus, is_own_item
 from outbox.stream_mapping import INSERT_EVENT_NAME, MODIFY_EVENT_NAME
 from outbox_publisher import writer_contract
 from outbox_publisher.candidates import Candidate
+from outbox_publisher.deadline import Deadline
 from outbox_publisher.engine import PublishingEngine
 from outbox_publisher.errors import InvalidStreamEventError, StreamConfigurationError
 from outbox_publisher.gate import HoldReason
+from outbox_publisher.leases import STREAM_PUBLISHER, Claim, Lease, RowClaimer
 from outbox_publisher.memory import RowMemory
 from outbox_publisher.outcome_updates import park_for
 from outbox_publisher.report import PublishReport, Status

@@ -18,10 +18,10 @@ import logging
 from collections.abc import Mapping
 from typing import Any, NamedTuple, Protocol
 
-from outbox.deadline import Deadline
 from outbox.dynamodb import call
 from outbox.errors import OutboxError
 from outbox.model import PARTITION_KEY, SORT_KEY, RowKey
+from outbox_publisher.deadline import Deadline
 from outbox_sweeper.census import SCANNED_ATTRIBUTES, Census
 
 _log = logging.getLogger(__name__)

@@ -22,14 +22,14 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from outbox.clock import Clock, parse_timestamp, utc_now
-from outbox.deadline import Deadline
 from outbox.errors import OutboxError
-from outbox.leases import Claim, Lease, RowClaimer
 from outbox.model import REDRIVEN_AT, RELEASED_AT, SWEEP_FAILURES, OutboxStatus, RowKey, string_attribute
 from outbox_publisher.candidates import Candidate
+from outbox_publisher.deadline import Deadline
 from outbox_publisher.dynamodb_rows import UPDATE_CALL_MS
 from outbox_publisher.engine import PublishingEngine
 from outbox_publisher.gate import HoldReason
+from outbox_publisher.leases import Claim, Lease, RowClaimer
 from outbox_publisher.outcome_updates import park_for
 from outbox_publisher.poison import PoisonReason
 from outbox_publisher.predecessors import PredecessorState

@@ -4,9 +4,6 @@ cost figures are recomputable from it. No AWS, no moto, no timing."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +12,6 @@ import pytest
 
 from bench import (
     cost,
-    cpu_figures,
-    cpu_probe,
     deployment,
     end_to_end,
     latency,
@@ -28,7 +23,6 @@ from bench.canned_http import can
 from bench.counting import CallCounter
 from bench.deployment import Deployment
 from bench.observability_figures import metrics_defined
-from bench.stubs import StubSns, stub_clients
 from outbox_publisher.routing import Destination
 
 RESULTS = Path(render_doc.RESULTS)
@@ -81,40 +75,6 @@ def test_the_cost_figures_are_computed_from_the_measured_figures(results: dict[s
 
     # Then the cost section is what the figures and bench.prices give today
     assert cost.compute(results["groups"], deployment) == results["cost"]
-
-
-@pytest.mark.parametrize("publisher", ["ours", "naive"])
-def test_the_cpu_probe_counts_only_batches_the_publisher_published_whole(publisher: str) -> None:
-    # Given the probe the instruction figures count, run plainly: each publisher on the stub batch, twice
-    probe = [sys.executable, "-m", "bench.cpu_probe", publisher, "10", "2"]
-    where = cpu_figures.probe_process()
-    done = subprocess.run(probe, **where, capture_output=True, text=True, timeout=120, check=False)  # noqa: S603
-    # Then it ran to its end: every record published, or the probe would have failed
-    assert done.returncode == 0, done.stderr
-
-
-def test_the_cpu_probe_fails_when_the_publisher_leaves_records_unpublished(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    # Given stub clients whose SNS refuses every entry
-    class RefusingSns(StubSns):
-        def publish_batch(
-            self,
-            *,
-            TopicArn: str,  # noqa: N803 - boto3's names
-            PublishBatchRequestEntries: Sequence[Mapping[str, Any]],  # noqa: N803
-        ) -> dict[str, Any]:
-            failed = [
-                {"Id": entry["Id"], "Code": "InternalError", "SenderFault": False}
-                for entry in PublishBatchRequestEntries
-            ]
-            return {"Successful": [], "Failed": failed}
-
-    monkeypatch.setattr(cpu_probe, "stub_clients", lambda: {**stub_clients(), "sns": RefusingSns()})
-    # When the probe runs our publisher, then it fails instead of counting a batch that was not published (the
-    # records are not handed back: they wait, parked, for the sweeper)
-    with pytest.raises(SystemExit, match="did not settle every record"):
-        cpu_probe.run("ours", 10, 1)
 
 
 def test_a_group_that_measured_nothing_says_why_on_the_console(

@@ -209,7 +209,7 @@ def deployed_publisher(tables: Tables, dynamodb: Any) -> Iterator[Delivery]:
 
 
 # What the publishing paths may change on a row they were given and leave in the table
-# (outbox_publisher.dynamodb_rows, outbox.leases): a PENDING row keeps its status and may only record the
+# (outbox_publisher.dynamodb_rows and .leases): a PENDING row keeps its status and may only record the
 # destinations that took its event (a park) or carry a lease; a FAILED mark also sets its own attributes and
 # removes what only a row on its way out carries. A row leaves the table (a settle) only once it is out.
 PENDING_CHANGES = frozenset({DELIVERED_TO, "last_error", LEASE_OWNER, LEASE_UNTIL})

@@ -149,3 +149,6 @@ def test_the_publisher_ships_no_sample_code_and_the_api_ships_no_publisher(
     # and each consumer the library, the inbox and its own projections
     for consumer in ("order_consumers.summary_handler", "order_consumers.cancellations_handler"):
         assert tops[consumer] == {"outbox", "outbox_inbox", "order_consumers"}
+    # and the API does not carry what only publishing needs (the claims of rows), which the publisher does
+    assert "outbox_publisher.leases" in by_handler["outbox_publisher.handler"]
+    assert "outbox_publisher.leases" not in by_handler["orders_api.handler"]

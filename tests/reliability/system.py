@@ -59,10 +59,8 @@ from orders.model import Command, OrderLine
 from orders.repository import DynamoDBOrderRepository
 from orders.service import OrderService
 from outbox.clock import format_timestamp
-from outbox.deadline import LambdaDeadline
 from outbox.dynamodb import DynamoDBTransactionExecutor
 from outbox.errors import OutboxError
-from outbox.leases import DynamoDBRowClaimer
 from outbox.model import AUDIT_KEY_PREFIX, RELEASED_AT, RowKey, is_reserved
 from outbox.stream_mapping import PUBLISHER_FILTER_PATTERNS
 from outbox.transaction import TableKeys, Transaction
@@ -81,8 +79,10 @@ from outbox_local.stream_poller import StreamMappingRunner
 from outbox_ops.release import AUDIT_ENTRIES, Action, redrive, skip
 from outbox_publisher.adapters import EventBridgeDestination, SnsDestination, SqsPoisonQueue
 from outbox_publisher.config import PublisherConfig
+from outbox_publisher.deadline import LambdaDeadline
 from outbox_publisher.dynamodb_rows import DynamoDBRowUpdater
 from outbox_publisher.handler import Publisher, build_publisher, handle
+from outbox_publisher.leases import DynamoDBRowClaimer
 from outbox_publisher.predecessors import DynamoDBPredecessorReader
 from outbox_publisher.routing import Destination
 from outbox_sweeper.config import SweeperConfig

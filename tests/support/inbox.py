@@ -14,7 +14,6 @@ from outbox.model import OutboxEvent
 from outbox_inbox.adapters import DynamoDBInboxReader, SqsDeadLetters
 from outbox_inbox.consumer import ConsumerSettings, InboxConsumer
 from outbox_inbox.inbox import Effect, Inbox, InboxSettings, Ordering, no_effect
-from outbox_local.queues import receive_all
 from tests.support.clock import START, FakeClock
 from tests.support.events import event
 
@@ -173,4 +172,7 @@ class Consumer:
         )
 
     def dead_letters(self) -> list[dict[str, Any]]:
+        # Here, not at the top: the unit tests import this module and load no local-runtime code.
+        from outbox_local.queues import receive_all
+
         return receive_all(self.sqs, self.dead_letter_url, MessageAttributeNames=["All"])

@@ -14,17 +14,17 @@ from typing import Any
 import boto3
 from botocore.exceptions import ClientError
 
-from outbox.deadline import LambdaDeadline
 from outbox.dynamodb import DynamoDBTransactionExecutor
-from outbox.leases import DynamoDBRowClaimer
 from outbox.model import OutboxEvent
 from outbox.transaction import Transaction
 from outbox.writer import OutboxWriter
 from outbox_local.queues import receive_all
 from outbox_publisher.adapters import EventBridgeDestination, SnsDestination, SqsPoisonQueue
 from outbox_publisher.config import PublisherConfig
+from outbox_publisher.deadline import LambdaDeadline
 from outbox_publisher.dynamodb_rows import DynamoDBRowUpdater
 from outbox_publisher.handler import Publisher, build_publisher, handle
+from outbox_publisher.leases import DynamoDBRowClaimer
 from outbox_publisher.predecessors import DynamoDBPredecessorReader
 from outbox_publisher.routing import Destination
 from outbox_sweeper.config import SweeperConfig

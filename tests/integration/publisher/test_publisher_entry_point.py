@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import logging
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
 from outbox.errors import ConfigurationError
+from outbox.model import OutboxEvent
 from outbox_publisher import handler as entry_point
 from outbox_publisher.errors import StreamConfigurationError
 from tests.integration.publisher.publisher_world import World, build_world
 from tests.support.aws import Tables
+from tests.support.clock import START
 from tests.support.events import event
 from tests.support.lambda_context import FakeLambdaContext
 from tests.support.metrics import emitted_metrics
@@ -76,6 +79,31 @@ def test_the_handler_publishes_and_emits_its_metrics(
     assert bad.event_id in logged
     assert "not json" not in logged
     assert "9.99" not in logged
+
+
+def test_each_published_event_adds_its_latency_and_a_clock_behind_it_counts_zero(
+    world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given events that occurred 2 s before the publisher's clock, and one stamped 5 s after it (skew)
+    early = [event("A", 1), event("B", 1)]
+    ahead = OutboxEvent.new(
+        aggregate_type="Order",
+        aggregate_id="C",
+        seq=1,
+        event_type="OrderPlaced",
+        payload={},
+        clock=lambda: START + timedelta(seconds=5),
+    )
+    world.write(*early, ahead)
+
+    # When the publisher handles their records and its metrics are flushed
+    world.invoke(world.publisher(), world.stream_event())
+    entry_point.metrics.flush_metrics()
+
+    # Then one latency value per event: 2,000 ms each, and 0 for the one from the future
+    metrics = emitted_metrics(capsys.readouterr().out)
+    assert sorted(metrics["PublishLatencyMs"]) == [0.0, 2000.0, 2000.0]
+    assert metrics["EventsPublished"] == [3.0]
 
 
 @pytest.mark.filterwarnings("ignore:No application metrics to publish")

@@ -13,9 +13,9 @@ from datetime import timedelta
 
 import pytest
 
-from outbox.leases import STREAM_PUBLISHER, DynamoDBRowClaimer, Lease
 from outbox_ops.audit import AuditRecords
 from outbox_ops.release import redrive, skip
+from outbox_publisher.leases import STREAM_PUBLISHER, DynamoDBRowClaimer, Lease
 from tests.integration.publisher.publisher_world import (
     DynamoDBClientFailingWrites,
     SnsClientFailingEvents,

@@ -7,12 +7,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from outbox.deadline import Deadline
-from outbox.leases import Claim, ClaimResult, Lease
 from outbox.model import OutboxEvent, RowKey
 from outbox_publisher.candidates import Candidate
+from outbox_publisher.deadline import Deadline
 from outbox_publisher.engine import PublishingEngine
 from outbox_publisher.errors import DestinationCallError, FailureKind, PoisonQueueUnavailableError
+from outbox_publisher.leases import Claim, ClaimResult, Lease
 from outbox_publisher.messages import Message, eventbridge_size, sns_size
 from outbox_publisher.poison import PoisonMessage
 from outbox_publisher.ports import EntryResult

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from outbox.deadline import NoDeadline
 from outbox.errors import ThrottledError
+from outbox_publisher.deadline import NoDeadline
 from outbox_sweeper.census import Census
 from outbox_sweeper.scan import ScanPage, read_segment
 from tests.support.clock import START

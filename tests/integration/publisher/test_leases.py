@@ -10,8 +10,8 @@ import pytest
 from botocore.exceptions import EndpointConnectionError
 
 from outbox.errors import AwsUnavailableError, ThrottledError
-from outbox.leases import STREAM_PUBLISHER, Claim, DynamoDBRowClaimer, Lease
 from outbox.model import OutboxEvent, OutboxStatus, RowKey
+from outbox_publisher.leases import STREAM_PUBLISHER, Claim, DynamoDBRowClaimer, Lease
 from tests.integration.publisher.publisher_world import client_error
 from tests.support.aws import Tables
 from tests.support.clock import START
