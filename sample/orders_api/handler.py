@@ -45,8 +45,8 @@ from orders.repository import DynamoDBOrderRepository
 from orders.service import CommandResult, OrderService
 from orders_api.config import OrdersApiConfig
 from orders_api.http import Response, Router
-from outbox import tracing
 from outbox.aws import client
+from outbox_publisher import tracing
 
 MAX_BODY_BYTES = 16 * 1024
 IDEMPOTENCY_HEADER = "Idempotency-Key"
@@ -57,8 +57,7 @@ _CORRELATION_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 _CORRELATION_CONTEXT_KEY = "correlation_id"
 
 logger = Logger()
-# The outbox library's tracer, as the publisher's: X-Ray subsegments for the routes and each botocore call,
-# without the X-Ray SDK (outbox.tracing says why).
+# The outbox library's tracer, as the publisher's: X-Ray subsegments for the routes and each botocore call.
 tracer = tracing.tracer()
 metrics = Metrics()
 app = Router(content_type="application/json")

@@ -17,11 +17,11 @@ from aws_lambda_powertools.logging.utils import copy_config_to_registered_logger
 from aws_lambda_powertools.metrics import MetricUnit
 
 from outbox import metrics as metric_names
-from outbox import tracing
 from outbox.aws import invocation_client
 from outbox.clock import Clock, utc_now
 from outbox.deadline import LambdaDeadline
 from outbox.leases import DynamoDBRowClaimer, RowClaimer
+from outbox_publisher import tracing
 from outbox_publisher.config import PublisherConfig
 from outbox_publisher.errors import InvalidStreamEventError, StreamConfigurationError
 from outbox_publisher.metric_values import add_counts, add_values

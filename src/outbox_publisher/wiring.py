@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from outbox import tracing
 from outbox.aws import invocation_client
 from outbox.clock import Clock, utc_now
+from outbox_publisher import tracing
 from outbox_publisher.adapters import (
     EventBridgeDestination,
     SnsDestination,

@@ -17,12 +17,12 @@ from aws_lambda_powertools.logging.utils import copy_config_to_registered_logger
 from aws_lambda_powertools.metrics import MetricUnit
 
 from outbox import metrics as metric_names
-from outbox import tracing
 from outbox.aws import invocation_client
 from outbox.clock import Clock, utc_now
 from outbox.deadline import LambdaDeadline
 from outbox.errors import ConfigurationError
 from outbox.leases import DynamoDBRowClaimer, RowClaimer
+from outbox_publisher import tracing
 from outbox_publisher.ports import DestinationPort, PoisonQueue
 from outbox_publisher.predecessors import PredecessorReader
 from outbox_publisher.retry import Random, RetryPolicy, Sleep, system_random, system_sleep
