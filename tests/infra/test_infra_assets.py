@@ -129,7 +129,7 @@ def test_each_asset_runs_its_handler_with_nothing_but_itself_and_what_lambda_pro
         assert set(loaded) == set(_shipped_modules(asset)), logical_id
 
 
-def test_the_publisher_ships_no_sample_code_and_the_api_ships_no_publisher(
+def test_the_publisher_ships_no_sample_code_and_the_api_no_publishing_code(
     functions: dict[str, tuple[str, Path]],
 ) -> None:
     # Given the functions' assets
@@ -139,10 +139,12 @@ def test_the_publisher_ships_no_sample_code_and_the_api_ships_no_publisher(
     tops = {module: {name.partition(".")[0] for name in shipped} for module, shipped in by_handler.items()}
 
     # Then the publisher carries the library and itself, the sweeper also the publishing engine; the Orders
-    # API the library and the sample
+    # API the library, the sample, and of the publisher its tracer alone
     assert tops["outbox_publisher.handler"] == {"outbox", "outbox_publisher"}
     assert tops["outbox_sweeper.handler"] == {"outbox", "outbox_publisher", "outbox_sweeper"}
-    assert tops["orders_api.handler"] == {"outbox", "orders", "orders_api"}
+    assert tops["orders_api.handler"] == {"outbox", "outbox_publisher", "orders", "orders_api"}
+    api_publisher = {name for name in by_handler["orders_api.handler"] if name.startswith("outbox_publisher")}
+    assert api_publisher == {"outbox_publisher", "outbox_publisher.tracing"}
     # and each consumer the library, the inbox and its own projections
     for consumer in ("order_consumers.summary_handler", "order_consumers.cancellations_handler"):
         assert tops[consumer] == {"outbox", "outbox_inbox", "order_consumers"}
