@@ -14,6 +14,7 @@ a UDP socket at import and, off Lambda, builds a sampling client. A disabled Pow
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
@@ -28,6 +29,8 @@ _TRUE = frozenset({"1", "y", "yes", "t", "true", "on"})
 """What Powertools reads as true in an environment variable."""
 _ERROR_CODE = re.compile(r"An error occurred \(([A-Za-z0-9_.:-]+)\)")
 """The code at the head of botocore's ClientError text (`ClientError.MSG_TEMPLATE`)."""
+
+logger = logging.getLogger(__name__)
 
 
 def tracing_on(environ: Mapping[str, str]) -> bool:
@@ -61,18 +64,26 @@ class TypesOnly:
         self.inner.set_daemon_address(address)
 
     def send_entity(self, entity: Any) -> None:
-        cause = entity.cause  # a dict of exceptions, or the id of one a subsegment under it recorded
-        for exception in cause.get("exceptions", ()) if isinstance(cause, dict) else ():
-            code = _ERROR_CODE.match(getattr(exception, "message", ""))
-            if code:
-                exception.message = code.group(1)
-            elif hasattr(exception, "message"):
-                del exception.message
-        for values in entity.metadata.values():  # Powertools records a traced function's exception here
-            for key, value in values.items():
-                if isinstance(value, BaseException):
-                    values[key] = type(value).__name__
+        try:
+            _types_only(entity)
+        except Exception as error:  # tracing never fails the invocation; what may hold a text is not sent
+            logger.warning("X-Ray subsegment not sent: %s", type(error).__name__)
+            return
         self.inner.send_entity(entity)
+
+
+def _types_only(entity: Any) -> None:
+    cause = entity.cause  # a dict of exceptions, or the id of one a subsegment under it recorded
+    for exception in cause.get("exceptions", ()) if isinstance(cause, dict) else ():
+        code = _ERROR_CODE.match(getattr(exception, "message", ""))
+        if code:
+            exception.message = code.group(1)
+        elif hasattr(exception, "message"):
+            del exception.message
+    for values in entity.metadata.values():  # Powertools records a traced function's exception here
+        for key, value in values.items():
+            if isinstance(value, BaseException):
+                values[key] = type(value).__name__
 
 
 class NoTracing(BaseProvider):

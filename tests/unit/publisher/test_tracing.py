@@ -104,3 +104,15 @@ def test_the_emitter_sends_exceptions_by_type_and_an_aws_errors_code_and_nothing
     assert entity.metadata == {"svc": {"f error": "KeyError", "event_ids": ["e-1"]}}
     assert sent[1].cause == "a1b2c3"
     assert sent[2] == "127.0.0.1:3000"
+
+
+def test_an_entity_the_emitter_cannot_read_is_dropped_not_raised(caplog: pytest.LogCaptureFixture) -> None:
+    sent: list[Any] = []
+
+    class Inner:
+        def send_entity(self, entity: Any) -> None:
+            sent.append(entity)
+
+    tracing.TypesOnly(Inner()).send_entity(_Entity({"exceptions": [_Throwable("x")]}, None))  # type: ignore[arg-type]
+    assert sent == []
+    assert "not sent" in caplog.text
