@@ -29,6 +29,7 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+import outbox_tracing as tracing
 from orders.commands import IF_MATCH_HEADER, PlaceOrder, TransitionOrder, entity_tag
 from orders.errors import (
     ConcurrentModificationError,
@@ -44,7 +45,6 @@ from orders.repository import DynamoDBOrderRepository
 from orders.service import CommandResult, OrderService
 from orders_api.config import OrdersApiConfig
 from orders_api.http import Response, Router
-from outbox import tracing
 from outbox.aws import client
 
 MAX_BODY_BYTES = 16 * 1024
@@ -56,8 +56,7 @@ _CORRELATION_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 _CORRELATION_CONTEXT_KEY = "correlation_id"
 
 logger = Logger()
-# The outbox library's tracer, as the publisher's: X-Ray subsegments for the routes and each botocore call,
-# without the X-Ray SDK (outbox.tracing says why).
+# The outbox library's tracer, as the publisher's: X-Ray subsegments for the routes and each botocore call.
 tracer = tracing.tracer()
 metrics = Metrics()
 app = Router(content_type="application/json")

@@ -7,8 +7,9 @@ from typing import Final
 STACK_ID: Final = "OutboxStack"
 
 ORDERS_API_HANDLER: Final = "orders_api.handler.handler"
-# The sample's own Lambda packages, shipped with the library's in the Orders API's asset.
-SAMPLE_PACKAGES: Final = ("outbox", "orders", "orders_api")
+# The packages the Orders API's asset ships what its handler imports from: the library's (the core, and the
+# publisher's tracer) and the sample's own.
+SAMPLE_PACKAGES: Final = ("outbox", "outbox_tracing", "orders", "orders_api")
 ORDERS_API_SERVICE: Final = "orders-api"
 
 ORDERS_API_MEMORY_MB: Final = 256

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from aws_cdk import aws_lambda as lambda_
     from constructs import IConstruct
 
-PROJECT_PACKAGES = ("outbox", "outbox_publisher", "outbox_sweeper")
+PROJECT_PACKAGES = ("outbox", "outbox_tracing", "outbox_publisher", "outbox_sweeper")
 """This distribution's Lambda code."""
 _STAGING_DIR = ".outbox-assets"
 

@@ -124,8 +124,9 @@ class DynamoDBRowUpdater:
             return [attempt(update) for update in updates]
         if self._pool is None:
             self._pool = ThreadPoolExecutor(self._workers, thread_name_prefix="outbox-row-updates")
-        # Each call runs in a copy of this thread's context, so what it records (its X-Ray subsegment:
-        # outbox.xray keeps the open ones in a context variable) nests under the run, as on this thread.
+        # Each call runs in a copy of this thread's context, so what it reads from context variables is what
+        # this thread would read. (The X-Ray SDK keeps Lambda's trace per thread: its subsegments go under
+        # Lambda's segment, not under the run's.)
         calls = [self._pool.submit(contextvars.copy_context().run, attempt, update) for update in updates]
         return [pending.result() for pending in calls]
 

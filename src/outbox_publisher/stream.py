@@ -7,7 +7,7 @@ wired wrong (another table's stream, no new image) fails the whole invocation: n
 the mapping retries and the alarms fire until the configuration is fixed.
 
 A late row (at least `SWEEP_GRACE_SECONDS - PUBLISH_HORIZON - CLOCK_SKEW` old) may be in the sweeper's hands,
-so it is claimed first (outbox_publisher.leases), which also reads its current state. A fresh row is published without
+so it is claimed first (`leases`), which also reads its current state. A fresh row is published without
 a claim, and no publish call may end later than `PUBLISH_HORIZON` after the run started: by then the row is
 still younger than the grace, so no sweep has taken it. An event a destination did not take is left PENDING
 for the sweeper. Only what the run could not attempt is handed back: the first such record and EVERY later

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from outbox import tracing
+import outbox_tracing as tracing
 from outbox.aws import invocation_client
 from outbox.clock import Clock, utc_now
 from outbox_publisher.adapters import (

@@ -16,8 +16,8 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 from aws_lambda_powertools.metrics import MetricUnit
 
+import outbox_tracing as tracing
 from outbox import metrics as metric_names
-from outbox import tracing
 from outbox.aws import invocation_client
 from outbox.clock import Clock, utc_now
 from outbox.errors import ConfigurationError

@@ -132,7 +132,7 @@ def test_each_asset_runs_its_handler_with_nothing_but_itself_and_what_lambda_pro
         assert set(loaded) <= set(_shipped_modules(asset)), logical_id
 
 
-def test_the_publisher_ships_no_sample_code_and_the_api_ships_no_publisher(
+def test_the_publisher_ships_no_sample_code_and_the_api_no_publishing_code(
     functions: dict[str, tuple[str, Path]],
 ) -> None:
     # Given the functions' assets
@@ -141,11 +141,11 @@ def test_the_publisher_ships_no_sample_code_and_the_api_ships_no_publisher(
     # When their top-level packages are read
     tops = {module: {name.partition(".")[0] for name in shipped} for module, shipped in by_handler.items()}
 
-    # Then the publisher and the sweeper carry the library's Lambda packages; the Orders API the library and
-    # the sample
+    # Then the publisher and the sweeper carry the library's Lambda packages; the Orders API the library, the
+    # tracer and the sample
     for function in ("outbox_publisher.handler", "outbox_sweeper.handler"):
-        assert tops[function] == {"outbox", "outbox_publisher", "outbox_sweeper"}
-    assert tops["orders_api.handler"] == {"outbox", "orders", "orders_api"}
+        assert tops[function] == {"outbox", "outbox_tracing", "outbox_publisher", "outbox_sweeper"}
+    assert tops["orders_api.handler"] == {"outbox", "outbox_tracing", "orders", "orders_api"}
     # and each consumer the library, the inbox and its own projections
     for consumer in ("order_consumers.summary_handler", "order_consumers.cancellations_handler"):
         assert tops[consumer] == {"outbox", "outbox_inbox", "order_consumers"}

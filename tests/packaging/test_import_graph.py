@@ -18,8 +18,9 @@ ROOT = Path(__file__).resolve().parents[2]
 SRC = ROOT / "src"
 MAY_IMPORT = {
     "outbox": set(),
-    "outbox_publisher": {"outbox"},
-    "outbox_sweeper": {"outbox", "outbox_publisher"},
+    "outbox_tracing": set(),
+    "outbox_publisher": {"outbox", "outbox_tracing"},
+    "outbox_sweeper": {"outbox", "outbox_tracing", "outbox_publisher"},
     "outbox_inbox": {"outbox"},
     "outbox_ops": {"outbox", "outbox_sweeper"},
     "outbox_local": {"outbox"},
@@ -48,9 +49,6 @@ CONTRACT = {
     "stream_mapping",  # the stream filter contract, shared by the CDK, the publisher and the local runtime
     "transaction",
     "writer",
-    "tracing",  # moved with the tracing change
-    "xray",  # moved with the tracing change
-    "xray_botocore",  # moved with the tracing change
 }
 """The core's modules: the writer contract and what it needs (a subset check: fewer is fine)."""
 

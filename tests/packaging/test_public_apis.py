@@ -27,10 +27,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 DEPENDENCIES = ("botocore", "boto3", "aws_lambda_powertools")
 PRODUCT = ("src", "sample")
-EXEMPT = {
-    "src/outbox/tracing.py",  # removed with the tracing change
-    "src/outbox/xray_botocore.py",  # removed with the tracing change
-}
+EXEMPT: set[str] = set()
 MUTATORS = frozenset(
     [
         "append",

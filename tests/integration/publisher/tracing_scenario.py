@@ -1,8 +1,9 @@
-"""One traced invocation, recorded by the X-Ray SDK or by outbox.xray: `python -m ... sdk|ours`.
+"""One invocation traced by outbox_tracing on moto, as on Lambda with a sampled trace header:
+`python -m tests.integration.publisher.tracing_scenario on|off` (`off`: POWERTOOLS_TRACE_DISABLED).
 
-Run in a process of its own (the X-Ray SDK patches botocore for good), on moto, as if on Lambda with a sampled
-trace header. It plays the daemon itself (a UDP socket) and prints what was sent, and the trace header each
-request carried, as one JSON line. tests/integration/outbox/test_xray_botocore.py compares the two.
+A process of its own: the X-Ray SDK patches botocore for the life of the process. It plays the X-Ray daemon
+(a UDP socket) and prints, as one JSON line, the documents sent, the trace header each request carried, and
+whether the SDK was imported (its emitter opens a socket at import).
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ from typing import Any
 
 ROOT = "1-5759e988-bd862e3fe1be46a994272793"
 PARENT = "53995c3f42cd8ad8"
+SECRET = "secret-order-id"
 
 
-def main(recorder: str) -> None:
+def main(mode: str) -> None:
     daemon = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     daemon.bind(("127.0.0.1", 0))
     os.environ.update(
@@ -27,25 +29,20 @@ def main(recorder: str) -> None:
             "_X_AMZN_TRACE_ID": f"Root={ROOT};Parent={PARENT};Sampled=1;Lineage=a87bd80c:0",
             "LAMBDA_TASK_ROOT": os.getcwd(),
             "AWS_LAMBDA_FUNCTION_NAME": "scenario",
-            "POWERTOOLS_TRACE_DISABLED": "false",
+            "POWERTOOLS_TRACE_DISABLED": "false" if mode == "on" else "true",
             "AWS_DEFAULT_REGION": "us-east-1",
             "AWS_ACCESS_KEY_ID": "testing",
             "AWS_SECRET_ACCESS_KEY": "testing",
         }
     )
     import boto3
-    from aws_lambda_powertools import Tracer
-    from botocore.exceptions import ClientError
+    from botocore.exceptions import BotoCoreError, ClientError
     from moto import mock_aws
 
+    import outbox_tracing as tracing
     from tests.support.lambda_context import FakeLambdaContext
 
-    if recorder == "sdk":
-        tracer = Tracer(service="scenario", patch_modules=("botocore",))
-    else:
-        from outbox import tracing
-
-        tracer = tracing.tracer("scenario")
+    tracer = tracing.tracer("scenario")
     headers: list[str] = []
 
     with mock_aws():
@@ -60,11 +57,19 @@ def main(recorder: str) -> None:
             tracer.put_metadata("event_ids", ["e-1", "e-2"])
             dynamodb.list_tables(Limit=1)
 
+        @tracer.capture_method(capture_response=False)
+        def parse() -> int:
+            return int(SECRET)  # Python's own text quotes the input
+
         @tracer.capture_lambda_handler(capture_response=False)
         def handler(event: Any, context: Any) -> None:
             publish()
             with contextlib.suppress(ClientError):
-                dynamodb.get_item(TableName="missing", Key={"pk": {"S": "a"}})
+                dynamodb.get_item(TableName="missing", Key={"pk": {"S": SECRET}})
+            with contextlib.suppress(BotoCoreError):  # botocore's text quotes the value refused
+                dynamodb.put_item(TableName="orders", Item={"pk": {"S": SECRET.encode()}})
+            with contextlib.suppress(ValueError):
+                parse()
 
         handler({}, FakeLambdaContext())
 
@@ -75,12 +80,17 @@ def main(recorder: str) -> None:
             sent.append(daemon.recv(65536))
         except BlockingIOError:
             break
-    documents = [json.loads(datagram.split(b"\n", 1)[1]) for datagram in sent]
-    sys.stdout.write(json.dumps({"documents": documents, "headers": headers}) + "\n")
+    result = {
+        "documents": [json.loads(datagram.split(b"\n", 1)[1]) for datagram in sent],
+        "raw": b"".join(sent).decode(),
+        "headers": headers,
+        "sdk_imported": "aws_xray_sdk.core" in sys.modules,
+    }
+    sys.stdout.write(json.dumps(result) + "\n")
 
 
 def _trace_header(request: Any) -> str:
-    value = request.headers["X-Amzn-Trace-Id"]
+    value = request.headers.get("X-Amzn-Trace-Id", "")
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
