@@ -92,6 +92,7 @@ def test_the_wheel_holds_the_library_and_tools_but_not_the_sample_or_tests(
         "outbox",
         "outbox_inbox",
         "outbox_publisher",
+        "outbox_tracing",
         "outbox_sweeper",
         "outbox_ops",
         "outbox_cdk",
