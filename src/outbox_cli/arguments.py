@@ -21,8 +21,6 @@ from outbox.config import MAX_COUNT
 from outbox.errors import InvalidNumberError
 from outbox.numbers import positive_duration, positive_whole_number
 
-Parse = Callable[[str], object]
-
 MAX_ENVIRONMENTS: Final = 64
 """More worker processes per function than a laptop runs usefully; a larger number is a typo."""
 MAX_SCHEDULE_SPEEDUP: Final = 3600.0
@@ -39,7 +37,7 @@ _UNITS = {
     "h": timedelta(hours=1),
     "d": timedelta(days=1),
 }
-# AWS's naming rules, ASCII only (`re.ASCII`: no `\w` or `\d` here anyway).
+# AWS's naming rules in ASCII classes (`\w` and `\d` would take any Unicode letter or digit).
 _REGION = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?")  # botocore's own check
 _STACK = re.compile(r"[A-Za-z][-A-Za-z0-9]{0,127}")
 _TABLE = re.compile(r"[A-Za-z0-9_.-]{3,255}")
