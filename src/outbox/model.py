@@ -10,6 +10,7 @@ operations commands all read the table's names from this module.
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import uuid
@@ -205,9 +206,39 @@ def string_attribute(item: Mapping[str, Any] | None, name: str) -> str | None:
 
 def stored_generation(row: Mapping[str, Any]) -> Mapping[str, Any] | None:
     """The row's `generation` attribute exactly as stored (None when it has none): what a conditional write
-    compares, so that a row stays addressable even with a value the outbox cannot read (another writer's)."""
+    compares, so that a row stays addressable even with a value the outbox cannot read (another writer's).
+    A value no table stores (`{}`, two types, a made-up record's) is none: AWS refuses it in a condition. A
+    stream image spells a Binary in base64, which botocore would encode again: it is compared as its bytes."""
     value = row.get(GENERATION)
-    return value if isinstance(value, Mapping) else None
+    if not (isinstance(value, Mapping) and len(value) == 1 and _is_stored(*value.items())):
+        return None
+    if isinstance(value.get("B"), str):
+        try:
+            return {"B": base64.b64decode(value["B"], validate=True)}
+        except ValueError:
+            return None
+    return value
+
+
+# What each type of DynamoDB attribute value holds.
+_ATTRIBUTE_TYPES: dict[str, type | tuple[type, ...]] = {
+    "S": str,
+    "N": str,
+    "B": (str, bytes),
+    "BOOL": bool,
+    "NULL": bool,
+    "M": Mapping,
+    "L": list,
+    "SS": list,
+    "NS": list,
+    "BS": list,
+}
+
+
+def _is_stored(item: tuple[object, object]) -> bool:
+    kind, held = item
+    expected = _ATTRIBUTE_TYPES.get(kind) if isinstance(kind, str) else None
+    return expected is not None and isinstance(held, expected)
 
 
 def generation_of(row: Mapping[str, Any]) -> int:

@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import argparse
 import logging
-import re
 import signal
 import threading
 from types import FrameType
-from typing import TYPE_CHECKING, Final, TextIO
+from typing import TYPE_CHECKING, TextIO
 
-from outbox.errors import InvalidNumberError
-from outbox.numbers import positive_whole_number
+from outbox_cli import arguments as argument_types
 
 if TYPE_CHECKING:
     from outbox_local.runtime import LocalRuntime, RuntimeOptions
@@ -36,45 +34,11 @@ def add_up_arguments(parser: argparse.ArgumentParser) -> None:
     )
     how.add_argument(
         "--max-environments",
-        type=_at_least_one,
+        type=argument_types.max_environments,
         metavar="N",
         help=f"worker processes per function at most (default {DEFAULT_MAX_ENVIRONMENTS}; "
         "ReservedConcurrentExecutions may lower it)",
     )
-
-
-MAX_ENVIRONMENTS: Final = 64
-"""More worker processes per function than a laptop runs usefully; a larger number is a typo."""
-MAX_SCHEDULE_SPEEDUP: Final = 3600.0
-"""An hour of schedules a second: faster only spins the scheduler."""
-_PORT = re.compile(r"[0-9]{1,5}")
-_DECIMAL = re.compile(r"[0-9]{1,6}(\.[0-9]{1,6})?")
-
-
-def _at_least_one(text: str) -> int:
-    """`--max-environments`: ASCII digits (Python's `int()` also reads every Unicode digit), 1 to 64."""
-    try:
-        return positive_whole_number(text, maximum=MAX_ENVIRONMENTS)
-    except InvalidNumberError as error:
-        raise argparse.ArgumentTypeError(f"{text!r}: {error}") from None
-
-
-def port(text: str) -> int:
-    """`--aws-port`, `--api-port`: 0 (any free port) to 65535, in ASCII digits; a larger one would fail only
-    when the server binds it, after start-up."""
-    if _PORT.fullmatch(text) is None or int(text) > 65535:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a port: 0 (any free port) to 65535")
-    return int(text)
-
-
-def schedule_speedup(text: str) -> float:
-    """`--schedule-speedup`: a positive decimal number in ASCII digits (`float()` also reads Unicode digits,
-    `inf`, `nan` and exponents), at most 3600."""
-    if _DECIMAL.fullmatch(text) is None or not 0 < float(text) <= MAX_SCHEDULE_SPEEDUP:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a speed-up: a number above 0 and at most {MAX_SCHEDULE_SPEEDUP:g} (e.g. 12.5)"
-        )
-    return float(text)
 
 
 def options(arguments: argparse.Namespace, *, background: bool) -> RuntimeOptions:

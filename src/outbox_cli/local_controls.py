@@ -13,8 +13,8 @@ import urllib.request
 from collections.abc import Callable
 from typing import Any, TextIO
 
+from outbox_cli import arguments as argument_types
 from outbox_cli import rendering
-from outbox_cli.operations import duration
 
 LOCAL_PORT = 4566
 LOCAL_ENDPOINT = f"http://127.0.0.1:{LOCAL_PORT}"
@@ -33,16 +33,35 @@ def add_commands(local_commands: Any) -> None:
         "fault",
         help="make a service of a running `outbox local up` answer an AWS error (an outage, a throttle)",
     )
-    fault.add_argument("service", help="the service's signing name: sns, events, sqs, dynamodb, lambda, ...")
     fault.add_argument(
-        "operation", nargs="?", default="*", help="e.g. PublishBatch (default: every operation)"
+        "service",
+        type=argument_types.service,
+        help="the service's signing name: sns, events, sqs, dynamodb, lambda, ...",
+    )
+    fault.add_argument(
+        "operation",
+        nargs="?",
+        default="*",
+        type=argument_types.operation,
+        help="e.g. PublishBatch (default: every operation)",
     )
     kind = fault.add_mutually_exclusive_group()
-    kind.add_argument("--throttle", type=duration, metavar="DURATION", help="throttle it for this long (30s)")
-    kind.add_argument("--error", metavar="CODE", help="answer this error code (default InternalError)")
-    fault.add_argument("--status", type=int, help="its HTTP status (default 500; 400 for --throttle)")
-    fault.add_argument("--for", dest="for_", type=duration, metavar="DURATION", help="then stop by itself")
-    fault.add_argument("--times", type=int, help="fail only this many requests")
+    kind.add_argument(
+        "--throttle", type=argument_types.duration, metavar="DURATION", help="throttle it for this long (30s)"
+    )
+    kind.add_argument(
+        "--error",
+        type=argument_types.error_code,
+        metavar="CODE",
+        help="answer this error code (default InternalError)",
+    )
+    fault.add_argument(
+        "--status", type=argument_types.http_status, help="its HTTP status (default 500; 400 for --throttle)"
+    )
+    fault.add_argument(
+        "--for", dest="for_", type=argument_types.duration, metavar="DURATION", help="then stop by itself"
+    )
+    fault.add_argument("--times", type=argument_types.times, help="fail only this many requests")
     _endpoint(fault)
     fault.set_defaults(run=arm)
 
@@ -151,6 +170,7 @@ def _endpoint(parser: argparse.ArgumentParser) -> None:
     # A terminal pointed at the runtime (`eval "$(outbox local env)"`) has AWS_ENDPOINT_URL: use it.
     parser.add_argument(
         "--endpoint-url",
+        type=argument_types.url,
         default=os.environ.get("AWS_ENDPOINT_URL") or LOCAL_ENDPOINT,
         help=f"the runtime's AWS endpoint (default: $AWS_ENDPOINT_URL, else {LOCAL_ENDPOINT})",
     )

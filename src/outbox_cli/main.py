@@ -14,8 +14,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TextIO
 
+from outbox_cli import arguments as argument_types
 from outbox_cli import local_controls, operations
-from outbox_cli.local import add_up_arguments, port, schedule_speedup
+from outbox_cli.local import add_up_arguments
 
 DEFAULT_TEMPLATE = Path("cdk.out/OutboxStack.template.json")
 # What the local commands import beyond the base install.
@@ -40,8 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
     env = local_commands.add_parser(
         "env", help="print the exports that point a shell (SDKs, AWS CLI) at a running `outbox local up`"
     )
-    env.add_argument("--endpoint-url", default=local_controls.LOCAL_ENDPOINT)
-    env.add_argument("--region", type=operations.region, default="us-east-1")
+    env.add_argument("--endpoint-url", type=argument_types.url, default=local_controls.LOCAL_ENDPOINT)
+    env.add_argument("--region", type=argument_types.region, default="us-east-1")
     env.set_defaults(run=_local_env)
     local_controls.add_commands(local_commands)
 
@@ -56,17 +57,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _runtime_arguments(parser: argparse.ArgumentParser, *, aws_port: int, api_port: int) -> None:
     parser.add_argument(
-        "--template", type=Path, default=DEFAULT_TEMPLATE, help="synthesized template (cdk.out)"
+        "--template",
+        type=argument_types.path,
+        default=DEFAULT_TEMPLATE,
+        help="synthesized template (cdk.out)",
     )
-    parser.add_argument("--region", type=operations.region, default="us-east-1")
-    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--region", type=argument_types.region, default="us-east-1")
+    parser.add_argument("--host", type=argument_types.host, default="127.0.0.1")
     parser.add_argument(
-        "--aws-port", type=port, default=aws_port, help="AWS endpoint port (0: any free port)"
+        "--aws-port", type=argument_types.port, default=aws_port, help="AWS endpoint port (0: any free port)"
     )
-    parser.add_argument("--api-port", type=port, default=api_port, help="HTTP API port (0: any free port)")
+    parser.add_argument(
+        "--api-port", type=argument_types.port, default=api_port, help="HTTP API port (0: any free port)"
+    )
     parser.add_argument(
         "--schedule-speedup",
-        type=schedule_speedup,
+        type=argument_types.schedule_speedup,
         default=1.0,
         help="fire rate(...) schedules this many times faster",
     )

@@ -13,16 +13,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from collections.abc import Callable
-from datetime import timedelta
 from typing import Any, TextIO
 
 from botocore.exceptions import BotoCoreError, ClientError
+from botocore.parsers import ResponseParserError
 
-from outbox.errors import InvalidNumberError, OutboxError
-from outbox.numbers import positive_duration
+from outbox.errors import OutboxError
+from outbox_cli import arguments as argument_types
 from outbox_cli import rendering
 from outbox_ops.audit import AuditRecords
 from outbox_ops.clients import OpsClients
@@ -42,31 +41,48 @@ def add_commands(commands: Any) -> None:
     """Register the operations commands on the `outbox` parser's subcommands."""
     common = argparse.ArgumentParser(add_help=False)
     where = common.add_argument_group("where the outbox is")
-    where.add_argument("--region", type=region, help="AWS region (default: your configuration's)")
-    where.add_argument("--profile", help="AWS profile (default: the default credential chain)")
     where.add_argument(
-        "--endpoint-url", help="an AWS endpoint, e.g. the local runtime's (or AWS_ENDPOINT_URL)"
+        "--region", type=argument_types.region, help="AWS region (default: your configuration's)"
     )
     where.add_argument(
-        "--stack", default=DEFAULT_STACK, help=f"the stack whose outputs name it ({DEFAULT_STACK})"
+        "--profile", type=argument_types.free_text, help="AWS profile (default: the default credential chain)"
     )
-    where.add_argument("--table", help="the outbox table (instead of the stack's output)")
-    where.add_argument("--poison-queue-url")
-    where.add_argument("--on-failure-queue-url")
-    where.add_argument("--publisher-function")
-    where.add_argument("--sweeper-function")
+    where.add_argument(
+        "--endpoint-url",
+        type=argument_types.url,
+        help="an AWS endpoint, e.g. the local runtime's (or AWS_ENDPOINT_URL)",
+    )
+    where.add_argument(
+        "--stack",
+        type=argument_types.stack,
+        default=DEFAULT_STACK,
+        help=f"the stack whose outputs name it ({DEFAULT_STACK})",
+    )
+    where.add_argument(
+        "--table", type=argument_types.table, help="the outbox table (instead of the stack's output)"
+    )
+    where.add_argument("--poison-queue-url", type=argument_types.queue_url)
+    where.add_argument("--on-failure-queue-url", type=argument_types.queue_url)
+    where.add_argument("--publisher-function", type=argument_types.function)
+    where.add_argument("--sweeper-function", type=argument_types.function)
     common.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
     state = commands.add_parser("status", parents=[common], help="is anything stuck, what, since when")
     state.add_argument(
-        "--stuck-after", type=duration, default=StatusThresholds().stuck_after, help="e.g. 15m (default)"
+        "--stuck-after",
+        type=argument_types.duration,
+        default=StatusThresholds().stuck_after,
+        help="e.g. 15m (default)",
     )
     state.add_argument(
-        "--degraded-after", type=duration, default=StatusThresholds().degraded_after, help="e.g. 5m (default)"
+        "--degraded-after",
+        type=argument_types.duration,
+        default=StatusThresholds().degraded_after,
+        help="e.g. 5m (default)",
     )
     state.add_argument(
         "--scan-for",
-        type=duration,
+        type=argument_types.duration,
         default=StatusThresholds().scan_for,
         help="read the table for at most this long, e.g. 30s (default; past it the counts are lower bounds)",
     )
@@ -78,7 +94,7 @@ def add_commands(commands: Any) -> None:
     _filters(listing)
     listing.set_defaults(run=_failed_list)
     show = failed_commands.add_parser("show", parents=[common], help="one FAILED event, with its audit trail")
-    show.add_argument("event_id")
+    show.add_argument("event_id", type=argument_types.free_text)
     show.add_argument("--show-payload", action="store_true", help="include the payload (it is data: care)")
     show.set_defaults(run=_failed_show)
 
@@ -86,14 +102,26 @@ def add_commands(commands: Any) -> None:
         "redrive", parents=[common], help="publish FAILED events again (same event_id), in order"
     )
     which = redrive.add_mutually_exclusive_group(required=True)
-    which.add_argument("--event-id", action="append", help="this event (repeat for more)")
-    which.add_argument("--aggregate", help="every FAILED event of this aggregate key, e.g. Order#42")
+    which.add_argument(
+        "--event-id", action="append", type=argument_types.free_text, help="this event (repeat for more)"
+    )
+    which.add_argument(
+        "--aggregate",
+        type=argument_types.free_text,
+        help="every FAILED event of this aggregate key, e.g. Order#42",
+    )
     which.add_argument("--all", action="store_true", help="every FAILED event matching the filters")
     which.add_argument(
         "--on-failure-queue", action="store_true", help="the rows behind the on-failure queue's messages"
     )
-    redrive.add_argument("--event-type", help="only FAILED events of this type")
-    redrive.add_argument("--error-contains", help="only FAILED events whose last_error contains this")
+    redrive.add_argument(
+        "--event-type", type=argument_types.free_text, help="only FAILED events of this type"
+    )
+    redrive.add_argument(
+        "--error-contains",
+        type=argument_types.free_text,
+        help="only FAILED events whose last_error contains this",
+    )
     _acting(redrive)
     redrive.add_argument(
         "--allow-out-of-order",
@@ -107,14 +135,22 @@ def add_commands(commands: Any) -> None:
         parents=[common],
         help="release an aggregate held behind a FAILED event (it is never published)",
     )
-    skip.add_argument("event_id", help="the FAILED event to skip: its row leaves the table, unpublished")
+    skip.add_argument(
+        "event_id",
+        type=argument_types.free_text,
+        help="the FAILED event to skip: its row leaves the table, unpublished",
+    )
     _acting(skip)
     skip.set_defaults(run=_skip)
 
     audit = commands.add_parser(
         "audit", parents=[common], help="what operators did: every redrive and skip, with who, when and why"
     )
-    audit.add_argument("--aggregate", help="only this aggregate key, e.g. Order#42 (one Query; else a scan)")
+    audit.add_argument(
+        "--aggregate",
+        type=argument_types.free_text,
+        help="only this aggregate key, e.g. Order#42 (one Query; else a scan)",
+    )
     audit.add_argument(
         "--show-payload", action="store_true", help="include skipped rows' payloads (data: care)"
     )
@@ -122,47 +158,21 @@ def add_commands(commands: Any) -> None:
 
 
 def _filters(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--aggregate", help="aggregate key, e.g. Order#42")
-    parser.add_argument("--event-type")
-    parser.add_argument("--error-contains")
+    parser.add_argument("--aggregate", type=argument_types.free_text, help="aggregate key, e.g. Order#42")
+    parser.add_argument("--event-type", type=argument_types.free_text)
+    parser.add_argument("--error-contains", type=argument_types.free_text)
 
 
 def _acting(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--reason", required=True, help="why (recorded in each event's audit record, with who and when)"
+        "--reason",
+        type=argument_types.reason,
+        required=True,
+        help="why (recorded in each event's audit record, with who and when)",
     )
     parser.add_argument(
         "--dry-run", action="store_true", help="say exactly what would be done, change nothing"
     )
-
-
-def duration(text: str) -> timedelta:
-    """`90s`, `15m`, `12h`, `30d` (ASCII digits, at most outbox.numbers.MAX_DURATION)."""
-    match = re.fullmatch(r"\s*([0-9]+)\s*([smhd])\s*", text)
-    if match is None:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a duration like 90s, 15m, 12h or 30d")
-    digits, unit = match.groups()
-    if not digits.strip("0"):
-        raise argparse.ArgumentTypeError(f"{text!r}: a duration must be longer than 0")
-    try:
-        return positive_duration(digits, _UNITS[unit])
-    except InvalidNumberError as error:
-        raise argparse.ArgumentTypeError(f"{text!r}: a duration {error}{unit}") from None
-
-
-_UNITS = {
-    "s": timedelta(seconds=1),
-    "m": timedelta(minutes=1),
-    "h": timedelta(hours=1),
-    "d": timedelta(days=1),
-}
-
-
-def region(text: str) -> str:
-    """A region's name: botocore takes an empty one for none at all and builds endpoints without a region."""
-    if not text.strip():
-        raise argparse.ArgumentTypeError("a region must be named, e.g. us-east-1")
-    return text
 
 
 def run(command: Command, arguments: argparse.Namespace, out: TextIO) -> int:
@@ -180,6 +190,9 @@ def run(command: Command, arguments: argparse.Namespace, out: TextIO) -> int:
         )
     except BotoCoreError as error:
         print(f"outbox: AWS did not answer: {error}", file=sys.stderr)
+    except ResponseParserError as error:
+        # Not a BotoCoreError: an answer botocore cannot read (an endpoint that is not AWS, a proxy's page).
+        print(f"outbox: AWS's answer could not be read: {error}", file=sys.stderr)
     return EXIT_FAILED
 
 

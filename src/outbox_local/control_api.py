@@ -22,6 +22,8 @@ from outbox_local.stream_poller import StreamMappingRunner
 PREFIX = "/_outbox/"
 MappingReport = Callable[[], list[dict[str, Any]]]
 _ARM_FIELDS = {"service", "operation", "error_code", "http_status", "times", "duration_s", "message"}
+_MAX_TIMES = 2**31 - 1
+_MAX_S = 36_500 * 86_400
 
 
 class ControlApi:
@@ -116,13 +118,15 @@ def _arm_request(environ: dict[str, Any]) -> dict[str, Any]:
     for name, kind in (("error_code", str), ("message", str)):
         if name in body and not isinstance(body[name], kind):
             raise ValueError(f"{name} must be text")
-    for name in ("http_status", "times"):
-        if name in body and (
-            not isinstance(body[name], int) or isinstance(body[name], bool) or body[name] < 1
-        ):
-            raise ValueError(f"{name} must be a positive whole number")
-    if "duration_s" in body and (not isinstance(body["duration_s"], int | float) or body["duration_s"] <= 0):
-        raise ValueError("duration_s must be a positive number")
+    # The bounds `outbox local fault` checks (outbox_cli.arguments), for a caller that posts JSON itself.
+    for name, low, high in (("http_status", 400, 599), ("times", 1, _MAX_TIMES)):
+        value = body.get(name, low)
+        if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+            raise ValueError(f"{name} must be a whole number from {low} to {high}")
+    duration = body.get("duration_s", 1)
+    # json.loads reads 1e400 as inf and NaN as nan: neither is a duration.
+    if not isinstance(duration, int | float) or isinstance(duration, bool) or not 0 < duration <= _MAX_S:
+        raise ValueError(f"duration_s must be a number above 0 and at most {_MAX_S}")
     return body
 
 

@@ -19,9 +19,11 @@ import logging
 import uuid
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 from outbox.clock import Clock, parse_timestamp, utc_now
+from outbox.config import MAX_COUNT
 from outbox.errors import OutboxError
 from outbox.model import REDRIVEN_AT, RELEASED_AT, SWEEP_FAILURES, OutboxStatus, RowKey, string_attribute
 from outbox_publisher.candidates import Candidate
@@ -252,7 +254,7 @@ class Sweeper:
     def _last_chance(self, row: Mapping[str, Any], now: datetime) -> bool:
         """This run may take the row to its attempt cutoff, or it is past its age cutoff (both counted from
         its redrive, if an operator redrove it)."""
-        if _number(row, "attempts") + self._retry.max_attempts >= self._settings.max_attempts:
+        if stored_count(row, "attempts") + self._retry.max_attempts >= self._settings.max_attempts:
             return True
         try:
             since = parse_timestamp(str(row.get(REDRIVEN_AT, row["occurred_at"])["S"]))
@@ -310,13 +312,8 @@ class Sweeper:
     def _back_off(self, key: RowKey, outcome: EventOutcome, now: datetime, lease: Lease) -> None:
         tried = max(1, outcome.attempts)
         code = outcome.code or "Failed"
-        failures = _number(outcome.candidate.row, SWEEP_FAILURES) + 1
-        base, most = self._settings.backoff_base, self._settings.backoff_max
-        # Doubled no more often than it takes to pass the cap: base * 2**n overflows a timedelta past n ~ 40.
-        doublings = min(failures - 1, (most // base).bit_length())
-        ceiling = min(most, base * 2**doublings)
-        # Equal jitter: at least half the ceiling, so a failing row is never retried right away.
-        delay = ceiling * (0.5 + self._random() / 2)
+        failures = stored_count(outcome.candidate.row, SWEEP_FAILURES) + 1
+        delay = backoff(failures, self._settings, self._random())
         try:
             self._claimer.back_off(
                 key,
@@ -363,8 +360,24 @@ def _ref(key: RowKey) -> str:
     return f"{key.aggregate_key}/{key.seq_text}"
 
 
-def _number(row: Mapping[str, Any], name: str) -> int:
+def backoff(failures: int, settings: SweepSettings, draw: float) -> timedelta:
+    """The wait after a row's `failures`-th failed sweep: the base doubled per further failure, at most the
+    cap, with equal jitter (`draw` in [0, 1)): at least half of it, so a failing row waits."""
+    base, most = settings.backoff_base, settings.backoff_max
+    # Doubled no more often than it takes to pass the cap: base * 2**n overflows a timedelta past n ~ 40.
+    doublings = max(0, min(failures - 1, (most // base).bit_length()))
+    ceiling = min(most, base * (1 << doublings))
+    return ceiling * (0.5 + draw / 2)
+
+
+def stored_count(row: Mapping[str, Any], name: str) -> int:
+    """A count the sweeper keeps on a row (attempts, failed sweeps), from 0 to MAX_COUNT: a larger one
+    (another writer's `9E+125`, `1e400` or `Infinity`) is MAX_COUNT, which passes every cutoff; an unreadable
+    one is 0."""
     try:
-        return int(float(row.get(name, {}).get("N", "0")))
-    except (TypeError, ValueError, AttributeError):
+        value = Decimal(row.get(name, {}).get("N", "0"))
+    except (TypeError, ArithmeticError, AttributeError, ValueError):
         return 0
+    if value.is_nan() or value <= 0:
+        return 0
+    return MAX_COUNT if value >= MAX_COUNT else int(value)

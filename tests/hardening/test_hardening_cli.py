@@ -26,6 +26,8 @@ from hypothesis import strategies as st
 
 from outbox.clock import utc_now
 from outbox.model import OutboxStatus, RowKey
+from outbox_cli import local_controls
+from outbox_cli import main as cli
 from outbox_cli.main import main
 from outbox_ops.release import skip
 from outbox_publisher.dynamodb_rows import DynamoDBRowUpdater
@@ -79,6 +81,10 @@ def outbox(dynamodb: Any, tables: Tables) -> Iterator[Outbox]:
         # Each command builds its own boto3 session, which reads every service model from disk again: share
         # one loader (the same models), so an input costs its calls, not the reading.
         patch.setattr(botocore.session, "create_loader", functools.cache(botocore.loaders.create_loader))
+        # No runtime runs here: `local up` and `demo` would start one, `local fault` would reach another
+        # session's. What their arguments passed to stands in: a runtime that answers nothing.
+        patch.setattr(cli, "_local_command", _no_runtime)
+        patch.setattr(local_controls, "_call", _no_runtime_answers)
         yield Outbox(
             dynamodb,
             tables,
@@ -87,6 +93,15 @@ def outbox(dynamodb: Any, tables: Tables) -> Iterator[Outbox]:
             pending.event_id,
             TableState.read(dynamodb, tables.outbox, OUTBOX_KEY),
         )
+
+
+def _no_runtime(name: str, arguments: Any, out: Any) -> int:
+    out.write(f"{name} would start here\n")
+    return 0
+
+
+def _no_runtime_answers(endpoint: str, *_request: Any) -> dict[str, Any]:
+    raise local_controls.ControlError(f"no local runtime answers at {endpoint}")
 
 
 def run(argv: list[str]) -> Result:
@@ -194,6 +209,25 @@ LISTED: list[tuple[str, list[str]]] = [
     ("no-table-no-stack", ["status", "--stack", ""]),
     ("stack-unknown", ["status", "--stack", "NoSuchStack"]),
     ("local-env", ["local", "env", "--endpoint-url", "http://127.0.0.1:1"]),
+    ("skip-control-stack-empty-reason", ["skip", "{failed}", "--stack", "\x08", "--reason", ""]),
+    ("status-stack-control", ["status", "--stack", "\x08"]),
+    ("status-stack-too-long", ["status", "--stack", "a" * 129]),
+    ("table-name-short", ["status", "--table", "ab"]),
+    ("function-name-invalid", ["status", W, "--publisher-function", "a b"]),
+    ("endpoint-url-junk", ["status", W, "--endpoint-url", "not a url"]),
+    ("reason-control", ["skip", "{failed}", "--reason", "\x1b[2J", W]),
+    ("reason-too-long", ["redrive", "--all", "--reason", "r" * 1025, W]),
+    ("local-fault-times-fullwidth", ["local", "fault", "sns", "--times", "\uff13"]),
+    ("local-fault-times-exponent", ["local", "fault", "sns", "--times", "1e23"]),
+    ("local-fault-status-99999", ["local", "fault", "sns", "--status", "99999"]),
+    ("local-fault-status-200", ["local", "fault", "sns", "--status", "200"]),
+    ("local-fault-service-junk", ["local", "fault", "SNS!"]),
+    ("local-fault-no-runtime", ["local", "fault", "sns", "--times", "3", "--status", "500"]),
+    ("local-faults-endpoint-junk", ["local", "faults", "--endpoint-url", "127.0.0.1"]),
+    ("local-up-port-fullwidth", ["local", "up", "--aws-port", "\uff18\uff10"]),
+    ("local-up-speedup-inf", ["local", "up", "--schedule-speedup", "inf"]),
+    ("local-up-host-junk", ["local", "up", "--host", "a host"]),
+    ("demo-port-too-large", ["demo", "--api-port", "65536"]),
 ]
 
 
@@ -225,6 +259,16 @@ durations = st.one_of(
     ),
     values,
 )
+queue_urls = st.builds(
+    lambda name: f"https://sqs.{REGION}.amazonaws.com/123456789012/{name}", st.one_of(values, st.just("nope"))
+)
+# Whole numbers as typed: ASCII or not, signed, exponents, past every bound, and anything at all.
+numbers = st.one_of(
+    st.integers(min_value=-10, max_value=10**6).map(str),
+    st.integers(min_value=0, max_value=10**40).map(str),
+    st.sampled_from(("\uff13", "1e23", "99999", "65536", "4.5e2", "0", "599", "600", "2147483648")),
+    values,
+)
 # Flags and the values each takes; a value may also be anything at all. No --endpoint-url: every call stays
 # on moto, none goes to the network.
 FLAGS: dict[str, st.SearchStrategy[str] | None] = {
@@ -248,8 +292,15 @@ FLAGS: dict[str, st.SearchStrategy[str] | None] = {
         st.sampled_from(("us-east-1", "eu-west-1", "not a region", "", " ")),
         values.filter(lambda text: not _REGION_NAME.fullmatch(text)),
     ),
-    "--stack": values,
+    "--stack": st.one_of(values, st.from_regex(r"[A-Za-z][-A-Za-z0-9]{0,127}", fullmatch=True)),
     "--profile": values,
+    "--table": st.one_of(values, st.from_regex(r"[A-Za-z0-9_.-]{1,258}", fullmatch=True)),
+    "--poison-queue-url": st.one_of(values, queue_urls),
+    "--on-failure-queue-url": st.one_of(values, queue_urls),
+    "--publisher-function": st.one_of(values, st.from_regex(r"[A-Za-z0-9_-]{1,66}", fullmatch=True)),
+    "--sweeper-function": st.one_of(values, st.from_regex(r"[A-Za-z0-9_-]{1,66}", fullmatch=True)),
+    # Never a URL (no "://"): a call would leave moto for the network.
+    "--endpoint-url": values.filter(lambda text: "://" not in text),
 }
 COMMANDS = (
     ["status"],
@@ -260,6 +311,46 @@ COMMANDS = (
     ["skip"],
     ["local", "env"],
 )
+
+
+LOCAL_FLAGS: dict[str, st.SearchStrategy[str]] = {
+    "--times": numbers,
+    "--status": numbers,
+    "--for": durations,
+    "--throttle": durations,
+    "--error": st.one_of(values, st.sampled_from(("InternalError", "AWS.SimpleQueueService.X"))),
+    "--endpoint-url": st.one_of(values, st.sampled_from(("http://127.0.0.1:1", "http://[::1]:99999"))),
+    "--aws-port": numbers,
+    "--api-port": numbers,
+    "--schedule-speedup": st.one_of(numbers, st.floats().map(str)),
+    "--max-environments": numbers,
+    "--host": st.one_of(values, st.sampled_from(("127.0.0.1", "::1", "localhost"))),
+    "--template": values,
+}
+LOCAL_COMMANDS = {
+    ("local", "fault"): ("--times", "--status", "--for", "--throttle", "--error", "--endpoint-url"),
+    ("local", "faults"): ("--endpoint-url",),
+    ("local", "mappings"): ("--endpoint-url",),
+    ("local", "up"): ("--aws-port", "--api-port", "--schedule-speedup", "--max-environments", "--host"),
+    ("demo",): ("--aws-port", "--api-port", "--schedule-speedup", "--host", "--template"),
+}
+
+
+@st.composite
+def local_argument_lists(draw: Callable[..., Any]) -> list[str]:
+    """`local fault|faults|mappings|up` and `demo`: their numbers, names and endpoints; none reaches a runtime
+    (the module's fixture stands in for one)."""
+    command = draw(st.sampled_from(sorted(LOCAL_COMMANDS)))
+    argv = list(command)
+    if command == ("local", "fault"):
+        argv.append(draw(st.one_of(st.sampled_from(("sns", "events", "dynamodb")), values)))
+        if draw(st.booleans()):
+            argv.append(draw(st.one_of(st.sampled_from(("PublishBatch", "*")), values)))
+    for flag in draw(st.lists(st.sampled_from(LOCAL_COMMANDS[command]), max_size=4)):
+        argv += [flag, draw(LOCAL_FLAGS[flag])]
+    if argv[0] == "local" and argv[1] != "up" and "--endpoint-url" not in argv:
+        argv += ["--endpoint-url", "http://127.0.0.1:1"]
+    return argv
 
 
 @st.composite
@@ -289,3 +380,13 @@ def test_generated_arguments_end_with_a_documented_status_and_change_nothing_whe
     # Given the seeded outbox / When `outbox` runs with generated arguments / Then a documented exit status,
     # a reason when it fails, nothing changed when refused, no payload or credential printed
     invoke(outbox, data.draw(argument_lists(outbox)), source=Source.GENERATED)
+
+
+@examples(1)
+@given(data=st.data())
+def test_generated_local_arguments_end_with_a_documented_status_and_reach_no_runtime_when_refused(
+    outbox: Outbox, data: st.DataObject
+) -> None:
+    # Given the seeded outbox / When `outbox local ...` or `outbox demo` runs with generated numbers, names
+    # and endpoints / Then a documented exit status, a reason when it fails, nothing changed
+    invoke(outbox, data.draw(local_argument_lists()), source=Source.GENERATED)
