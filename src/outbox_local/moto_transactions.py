@@ -1,28 +1,18 @@
-"""TransactWriteItems as DynamoDB does it: all conditions first, then every write or none. A named correction
-of moto, installed while a local runtime runs (docs/local.md, "Where moto differs from AWS").
+"""TransactWriteItems as DynamoDB does it, while a local runtime runs: corrects moto 5.2, whose cancelled
+transaction leaves phantom stream records and a table the stream reader no longer follows.
 
-moto 5.2 (`DynamoDBBackend.transact_write_items`) applies each action as it checks it and, when a later one
-fails, puts back a deep copy of every table it touched. Two things break on the way: the writes applied
-before the failure have already emitted their stream records (a reader sees a *phantom* INSERT for a row that
-was rolled back), and the table object is replaced by its copy, whose stream the runtime's stream reader does
-not follow (nothing written afterwards is ever delivered). The deep copies also make every transaction cost
-time and memory in proportion to the tables' size.
+moto (`DynamoDBBackend.transact_write_items`) applies each action as it checks it and, when a later one fails,
+puts back a deep copy of every table it touched: the writes before the failure have already emitted their
+stream records, and the copy's stream is not the one the runtime's reader follows. Here every action is
+checked first (key unicity, conditions, evaluated as moto evaluates them) without writing; a failed condition
+cancels with moto's own `TransactionCanceledException` and nothing is written. Then the actions are applied
+through moto's own put/update/delete; one that fails while applied (an update expression DynamoDB would have
+refused up front) puts the items it touched back and re-raises, its earlier stream records staying (the one
+residue, documented in docs/local.md, "Where moto differs from AWS").
 
-Here every action is checked against the current items first (key unicity, condition expressions) without
-writing anything, exactly as moto evaluates them; a failed condition cancels the transaction with moto's own
-`TransactionCanceledException` and its per-action reasons, and nothing was written or streamed. Only then are
-the actions applied, through moto's own put/update/delete. An action that fails while being applied (an
-update expression moto rejects, which DynamoDB would have refused up front) puts the items it touched back
-and re-raises; its earlier writes' stream records cannot be taken back (the only residue, documented).
-
-Writes are also isolated from each other, as DynamoDB isolates them: a conditional write checks and writes its
-item atomically, and a transaction is serializable with every other write. moto serves each request on a
-thread of its own with no isolation at all, and the runtime's functions run concurrently (two writers
-claiming one outbox row's lease, the publisher and the sweeper, must get DynamoDB's answer: one wins). So
-every write of moto's DynamoDB backend (PutItem, UpdateItem, DeleteItem, BatchWriteItem's, TransactWriteItems)
-holds one lock. Reads take none here: the runtime also runs every DynamoDB request alone
-(`outbox_local.moto_isolation`), which keeps a read from seeing half an update or walking a table a write is
-adding to.
+Every write of moto's DynamoDB backend also holds one lock, so a conditional write is atomic on its item and a
+transaction serializable with every other write, as on DynamoDB (of two writers claiming one lease, one wins).
+Reads are isolated by `outbox_local.moto_isolation`.
 """
 
 from __future__ import annotations
@@ -89,7 +79,7 @@ def _check(
             current = backend.get_item(table_name, key)
             condition = op.get("ConditionExpression")
             if condition is not None:
-                # moto's own parse (while a runtime runs, it answers from what is kept: moto_conditions)
+                # moto's own parse, as moto evaluates a transaction's condition
                 expression = get_filter_expression(
                     condition, op.get("ExpressionAttributeNames"), op.get("ExpressionAttributeValues")
                 )
