@@ -78,19 +78,17 @@ def local_up(arguments: argparse.Namespace, out: TextIO) -> int:
 
     signal.signal(signal.SIGINT, request_stop)
     signal.signal(signal.SIGTERM, request_stop)
-    from outbox_local.collector import tuned_for_a_long_run  # noqa: PLC0415 - loads only when a command runs
     from outbox_local.runtime import LocalRuntime  # noqa: PLC0415 - moto loads only when a command runs
 
     runtime = LocalRuntime(options(arguments, background=True))
     runtime.start()
     try:
-        with tuned_for_a_long_run():
-            out.write(describe(runtime))
-            out.write("ready: press Ctrl-C to stop\n")
-            out.flush()
-            # A wait with a timeout keeps the main thread responsive to signals on every platform.
-            while not stop.wait(0.5):
-                pass
+        out.write(describe(runtime))
+        out.write("ready: press Ctrl-C to stop\n")
+        out.flush()
+        # A wait with a timeout keeps the main thread responsive to signals on every platform.
+        while not stop.wait(0.5):
+            pass
     finally:
         runtime.stop()
     out.write("stopped\n")

@@ -1,31 +1,26 @@
-"""Lambda event filtering (FilterCriteria): the EventBridge pattern subset Lambda documents.
+"""Lambda event filtering (FilterCriteria), matched by moto's EventBridge pattern matcher (moto internals: its
+`moto.events.models.EventPattern`, which moto's EventBridge rules use).
 
 Lambda applies each `Filters[].Pattern` to the whole record it would send (for DynamoDB: `eventName`,
-`dynamodb.NewImage...`); a record is sent when ANY pattern matches and is dropped otherwise. Inside a
-pattern, every key must match (AND); a leaf lists alternatives (OR). Supported leaf matchers: exact values
-(string, number, boolean, null), `prefix`, `suffix`, `equals-ignore-case`, `anything-but` (value, list,
-or prefix/suffix), `numeric` comparisons and `exists`. Anything else raises `FilterPatternError` when the
-pattern is compiled, so a template using syntax the emulator does not implement fails at start-up
-instead of filtering wrongly.
+`dynamodb.NewImage...`); a record is sent when ANY pattern matches and is dropped otherwise. moto matches a
+pattern; what is checked here is the pattern itself: moto's matcher answers "matches" for an operator it does
+not know, so a pattern using anything but the subset Lambda documents (exact values, `prefix`, `suffix`,
+`equals-ignore-case`, `anything-but` (value, list, or prefix/suffix), `numeric`, `exists`) raises
+`FilterPatternError` when it is compiled: a template fails at start-up instead of filtering wrongly.
 """
 
 from __future__ import annotations
 
 import json
-import operator
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
+
+from moto.events.models import EventPattern as MotoEventPattern
 
 from outbox_local.errors import FilterPatternError
 
-_NUMERIC_OPERATORS: dict[str, Callable[[float, float], bool]] = {
-    "=": operator.eq,
-    "<": operator.lt,
-    "<=": operator.le,
-    ">": operator.gt,
-    ">=": operator.ge,
-}
+_NUMERIC_OPERATORS = frozenset({"=", "<", "<=", ">", ">="})
 _KNOWN_OPERATORS = frozenset({"prefix", "suffix", "equals-ignore-case", "anything-but", "numeric", "exists"})
 
 
@@ -34,19 +29,15 @@ def _is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def _scalar_equals(expected: object, actual: object) -> bool:
-    if _is_number(expected) and _is_number(actual):
-        return float(expected) == float(actual)  # type: ignore[arg-type]
-    if type(expected) is not type(actual):
-        return False
-    return expected == actual
-
-
 @dataclass(frozen=True)
 class EventPattern:
-    """One compiled pattern; `matches` never raises on any record shape."""
+    """One compiled pattern, matched by moto against a record of JSON values (what Lambda sends)."""
 
     pattern: Mapping[str, Any]
+    _matcher: MotoEventPattern = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_matcher", MotoEventPattern(json.dumps(self.pattern), dict(self.pattern)))
 
     @classmethod
     def parse(cls, text: str) -> EventPattern:
@@ -60,7 +51,8 @@ class EventPattern:
         return cls(pattern)
 
     def matches(self, event: Mapping[str, Any]) -> bool:
-        return _match_object(self.pattern, event)
+        record: Any = dict(event)  # moto types it as an EventBridge event; it matches any JSON object
+        return self._matcher.matches_event(record)
 
 
 @dataclass(frozen=True)
@@ -150,83 +142,6 @@ def _validate_anything_but(argument: object, where: str) -> None:
             raise FilterPatternError(f"{where}: anything-but values must be scalars, got {value!r}")
 
 
-_MISSING = object()
-
-
-def _match_object(pattern: Mapping[str, Any], event: object) -> bool:
-    if isinstance(event, list):
-        # An array of objects matches when any element does (EventBridge array semantics).
-        return any(_match_object(pattern, element) for element in event)
-    fields: Mapping[str, Any] = event if isinstance(event, Mapping) else {}
-    for key, rule in pattern.items():
-        value = fields.get(key, _MISSING)
-        if isinstance(rule, dict):
-            if not _match_object(rule, {} if value is _MISSING else value):
-                return False
-        elif not _match_leaf(rule, value):
-            return False
-    return True
-
-
-def _match_leaf(matchers: Sequence[Any], value: object) -> bool:
-    if value is _MISSING:
-        return any(isinstance(m, dict) and m.get("exists") is False for m in matchers)
-    values = value if isinstance(value, list) else [value]
-    return any(_match_one(matcher, candidate) for matcher in matchers for candidate in values)
-
-
-def _match_one(matcher: object, value: object) -> bool:
-    if not isinstance(matcher, dict):
-        return _scalar_equals(matcher, value)
-    (name, argument), *_ = matcher.items()
-    if name == "exists":
-        return bool(argument) and not isinstance(value, dict)
-    if isinstance(value, dict):
-        return False  # only `exists` applies to an object; the other operators compare leaf values
-    return _LEAF_OPERATORS[name](argument, value)
-
-
-def _numeric(argument: Any, value: object) -> bool:
-    return (
-        _is_number(value)
-        and all(
-            _NUMERIC_OPERATORS[op](float(value), float(bound))  # type: ignore[arg-type]
-            for op, bound in zip(argument[::2], argument[1::2], strict=True)
-        )
-    )
-
-
-def _equals_ignore_case(argument: object, value: object) -> bool:
-    return isinstance(value, str) and value.casefold() == str(argument).casefold()
-
-
-def _affix_match(argument: object, value: object, test: Callable[[str, str], bool]) -> bool:
-    if not isinstance(value, str):
-        return False
-    if isinstance(argument, dict):
-        return test(value.casefold(), str(argument["equals-ignore-case"]).casefold())
-    return test(value, str(argument))
-
-
-def _anything_but(argument: object, value: object) -> bool:
-    if isinstance(argument, dict):
-        (kind, affix), *_ = argument.items()
-        if not isinstance(value, str):
-            return False
-        return not (value.startswith(affix) if kind == "prefix" else value.endswith(affix))
-    excluded = argument if isinstance(argument, list) else [argument]
-    return not any(_scalar_equals(item, value) for item in excluded)
-
-
-_LEAF_OPERATORS: dict[str, Callable[[Any, object], bool]] = {
-    "prefix": lambda argument, value: _affix_match(argument, value, str.startswith),
-    "suffix": lambda argument, value: _affix_match(argument, value, str.endswith),
-    "equals-ignore-case": _equals_ignore_case,
-    "numeric": _numeric,
-    "anything-but": _anything_but,
-}
-
-
 # --- SQS (AWS Lambda Developer Guide, "Using event filtering with an Amazon SQS event source") ------------
 # "Amazon SQS event source mappings only support filtering on the body key." Lambda compares the format of
 # the message body with the format of the pattern's `body`: a JSON pattern (an object) applies to a body that
@@ -235,6 +150,7 @@ _LEAF_OPERATORS: dict[str, Callable[[Any, object], bool]] = {
 
 QUEUE_FILTER_KEYS = frozenset({"body"})
 _NOT_JSON = object()
+_MISSING = object()
 
 
 def accepts_queue_record(criteria: FilterCriteria, record: Mapping[str, Any]) -> bool:

@@ -1,28 +1,16 @@
-"""DynamoDB expressions in moto, made cheap while a local runtime runs: the same answers for less CPU. A
-named correction of moto 5.2, part of `outbox_local.moto_performance` (docs/local.md, "Where moto differs
-from AWS").
+"""DynamoDB update expressions in moto, made cheap while a local runtime runs: the same answers for less CPU
+(part of `outbox_local.moto_performance`, which gives the measured gain).
 
-Found by profiling the runtime under `bench/local_load.py`: an UpdateItem (the inbox's advance of an
-aggregate's last seq in each consumer's transaction, the row marker's PartiQL UPDATE of every published row)
-cost moto about 1.4 ms of CPU, half of the runtime's CPU at 40 orders/s. Where it went:
+moto parses an update expression twice per UpdateItem (its request handler, then its backend), deep-copies
+the tree for its validator (0.2 ms) and walks it ten times, rebuilding each walker's table of node types for
+every node. Here each text is parsed once and kept (every user only reads the tree, except moto's
+`Validator`, which gets a copy unpickled from the kept tree's pickle); each walk builds its table once and
+visits the same nodes in the same order; and the three pure checks (clause counts, overlapping paths, a key
+attribute updated), which read only the tree, the names and the table's key, are skipped for a combination
+that passed them.
 
-- the expression is parsed twice per action (once by the request handler to list the names it uses, once
-  by the backend), about 0.2 ms each; an expression's tree depends on its text only, so each text is parsed
-  once and kept. Every user of the kept tree only reads it, except moto's `Validator`, which works on a
-  deep copy (`Validator.__init__`);
-- that deep copy, 0.2 ms with `copy.deepcopy`, is made from the kept tree's pickle instead (about 0.03 ms):
-  the same tree, built by the C unpickler;
-- the validation walks the tree ten times, and for every node each walk rebuilds its table of the node
-  types it processes, twice (`DepthFirstTraverser.nodes_to_be_processed`, `process`), and tests the node
-  against it with ABC `isinstance`: the walk here builds the table once per walk and visits the same nodes
-  in the same order, calling the walker's own hooks. Three of the ten walks are pure checks (no more than
-  one clause of a kind, no overlapping paths, no key attribute updated) that read only the tree, the names
-  and the table's key: once a combination of the three has passed them, they are not walked again for it;
-- condition expressions: each text lexed once, each condition parsed once per combination of names and
-  values, or per shape (`outbox_local.moto_conditions`).
-
-tests/integration/local/test_local_moto_expressions.py compares every answer with moto's own over a set of
-expressions, and fails loudly if moto's shape changes under these.
+tests/integration/local/test_local_moto_expressions.py compares every answer with moto's own, and fails if
+moto's shape changes under these.
 """
 
 from __future__ import annotations
@@ -40,7 +28,6 @@ import moto.dynamodb.parsing.ast_nodes
 import moto.dynamodb.parsing.expressions
 import moto.dynamodb.parsing.validators
 
-from outbox_local.moto_conditions import conditions_parsed_once
 from outbox_local.moto_imports import as_method
 
 # moto's update-expression modules are untyped (mypy sees none of their names): handled as Any here.
@@ -171,9 +158,7 @@ def _is_subclass(kind: type, of: type | tuple[type, ...]) -> bool:
 
 @contextmanager
 def cheaper_expressions() -> Iterator[None]:
-    """While in effect, this process's moto parses each update expression once and validates it faster, lexes
-    each condition expression once, and parses each condition once per combination of names and values or
-    per shape (`outbox_local.moto_conditions`)."""
+    """While in effect, this process's moto parses each update expression once and validates it faster."""
     make = UpdateExpressionParser.__dict__["make"]
     walk = DepthFirstTraverser.traverse_node_recursively
     deepcopy, validate = _validators.deepcopy, _validators.Validator.validate
@@ -183,8 +168,7 @@ def cheaper_expressions() -> Iterator[None]:
     _validators.Validator.validate = as_method(parsed.validate)
     DepthFirstTraverser.traverse_node_recursively = _traverse_node_recursively
     try:
-        with conditions_parsed_once():
-            yield
+        yield
     finally:
         UpdateExpressionParser.make = make
         _validators.deepcopy = deepcopy

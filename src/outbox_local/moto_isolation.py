@@ -1,21 +1,14 @@
-"""Requests isolated from each other as AWS isolates them, while a local runtime runs: a named correction of
-moto 5.2, like `outbox_local.moto_transactions` (docs/local.md, "Where moto differs from AWS").
+"""Requests isolated from each other as AWS isolates them, while a local runtime runs: corrects moto 5.2,
+which serves each request on a thread of its own and isolates none (docs/local.md, "Where moto differs from
+AWS").
 
-moto serves each request on a thread of its own and isolates none from another; the runtime's functions run
-concurrently, in worker processes, and its mappings poll on threads of their own, so requests do overlap:
-
-- DynamoDB: moto's Query and Scan walk the table's dictionaries while a concurrent put of a new key adds to
-  them ("dictionary changed size during iteration": the read answers HTTP 500), and UpdateItem applies its
-  expression to the stored item attribute by attribute (a read in between sees half an update; an item
-  UpdateItem creates first exists with its keys only). So every DynamoDB request runs alone: one lock around
-  moto's DynamoDB request handler, answer included. A conditional write is then atomic on its item and a
-  transaction serializable with every other request, as on DynamoDB. (`atomic_transactions` also isolates the
-  backend's writes from each other, for callers of the backend that make no request.)
-- SQS: moto deletes a message by building a new list of the queue's other messages and putting it in place of
-  the old one, while a send appends to the old one: a message sent during a delete (SNS delivering to a
-  consumer's queue while the consumer's mapping deletes its last batch) was lost. Two concurrent receives
-  could also hand out one message twice. Delete, receive and send each hold the queue's own lock (moto's,
-  which a send already takes to append; a long poll waits on it, which lets it go meanwhile).
+- DynamoDB: a Query or Scan walking a table while a put adds a key answers 500 ("dictionary changed size
+  during iteration"), and a read can see half an UpdateItem. Every DynamoDB request runs alone: one lock
+  around moto's request handler, answer included.
+- SQS: moto deletes a message by putting a rebuilt list of the queue's other messages in place of the old
+  one while a send appends to the old one (a message sent during a delete is lost), and two receives can
+  hand out one message twice. Delete, receive and send each hold the queue's own lock (moto's, which a send
+  already takes to append; a long poll waits on it, which lets it go meanwhile).
 """
 
 from __future__ import annotations

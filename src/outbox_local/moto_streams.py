@@ -1,14 +1,11 @@
-"""The stream mappings' reads of a DynamoDB stream, straight from the moto server's backend in this process.
+"""The stream mappings read a DynamoDB stream from moto's backend in this process, not over HTTP: moto's
+serializer and botocore's parser cost about 1.5 ms of CPU per record (a sixth of the runtime's CPU at 50
+orders/s, `bench/local_load.py`), and moto's registry of shard iterators keeps every one ever handed out.
 
-`DescribeStream`, `GetShardIterator` and `GetRecords` answered as the `dynamodbstreams` client answers them
-(the shapes `StreamMappingRunner` reads), from the same records moto holds, without the round trip: moto's
-response serializer and botocore's parser walk every attribute of every image, about 1.5 ms of CPU per
-record, which at 50 orders/s (an INSERT and a MODIFY each) is a sixth of the runtime's CPU
-(`bench/local_load.py`). It also leaves moto's registry of shard iterators alone, which keeps every iterator
-ever handed out (one per poll).
-
-Only the runtime's own mappings read this way, as Lambda's pollers read streams inside AWS: a function's or a
-developer's `dynamodbstreams` calls still go to the endpoint.
+`DescribeStream`, `GetShardIterator` and `GetRecords` are answered as the `dynamodbstreams` client answers
+them (the shapes `StreamMappingRunner` reads), from the same records moto holds. Only the runtime's own
+mappings read this way, as Lambda's pollers read streams inside AWS: a function's or a developer's
+`dynamodbstreams` calls still go to the endpoint.
 """
 
 from __future__ import annotations

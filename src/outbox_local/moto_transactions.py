@@ -1,18 +1,18 @@
-"""Corrects moto's TransactWriteItems to DynamoDB's: all conditions first, then every write or none; installed
-while a local runtime runs (docs/local.md, "Where moto differs from AWS").
+"""TransactWriteItems as DynamoDB does it, while a local runtime runs: corrects moto 5.2, whose cancelled
+transaction leaves phantom stream records and a table the stream reader no longer follows.
 
-moto 5.2 applies each action as it checks it and, when a later one fails, puts back a deep copy of every table
-it touched: the writes before the failure have already streamed (a *phantom* INSERT of a rolled-back row), and
-the copied table's stream is not the one the runtime follows (nothing written afterwards is delivered).
+moto (`DynamoDBBackend.transact_write_items`) applies each action as it checks it and, when a later one fails,
+puts back a deep copy of every table it touched: the writes before the failure have already emitted their
+stream records, and the copy's stream is not the one the runtime's reader follows. Here every action is
+checked first (key unicity, conditions, evaluated as moto evaluates them) without writing; a failed condition
+cancels with moto's own `TransactionCanceledException` and nothing is written. Then the actions are applied
+through moto's own put/update/delete; one that fails while applied (an update expression DynamoDB would have
+refused up front) puts the items it touched back and re-raises, its earlier stream records staying (the one
+residue, documented in docs/local.md, "Where moto differs from AWS").
 
-Here every action is checked first, exactly as moto evaluates it, and a failed condition cancels with moto's
-own `TransactionCanceledException` and reasons, nothing written; only then are the actions applied through
-moto's own put/update/delete. An action that fails while applied (an update moto rejects, which DynamoDB would
-have refused up front) puts its items back and re-raises; its earlier stream records remain (documented).
-
-Every write of moto's DynamoDB backend also holds one lock, since moto serves requests on threads with no
-isolation and two runtime functions claiming one row's lease must get DynamoDB's answer: one wins. Reads are
-kept whole by `outbox_local.moto_isolation`.
+Every write of moto's DynamoDB backend also holds one lock, so a conditional write is atomic on its item and a
+transaction serializable with every other write, as on DynamoDB (of two writers claiming one lease, one wins).
+Reads are isolated by `outbox_local.moto_isolation`.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def _check(
             current = backend.get_item(table_name, key)
             condition = op.get("ConditionExpression")
             if condition is not None:
-                # moto's own parse (while a runtime runs, it answers from what is kept: moto_conditions)
+                # moto's own parse, as moto evaluates a transaction's condition
                 expression = get_filter_expression(
                     condition, op.get("ExpressionAttributeNames"), op.get("ExpressionAttributeValues")
                 )

@@ -96,8 +96,8 @@ class LocalRuntime:
         self.mappings = []
         self.queue_mappings = []
         self.outputs = {}
-        # moto's TransactWriteItems is not atomic for a stream reader, it isolates no request from another,
-        # and its hot paths under load cost much: each corrected while the runtime runs.
+        # moto's TransactWriteItems is not atomic for a stream reader and it isolates no request from another
+        # (both corrected while the runtime runs); its hot paths under load cost much (made cheap).
         self._corrections = contextlib.ExitStack()
         self._corrections.enter_context(atomic_transactions())
         self._corrections.enter_context(isolated_requests())

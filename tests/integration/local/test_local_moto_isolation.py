@@ -1,7 +1,9 @@
 """moto isolates no request from another; while a runtime runs, requests are isolated as AWS isolates them
 (`outbox_local.moto_isolation`). Each test makes a second request try to run at the one moment moto would let
-it break the first (a hook inside moto's own loop), and gives it half a second to do so: without the
-isolation it gets in and the damage is seen; with it, it waits until the first request is done."""
+it break the first (a hook inside moto's own loop): the hook waits until the second request has reached moto
+(before any lock of the isolation), then gives it half a second to get in. Without the isolation it gets in
+and the damage is seen; with it, it waits until the first request is done. The test then waits for the second
+request to finish before it looks, so no outcome depends on how fast a loaded machine runs either thread."""
 
 from __future__ import annotations
 
@@ -17,7 +19,8 @@ import pytest
 from botocore.config import Config
 from moto.core.models import DEFAULT_ACCOUNT_ID
 from moto.dynamodb.models import dynamodb_backends
-from moto.sqs.models import Queue, sqs_backends
+from moto.dynamodb.responses import DynamoHandler
+from moto.sqs.models import Queue, SQSBackend, sqs_backends
 
 from outbox_local.aws_server import LocalAwsServer
 from outbox_local.endpoint import LOCAL_CREDENTIALS
@@ -57,15 +60,56 @@ def client(endpoint: str, service: str) -> Any:
     )
 
 
-def in_the_meantime(request: Callable[[], object]) -> Callable[[], None]:
-    """A hook that lets `request` run on another thread, if it can, while the current request is under way."""
+ARRIVAL_TIMEOUT_S = 60.0
+"""How long the second request may take to reach moto (a new client and a connection, on a loaded machine)."""
 
-    def hook() -> None:
-        other = threading.Thread(target=request)
-        other.start()
-        other.join(CHANCE_S)
 
-    return hook
+class Meanwhile:
+    """A second request, run on another thread when the first calls `hook` inside moto.
+
+    `arrived` is called by the test's own wrapper of the moto entry point the second request reaches before
+    any isolation lock; `hook` waits for that, then gives the request `CHANCE_S` to get in; `done` waits for
+    it to finish and re-raises its error, if any."""
+
+    def __init__(self, request: Callable[[], object]) -> None:
+        self._request = request
+        self._arrived = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._errors: list[BaseException] = []
+
+    def arrived(self) -> None:
+        if self._thread is not None:
+            self._arrived.set()
+
+    def hook(self) -> None:
+        self._thread = threading.Thread(target=self._run)
+        self._thread.start()
+        assert self._arrived.wait(ARRIVAL_TIMEOUT_S), "the second request never reached moto"
+        self._thread.join(CHANCE_S)
+
+    def done(self) -> None:
+        assert self._thread is not None, "the hook never ran"
+        self._thread.join(ARRIVAL_TIMEOUT_S)
+        assert not self._thread.is_alive(), "the second request never finished"
+        if self._errors:
+            raise self._errors[0]
+
+    def _run(self) -> None:
+        try:
+            self._request()
+        except BaseException as error:  # handed to the test's thread by done()
+            self._errors.append(error)
+
+
+def signalling_arrival(method: Callable[..., Any], meanwhile: Meanwhile) -> Callable[..., Any]:
+    """`method`, telling `meanwhile` when a call reaches it once the hook has run (the first request is then
+    past it already: a call is the second request's)."""
+
+    def arriving(*arguments: Any, **keywords: Any) -> Any:
+        meanwhile.arrived()
+        return method(*arguments, **keywords)
+
+    return arriving
 
 
 class _ItemsWithAHook(defaultdict[Any, Any]):
@@ -81,7 +125,9 @@ class _ItemsWithAHook(defaultdict[Any, Any]):
                 hook()
 
 
-def test_a_scan_is_not_broken_by_a_put_of_a_new_key_under_way(endpoint: str) -> None:
+def test_a_scan_is_not_broken_by_a_put_of_a_new_key_under_way(
+    endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # Given a table with items, and a scan that lets a put of a new item run while it walks the table
     dynamodb = client(endpoint, "dynamodb")
     dynamodb.create_table(
@@ -94,9 +140,11 @@ def test_a_scan_is_not_broken_by_a_put_of_a_new_key_under_way(endpoint: str) -> 
         dynamodb.put_item(TableName="walked", Item={"pk": {"S": key}})
     table = dynamodb_backends[DEFAULT_ACCOUNT_ID][REGION].get_table("walked")
     items = _ItemsWithAHook(dict, table.items)
-    items.hook = in_the_meantime(
+    put = Meanwhile(
         lambda: client(endpoint, "dynamodb").put_item(TableName="walked", Item={"pk": {"S": "new"}})
     )
+    monkeypatch.setattr(DynamoHandler, "call_action", signalling_arrival(DynamoHandler.call_action, put))
+    items.hook = put.hook
     table.items = items
 
     # When the table is scanned
@@ -105,6 +153,7 @@ def test_a_scan_is_not_broken_by_a_put_of_a_new_key_under_way(endpoint: str) -> 
     # Then the scan answered (moto's own walk raised "dictionary changed size during iteration": HTTP 500),
     # with the items written before it, and the put ran after it
     assert sorted(item["pk"]["S"] for item in scanned["Items"]) == ["a", "b", "c"]
+    put.done()
     assert "Item" in dynamodb.get_item(TableName="walked", Key={"pk": {"S": "new"}})
 
 
@@ -118,9 +167,9 @@ def test_a_message_sent_while_another_is_deleted_is_kept(
     sqs.send_message(QueueUrl=url, MessageBody="first")
     [received] = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=1)["Messages"]
     queue = sqs_backends[DEFAULT_ACCOUNT_ID][REGION].get_queue("consumer")
-    hooks = [
-        in_the_meantime(lambda: client(endpoint, "sqs").send_message(QueueUrl=url, MessageBody="second"))
-    ]
+    send = Meanwhile(lambda: client(endpoint, "sqs").send_message(QueueUrl=url, MessageBody="second"))
+    monkeypatch.setattr(SQSBackend, "send_message", signalling_arrival(SQSBackend.send_message, send))
+    hooks = [send.hook]
 
     def set_attribute(self: Queue, name: str, value: Any) -> None:
         if name == "_messages" and self is queue and hooks:
@@ -134,5 +183,6 @@ def test_a_message_sent_while_another_is_deleted_is_kept(
 
     # Then the message sent meanwhile is still in the queue (moto's delete dropped it)
     assert not hooks
+    send.done()
     [kept] = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
     assert kept["Body"] == "second"

@@ -1,4 +1,4 @@
-"""Lambda FilterCriteria: the EventBridge pattern subset Lambda documents for event filtering."""
+"""Lambda FilterCriteria: the pattern subset Lambda documents for event filtering, matched by moto."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 import pytest
+from moto.events.models import EventPattern as MotoEventPattern
 
 from outbox_local.errors import FilterPatternError
 from outbox_local.filtering import EventPattern, FilterCriteria
@@ -98,3 +99,13 @@ def test_unsupported_or_malformed_patterns_fail_loudly(pattern: str) -> None:
 def test_malformed_filter_criteria_fail_loudly(criteria: dict[str, Any]) -> None:
     with pytest.raises(FilterPatternError):
         FilterCriteria.from_template(criteria)
+
+
+def test_moto_s_matcher_lets_an_unknown_operator_match_which_is_why_patterns_are_checked_here() -> None:
+    # Given moto's matcher, which the patterns are matched by, and an operator Lambda does not document
+    pattern = {"eventName": [{"wildcard-typo": "x"}]}
+    # When moto matches it, Then it answers "matches": so the pattern must be refused before it reaches moto
+    record: Any = {"eventName": "INSERT"}  # moto types it as an EventBridge event
+    assert MotoEventPattern(json.dumps(pattern), pattern).matches_event(record)
+    with pytest.raises(FilterPatternError):
+        EventPattern.parse(json.dumps(pattern))
