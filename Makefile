@@ -20,7 +20,11 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 demo: setup synth
 	$(BIN)/outbox demo --template $(TEMPLATE)
 
-test: setup lint typecheck synth cfn-lint pytest
+# The checks are single-threaded: two at a time on the two cores (each one's output kept together), then pytest
+# on both.
+test: setup
+	$(MAKE) --no-print-directory -j2 --output-sync=target lint typecheck cfn-lint
+	$(MAKE) --no-print-directory pytest
 
 setup: $(PY_STAMP) $(NODE_STAMP)
 

@@ -16,6 +16,7 @@ from werkzeug.serving import make_server
 from outbox_local.control_api import ControlApi
 from outbox_local.event_source_mapping_api import EventSourceMappingApi
 from outbox_local.faults import FaultInjector, WsgiApp
+from outbox_local.http_framing import SHUTDOWN_POLL_S
 from outbox_local.keep_alive import Connections, keep_alive_handler
 
 
@@ -61,7 +62,7 @@ class LocalAwsServer(ThreadedMotoServer):
             self._ip_address, self._port, app, True, request_handler=keep_alive_handler(self._connections)
         )
         self._server_ready_event.set()
-        self._server.serve_forever()
+        self._server.serve_forever(poll_interval=SHUTDOWN_POLL_S)
 
     @property
     def endpoint_url(self) -> str:

@@ -27,7 +27,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from outbox_local.http_framing import content_length
+from outbox_local.http_framing import SHUTDOWN_POLL_S, content_length
 from outbox_local.invocation import InvocationResult
 
 MAX_BODY_BYTES = 10 * 1024 * 1024
@@ -129,7 +129,9 @@ class HttpApiServer:
         self.routes.sort(key=lambda r: r.specificity)
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._server.serve_forever, name=f"http-api-{self.api_id}")
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, args=(SHUTDOWN_POLL_S,), name=f"http-api-{self.api_id}"
+        )
         self._thread.start()
 
     def stop(self) -> None:

@@ -1,11 +1,15 @@
-"""The one rule both local servers (the HTTP API, the moto endpoint's keep-alive handler) read a request's
-`Content-Length` by."""
+"""The rules both local servers (the HTTP API, the moto endpoint) share: how a request's `Content-Length` is
+read, and how soon a server's loop notices it was asked to stop."""
 
 from __future__ import annotations
 
 import re
 
 _CONTENT_LENGTH = re.compile(r"[0-9]{1,19}")
+
+# `shutdown()` waits until the serving loop next checks; socketserver's default, 0.5 s, would add up to a
+# second to every stop of a runtime (it runs both servers): 0.9 s against 0.1 s measured.
+SHUTDOWN_POLL_S = 0.05
 
 
 def content_length(value: str) -> int | None:

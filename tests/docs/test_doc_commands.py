@@ -6,6 +6,8 @@ blocks) is one of:
 - marked in the doc as needing a real AWS account (`# needs AWS: ...`): not run;
 - the build itself (`make demo`, `make test`, `make setup synth`): its targets must exist in the Makefile,
   and are not run again from inside the build;
+- a pytest run of the suite's own tests (`.venv/bin/pytest -q tests/reliability`): its paths must exist, and
+  `make test` runs those tests itself;
 - `outbox local up`: the one runtime this module starts (tests/docs/conftest.py), on free ports, from the
   synthesized app; the output docs/local.md shows for it is compared with what it printed;
 - an `outbox` command of the README's operations runbook: run, as written and in order, by
@@ -83,12 +85,27 @@ def is_build(command: Command) -> bool:
     return command.text.split()[0] == "make"
 
 
+def suite_paths(command: Command) -> list[str] | None:
+    """The test paths of a pytest run of the suite's own tests (`make test` runs them itself), else None."""
+    words = command.text.split()
+    paths = [word for word in words[1:] if not word.startswith("-")]
+    if words[0].removeprefix(".venv/bin/") != "pytest" or not paths:
+        return None
+    return paths if all(path.startswith("tests/") for path in paths) else None
+
+
 def is_local_up(command: Command) -> bool:
     return LOCAL_UP.fullmatch(command.text) is not None
 
 
 def run_elsewhere(block: Block, command: Command) -> bool:
-    return command.needs_aws or is_build(command) or is_local_up(command) or in_runbook(block, command)
+    return (
+        command.needs_aws
+        or is_build(command)
+        or suite_paths(command) is not None
+        or is_local_up(command)
+        or in_runbook(block, command)
+    )
 
 
 def in_runbook(block: Block, command: Command) -> bool:
@@ -215,11 +232,14 @@ def test_every_command_is_run_or_marked() -> None:
     blocks = shell_blocks()
     commands = [(block, command) for block in blocks for command in block.commands]
 
-    # Then the build's own are Makefile targets, the runbook's have their test, and the rest run here
+    # Then the build's own are Makefile targets, the suite's own pytest runs name its tests (`make test` runs
+    # them), the runbook's have their test, and the rest run here
     targets = makefile_targets()
     for block, command in commands:
         if is_build(command):
             assert set(command.text.split()[1:]) <= targets, f"{block.name}: `{command.text}`: no such target"
+        for path in suite_paths(command) or ():
+            assert (REPOSITORY / path).exists(), f"{block.name}: `{command.text}`: no such test path"
     assert RUNBOOK_TEST.exists(), "the README runbook's `outbox` commands are run by that test"
     run_here = [c for b, c in commands if not run_elsewhere(b, c)]
     assert len(run_here) >= 25, "the docs lost their commands, or this test stopped finding them"

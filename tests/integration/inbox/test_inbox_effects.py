@@ -4,6 +4,7 @@ half-written. The effect is the sample's order-summary projection (a real read m
 import dataclasses
 import itertools
 import json
+import random
 from datetime import timedelta
 from typing import Any
 
@@ -74,9 +75,7 @@ def test_the_same_event_delivered_n_times_has_one_effect(consumer: Consumer, del
     assert summary(consumer) is not None
 
 
-def test_every_permutation_of_five_events_with_duplicates_yields_the_in_order_read_model(
-    consumer: Consumer,
-) -> None:
+def test_five_events_in_any_order_with_duplicates_yield_the_in_order_read_model(consumer: Consumer) -> None:
     # Given the read model of the five events applied once, in order
     events = order_events()
     reference = consumer.build(effect=OrderSummaryProjection(consumer.table))
@@ -86,8 +85,10 @@ def test_every_permutation_of_five_events_with_duplicates_yields_the_in_order_re
     assert [(item["status"], item["last_seq"]) for item in expected] == [({"S": "CONFIRMED"}, {"N": "2"})]
     clear(consumer)
 
-    orders = list(itertools.permutations(events))
-    assert len(orders) == 120
+    # The reversed order, then a fixed sample of the 120 (each costs a fresh inbox on moto; the reliability
+    # suite's schedules deliver in random orders too)
+    every_order = list(itertools.permutations(events))
+    orders = [every_order[-1], *random.Random(5).sample(every_order[:-1], 15)]  # noqa: S311 - not a secret
     for order in orders:
         # When the events arrive in this order, each one twice, and SQS hands back what waits for a
         # predecessor (redelivering it after the ones behind it in the queue)
