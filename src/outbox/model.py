@@ -209,36 +209,51 @@ def stored_generation(row: Mapping[str, Any]) -> Mapping[str, Any] | None:
     compares, so that a row stays addressable even with a value the outbox cannot read (another writer's).
     A value no table stores (`{}`, two types, a made-up record's) is none: AWS refuses it in a condition. A
     stream image spells a Binary in base64, which botocore would encode again: it is compared as its bytes."""
-    value = row.get(GENERATION)
-    if not (isinstance(value, Mapping) and len(value) == 1 and _is_stored(*value.items())):
+    return _as_sent(row.get(GENERATION))
+
+
+def _as_sent(value: object) -> dict[str, Any] | None:
+    """An attribute value as boto3 sends it (Binaries as bytes, at any depth), or None if it is none."""
+    if not (isinstance(value, Mapping) and len(value) == 1):
         return None
-    if isinstance(value.get("B"), str):
-        try:
-            return {"B": base64.b64decode(value["B"], validate=True)}
-        except ValueError:
-            return None
-    return value
+    ((kind, held),) = value.items()
+    try:
+        return {kind: _held(kind, held)}
+    except ValueError:
+        return None
 
 
-# What each type of DynamoDB attribute value holds.
-_ATTRIBUTE_TYPES: dict[str, type | tuple[type, ...]] = {
-    "S": str,
-    "N": str,
-    "B": (str, bytes),
-    "BOOL": bool,
-    "NULL": bool,
-    "M": Mapping,
-    "L": list,
-    "SS": list,
-    "NS": list,
-    "BS": list,
-}
-
-
-def _is_stored(item: tuple[object, object]) -> bool:
-    kind, held = item
+def _held(kind: object, held: object) -> object:
+    if kind == "B":
+        return _bytes(held)
+    if kind == "BS" and isinstance(held, list):
+        return [_bytes(each) for each in held]
+    if kind == "M" and isinstance(held, Mapping):
+        return {name: _member(each) for name, each in held.items()}
+    if kind == "L" and isinstance(held, list):
+        return [_member(each) for each in held]
     expected = _ATTRIBUTE_TYPES.get(kind) if isinstance(kind, str) else None
-    return expected is not None and isinstance(held, expected)
+    if expected is None or not isinstance(held, expected):
+        raise ValueError("not an attribute value")
+    return held
+
+
+def _member(value: object) -> dict[str, Any]:
+    sent = _as_sent(value)
+    if sent is None:
+        raise ValueError("not an attribute value")
+    return sent
+
+
+_ATTRIBUTE_TYPES: dict[str, type] = {"S": str, "N": str, "BOOL": bool, "NULL": bool, "SS": list, "NS": list}
+
+
+def _bytes(held: object) -> bytes:
+    if isinstance(held, bytes):
+        return held
+    if isinstance(held, str):
+        return base64.b64decode(held, validate=True)  # binascii.Error is a ValueError
+    raise ValueError("not a Binary")
 
 
 def generation_of(row: Mapping[str, Any]) -> int:

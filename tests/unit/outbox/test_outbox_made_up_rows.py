@@ -113,3 +113,8 @@ def test_a_binary_generation_of_a_stream_image_is_compared_as_its_bytes() -> Non
     # the same bytes (sent as the text, botocore would encode it again and the condition never match)
     assert stored_generation(ROW | {"generation": {"B": "AA=="}}) == {"B": b"\x00"}
     assert stored_generation(ROW | {"generation": {"B": b"\x00"}}) == {"B": b"\x00"}
+    nested = {"M": {"0": {"B": "AA=="}, "l": {"L": [{"BS": ["AQ=="]}]}}}
+    assert stored_generation(ROW | {"generation": nested}) == {
+        "M": {"0": {"B": b"\x00"}, "l": {"L": [{"BS": [b"\x01"]}]}}
+    }
+    assert stored_generation(ROW | {"generation": {"M": {"0": {}}}}) is None
