@@ -12,7 +12,7 @@ ENV_OUTBOX_TABLE_NAME = "OUTBOX_TABLE_NAME"
 
 
 class OrdersApiConfig(NamedTuple):
-    """The table names. A NamedTuple: immutable, and cheap to define at the cold start, unlike a dataclass."""
+    """The table names."""
 
     orders_table_name: str
     outbox_table_name: str

@@ -10,8 +10,6 @@ class Deadline(Protocol):
     def remaining_ms(self) -> int: ...
 
 
-# Plain classes, not dataclasses: nothing compares, hashes or prints a deadline, and a frozen dataclass costs
-# every handler's cold start several compiled methods (docs/BENCHMARKS.md, "Cold start").
 class LambdaDeadline:
     """The invocation's remaining time, from the Lambda context."""
 

@@ -45,8 +45,7 @@ copy_config_to_registered_loggers(source_logger=logger, include={"outbox", "outb
 
 
 class Publisher(NamedTuple):
-    """The process's wiring (a NamedTuple: immutable, and cheap to define at a cold start, unlike a
-    dataclass)."""
+    """The process's wiring."""
 
     config: PublisherConfig
     stream: StreamPublisher

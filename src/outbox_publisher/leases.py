@@ -70,8 +70,7 @@ class Claim(StrEnum):
 
 
 class ClaimResult(NamedTuple):
-    """One claim's answer. A NamedTuple, as the publisher's per-event records: immutable, and the cheapest to
-    define at a cold start and to build per row."""
+    """One claim's answer."""
 
     claim: Claim
     row: Mapping[str, Any] | None = None

@@ -1,21 +1,9 @@
 """The sweeper's configuration: the publisher's (same table, destinations, routes, poison queue), plus
-how it sweeps. Parsed from the environment once, at start-up, and validated there.
+how it sweeps (`SWEEP_*`, each with its default in the README's sweeper table). Parsed from the environment
+once, at start-up, and validated there: a bad value is a configuration error naming its variable.
 
-All of the publisher's variables (outbox_publisher.config), and:
-
-- `SWEEP_MAX_ROWS` (500): most rows one run claims.
-- `SWEEP_SEGMENTS` (1): segments of the table swept in parallel, each by a run of its own (the schedule
-  invokes the sweeper once per segment, with `{"segment": n}`), at most 50. More after a long outage has
-  left millions of rows; one is plenty otherwise.
-- `SWEEP_BACKOFF_BASE_SECONDS` (30): wait after the first sweep that failed to publish a row; doubled after
-  each further failed sweep, with equal jitter.
-- `SWEEP_BACKOFF_MAX_SECONDS` (900): the longest such wait.
-- `SWEEP_MAX_ATTEMPTS` (100): publish attempts (the row's `attempts`; a sweep makes up to 5) after which a
-  row that still fails becomes FAILED (`gave_up`).
-- `SWEEP_FAIL_AFTER_SECONDS` (86400): age (since `occurred_at`, or since its redrive) after which a row that
-  still fails becomes FAILED (`gave_up`).
-
-Both cutoffs only turn a row that fails once more into a FAILED one: no row is failed without a try.
+Both cutoffs (`SWEEP_MAX_ATTEMPTS`, `SWEEP_FAIL_AFTER_SECONDS`) only turn a row that fails once more into a
+FAILED one: no row is failed without a try.
 """
 
 from __future__ import annotations
