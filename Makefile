@@ -20,8 +20,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 demo: setup synth
 	$(BIN)/outbox demo --template $(TEMPLATE)
 
-# The checks are single-threaded: two at a time on the two cores (each one's output kept together), then pytest
-# on both.
+# The checks are single-threaded: two at a time on the two cores (each one's output kept together), then pytest.
 test: setup
 	$(MAKE) --no-print-directory -j2 --output-sync=target lint typecheck cfn-lint
 	$(MAKE) --no-print-directory pytest

@@ -39,10 +39,15 @@ _UNITS = {
 }
 # AWS's naming rules in ASCII classes (`\w` and `\d` would take any Unicode letter or digit).
 _REGION = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?")  # botocore's own check
-_STACK = re.compile(r"[A-Za-z][-A-Za-z0-9]{0,127}")
-_TABLE = re.compile(r"[A-Za-z0-9_.-]{3,255}")
+# Each takes a name or an ARN, as the AWS APIs the commands call do.
+_STACK = re.compile(
+    r"[A-Za-z][-A-Za-z0-9]{0,127}"
+    r"|arn:aws[a-z-]*:cloudformation:[a-z0-9-]+:[0-9]{12}:stack/[A-Za-z][-A-Za-z0-9]{0,127}/[-A-Za-z0-9]{1,64}"
+)
+_TABLE = re.compile(r"(?:arn:aws[a-z-]*:dynamodb:[a-z0-9-]+:[0-9]{12}:table/)?[A-Za-z0-9_.-]{3,255}")
 _FUNCTION = re.compile(
-    r"(?:arn:aws[a-z-]*:lambda:[a-z0-9-]+:[0-9]{12}:function:)?[A-Za-z0-9_-]{1,64}(?::[A-Za-z0-9_$-]{1,128})?"
+    r"(?:arn:aws[a-z-]*:lambda:[a-z0-9-]+:[0-9]{12}:function:|[0-9]{12}:function:)?"
+    r"[A-Za-z0-9_-]{1,64}(?::[A-Za-z0-9_$-]{1,128})?"
 )
 _QUEUE_PATH = re.compile(r".*/[0-9]{12}/[A-Za-z0-9_-]{1,80}(?:\.fifo)?")
 _HOST = re.compile(r"[A-Za-z0-9.-]{1,253}|[0-9A-Fa-f:.]{2,45}")
@@ -135,9 +140,9 @@ def region(text: str) -> str:
 
 
 stack = _matching(
-    _STACK, "is not a CloudFormation stack name: a letter, then up to 127 letters, digits or '-'"
+    _STACK, "is not a CloudFormation stack name (a letter, then up to 127 letters, digits or '-') or ARN"
 )
-table = _matching(_TABLE, "is not a DynamoDB table name: 3 to 255 letters, digits, '_', '.' or '-'")
+table = _matching(_TABLE, "is not a DynamoDB table name (3 to 255 letters, digits, '_', '.' or '-') or ARN")
 function = _matching(_FUNCTION, "is not a Lambda function's name (up to 64 letters, digits, '-', '_') or ARN")
 service = _matching(_SERVICE, "is not a service's signing name, e.g. sns, events, dynamodb")
 operation = _matching(_OPERATION, "is not an operation's name, e.g. PublishBatch, or * for every one")
@@ -146,10 +151,18 @@ host = _matching(_HOST, "is not a host name or IP address, e.g. 127.0.0.1")
 
 
 def free_text(text: str) -> str:
-    """Free text (a profile, a filter, an aggregate key, an event id): 1 to 1024 printable characters (no
+    """Free text (a profile, a filter): 1 to 1024 printable characters (no
     control or format character: each is printed back, or compared, as given)."""
     if not text or len(text) > MAX_TEXT or not text.isprintable():
         raise _refused(text, f"must be 1 to {MAX_TEXT} printable characters")
+    return text
+
+
+def identifier(text: str) -> str:
+    """An event id or an aggregate key, as another writer may have saved it: any 1 to 1024 characters but NUL
+    (a key's id may hold any character the writer accepts; it is compared as given, and printed with repr)."""
+    if not text or len(text) > MAX_TEXT or "\x00" in text:
+        raise _refused(text, f"must be 1 to {MAX_TEXT} characters, without NUL")
     return text
 
 

@@ -94,7 +94,7 @@ def add_commands(commands: Any) -> None:
     _filters(listing)
     listing.set_defaults(run=_failed_list)
     show = failed_commands.add_parser("show", parents=[common], help="one FAILED event, with its audit trail")
-    show.add_argument("event_id", type=argument_types.free_text)
+    show.add_argument("event_id", type=argument_types.identifier)
     show.add_argument("--show-payload", action="store_true", help="include the payload (it is data: care)")
     show.set_defaults(run=_failed_show)
 
@@ -103,11 +103,11 @@ def add_commands(commands: Any) -> None:
     )
     which = redrive.add_mutually_exclusive_group(required=True)
     which.add_argument(
-        "--event-id", action="append", type=argument_types.free_text, help="this event (repeat for more)"
+        "--event-id", action="append", type=argument_types.identifier, help="this event (repeat for more)"
     )
     which.add_argument(
         "--aggregate",
-        type=argument_types.free_text,
+        type=argument_types.identifier,
         help="every FAILED event of this aggregate key, e.g. Order#42",
     )
     which.add_argument("--all", action="store_true", help="every FAILED event matching the filters")
@@ -137,7 +137,7 @@ def add_commands(commands: Any) -> None:
     )
     skip.add_argument(
         "event_id",
-        type=argument_types.free_text,
+        type=argument_types.identifier,
         help="the FAILED event to skip: its row leaves the table, unpublished",
     )
     _acting(skip)
@@ -148,7 +148,7 @@ def add_commands(commands: Any) -> None:
     )
     audit.add_argument(
         "--aggregate",
-        type=argument_types.free_text,
+        type=argument_types.identifier,
         help="only this aggregate key, e.g. Order#42 (one Query; else a scan)",
     )
     audit.add_argument(
@@ -158,7 +158,7 @@ def add_commands(commands: Any) -> None:
 
 
 def _filters(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--aggregate", type=argument_types.free_text, help="aggregate key, e.g. Order#42")
+    parser.add_argument("--aggregate", type=argument_types.identifier, help="aggregate key, e.g. Order#42")
     parser.add_argument("--event-type", type=argument_types.free_text)
     parser.add_argument("--error-contains", type=argument_types.free_text)
 

@@ -3,6 +3,7 @@ export. Imports nothing heavy: `outbox local env` prints it without starting (or
 
 from __future__ import annotations
 
+import shlex
 from typing import Final
 
 LOCAL_CREDENTIALS: Final = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
@@ -23,7 +24,10 @@ def environment(endpoint_url: str, region: str) -> dict[str, str]:
 
 def exports(endpoint_url: str, region: str) -> str:
     """The shell lines that point a terminal at the local endpoint, and what AWS CLI v1 needs besides."""
-    lines = [f"export {name}={value}" for name, value in environment(endpoint_url, region).items()]
+    # Quoted for the shell that evals them: an endpoint may hold `&` or `?` (a path with a query).
+    lines = [
+        f"export {name}={shlex.quote(value)}" for name, value in environment(endpoint_url, region).items()
+    ]
     lines.append(
         f"# AWS CLI v1 ignores AWS_ENDPOINT_URL for some services (SQS among them): pass --endpoint-url "
         f"{endpoint_url} to every aws command. CLI v2.13+ and the SDKs honour the variable."

@@ -64,10 +64,12 @@ CASES = [
     (["skip", EVENT_ID, "--reason"], "--reason", "two\nlines", "printable characters"),
     (["skip", EVENT_ID, "--reason"], "--reason", "\u202eevil", "printable characters"),
     (["skip", EVENT_ID, "--reason"], "--reason", "r" * 1025, "printable characters"),
-    (["skip"], "event_id", "\x08", "printable characters"),
-    (["failed", "show"], "event_id", "", "printable characters"),
-    (["redrive", "--reason", "r", "--event-id"], "--event-id", "\x00", "printable characters"),
-    (["audit", "--aggregate"], "--aggregate", "Order#\x00", "printable characters"),
+    (["skip"], "event_id", "\x00", "without NUL"),
+    (["failed", "show"], "event_id", "", "without NUL"),
+    (["redrive", "--reason", "r", "--event-id"], "--event-id", "\x00", "without NUL"),
+    (["audit", "--aggregate"], "--aggregate", "Order#\x00", "without NUL"),
+    (["audit", "--aggregate"], "--aggregate", "O" * 1025, "without NUL"),
+    (["status", "--table"], "--table", "arn:aws:dynamodb:us-east-1:1:table/Outbox", "DynamoDB table name"),
     (["failed", "list", "--event-type"], "--event-type", "", "printable characters"),
     (["failed", "list", "--error-contains"], "--error-contains", "\x1b[31m", "printable characters"),
     (["status", "--profile"], "--profile", "\x00", "printable characters"),
@@ -168,6 +170,40 @@ def test_values_inside_their_rules_are_taken_as_given() -> None:
         "a.b",
         "http://[::1]:4566/",
     )
+
+
+@pytest.mark.parametrize(
+    ("argv", "attribute", "value"),
+    [
+        # an aggregate id may hold any character the writer accepts: a no-break space, a joiner, a tab
+        (["audit", "--aggregate"], "aggregate", "Order#a\u00a0b\u200dc\td"),
+        (["redrive", "--reason", "r", "--aggregate"], "aggregate", "Order#\u00ad42"),
+        (
+            [
+                "skip",
+                "--reason",
+                "r",
+                "--",
+            ],
+            "event_id",
+            "id\nfrom another writer",
+        ),
+        # names or ARNs, as the APIs the commands call take them
+        (["status", "--table"], "table", "arn:aws:dynamodb:us-east-1:123456789012:table/Outbox"),
+        (["status", "--table"], "table", "arn:aws-us-gov:dynamodb:us-gov-west-1:123456789012:table/a.b"),
+        (
+            ["status", "--stack"],
+            "stack",
+            "arn:aws:cloudformation:us-east-1:123456789012:stack/OutboxStack/5b8f-11ec-9a6c-0a1b2c3d4e5f",
+        ),
+        (["status", "--publisher-function"], "publisher_function", "123456789012:function:publisher"),
+    ],
+)
+def test_identifiers_and_arns_the_aws_apis_take_are_taken_as_given(
+    argv: list[str], attribute: str, value: str
+) -> None:
+    # Given a value another writer or AWS may use / When it is passed / Then it is taken as given
+    assert getattr(build_parser().parse_args([*argv, value]), attribute) == value
 
 
 def test_local_fault_takes_its_bounds_and_defaults() -> None:
