@@ -17,6 +17,7 @@ from botocore.exceptions import ClientError
 
 from outbox.aws_errors import error_code
 from outbox.dynamodb import BATCH_GET_MAX_KEYS, batch_get_rows, call, translate_client_error
+from outbox.generation import generation_of
 from outbox.model import (
     DELIVERED_TO,
     FAILED_INDEX_NAME,
@@ -30,7 +31,6 @@ from outbox.model import (
     OutboxStatus,
     RowKey,
     failed_shard,
-    generation_of,
     string_attribute,
 )
 from outbox_ops.audit import LEGACY_ROW_AUDIT, AuditEntry, AuditRecords, entries_of

@@ -15,7 +15,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from outbox.model import RowKey, generation_of
+from outbox.generation import generation_of
+from outbox.model import RowKey
 
 _RECEIVE_BATCH = 10
 # Long enough to act on every message read (a redrive is a few calls per row); one that comes again anyway is

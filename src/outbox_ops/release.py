@@ -22,6 +22,7 @@ from typing import Any
 from outbox.clock import format_timestamp, utc_now
 from outbox.dynamodb import DynamoDBTransactionExecutor, call
 from outbox.errors import ConditionFailedError, OutboxError
+from outbox.generation import generation_of, stored_generation
 from outbox.limits import MAX_ITEM_BYTES, item_size
 from outbox.model import (
     AUDIT_KEY_PREFIX,
@@ -39,9 +40,7 @@ from outbox.model import (
     SWEEP_FAILURES,
     OutboxStatus,
     RowKey,
-    generation_of,
     outbox_table,
-    stored_generation,
     string_attribute,
     truncate_error,
 )

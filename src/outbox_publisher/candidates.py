@@ -6,7 +6,8 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from outbox.errors import InvalidOutboxRowError
-from outbox.model import DELIVERED_TO, OutboxEvent, RowKey, stored_generation, string_attribute
+from outbox.generation import stored_generation
+from outbox.model import DELIVERED_TO, OutboxEvent, RowKey, string_attribute
 from outbox_publisher.leases import Lease
 from outbox_publisher.poison import NO_SOURCE, PoisonReason, Rejection
 from outbox_publisher.predecessors import PredecessorState
@@ -45,7 +46,7 @@ class Candidate(NamedTuple):
 
     @property
     def generation(self) -> Mapping[str, Any] | None:
-        """The row's `generation` as stored (outbox.model.stored_generation): what its updates compare."""
+        """The row's `generation` as stored (`stored_generation`): what its updates compare."""
         return stored_generation(self.row)
 
     @property

@@ -30,7 +30,7 @@ class Settle(NamedTuple):
     event_id: str | None
     """The row's `event_id` as the run read it: None only for a row it could not read (never settled)."""
     generation: Generation = None
-    """The row's `generation` as the run read it, as stored (outbox.model.stored_generation)."""
+    """The row's `generation` as the run read it, as stored (outbox.generation.stored_generation)."""
 
 
 class MarkFailed(NamedTuple):

@@ -42,6 +42,7 @@ CONTRACT = {
     "item_reader",
     "limits",
     "metrics",  # metric names shared by the functions and their alarms (outbox_cdk)
+    "generation",  # the redrive counter every conditional write of a row compares
     "model",
     "numbers",
     "outputs",  # stack output names shared by the stack and the CLI

@@ -15,7 +15,8 @@ from aws_lambda_powertools import Metrics
 
 from outbox import outputs
 from outbox.clock import utc_now
-from outbox.model import OutboxEvent, RowKey, stored_generation, string_attribute
+from outbox.generation import stored_generation
+from outbox.model import OutboxEvent, RowKey, string_attribute
 from outbox_cli.main import main
 from outbox_cli.watching import from_bus, from_topic
 from outbox_local.endpoint import LOCAL_CREDENTIALS

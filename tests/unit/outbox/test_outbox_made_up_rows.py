@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from outbox.errors import InvalidOutboxRowError
-from outbox.model import OutboxEvent, RowKey, stored_generation, string_attribute
+from outbox.generation import stored_generation
+from outbox.model import OutboxEvent, RowKey, string_attribute
 from tests.support.events import event
 
 ROW = event("made-up", 1).to_item()
