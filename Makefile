@@ -64,7 +64,7 @@ pytest: $(PY_STAMP)
 # Issue 14's measurements (docs/BENCHMARKS.md): prints one table, writes bench/results.json and renders the doc's
 # tables from it. The synthesized template gives the costs the deployed sizes, and bench.local_load its stack.
 bench: setup synth
-	PYTHONPATH=sample $(BIN)/python -m bench
+	PYTHONPATH=functions:. $(BIN)/python -m bench
 
 # The bad-input catalogue's long run (tests/hardening with its Hypothesis profile `fuzz`): one row per category,
 # the inputs tried and what became of them; the same figures as JSON in $FUZZ_REPORT (build/fuzz/report.json).

@@ -17,7 +17,7 @@ from pathlib import Path
 REGION = "us-east-1"
 ROOT = Path(__file__).resolve().parent.parent
 """The checkout: the fresh processes a measurement starts run in it."""
-CHILD_PYTHONPATH = os.pathsep.join([str(ROOT / "sample"), str(ROOT)])
+CHILD_PYTHONPATH = os.pathsep.join([str(ROOT / "functions"), str(ROOT)])
 """What those processes import from besides the installed library: the sample app and this checkout."""
 
 FAKE_AWS = {

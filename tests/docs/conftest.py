@@ -18,9 +18,9 @@ from typing import IO, Any
 
 import pytest
 
+from infra.constants import STACK_ID
 from outbox import outputs
 from outbox.model import RowKey
-from sample_stack.constants import STACK_ID
 from tests.integration.ops.test_ops_status_and_failed import BAD_PAYLOAD, new
 from tests.support.aws import endpoint_client
 from tests.support.local_templates import local_up

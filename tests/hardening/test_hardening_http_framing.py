@@ -21,11 +21,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from infra.constants import ORDERS_API_ROUTES
 from orders_api import handler as api
 from outbox_local import http_api
 from outbox_local.http_api import HttpApiServer, Route
 from outbox_local.invocation import InvocationResult
-from sample_stack.constants import ORDERS_API_ROUTES
 from tests.hardening.checks import captured, judge, leaks_in, marker
 from tests.hardening.orders_world import ERROR_CODES, OrdersTables, accepted_writes, nothing_written
 from tests.hardening.profiles import examples

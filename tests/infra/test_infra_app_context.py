@@ -5,13 +5,13 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from sample_stack.stack import OutboxStackProps
+    from infra.stack import OutboxStackProps
 
 
 def _props(context: dict[str, str]) -> "OutboxStackProps":
     from aws_cdk import App
 
-    from sample_stack.app import props_from_context
+    from infra.app import props_from_context
 
     return props_from_context(App(context=context))
 

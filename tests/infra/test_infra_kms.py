@@ -54,8 +54,8 @@ KEY_ACTIONS_BY_HANDLER = {
 @pytest.fixture(scope="module")
 def customer_key(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
     """The sample app as `cdk synth -c kms_key=customer` writes it, cdk-nag on (a finding fails the synth)."""
-    from sample_stack.app import build_app
-    from sample_stack.constants import STACK_ID
+    from infra.app import build_app
+    from infra.constants import STACK_ID
 
     outdir: Path = tmp_path_factory.mktemp("cdk.out.kms")
     app, stack = build_app({**cdk_json_context(), "kms_key": "customer"}, outdir=str(outdir))
@@ -236,7 +236,7 @@ def test_without_the_flag_nothing_changes_keys(template: dict[str, Any]) -> None
 def test_the_flag_reads_its_two_values(value: str, customer: bool) -> None:
     from aws_cdk import App
 
-    from sample_stack.app import props_from_context
+    from infra.app import props_from_context
 
     assert props_from_context(App(context={"kms_key": value})).customer_managed_key is customer
     assert props_from_context(App()).customer_managed_key is False
@@ -245,8 +245,8 @@ def test_the_flag_reads_its_two_values(value: str, customer: bool) -> None:
 @pytest.mark.parametrize("value", ["cmk", "true", "aws"])
 def test_an_unknown_flag_value_fails_the_synth_with_what_to_write(value: str) -> None:
     # Given a kms_key value the app does not know
+    from infra.app import build_app
     from outbox_cdk.errors import OutboxConstructError
-    from sample_stack.app import build_app
 
     # When the app is built (as `cdk synth -c kms_key=...` does)
     # Then it refuses, naming the flag, the two values it takes and the one it got

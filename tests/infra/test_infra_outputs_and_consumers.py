@@ -123,10 +123,10 @@ def test_fifo_topic_gets_a_fifo_consumer_queue() -> None:
     from aws_cdk import aws_sns as sns
     from aws_cdk.assertions import Template
 
+    from infra.consumers import SampleConsumers
     from outbox_cdk.destinations import DestinationsProps, OutboxDestinations
     from outbox_cdk.functions import powertools_layer
     from outbox_cdk.table import DataTableProps
-    from sample_stack.consumers import SampleConsumers
 
     stack = Stack(App(), "FifoProbe")
     destinations = OutboxDestinations(stack, "Destinations", DestinationsProps(fifo_topic=True))

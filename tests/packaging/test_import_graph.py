@@ -115,7 +115,7 @@ def test_a_unit_test_loads_no_local_runtime_code() -> None:
     done = subprocess.run(  # noqa: S603 - this interpreter, our own modules
         [sys.executable, "-c", program],
         cwd=ROOT,
-        env=os.environ | {"PYTHONPATH": os.pathsep.join([str(ROOT / "sample"), str(ROOT)])},
+        env=os.environ | {"PYTHONPATH": os.pathsep.join([str(ROOT / "functions"), str(ROOT)])},
         capture_output=True,
         text=True,
         timeout=300,

@@ -1,7 +1,7 @@
 """The product uses botocore, boto3 and Powertools through their public APIs only: a private name can change
 in any release of theirs, and our code would break on a dependency bump that says nothing about it.
 
-Every module under src/ and sample/ is parsed (AST, nothing imported) and checked for:
+Every module under src/, functions/ and infra/ is parsed (AST, nothing imported) and checked for:
 - `from X import _y`, `import X._y`, `from X._y import z` (X one of the three packages);
 - an attribute `_y` anywhere in a chain rooted at a dependency value: a name bound by an import from them,
   a module-level name assigned from calling one (`metrics = Metrics()`), a variable or parameter annotated
@@ -26,7 +26,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPENDENCIES = ("botocore", "boto3", "aws_lambda_powertools")
-PRODUCT = ("src", "sample")
+PRODUCT = ("src", "functions", "infra")
 EXEMPT: set[str] = set()
 MUTATORS = frozenset(
     [

@@ -43,8 +43,8 @@ def cdk_json_context() -> dict[str, Any]:
 
 
 def synthesize(outdir: Path) -> Synthesized:
-    from sample_stack.app import build_app
-    from sample_stack.constants import STACK_ID
+    from infra.app import build_app
+    from infra.constants import STACK_ID
 
     app, stack = build_app(cdk_json_context(), outdir=str(outdir))
     assembly = app.synth()

@@ -19,8 +19,8 @@ from tests.support.synth import cdk_json_context
 
 @pytest.fixture(scope="module")
 def template_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from sample_stack.app import build_app
-    from sample_stack.constants import STACK_ID
+    from infra.app import build_app
+    from infra.constants import STACK_ID
 
     outdir: Path = tmp_path_factory.mktemp("cdk.out.kms")
     app, _ = build_app({**cdk_json_context(), "kms_key": "customer"}, outdir=str(outdir))

@@ -29,9 +29,9 @@ SPEEDUP = 3600
 def _template(outdir: Path) -> Path:
     from aws_cdk import App
 
+    from infra.constants import STACK_ID
+    from infra.stack import OutboxStack, OutboxStackProps
     from outbox_cdk.nag import add_nag_checks
-    from sample_stack.constants import STACK_ID
-    from sample_stack.stack import OutboxStack, OutboxStackProps
 
     app = App(context=cdk_json_context(), outdir=str(outdir))
     settings = SweeperSettings(sweep=SweepSettings(segments=SEGMENTS))

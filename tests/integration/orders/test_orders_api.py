@@ -139,7 +139,7 @@ print(len(created))
     result = subprocess.run(  # noqa: S603 - fixed interpreter and script
         [sys.executable, "-c", script],
         cwd=ROOT,
-        env={"PYTHONPATH": f"{ROOT / 'sample'}:{ROOT}", "AWS_DEFAULT_REGION": "us-east-1", "PATH": ""},
+        env={"PYTHONPATH": f"{ROOT / 'functions'}:{ROOT}", "AWS_DEFAULT_REGION": "us-east-1", "PATH": ""},
         capture_output=True,
         text=True,
         check=True,

@@ -39,7 +39,7 @@ ORDERS_API_OUTBOX_TABLE_ACTIONS: Final = ("dynamodb:PutItem",)
 ORDERS_TABLE_KEY_PATTERNS: Final = ("ORDER#*", "IDEMPOTENCY#*")
 OUTBOX_TABLE_KEY_PATTERNS: Final = ("Order#*",)
 
-# The sample's inbox consumers (sample_stack.consumers); their packages ship with the library's.
+# The sample's inbox consumers (infra.consumers); their packages ship with the library's.
 CONSUMER_PACKAGES: Final = ("outbox", "outbox_inbox", "order_consumers")
 ORDER_SUMMARY_CONSUMER: Final = "order-summary"
 ORDER_SUMMARY_HANDLER: Final = "order_consumers.summary_handler.handler"

@@ -22,6 +22,7 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subscriptions
 from constructs import Construct
 
+from infra import constants as sample
 from order_consumers.projections import CANCELLED_EVENT_TYPE, ORDER_EVENT_TYPES
 from outbox_cdk import constants as c
 from outbox_cdk.consumers import InboxConsumer, InboxConsumerProps, route_to_queue
@@ -29,7 +30,6 @@ from outbox_cdk.nag import acknowledge
 from outbox_cdk.queues import secure_queue
 from outbox_cdk.table import DataTableProps
 from outbox_inbox.inbox import Ordering
-from sample_stack import constants as sample
 
 
 class SampleConsumers(Construct):

@@ -16,12 +16,12 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
+from infra import constants as c
 from orders_api.config import ENV_ORDERS_TABLE_NAME, ENV_OUTBOX_TABLE_NAME
 from outbox import metrics
 from outbox_cdk import constants as cdk
 from outbox_cdk.functions import FunctionSettings, PythonFunction
 from outbox_cdk.nag import acknowledge
-from sample_stack import constants as c
 
 # One JSON line per request: enough to trace a request to the function's logs by requestId.
 _ACCESS_LOG_FORMAT = json.dumps(

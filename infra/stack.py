@@ -11,6 +11,10 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
+from infra.constants import STACK_ID
+from infra.consumers import SampleConsumers
+from infra.orders_api import OrdersApi, OrdersApiSettings
+from infra.tables import SampleTables
 from outbox import outputs
 from outbox_cdk.destinations import DestinationsProps, OutboxDestinations
 from outbox_cdk.encryption import OutboxKey
@@ -29,10 +33,6 @@ from outbox_cdk.sweeper import OutboxSweeper, SweeperSettings, default_sweeper_f
 from outbox_cdk.table import DataTableProps
 from outbox_publisher.config import DEFAULT_SWEEP_GRACE_SECONDS
 from outbox_publisher.routing import Destination, Route
-from sample_stack.constants import STACK_ID
-from sample_stack.consumers import SampleConsumers
-from sample_stack.orders_api import OrdersApi, OrdersApiSettings
-from sample_stack.tables import SampleTables
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,7 @@ class OutboxStackProps:
     # An existing topic (e.g. your on-call topic) for every alarm action; None creates one.
     alarm_topic_arn: str | None = None
     alarm_thresholds: AlarmThresholds = field(default_factory=AlarmThresholds)
-    # Off by default in the props; the CDK app (sample/app.py) turns it on for the demo.
+    # Off by default in the props; the CDK app (app.py) turns it on for the demo.
     sample_consumers: bool = False
     # One customer-managed key (outbox_cdk.encryption.OutboxKey) for every table, queue, topic, log group, the
     # bus and its archive. False: AWS's own keys, as each construct defaults to.

@@ -2,12 +2,18 @@
 """CDK entry point of the sample app (`cdk synth`, `cdk deploy`; cdk.json runs it). Knobs: docs/deploy.md."""
 
 import os
+import sys
+from pathlib import Path
 
 # Before aws_cdk starts Node: jsii would print Node 20's end-of-life banner on every cdk command
 # (the Makefile sets it too; this covers `npx cdk ...` run by hand).
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
-from sample_stack.app import build_app  # after the environment it needs
+# The sample's Lambda code (functions/: orders, orders_api, order_consumers) is packaged from where
+# Python finds it; cdk.json runs this file, the tests and mypy put functions/ on the path themselves.
+sys.path.insert(1, str(Path(__file__).resolve().parent / "functions"))
+
+from infra.app import build_app  # after the environment it needs
 
 if __name__ == "__main__":
     app, _ = build_app()

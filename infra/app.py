@@ -1,4 +1,4 @@
-"""Builds the sample CDK app from context values: shared by sample/app.py (cdk synth/deploy) and the tests."""
+"""Builds the sample CDK app from context values: shared by app.py (cdk synth/deploy) and the tests."""
 
 from __future__ import annotations
 
@@ -7,6 +7,9 @@ from typing import Any
 
 from aws_cdk import App
 
+from infra import constants as c
+from infra.orders_api import OrdersApiSettings
+from infra.stack import OutboxStack, OutboxStackProps
 from outbox_cdk import constants as cdk
 from outbox_cdk.destinations import DestinationsProps
 from outbox_cdk.errors import OutboxConstructError
@@ -14,9 +17,6 @@ from outbox_cdk.functions import FunctionSettings
 from outbox_cdk.nag import add_nag_checks
 from outbox_cdk.queues import FailureQueuesProps
 from outbox_cdk.table import DataTableProps
-from sample_stack import constants as c
-from sample_stack.orders_api import OrdersApiSettings
-from sample_stack.stack import OutboxStack, OutboxStackProps
 
 # Context keys (`cdk deploy -c key=value`), documented in docs/deploy.md.
 CTX_FIFO_TOPIC = "fifo_topic"
