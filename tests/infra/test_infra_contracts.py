@@ -76,7 +76,8 @@ def test_the_publishers_environment_is_what_its_configuration_reads(template: di
     assert config.sweep_grace.total_seconds() == DEFAULT_SWEEP_GRACE_SECONDS
     # and Powertools is told the service name and namespace the alarms watch
     # (per outbox: the sample's is named after its stack and the construct's path)
-    assert environment["POWERTOOLS_SERVICE_NAME"] == metrics.service_name("OutboxStack-Outbox", metrics.PUBLISHER)
+    service = metrics.service_name("OutboxStack-Outbox", metrics.PUBLISHER)
+    assert environment["POWERTOOLS_SERVICE_NAME"] == service
     assert environment["POWERTOOLS_METRICS_NAMESPACE"] == metrics.NAMESPACE
 
 

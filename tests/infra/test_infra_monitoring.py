@@ -74,8 +74,8 @@ def test_oldest_pending_age_alarm_watches_the_sweeper_metric(template: dict[str,
     alarm = _alarm(template, "OutboxMonitoringOldestPendingAgeAlarm")
 
     # When its metric is read
-    # Then it is Outbox/OldestPendingAgeSeconds (service=OutboxStack-Outbox-sweeper), 15 minutes for 5 minutes; no data
-    # is a breach: the sweeper reports on every run, so silence means it is not running
+    # Then it is Outbox/OldestPendingAgeSeconds (service=OutboxStack-Outbox-sweeper), 15 minutes for 5
+    # minutes; no data is a breach: the sweeper reports on every run, so silence means it is not running
     assert (alarm["Namespace"], alarm["MetricName"], alarm["Statistic"]) == (
         "Outbox",
         "OldestPendingAgeSeconds",
