@@ -42,6 +42,13 @@ OUTBOX_OUTPUTS: Final = (
 """What the `Outbox` construct writes, each prefixed by its `outputs_prefix` (TopicArn, EventBusName and
 EventSource only for the destinations it has)."""
 
+
+def alarm_name(outbox_name: str, alarm: str) -> str:
+    """The name of one of an outbox's alarms (`PoisonQueueDepth`, ...): `<outbox name>-<alarm>`. An outbox's
+    name is its DashboardName output's value (outbox_cdk.naming)."""
+    return f"{outbox_name}-{alarm}"
+
+
 # The sample app's own.
 ORDERS_TABLE_NAME: Final = "OrdersTableName"
 API_URL: Final = "ApiUrl"

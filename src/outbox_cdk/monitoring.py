@@ -15,7 +15,7 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from outbox import metrics
+from outbox import metrics, outputs
 from outbox_cdk import constants as c
 from outbox_cdk.naming import outbox_name_for
 
@@ -294,7 +294,7 @@ class OutboxMonitoring(Construct):
         return threshold_alarm(
             self,
             construct_id,
-            name=f"{self.outbox_name}-{short_name}",
+            name=outputs.alarm_name(self.outbox_name, short_name),
             description=f"{description} {runbook_link(short_name)}",
             metric=metric,
             threshold=threshold,
