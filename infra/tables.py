@@ -1,4 +1,4 @@
-"""The sample's two tables: Orders (its business state) and the outbox table its events wait in."""
+"""The sample's own table: Orders (its business state). Its events wait in the `Outbox` construct's table."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ from constructs import Construct
 
 from orders.repository import EXPIRES_AT as ORDERS_TTL_ATTRIBUTE
 from orders.repository import PARTITION_KEY as ORDERS_PARTITION_KEY
-from outbox_cdk.table import DataTableProps, OutboxTable, data_table_options
+from outbox_cdk.table import DataTableProps, data_table_options
 
 
 class SampleTables(Construct):
-    """Orders (partition key `pk`: orders and idempotency records, single-table) and Outbox."""
+    """Orders (partition key `pk`: orders and idempotency records, single-table)."""
 
     def __init__(self, scope: Construct, construct_id: str, props: DataTableProps | None = None) -> None:
         super().__init__(scope, construct_id)
@@ -22,4 +22,3 @@ class SampleTables(Construct):
             partition_key=dynamodb.Attribute(name=ORDERS_PARTITION_KEY, type=dynamodb.AttributeType.STRING),
             **data_table_options(props, ttl_attribute=ORDERS_TTL_ATTRIBUTE),
         )
-        self.outbox_table = OutboxTable(self, "OutboxTable", props)

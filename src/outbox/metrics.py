@@ -1,4 +1,5 @@
-"""The metrics the outbox functions emit: one namespace, a `service` dimension per function, fixed names.
+"""The metrics the outbox functions emit: one namespace, a `service` dimension per outbox and function,
+fixed metric names.
 
 The handlers emit them (Powertools EMF) and the CDK monitoring construct builds alarms and the dashboard
 on them, both from these names: a renamed metric cannot leave an alarm watching nothing.
@@ -6,13 +7,35 @@ on them, both from these names: a renamed metric cannot leave an alarm watching 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Final
 
 NAMESPACE: Final = "Outbox"
 SERVICE_DIMENSION: Final = "service"
 
+# Each function reads its service name from POWERTOOLS_SERVICE_NAME, which the constructs set per outbox
+# (`service_name`), so two outboxes in one account and region never add up; these are the names a function
+# run without it (a test, a hand-made deployment) reports under.
 PUBLISHER_SERVICE: Final = "outbox-publisher"
 SWEEPER_SERVICE: Final = "outbox-sweeper"
+
+ENV_SERVICE_NAME: Final = "POWERTOOLS_SERVICE_NAME"
+PUBLISHER: Final = "publisher"
+SWEEPER: Final = "sweeper"
+
+
+def service_name(outbox_name: str, function: str) -> str:
+    """The `service` dimension of one outbox's `function` (PUBLISHER, SWEEPER): `<outbox name>-<function>`.
+    An outbox's name is its dashboard's name (the stack's `DashboardName` output), so a tool that knows the
+    stack knows each function's service."""
+    return f"{outbox_name}-{function}"
+
+
+def configured_service(env: Mapping[str, str], default: str) -> str:
+    """The service a function reports under: POWERTOOLS_SERVICE_NAME as its construct set it, else
+    `default` (PUBLISHER_SERVICE, SWEEPER_SERVICE)."""
+    return env.get(ENV_SERVICE_NAME, "").strip() or default
+
 
 # Emitted by the publisher on every invocation.
 EVENTS_PUBLISHED: Final = "EventsPublished"

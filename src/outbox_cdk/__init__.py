@@ -1,8 +1,17 @@
-"""CDK constructs of the Transactional Outbox (`pip install 'dynamodb-outbox[cdk]'`).
+"""CDK constructs of the Transactional Outbox.
 
-Compose them into your own app::
+The whole pattern in one construct (table, publisher, sweeper, destinations, failure queues, monitoring,
+operator policy, the stack outputs the `outbox` commands read)::
 
-    from outbox_cdk import OutboxMonitoring, OutboxPublisher, OutboxTable
+    from outbox_cdk import Outbox, OutboxProps
+
+    outbox = Outbox(self, "Outbox")          # or Outbox(self, "Outbox", OutboxProps(...))
+    writer = lambda_.Function(..., environment=dict(outbox.writer_environment))  # OUTBOX_TABLE_NAME
+    outbox.grant_write(writer)               # what the library's writer needs on the table, nothing more
+
+Or compose the finer constructs yourself::
+
+    from outbox_cdk import OutboxMonitoring, OutboxPublisher, OutboxSweeper, OutboxTable
 
     table = OutboxTable(self, "Outbox")                  # or your own table with a NEW_IMAGE stream
     publisher = OutboxPublisher(self, "Publisher", table=table, topic=my_topic)   # SNS, EventBridge or both
@@ -22,6 +31,7 @@ from outbox_cdk.functions import FunctionSettings, PowertoolsLayer, PythonFuncti
 from outbox_cdk.monitoring import AlarmThresholds, AlarmTopic, OutboxMonitoring
 from outbox_cdk.nag import acknowledge, add_nag_checks
 from outbox_cdk.operators import OperatorAccess, OutboxOperatorPolicy
+from outbox_cdk.outbox import Outbox, OutboxProps
 from outbox_cdk.publisher import OutboxPublisher, PublisherSettings, StreamMappingProps
 from outbox_cdk.queues import FailureQueues, FailureQueuesProps
 from outbox_cdk.sweeper import OutboxSweeper, SweeperSettings
@@ -39,11 +49,13 @@ __all__ = [
     "FailureQueuesProps",
     "FunctionSettings",
     "OperatorAccess",
+    "Outbox",
     "OutboxConstructError",
     "OutboxDestinations",
     "OutboxKey",
     "OutboxMonitoring",
     "OutboxOperatorPolicy",
+    "OutboxProps",
     "OutboxPublisher",
     "OutboxSweeper",
     "OutboxTable",

@@ -70,7 +70,6 @@ WRITER_CONTRACT_VIOLATIONS_THRESHOLD: Final = 1
 SWEEPER_ERRORS_THRESHOLD: Final = 1
 SWEEPER_ERRORS_EVALUATION_PERIODS: Final = 5
 SWEEPER_ERRORS_DATAPOINTS_TO_ALARM: Final = 3
-DASHBOARD_NAME_SUFFIX: Final = "outbox"
 
 # --- IAM: exactly what each function calls (tests assert these lists) ----------------------------
 # Add an action here only together with the code that calls it.
@@ -95,6 +94,8 @@ STREAM_READ_ACTIONS: Final = (
     "dynamodb:ListStreams",
 )
 QUEUE_SEND_ACTIONS: Final = ("sqs:SendMessage",)
+# A writer appends rows with a conditional Put in its transaction (outbox.OutboxWriter): `Outbox.grant_write`.
+WRITER_TABLE_ACTIONS: Final = ("dynamodb:PutItem",)
 # With customer-managed keys: DynamoDB encrypts and decrypts items and stream records with the table's key
 # on the caller's behalf; SQS needs a data key to encrypt each message sent. Scoped to each key.
 TABLE_KEY_ACTIONS: Final = ("kms:Decrypt", "kms:DescribeKey", "kms:Encrypt", "kms:GenerateDataKey")

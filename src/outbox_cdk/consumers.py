@@ -7,7 +7,9 @@ table and alarm, wired so that a message is never lost between them.
 - The queue's redrive policy moves a message that keeps failing (a crash, a bug) to the same dead-letter
   queue; its receive count is derived so that a gap's whole wait fits before it: a message waiting for its
   predecessor reaches the inbox's own verdict, with its reason, instead of the redrive's.
-- An alarm fires on the dead-letter queue's first message (README, "ConsumerDeadLetters").
+- An alarm fires on the dead-letter queue's first message (docs/runbook.md, "ConsumerDeadLetters").
+- A stack output `<construct id>DeadLetterQueueUrl` names the dead-letter queue, for `outbox status` (which
+  counts what every consumer gave up on) and for operators; `dead_letter_queue_output=False` leaves it out.
 
 Feed it from the outbox's topic (`subscribe`, raw delivery, an optional event_type filter) or its bus
 (`receive_from_rule`). A `strict` consumer must receive every event of an aggregate: give it no filter, or a
@@ -20,7 +22,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from aws_cdk import Duration, Stack
+from aws_cdk import CfnOutput, Duration, Stack
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
@@ -33,12 +35,12 @@ from aws_cdk import aws_sns_subscriptions as subscriptions
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from outbox import metrics
+from outbox import metrics, outputs
 from outbox.errors import ConfigurationError
 from outbox_cdk import constants as c
 from outbox_cdk.errors import OutboxConstructError
 from outbox_cdk.functions import FunctionSettings, PythonFunction
-from outbox_cdk.monitoring import queue_depth, threshold_alarm
+from outbox_cdk.monitoring import queue_depth, runbook_link, threshold_alarm
 from outbox_cdk.queues import retain_if, secure_queue
 from outbox_cdk.table import DataTableProps, data_table_options
 from outbox_inbox import config as inbox_env
@@ -97,6 +99,7 @@ class InboxConsumer(Construct):
         props: InboxConsumerProps | None = None,
         alarm_topic: sns.ITopic | None = None,
         powertools_layer: lambda_.ILayerVersion | None = None,
+        dead_letter_queue_output: bool = True,
     ) -> None:
         super().__init__(scope, construct_id)
         props = props or InboxConsumerProps()
@@ -181,12 +184,15 @@ class InboxConsumer(Construct):
             name=f"{Stack.of(self).stack_name}-{construct_id}DeadLetters",
             description=(
                 f"Consumer {consumer_name} gave up on a message (its reason is on the message). "
-                "Runbook: README.md#consumerdeadletters"
+                f"{runbook_link('ConsumerDeadLetters')}"
             ),
             metric=queue_depth(self.dead_letter_queue),
             threshold=c.QUEUE_DEPTH_THRESHOLD,
             topic=alarm_topic,
         )
+        self.dead_letter_queue_output: CfnOutput | None = None
+        if dead_letter_queue_output:
+            self.dead_letter_queue_output = _dead_letter_queue_output(self, consumer_name)
 
     def subscribe(self, topic: sns.ITopic, *, event_types: Sequence[str] = ()) -> None:
         """Raw delivery from the outbox's topic (the body is the envelope), filtered on `event_type` when
@@ -219,6 +225,24 @@ class InboxConsumer(Construct):
             description=description,
             dead_letters=self.dead_letter_queue,
         )
+
+
+def _dead_letter_queue_output(consumer: InboxConsumer, consumer_name: str) -> CfnOutput:
+    # A direct child of the stack, so its key is exactly `<construct id>DeadLetterQueueUrl`.
+    stack = Stack.of(consumer)
+    key = f"{consumer.node.id}{outputs.DEAD_LETTER_QUEUE_URL_SUFFIX}"
+    if stack.node.try_find_child(key) is not None:
+        raise OutboxConstructError(
+            f"the stack already has an output or construct {key!r}: give the consumer at "
+            f"{consumer.node.path} another id, or pass dead_letter_queue_output=False and write its output "
+            "yourself"
+        )
+    return CfnOutput(
+        stack,
+        key,
+        value=consumer.dead_letter_queue.queue_url,
+        description=f"What consumer {consumer_name} gave up on, each with its reason",
+    )
 
 
 def route_to_queue(

@@ -36,8 +36,19 @@ def grant_publishing(
         )
     if event_bus is not None:
         event_bus.grant_put_events_to(function)
-    # The AWS-managed SNS key (an imported alias) takes no grant: its own policy lets this account publish.
     topic_keys = [(topic.master_key, c.TOPIC_KEY_ACTIONS)] if topic is not None else []
     for key, key_actions in [*keys, *topic_keys]:
-        if key is not None:
+        if key is not None and not aws_managed(key):
             key.grant(function, *key_actions)
+
+
+def aws_managed(key: kms.IKey) -> bool:
+    """An AWS-managed key (`alias/aws/sns`, ...), imported by its alias: it takes no grant, its own policy
+    lets this account use it through its service. Granting on it anyway would, with CDK's recommended flag
+    `@aws-cdk/aws-kms:applyImportedAliasPermissionsToPrincipal`, grant on every key of the account
+    (`key/*`, held only by an alias condition)."""
+    alias = getattr(key, "alias_name", None)
+    return isinstance(alias, str) and alias.startswith(AWS_MANAGED_ALIAS_PREFIX)
+
+
+AWS_MANAGED_ALIAS_PREFIX = "alias/aws/"

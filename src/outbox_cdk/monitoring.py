@@ -1,8 +1,9 @@
-"""Alarms and one dashboard for the outbox pipeline. The README has the runbook per alarm."""
+"""Alarms and one dashboard for the outbox pipeline; docs/runbook.md has a section per alarm."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
 
 from aws_cdk import Duration, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
@@ -14,8 +15,16 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from outbox import metrics
+from outbox import metrics, outputs
 from outbox_cdk import constants as c
+from outbox_cdk.naming import outbox_name_for
+
+RUNBOOK: Final = "docs/runbook.md"
+
+
+def runbook_link(alarm_short_name: str) -> str:
+    """Where an alarm's description sends the one it pages: its section of the runbook."""
+    return f"Runbook: {RUNBOOK}#{alarm_short_name.lower()}"
 
 
 @dataclass(frozen=True)
@@ -91,7 +100,13 @@ class AlarmTopic(Construct):
 
 class OutboxMonitoring(Construct):
     """Eight alarms (every action to ``alarm_topic``) and a dashboard of the publishing pipeline: the
-    publisher, the sweeper, and the two queues where undelivered events wait."""
+    publisher, the sweeper, and the two queues where undelivered events wait.
+
+    ``outbox_name`` (`outbox_cdk.naming`) names the alarms (`<outbox_name>-PublisherIteratorAge`, ...) and the
+    dashboard (`<outbox_name>`), and says which `service` the metric alarms watch: give it the publisher's
+    (`publisher.outbox_name`). Default: the stack's name and the path of the construct that holds this one,
+    as the publisher's default is.
+    """
 
     def __init__(
         self,
@@ -105,53 +120,55 @@ class OutboxMonitoring(Construct):
         alarm_topic: sns.ITopic | None = None,
         thresholds: AlarmThresholds | None = None,
         encryption_key: kms.IKey | None = None,
+        outbox_name: str | None = None,
     ) -> None:
         """`encryption_key`: the key of the alarm topic created here when no `alarm_topic` is given (None:
         a key of its own)."""
         super().__init__(scope, construct_id)
         thresholds = thresholds or AlarmThresholds()
         self.alarm_topic: sns.ITopic = alarm_topic or AlarmTopic(self, "AlarmTopic", key=encryption_key).topic
-        stack_name = Stack.of(self).stack_name
+        self.outbox_name = outbox_name_for(scope, outbox_name)
+        publisher = metrics.service_name(self.outbox_name, metrics.PUBLISHER)
+        sweeper = metrics.service_name(self.outbox_name, metrics.SWEEPER)
         period = Duration.minutes(c.ALARM_PERIOD_MINUTES)
 
         iterator_age = publisher_function.metric("IteratorAge", statistic="Maximum", period=period)
         errors = publisher_function.metric_errors(statistic="Sum", period=period)
         poison_depth = queue_depth(poison_queue)
         on_failure_depth = queue_depth(on_failure_queue)
-        sweeper = metrics.SWEEPER_SERVICE
         pending_age = service_metric(metrics.OLDEST_PENDING_AGE_SECONDS, sweeper, "Maximum")
         held_aggregates = service_metric(metrics.HELD_AGGREGATES, sweeper, "Maximum")
         # The publisher sees every break the stream shows; the sweeper's (an event_id reused within its run)
         # also reach the poison queue, whose alarm covers them.
-        violations = service_metric(metrics.WRITER_CONTRACT_VIOLATIONS, metrics.PUBLISHER_SERVICE, "Sum")
+        violations = service_metric(metrics.WRITER_CONTRACT_VIOLATIONS, publisher, "Sum")
         sweeper_errors = sweeper_function.metric_errors(statistic="Sum", period=period)
 
         self.iterator_age_alarm = self._alarm(
             "IteratorAgeAlarm",
-            f"{stack_name}-PublisherIteratorAge",
-            "Publisher lags behind the Outbox stream. Runbook: README.md#publisheriteratorage",
+            "PublisherIteratorAge",
+            "Publisher lags behind the Outbox stream.",
             iterator_age,
             threshold=thresholds.iterator_age_ms,
             evaluation_periods=thresholds.iterator_age_evaluation_periods,
         )
         self.poison_queue_alarm = self._alarm(
             "PoisonQueueDepthAlarm",
-            f"{stack_name}-PoisonQueueDepth",
-            "Events that can never be published are waiting. Runbook: README.md#poisonqueuedepth",
+            "PoisonQueueDepth",
+            "Events that can never be published are waiting.",
             poison_depth,
             threshold=thresholds.queue_depth,
         )
         self.on_failure_queue_alarm = self._alarm(
             "OnFailureQueueDepthAlarm",
-            f"{stack_name}-OnFailureQueueDepth",
-            "The stream mapping gave up on a batch. Runbook: README.md#onfailurequeuedepth",
+            "OnFailureQueueDepth",
+            "The stream mapping gave up on a batch.",
             on_failure_depth,
             threshold=thresholds.queue_depth,
         )
         self.publisher_errors_alarm = self._alarm(
             "PublisherErrorsAlarm",
-            f"{stack_name}-PublisherErrors",
-            "Publisher invocations fail (crash, timeout). Runbook: README.md#publishererrors",
+            "PublisherErrors",
+            "Publisher invocations fail (crash, timeout).",
             errors,
             threshold=thresholds.publisher_errors,
             evaluation_periods=thresholds.publisher_errors_evaluation_periods,
@@ -161,9 +178,8 @@ class OutboxMonitoring(Construct):
         # nothing delivers what the stream strands. That is a breach.
         self.oldest_pending_age_alarm = self._alarm(
             "OldestPendingAgeAlarm",
-            f"{stack_name}-OldestPendingAge",
-            "An outbox row has been PENDING too long, or the sweeper is not reporting. "
-            "Runbook: README.md#oldestpendingage",
+            "OldestPendingAge",
+            "An outbox row has been PENDING too long, or the sweeper is not reporting.",
             pending_age,
             threshold=thresholds.oldest_pending_age_seconds,
             evaluation_periods=thresholds.oldest_pending_age_evaluation_periods,
@@ -171,32 +187,29 @@ class OutboxMonitoring(Construct):
         )
         self.held_aggregates_alarm = self._alarm(
             "HeldAggregatesAlarm",
-            f"{stack_name}-HeldAggregates",
-            "An aggregate's events wait behind a FAILED event. Runbook: README.md#heldaggregates",
+            "HeldAggregates",
+            "An aggregate's events wait behind a FAILED event.",
             held_aggregates,
             threshold=thresholds.held_aggregates,
         )
         self.writer_contract_alarm = self._alarm(
             "WriterContractAlarm",
-            f"{stack_name}-WriterContractViolations",
-            "Another writer broke the outbox row contract. Runbook: README.md#writercontractviolations",
+            "WriterContractViolations",
+            "Another writer broke the outbox row contract.",
             violations,
             threshold=thresholds.writer_contract_violations,
         )
         self.sweeper_errors_alarm = self._alarm(
             "SweeperErrorsAlarm",
-            f"{stack_name}-SweeperErrors",
-            "Sweeper runs fail (configuration, crash, timeout). Runbook: README.md#sweepererrors",
+            "SweeperErrors",
+            "Sweeper runs fail (configuration, crash, timeout).",
             sweeper_errors,
             threshold=thresholds.sweeper_errors,
             evaluation_periods=thresholds.sweeper_errors_evaluation_periods,
             datapoints_to_alarm=thresholds.sweeper_errors_datapoints_to_alarm,
         )
 
-        self.dashboard = cloudwatch.Dashboard(
-            self, "Dashboard", dashboard_name=f"{stack_name}-{c.DASHBOARD_NAME_SUFFIX}"
-        )
-        publisher = metrics.PUBLISHER_SERVICE
+        self.dashboard = cloudwatch.Dashboard(self, "Dashboard", dashboard_name=self.outbox_name)
         self.dashboard.add_widgets(
             cloudwatch.GraphWidget(
                 title="Publisher iterator age (max, ms)",
@@ -244,7 +257,7 @@ class OutboxMonitoring(Construct):
                 ],
                 right=[
                     held_aggregates,
-                    service_metric(metrics.HELD_EVENTS, metrics.PUBLISHER_SERVICE, "Sum"),
+                    service_metric(metrics.HELD_EVENTS, publisher, "Sum"),
                 ],
             ),
         )
@@ -268,7 +281,7 @@ class OutboxMonitoring(Construct):
     def _alarm(
         self,
         construct_id: str,
-        name: str,
+        short_name: str,
         description: str,
         metric: cloudwatch.IMetric,
         *,
@@ -281,8 +294,8 @@ class OutboxMonitoring(Construct):
         return threshold_alarm(
             self,
             construct_id,
-            name=name,
-            description=description,
+            name=outputs.alarm_name(self.outbox_name, short_name),
+            description=f"{description} {runbook_link(short_name)}",
             metric=metric,
             threshold=threshold,
             topic=self.alarm_topic,

@@ -1,10 +1,27 @@
-"""cdk-nag (3.x) wiring: the AwsSolutions pack runs on every synth and fails it on any finding
-that is not acknowledged with a reason."""
+"""cdk-nag (3.x) wiring: the AwsSolutions pack runs on every synth and fails it on any finding, warning-level
+ones included, that is not acknowledged with a reason.
+
+CDK fails a synth on a plugin's report only while the report has an error-level finding once any finding was
+acknowledged (its `collectSuppressions`), so the pack's warning-level rules (AwsSolutions-DDB3, -SQS3, ...)
+would pass unseen. `add_nag_checks` registers the pack through a plugin of the same name that reports every
+finding the pack makes as an error, its description saying it was a warning.
+"""
 
 from __future__ import annotations
 
-from aws_cdk import Acknowledgment, App, Validations
-from cdk_nag import AwsSolutionsChecks
+from typing import Any
+
+import jsii
+from aws_cdk import (
+    Acknowledgment,
+    App,
+    IPolicyValidationContext,
+    IPolicyValidationPlugin,
+    PolicyValidationPluginReport,
+    PolicyViolation,
+    Validations,
+)
+from cdk_nag import AwsSolutionsChecks, NagPack
 from constructs import IConstruct
 
 from outbox_cdk.errors import OutboxConstructError
@@ -14,8 +31,56 @@ MIN_REASON_LENGTH = 40
 
 
 def add_nag_checks(app: App) -> None:
-    """Run the AwsSolutions rule pack on the whole app at synth time."""
-    Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+    """Run the AwsSolutions rule pack on the whole app at synth time; any finding not acknowledged
+    (`acknowledge`), warning-level or error-level, fails the synth."""
+    Validations.of(app).add_plugins(FailOnWarnings(app, AwsSolutionsChecks(app)))
+
+
+WARNING = "warning"
+ERROR = "error"
+
+
+@jsii.implements(IPolicyValidationPlugin)
+class FailOnWarnings:
+    """A cdk-nag pack as a validation plugin of the same name whose every finding is an error: acknowledged
+    findings are suppressed by CDK as before (their IDs carry the plugin's name), the rest fail the synth."""
+
+    def __init__(self, app: App, pack: NagPack) -> None:
+        self._app = app
+        self._pack = pack
+
+    @property
+    def name(self) -> str:
+        return str(self._pack.name)
+
+    @property
+    def version(self) -> str | None:
+        return self._pack.version
+
+    @property
+    def rule_ids(self) -> list[str] | None:
+        return self._pack.rule_ids
+
+    def validate(self, context: IPolicyValidationContext) -> PolicyValidationPluginReport:
+        # The pack's public entry point for a construct tree: the context CDK hands a plugin written in Python
+        # arrives as a plain struct, without the tree the pack reads.
+        report = self._pack.validate_scope(self._app)
+        violations = [_as_error(violation) for violation in report.violations]
+        return PolicyValidationPluginReport(success=not violations, violations=violations)
+
+
+def _as_error(violation: PolicyViolation) -> PolicyViolation:
+    if violation.severity != WARNING:
+        return violation
+    fields: dict[str, Any] = {
+        "rule_name": violation.rule_name,
+        "description": f"{violation.description} (a warning-level rule: add_nag_checks fails on it too)",
+        "violating_resources": violation.violating_resources,
+        "severity": ERROR,
+        "fix": violation.fix,
+        "rule_metadata": violation.rule_metadata,
+    }
+    return PolicyViolation(**fields)
 
 
 # Acknowledgement IDs carry the reporting plugin's name, as CDK's validation report prints them.

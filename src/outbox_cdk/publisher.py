@@ -31,6 +31,7 @@ from outbox_cdk import constants as c
 from outbox_cdk.errors import OutboxConstructError
 from outbox_cdk.functions import FunctionSettings, PythonFunction, powertools_layer
 from outbox_cdk.grants import grant_publishing
+from outbox_cdk.naming import outbox_name_for
 from outbox_cdk.queues import FailureQueuesProps, create_on_failure_queue, create_poison_queue
 from outbox_cdk.table import DataTableProps, OutboxTable, check_outbox_table
 from outbox_publisher import config as env
@@ -143,6 +144,10 @@ class OutboxPublisher(Construct):
     - ``function``: a function of yours to run the publisher's handler (`outbox_publisher.handler.handler`,
       checked); the construct adds the Powertools layer, its environment, permissions and stream mapping
       to it. Default: created here, sized by ``settings.function``.
+
+    ``outbox_name`` keeps this outbox's metrics apart from any other's (`outbox_cdk.naming`): the publisher
+    reports under `<outbox_name>-publisher`, the sweeper built from it under `<outbox_name>-sweeper`. Default:
+    the stack's name and the path of the construct that holds the publisher.
     """
 
     def __init__(
@@ -160,8 +165,11 @@ class OutboxPublisher(Construct):
         function: lambda_.Function | None = None,
         settings: PublisherSettings | None = None,
         powertools_layer: lambda_.ILayerVersion | None = None,
+        outbox_name: str | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
+        self.outbox_name = outbox_name_for(scope, outbox_name)
+        self.service = metrics.service_name(self.outbox_name, metrics.PUBLISHER)
         settings = settings or PublisherSettings()
         if table is not None and table_props is not None:
             raise OutboxConstructError(
@@ -228,7 +236,7 @@ class OutboxPublisher(Construct):
             env.ENV_OUTBOX_TABLE_NAME: self.table.table_name,
             env.ENV_POISON_QUEUE_URL: self.poison_queue.queue_url,
             env.ENV_SWEEP_GRACE_SECONDS: str(settings.sweep_grace_seconds),
-            c.ENV_POWERTOOLS_SERVICE_NAME: metrics.PUBLISHER_SERVICE,
+            c.ENV_POWERTOOLS_SERVICE_NAME: self.service,
             c.ENV_POWERTOOLS_METRICS_NAMESPACE: metrics.NAMESPACE,
             c.ENV_POWERTOOLS_LOG_LEVEL: c.LOG_LEVEL,
         }

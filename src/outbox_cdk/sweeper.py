@@ -79,6 +79,7 @@ class OutboxSweeper(Construct):
         super().__init__(scope, construct_id)
         settings = settings or SweeperSettings()
         self.publisher = publisher
+        self.service = metrics.service_name(publisher.outbox_name, metrics.SWEEPER)
         try:
             sweep_environment = settings.sweep.environment()
         except ConfigurationError as error:
@@ -86,7 +87,7 @@ class OutboxSweeper(Construct):
         environment = {
             **publisher.environment,
             **sweep_environment,
-            c.ENV_POWERTOOLS_SERVICE_NAME: metrics.SWEEPER_SERVICE,
+            c.ENV_POWERTOOLS_SERVICE_NAME: self.service,
         }
         self.function: lambda_.Function = PythonFunction(
             self,

@@ -27,6 +27,9 @@ class OutboxResources:
     on_failure_queue_url: str | None = None
     publisher_function: str | None = None
     sweeper_function: str | None = None
+    outbox_name: str | None = None
+    """Its functions report metrics under `outbox.metrics.service_name(outbox_name, ...)`: its dashboard's
+    name."""
 
     @classmethod
     def find(
@@ -62,6 +65,7 @@ _OUTPUTS = {
     "on_failure_queue_url": outputs.ON_FAILURE_QUEUE_URL,
     "publisher_function": outputs.PUBLISHER_FUNCTION_NAME,
     "sweeper_function": outputs.SWEEPER_FUNCTION_NAME,
+    "outbox_name": outputs.DASHBOARD_NAME,
 }
 assert set(_OUTPUTS) == {field.name for field in fields(OutboxResources)}  # noqa: S101 - a wiring check
 

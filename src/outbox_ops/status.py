@@ -168,7 +168,7 @@ def status(
         function = resources.publisher_function
         report.mappings = _optional(report, "stream mappings", lambda: _mappings(clients.lambda_, function))
     report.published_last_hour = _optional(
-        report, "published, last hour", lambda: _published(clients.cloudwatch, now)
+        report, "published, last hour", lambda: _published(clients.cloudwatch, now, resources.outbox_name)
     )
     report.verdict, report.reasons = judge(report, thresholds)
     return report
@@ -309,11 +309,20 @@ def _mappings(lambda_: Any, function: str) -> list[MappingState]:
         arguments["Marker"] = page["NextMarker"]
 
 
-def _published(cloudwatch: Any, now: datetime) -> int | None:
+def _published(cloudwatch: Any, now: datetime, outbox_name: str | None) -> int | None:
     end = now.replace(microsecond=0) + timedelta(seconds=1)
+    # Each outbox's functions report under services of its own (outbox.metrics.service_name).
+    publisher, sweeper = (
+        (
+            metrics.service_name(outbox_name, metrics.PUBLISHER),
+            metrics.service_name(outbox_name, metrics.SWEEPER),
+        )
+        if outbox_name
+        else (metrics.PUBLISHER_SERVICE, metrics.SWEEPER_SERVICE)
+    )
     queries: Sequence[tuple[str, str, str]] = (
-        ("stream", metrics.EVENTS_PUBLISHED, metrics.PUBLISHER_SERVICE),
-        ("swept", metrics.SWEPT_EVENTS, metrics.SWEEPER_SERVICE),
+        ("stream", metrics.EVENTS_PUBLISHED, publisher),
+        ("swept", metrics.SWEPT_EVENTS, sweeper),
     )
     response = cloudwatch.get_metric_data(
         MetricDataQueries=[

@@ -34,7 +34,8 @@ from outbox_publisher.stream import StreamBatchResult, StreamPublisher, batch_it
 from outbox_publisher.waves import LOOKAHEAD
 from outbox_publisher.wiring import build_engine
 
-SERVICE = metric_names.PUBLISHER_SERVICE
+# Per outbox (outbox.metrics.service_name), as its construct set it.
+SERVICE = metric_names.configured_service(os.environ, metric_names.PUBLISHER_SERVICE)
 MAX_LOGGED_IDS = 100
 
 logger = Logger(service=SERVICE)

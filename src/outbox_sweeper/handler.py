@@ -35,7 +35,8 @@ from outbox_sweeper.failed_index import DynamoDBFailedIndexer, FailedIndexer
 from outbox_sweeper.scan import DynamoDBTableScan, TableScan
 from outbox_sweeper.sweep import Sweeper, SweepReport
 
-SERVICE = metric_names.SWEEPER_SERVICE
+# Per outbox (outbox.metrics.service_name), as its construct set it.
+SERVICE = metric_names.configured_service(os.environ, metric_names.SWEEPER_SERVICE)
 
 logger = Logger(service=SERVICE)
 tracer = tracing.tracer(SERVICE)

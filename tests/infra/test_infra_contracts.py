@@ -75,7 +75,9 @@ def test_the_publishers_environment_is_what_its_configuration_reads(template: di
     assert config.poison_queue_url == _RESOLVED["POISON_QUEUE_URL"]
     assert config.sweep_grace.total_seconds() == DEFAULT_SWEEP_GRACE_SECONDS
     # and Powertools is told the service name and namespace the alarms watch
-    assert environment["POWERTOOLS_SERVICE_NAME"] == metrics.PUBLISHER_SERVICE
+    # (per outbox: the sample's is named after its stack and the construct's path)
+    service = metrics.service_name("OutboxStack-Outbox", metrics.PUBLISHER)
+    assert environment["POWERTOOLS_SERVICE_NAME"] == service
     assert environment["POWERTOOLS_METRICS_NAMESPACE"] == metrics.NAMESPACE
 
 
@@ -95,7 +97,7 @@ def test_the_sweepers_environment_is_what_its_configuration_reads_and_the_publis
     }
     assert config.publisher == PublisherConfig.from_env(publisher)
     assert config.sweep == SweepSettings()
-    assert sweeper["POWERTOOLS_SERVICE_NAME"] == metrics.SWEEPER_SERVICE
+    assert sweeper["POWERTOOLS_SERVICE_NAME"] == metrics.service_name("OutboxStack-Outbox", metrics.SWEEPER)
 
 
 def test_the_orders_apis_environment_is_what_its_configuration_reads(template: dict[str, Any]) -> None:
@@ -107,7 +109,7 @@ def test_the_orders_apis_environment_is_what_its_configuration_reads(template: d
 
 def test_the_outbox_table_has_the_schema_the_library_writes(template: dict[str, Any]) -> None:
     # Given the deployed outbox table, When its schema is read
-    properties = only(template, "AWS::DynamoDB::Table", "TablesOutboxTable")[1]["Properties"]
+    properties = only(template, "AWS::DynamoDB::Table", "OutboxTable")[1]["Properties"]
 
     # Then its keys, TTL attribute (for the PUBLISHED rows an earlier release kept) and its one index are the
     # ones outbox.model names

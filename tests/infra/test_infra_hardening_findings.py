@@ -14,7 +14,7 @@ from tests.infra.template_queries import function_by_handler, only, resources, r
 def test_the_orders_api_may_write_only_the_partition_keys_it_owns(template: dict[str, Any]) -> None:
     # Given the Orders API role's statements on the two tables
     orders, _ = only(template, "AWS::DynamoDB::Table", "TablesOrdersTable")
-    outbox, _ = only(template, "AWS::DynamoDB::Table", "TablesOutboxTable")
+    outbox, _ = only(template, "AWS::DynamoDB::Table", "OutboxTable")
     statements = statements_of_role(
         template, role_of(function_by_handler(template, "orders_api.handler.handler")[1])
     )
@@ -35,8 +35,8 @@ def test_the_orders_api_may_write_only_the_partition_keys_it_owns(template: dict
 @pytest.mark.parametrize(
     "queue_prefix",
     [
-        "FailureQueuesPoisonQueue",
-        "FailureQueuesOnFailureQueue",
+        "OutboxFailureQueuesPoisonQueue",
+        "OutboxFailureQueuesOnFailureQueue",
         "SampleConsumersOrderSummaryDeadLetterQueue",
         "SampleConsumersCancellationsDeadLetterQueue",
     ],
@@ -61,7 +61,7 @@ def test_the_queues_of_undelivered_events_are_retained_like_the_tables(
 
 def test_the_alarm_key_lets_cloudwatch_encrypt_only_for_this_account(template: dict[str, Any]) -> None:
     # Given the alarm topic's key policy
-    _, key = only(template, "AWS::KMS::Key", "MonitoringAlarmTopicKey")
+    _, key = only(template, "AWS::KMS::Key", "OutboxMonitoringAlarmTopicKey")
     [statement] = [
         s
         for s in key["Properties"]["KeyPolicy"]["Statement"]

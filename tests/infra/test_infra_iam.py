@@ -42,7 +42,7 @@ def _log_group_of(template: dict[str, Any], handler: str) -> str:
 def test_orders_api_role_has_exactly_its_actions(template: dict[str, Any]) -> None:
     # Given the Orders API function's role
     orders, _ = only(template, "AWS::DynamoDB::Table", "TablesOrdersTable")
-    outbox, _ = only(template, "AWS::DynamoDB::Table", "TablesOutboxTable")
+    outbox, _ = only(template, "AWS::DynamoDB::Table", "OutboxTable")
 
     # When every statement reaching it is grouped by resource
     granted = _granted(template, "orders_api.handler.handler")
@@ -60,11 +60,11 @@ def test_orders_api_role_has_exactly_its_actions(template: dict[str, Any]) -> No
 
 def test_publisher_role_has_exactly_its_actions(template: dict[str, Any]) -> None:
     # Given the publisher function's role and the resources it touches
-    outbox, _ = only(template, "AWS::DynamoDB::Table", "TablesOutboxTable")
-    poison, _ = only(template, "AWS::SQS::Queue", "FailureQueuesPoisonQueue")
-    on_failure, _ = only(template, "AWS::SQS::Queue", "FailureQueuesOnFailureQueue")
-    topic, _ = only(template, "AWS::SNS::Topic", "DestinationsTopic")
-    bus, _ = only(template, "AWS::Events::EventBus", "DestinationsEventBus")
+    outbox, _ = only(template, "AWS::DynamoDB::Table", "OutboxTable")
+    poison, _ = only(template, "AWS::SQS::Queue", "OutboxFailureQueuesPoisonQueue")
+    on_failure, _ = only(template, "AWS::SQS::Queue", "OutboxFailureQueuesOnFailureQueue")
+    topic, _ = only(template, "AWS::SNS::Topic", "OutboxDestinationsTopic")
+    bus, _ = only(template, "AWS::Events::EventBus", "OutboxDestinationsEventBus")
 
     # When every statement reaching it is grouped by resource
     granted = _granted(template, "outbox_publisher.handler.handler")
@@ -91,10 +91,10 @@ def test_publisher_role_has_exactly_its_actions(template: dict[str, Any]) -> Non
 
 def test_sweeper_role_has_exactly_its_actions(template: dict[str, Any]) -> None:
     # Given the sweeper function's role and the resources it touches
-    outbox, _ = only(template, "AWS::DynamoDB::Table", "TablesOutboxTable")
-    poison, _ = only(template, "AWS::SQS::Queue", "FailureQueuesPoisonQueue")
-    topic, _ = only(template, "AWS::SNS::Topic", "DestinationsTopic")
-    bus, _ = only(template, "AWS::Events::EventBus", "DestinationsEventBus")
+    outbox, _ = only(template, "AWS::DynamoDB::Table", "OutboxTable")
+    poison, _ = only(template, "AWS::SQS::Queue", "OutboxFailureQueuesPoisonQueue")
+    topic, _ = only(template, "AWS::SNS::Topic", "OutboxDestinationsTopic")
+    bus, _ = only(template, "AWS::Events::EventBus", "OutboxDestinationsEventBus")
 
     # When every statement reaching it is grouped by resource
     granted = _granted(template, "outbox_sweeper.handler.handler")

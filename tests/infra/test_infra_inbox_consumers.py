@@ -101,7 +101,7 @@ def test_each_consumer_dead_letter_queue_has_an_alarm_on_its_first_message(
     assert alarm["MetricName"] == "ApproximateNumberOfMessagesVisible"
     assert alarm["Threshold"] == 1
     assert alarm["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
-    assert "README.md#consumerdeadletters" in alarm["AlarmDescription"]
+    assert "Runbook: docs/runbook.md#consumerdeadletters" in alarm["AlarmDescription"]
     assert alarm["AlarmActions"]
     assert alarm["OKActions"]
 

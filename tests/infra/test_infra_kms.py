@@ -211,7 +211,7 @@ def test_without_the_flag_nothing_changes_keys(template: dict[str, Any]) -> None
     # Given the template synthesized without the flag
     # Then the only customer-managed key is the alarm topic's, as before
     (key_id, _) = only(template, "AWS::KMS::Key")
-    assert key_id.startswith("MonitoringAlarmTopicKey")
+    assert key_id.startswith("OutboxMonitoringAlarmTopicKey")
     # And tables, queues, log groups, the bus and the archive keep AWS's own keys; the events topic the
     # AWS-managed SNS key
     for table in resources(template, "AWS::DynamoDB::Table").values():
@@ -223,7 +223,7 @@ def test_without_the_flag_nothing_changes_keys(template: dict[str, Any]) -> None
         assert "KmsKeyId" not in log_group["Properties"]
     assert "KmsKeyIdentifier" not in only(template, "AWS::Events::EventBus")[1]["Properties"]
     assert only(template, "AWS::Events::Archive")[1]["Properties"]["KmsKeyIdentifier"] == ""
-    _, events_topic = only(template, "AWS::SNS::Topic", "DestinationsTopic")
+    _, events_topic = only(template, "AWS::SNS::Topic", "OutboxDestinationsTopic")
     assert events_topic["Properties"]["KmsMasterKeyId"] == _arn("kms", c.SNS_AWS_MANAGED_KEY_ALIAS)
     # And no role is granted anything on a key
     for role_id in resources(template, "AWS::IAM::Role"):

@@ -1,5 +1,7 @@
 """cdk-nag runs on every synth, fails it on a finding, and every acknowledgement explains itself."""
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -75,6 +77,62 @@ def test_an_unacknowledged_finding_fails_the_synth() -> None:
     # Then synthesis fails
     with pytest.raises(RuntimeError, match=r"ValidationFailed(.|\n)*AwsSolutions::AwsSolutions-SQS4"):
         app.synth()
+
+
+def _app_with_a_warning_level_finding(tmp_path: Path) -> Any:
+    """A table without point-in-time recovery (AwsSolutions-DDB3, a warning-level rule) beside a queue whose
+    error-level finding is acknowledged: once anything is acknowledged, CDK fails a synth on error-level
+    findings only."""
+    from aws_cdk import App, Stack
+    from aws_cdk import aws_dynamodb as dynamodb
+    from aws_cdk import aws_sqs as sqs
+
+    from outbox_cdk.nag import acknowledge
+
+    app = App(outdir=str(tmp_path))
+    stack = Stack(app, "NagProbe")
+    dynamodb.Table(
+        stack,
+        "NoRecovery",
+        partition_key=dynamodb.Attribute(name="pk", type=dynamodb.AttributeType.STRING),
+        billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
+    )
+    queue = sqs.Queue(stack, "Queue", enforce_ssl=True, encryption=sqs.QueueEncryption.SQS_MANAGED)
+    acknowledge(
+        queue, "AwsSolutions-SQS3", "A probe queue of this test: nothing ever reads it, so nothing fails"
+    )
+    return app
+
+
+def test_a_warning_level_finding_fails_the_synth(tmp_path: Path) -> None:
+    # Given an app whose only open finding is warning-level, with add_nag_checks attached
+    from outbox_cdk.nag import add_nag_checks
+
+    app = _app_with_a_warning_level_finding(tmp_path)
+    add_nag_checks(app)
+
+    # When it is synthesized
+    # Then synthesis fails on that finding, saying it was a warning-level rule
+    with pytest.raises(RuntimeError, match=r"(?s)ValidationFailed.*warning-level rule.*AwsSolutions-DDB3"):
+        app.synth()
+
+
+def test_the_pack_alone_lets_that_warning_pass(tmp_path: Path) -> None:
+    # Given the same app with the AwsSolutions pack registered as cdk-nag's docs show (why add_nag_checks
+    # wraps it: if this ever fails, cdk-nag or CDK fail on warnings themselves and the wrapper can go)
+    from aws_cdk import Validations
+    from cdk_nag import AwsSolutionsChecks
+
+    app = _app_with_a_warning_level_finding(tmp_path)
+    Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+
+    # When it is synthesized
+    app.synth()
+
+    # Then it passed with the warning open in its report
+    report = json.loads((tmp_path / "validation-report.json").read_text())
+    [nag] = [r for r in report["pluginReports"] if r["pluginName"] == "AwsSolutions"]
+    assert [v["ruleName"] for v in nag["violations"]] == ["AwsSolutions-DDB3"]
 
 
 @pytest.mark.parametrize("reason", ["", "ok", "not needed here"])

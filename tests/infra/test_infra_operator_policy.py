@@ -40,14 +40,14 @@ def test_the_sample_stacks_operator_policy_grants_what_redrive_and_skip_need_on_
     template: dict[str, Any],
 ) -> None:
     # Given the sample stack's operator policy
-    _, policy = only(template, "AWS::IAM::ManagedPolicy", "OperatorPolicy")
+    _, policy = only(template, "AWS::IAM::ManagedPolicy", "OutboxOperatorPolicy")
 
     # Then it grants the operator's actions, no more
     assert actions(policy) == permissions.OPERATOR
 
     # And every resource is the stack's own, but for the two actions IAM cannot scope
     text = json.dumps(statements(policy))
-    for resource in ("TablesOutboxTable", "StreamArn", "PoisonQueue", "OnFailureQueue", "AWS::StackId"):
+    for resource in ("OutboxTable", "StreamArn", "PoisonQueue", "OnFailureQueue", "AWS::StackId"):
         assert resource in text
     # the failed index is the only one it reads (the table has no other)
     assert "/index/failed" in text
@@ -56,7 +56,7 @@ def test_the_sample_stacks_operator_policy_grants_what_redrive_and_skip_need_on_
     assert [set(s["Action"]) for s in wildcard] == [set(permissions.ACCOUNT_WIDE)]
     assert "index/*" not in text
     assert template["Outputs"]["OperatorPolicyArn"]["Value"] == {
-        "Ref": only(template, "AWS::IAM::ManagedPolicy", "OperatorPolicy")[0]
+        "Ref": only(template, "AWS::IAM::ManagedPolicy", "OutboxOperatorPolicy")[0]
     }
 
 

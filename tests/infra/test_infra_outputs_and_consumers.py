@@ -44,10 +44,10 @@ def test_outputs_point_at_the_right_resources(template: dict[str, Any]) -> None:
     # Given the resources
     outputs = template["Outputs"]
     orders, _ = only(template, "AWS::DynamoDB::Table", "TablesOrdersTable")
-    outbox, _ = only(template, "AWS::DynamoDB::Table", "TablesOutboxTable")
-    topic, _ = only(template, "AWS::SNS::Topic", "DestinationsTopic")
-    poison, _ = only(template, "AWS::SQS::Queue", "FailureQueuesPoisonQueue")
-    on_failure, _ = only(template, "AWS::SQS::Queue", "FailureQueuesOnFailureQueue")
+    outbox, _ = only(template, "AWS::DynamoDB::Table", "OutboxTable")
+    topic, _ = only(template, "AWS::SNS::Topic", "OutboxDestinationsTopic")
+    poison, _ = only(template, "AWS::SQS::Queue", "OutboxFailureQueuesPoisonQueue")
+    on_failure, _ = only(template, "AWS::SQS::Queue", "OutboxFailureQueuesOnFailureQueue")
     topic_queue, _ = only(template, "AWS::SQS::Queue", "SampleConsumersTopicConsumerQueue")
     bus_queue, _ = only(template, "AWS::SQS::Queue", "SampleConsumersBusConsumerQueue")
 
@@ -66,7 +66,7 @@ def test_outputs_point_at_the_right_resources(template: dict[str, Any]) -> None:
 
 def test_poison_queue_takes_a_whole_row(template: dict[str, Any]) -> None:
     # Given the poison queue, which receives whole outbox rows (up to DynamoDB's 400 KB item) plus the reason
-    _, poison = only(template, "AWS::SQS::Queue", "FailureQueuesPoisonQueue")
+    _, poison = only(template, "AWS::SQS::Queue", "OutboxFailureQueuesPoisonQueue")
 
     # Then it accepts SQS's largest message, the size the publisher fits its poison messages into
     assert poison["Properties"]["MaximumMessageSize"] == SQS_MAX_MESSAGE_BYTES == 1_048_576
@@ -88,7 +88,7 @@ def test_bus_has_an_archive_for_replay(template: dict[str, Any]) -> None:
 
 def test_topic_consumer_gets_raw_envelopes(template: dict[str, Any]) -> None:
     # Given the sample subscription
-    topic, _ = only(template, "AWS::SNS::Topic", "DestinationsTopic")
+    topic, _ = only(template, "AWS::SNS::Topic", "OutboxDestinationsTopic")
     queue, _ = only(template, "AWS::SQS::Queue", "SampleConsumersTopicConsumerQueue")
     _, subscription = only(template, "AWS::SNS::Subscription", "SampleConsumersTopicConsumerQueue")
 

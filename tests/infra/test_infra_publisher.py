@@ -13,11 +13,11 @@ PUBLISHER_HANDLER = "outbox_publisher.handler.handler"
 def test_stream_mapping_has_the_safe_defaults(template: dict[str, Any]) -> None:
     # Given the synthesized stack
     # When the one event source mapping is read
-    _, mapping = only(template, "AWS::Lambda::EventSourceMapping", "PublisherStreamMapping")
+    _, mapping = only(template, "AWS::Lambda::EventSourceMapping", "OutboxPublisherStreamMapping")
     props = mapping["Properties"]
     publisher_id, _ = function_by_handler(template, PUBLISHER_HANDLER)
-    on_failure_id, _ = only(template, "AWS::SQS::Queue", "FailureQueuesOnFailureQueue")
-    outbox_id, _ = only(template, "AWS::DynamoDB::Table", "TablesOutboxTable")
+    on_failure_id, _ = only(template, "AWS::SQS::Queue", "OutboxFailureQueuesOnFailureQueue")
+    outbox_id, _ = only(template, "AWS::DynamoDB::Table", "OutboxTable")
 
     # Then it reads the Outbox stream from the oldest record into the publisher...
     assert props["EventSourceArn"] == {"Fn::GetAtt": [outbox_id, "StreamArn"]}
@@ -43,7 +43,7 @@ def test_stream_mapping_delivers_inserts_and_only_the_changes_that_can_break_the
     template: dict[str, Any],
 ) -> None:
     # Given the stream mapping
-    _, mapping = only(template, "AWS::Lambda::EventSourceMapping", "PublisherStreamMapping")
+    _, mapping = only(template, "AWS::Lambda::EventSourceMapping", "OutboxPublisherStreamMapping")
 
     # When its filter criteria are parsed
     patterns = [json.loads(f["Pattern"]) for f in mapping["Properties"]["FilterCriteria"]["Filters"]]
@@ -92,7 +92,7 @@ def test_publisher_function_runtime_packaging_and_environment(template: dict[str
         "POWERTOOLS_METRICS_NAMESPACE",
         "POWERTOOLS_LOG_LEVEL",
     }
-    assert env["POWERTOOLS_SERVICE_NAME"] == "outbox-publisher"
+    assert env["POWERTOOLS_SERVICE_NAME"] == "OutboxStack-Outbox-publisher"
     assert env["POWERTOOLS_METRICS_NAMESPACE"] == "Outbox"
     assert env["EVENT_SOURCE"] == "outbox.orders"
     assert env["SWEEP_GRACE_SECONDS"] == "60"

@@ -54,7 +54,7 @@ def test_every_topic_is_kms_encrypted_and_refuses_plain_http(template: dict[str,
 
 def test_events_topic_uses_the_aws_managed_sns_key(template: dict[str, Any]) -> None:
     # Given the events topic (only the publisher's role publishes to it)
-    _, topic = only(template, "AWS::SNS::Topic", "DestinationsTopic")
+    _, topic = only(template, "AWS::SNS::Topic", "OutboxDestinationsTopic")
 
     # When its key is read
     key = topic["Properties"]["KmsMasterKeyId"]
@@ -65,9 +65,9 @@ def test_events_topic_uses_the_aws_managed_sns_key(template: dict[str, Any]) -> 
 
 def test_alarm_topic_uses_a_rotating_key_cloudwatch_can_use(template: dict[str, Any]) -> None:
     # Given the alarm topic, its key and its policy
-    topic_id, topic = only(template, "AWS::SNS::Topic", "MonitoringAlarmTopic")
+    topic_id, topic = only(template, "AWS::SNS::Topic", "OutboxMonitoringAlarmTopic")
     key_id, key = only(template, "AWS::KMS::Key")
-    _, policy = only(template, "AWS::SNS::TopicPolicy", "MonitoringAlarmTopic")
+    _, policy = only(template, "AWS::SNS::TopicPolicy", "OutboxMonitoringAlarmTopic")
 
     # When the key policy and topic policy are read
     key_statements = key["Properties"]["KeyPolicy"]["Statement"]

@@ -38,7 +38,7 @@ SWEEPER_HANDLER = "outbox_sweeper.handler.handler"
 def test_the_sweeper_runs_every_minute_without_retries(template: dict[str, Any]) -> None:
     # Given the sweeper function and its schedule
     sweeper_id, function = function_by_handler(template, SWEEPER_HANDLER)
-    _, rule = only(template, "AWS::Events::Rule", "Sweeper")
+    _, rule = only(template, "AWS::Events::Rule", "OutboxSweeper")
     _, invoke_config = only(template, "AWS::Lambda::EventInvokeConfig")
 
     # When they are read
@@ -71,7 +71,7 @@ def test_the_sweeper_has_the_publishers_environment_and_its_own_settings(templat
     assert {k: v for k, v in sweeper.items() if k in publishing and k != "POWERTOOLS_SERVICE_NAME"} == {
         k: v for k, v in publishing.items() if k != "POWERTOOLS_SERVICE_NAME"
     }
-    assert sweeper["POWERTOOLS_SERVICE_NAME"] == "outbox-sweeper"
+    assert sweeper["POWERTOOLS_SERVICE_NAME"] == "OutboxStack-Outbox-sweeper"
     assert {k: v for k, v in sweeper.items() if k not in publishing} == {
         "SWEEP_MAX_ROWS": "500",
         "SWEEP_SEGMENTS": "1",

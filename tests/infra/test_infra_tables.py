@@ -26,7 +26,7 @@ def test_outbox_table_has_new_image_stream_ttl_pitr_encryption_and_on_demand(
 ) -> None:
     # Given the synthesized stack
     # When the Outbox table is looked up
-    _, table = only(template, "AWS::DynamoDB::Table", "TablesOutboxTable")
+    _, table = only(template, "AWS::DynamoDB::Table", "OutboxTable")
     props = table["Properties"]
 
     # Then it is keyed by aggregate and sequence, streams new and old images, and keeps TTL on `expires_at`:
@@ -47,7 +47,7 @@ def test_outbox_table_has_only_the_sparse_failed_index_the_operations_commands_r
     template: dict[str, Any],
 ) -> None:
     # Given the Outbox table
-    _, table = only(template, "AWS::DynamoDB::Table", "TablesOutboxTable")
+    _, table = only(template, "AWS::DynamoDB::Table", "OutboxTable")
     props = table["Properties"]
 
     # When its secondary indexes are read
@@ -79,7 +79,7 @@ def test_outbox_table_has_only_the_sparse_failed_index_the_operations_commands_r
 
 def test_tables_keep_their_data_by_default(template: dict[str, Any]) -> None:
     # Given the default app context (retain_data unset)
-    for prefix in ("TablesOrdersTable", "TablesOutboxTable"):
+    for prefix in ("TablesOrdersTable", "OutboxTable"):
         # When each table is looked up
         _, table = only(template, "AWS::DynamoDB::Table", prefix)
 
@@ -98,7 +98,7 @@ def test_the_tables_tests_create_on_moto_are_the_ones_the_stack_deploys(
     tables = create_tables(dynamodb)
 
     # When each is described and set beside its template definition
-    for name, prefix in ((tables.orders, "TablesOrdersTable"), (tables.outbox, "TablesOutboxTable")):
+    for name, prefix in ((tables.orders, "TablesOrdersTable"), (tables.outbox, "OutboxTable")):
         deployed = only(template, "AWS::DynamoDB::Table", prefix)[1]["Properties"]
         created = dynamodb.describe_table(TableName=name)["Table"]
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,30 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 # What the CDK CLI adds to cdk.json's context: asset paths in each resource's metadata.
 CLI_CONTEXT = {"aws:cdk:enable-asset-metadata": True}
 
-os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+# jsii prints Node 20's end-of-life banner when aws_cdk starts Node, unless told that Node 20 is known here.
+JSII_SILENCE_NODE_EOL = "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION"
+os.environ.setdefault(JSII_SILENCE_NODE_EOL, "20")
+
+CDK_CLI = REPO_ROOT / "node_modules" / ".bin" / "cdk"
+# A user's cdk.json app command that carries the variable to the app before it imports aws_cdk (the CDK CLI
+# runs the command through the shell; the sample's app.py sets it itself).
+USER_APP_COMMAND = f"{JSII_SILENCE_NODE_EOL}=20 python3 app.py"
+
+
+def cli_environment() -> dict[str, str]:
+    """The environment the tests run the real CDK CLI in, as the Makefile does: this venv's python3 first
+    on PATH, offline (no telemetry, no version check, no AWS credentials or region: the CLI would otherwise
+    ask AWS for the account), and nothing that would hide a banner the user would see."""
+    environment = {
+        key: value
+        for key, value in os.environ.items()
+        if key != JSII_SILENCE_NODE_EOL and not key.startswith("AWS_")
+    }
+    bin_dir = str(Path(sys.executable).parent)
+    environment["PATH"] = os.pathsep.join([bin_dir, environment.get("PATH", "")])
+    environment["CDK_DISABLE_CLI_TELEMETRY"] = "1"
+    environment["CDK_DISABLE_VERSION_CHECK"] = "1"
+    return environment
 
 
 @dataclass(frozen=True)

@@ -48,27 +48,29 @@ def test_the_poison_queue_alarm_fires_on_a_message_and_clears_a_period_after_it_
 ) -> None:
     # Given the stack's alarms evaluated once with nothing wrong
     runtime.evaluate_alarms()
-    assert state(runtime, "OutboxStack-PoisonQueueDepth") == "OK"
+    assert state(runtime, "OutboxStack-Outbox-PoisonQueueDepth") == "OK"
     # (each alarm's first OK was notified, as CloudWatch notifies INSUFFICIENT_DATA -> OK)
-    assert {n["AlarmName"] for n in notifications(runtime, alarm_inbox)} >= {"OutboxStack-PoisonQueueDepth"}
+    assert {n["AlarmName"] for n in notifications(runtime, alarm_inbox)} >= {
+        "OutboxStack-Outbox-PoisonQueueDepth"
+    }
     sqs = runtime.client("sqs")
     poison = runtime.outputs[outputs.POISON_QUEUE_URL]
     # When a message lands on the poison queue
     sqs.send_message(QueueUrl=poison, MessageBody="{}")
     moved = runtime.evaluate_alarms()
     # Then PoisonQueueDepth goes to ALARM, and the alarm topic says so
-    assert ("OutboxStack-PoisonQueueDepth", "OK", "ALARM") in [(t.alarm, t.old, t.new) for t in moved]
-    assert state(runtime, "OutboxStack-PoisonQueueDepth") == "ALARM"
+    assert ("OutboxStack-Outbox-PoisonQueueDepth", "OK", "ALARM") in [(t.alarm, t.old, t.new) for t in moved]
+    assert state(runtime, "OutboxStack-Outbox-PoisonQueueDepth") == "ALARM"
     [notice] = notifications(runtime, alarm_inbox)
-    assert (notice["AlarmName"], notice["NewStateValue"]) == ("OutboxStack-PoisonQueueDepth", "ALARM")
+    assert (notice["AlarmName"], notice["NewStateValue"]) == ("OutboxStack-Outbox-PoisonQueueDepth", "ALARM")
     # When the message is taken off the queue, Then the alarm holds for the rest of the period (its maximum
     # was 1), and is OK once a period without messages has begun
     receive_all(sqs, poison)
     runtime.evaluate_alarms()
-    assert state(runtime, "OutboxStack-PoisonQueueDepth") == "ALARM"
+    assert state(runtime, "OutboxStack-Outbox-PoisonQueueDepth") == "ALARM"
     runtime.clock.advance(60)
     runtime.evaluate_alarms()
-    assert state(runtime, "OutboxStack-PoisonQueueDepth") == "OK"
+    assert state(runtime, "OutboxStack-Outbox-PoisonQueueDepth") == "OK"
     [notice] = notifications(runtime, alarm_inbox)
     assert notice["NewStateValue"] == "OK"
 
@@ -78,13 +80,18 @@ def test_an_alarm_on_a_functions_emf_metric_fires_from_what_the_function_emitted
 ) -> None:
     # Given the sweeper's HeldAggregates metric, as its EMF output reaches CloudWatch locally
     runtime.evaluate_alarms()
-    assert state(runtime, "OutboxStack-HeldAggregates") == "OK"
+    assert state(runtime, "OutboxStack-Outbox-HeldAggregates") == "OK"
     runtime.client("cloudwatch").put_metric_data(
         Namespace=metrics.NAMESPACE,
         MetricData=[
             {
                 "MetricName": metrics.HELD_AGGREGATES,
-                "Dimensions": [{"Name": metrics.SERVICE_DIMENSION, "Value": metrics.SWEEPER_SERVICE}],
+                "Dimensions": [
+                    {
+                        "Name": metrics.SERVICE_DIMENSION,
+                        "Value": metrics.service_name("OutboxStack-Outbox", metrics.SWEEPER),
+                    }
+                ],
                 "Timestamp": datetime.fromtimestamp(runtime.clock(), UTC),
                 "Value": 2,
                 "Unit": "Count",
@@ -93,7 +100,7 @@ def test_an_alarm_on_a_functions_emf_metric_fires_from_what_the_function_emitted
     )
     # When the alarms are evaluated, Then HeldAggregates is in ALARM
     runtime.evaluate_alarms()
-    assert state(runtime, "OutboxStack-HeldAggregates") == "ALARM"
+    assert state(runtime, "OutboxStack-Outbox-HeldAggregates") == "ALARM"
 
 
 def test_publisher_errors_fire_only_after_three_failing_periods_of_five(runtime: LocalRuntime) -> None:
@@ -108,5 +115,5 @@ def test_publisher_errors_fire_only_after_three_failing_periods_of_five(runtime:
         runtime.evaluate_alarms()
         # Then it stays OK for the first two, and is ALARM at the third (3 of 5 datapoints)
         expected = "ALARM" if period == 2 else "OK"
-        assert state(runtime, "OutboxStack-PublisherErrors") == expected
+        assert state(runtime, "OutboxStack-Outbox-PublisherErrors") == expected
         runtime.clock.advance(60)

@@ -55,7 +55,12 @@ def test_the_stack_mapping_and_publisher_metrics_answer_plain_boto3_on_the_local
         datapoints = boto3.client("cloudwatch").get_metric_statistics(
             Namespace=metrics.NAMESPACE,
             MetricName=metrics.EVENTS_PUBLISHED,
-            Dimensions=[{"Name": metrics.SERVICE_DIMENSION, "Value": metrics.PUBLISHER_SERVICE}],
+            Dimensions=[
+                {
+                    "Name": metrics.SERVICE_DIMENSION,
+                    "Value": metrics.service_name("OutboxStack-Outbox", metrics.PUBLISHER),
+                }
+            ],
             StartTime=now - timedelta(hours=1),
             EndTime=now + timedelta(hours=1),
             Period=60,
