@@ -199,7 +199,12 @@ def run(command: Command, arguments: argparse.Namespace, out: TextIO) -> int:
     try:
         return command(arguments, out)
     except OutboxError as error:
-        print(f"outbox: {error}", file=sys.stderr)
+        # The library's "X did not answer" wraps botocore's error: its cause is what the operator can act on.
+        cause = error.__cause__
+        print(
+            f"outbox: {rendering.unanswered(cause) if isinstance(cause, BotoCoreError) else error}",
+            file=sys.stderr,
+        )
     except ClientError as error:
         details = error.response.get("Error", {})
         operation = getattr(error, "operation_name", "a call")

@@ -286,12 +286,14 @@ def test_a_loopback_endpoint_where_nothing_answers_is_named_with_the_local_runti
         port = probe.getsockname()[1]
     endpoint = f"http://127.0.0.1:{port}"
 
-    # When the operator points a command at it
-    result = outbox("status", "--endpoint-url", endpoint, "--region", "us-east-1")
+    # When the operator points commands at it: one that looks for the stack, one that reads the table it names
+    found = outbox("status", "--endpoint-url", endpoint, "--region", "us-east-1")
+    named = outbox("failed", "list", "--table", "outbox", "--endpoint-url", endpoint, "--region", "us-east-1")
 
-    # Then one line says nothing answers there and that the local runtime may not be running
-    assert (result.code, result.out) == (1, "")
-    assert result.err == (
-        f"outbox: nothing answers at {endpoint}/ (EndpointConnectionError): the local runtime is not running "
-        "there; start it with `outbox local up`, or pass the --endpoint-url it prints\n"
-    )
+    # Then each fails with one line saying nothing answers there and that the local runtime may not be running
+    for result in (found, named):
+        assert (result.code, result.out) == (1, "")
+        assert result.err == (
+            f"outbox: nothing answers at {endpoint}/ (EndpointConnectionError): the local runtime is not "
+            "running there; start it with `outbox local up`, or pass the --endpoint-url it prints\n"
+        )
