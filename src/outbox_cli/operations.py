@@ -1,8 +1,10 @@
 """The operations commands: `outbox status`, `failed list|show`, `redrive`, `skip`, `audit`.
 
 Each works against real AWS (the default credential chain, `--region`, `--profile`) or the local runtime
-(`--endpoint-url`, or AWS_ENDPOINT_URL), finds its table and queues from the stack's outputs (`--stack`) or
-explicit flags, prints a table or `--json`, and exits non-zero with a one-line reason when it fails. The logic
+(`--endpoint-url`, or AWS_ENDPOINT_URL), finds its table and queues from the stack's outputs (`--stack`, or
+the one stack of the region whose outputs name an outbox, said on stderr; `--outbox PREFIX` for one of
+several outboxes in a stack) or explicit flags, prints a table or `--json`, and exits non-zero with a
+one-line reason when it fails (a call without an answer named by its local cause). The logic
 is outbox_ops's; this module only parses, calls and prints. It never imports the local runtime.
 
 Exit codes: 0 done; 1 failed, or some rows were refused; 2 bad usage. `status` exits 0 when healthy, 3 when
@@ -64,7 +66,9 @@ def add_commands(commands: Any) -> None:
         help="which of the stack's outboxes: its Outbox construct's outputs_prefix (default: the only one)",
     )
     where.add_argument(
-        "--table", type=argument_types.table, help="the outbox table (instead of the stack's output)"
+        "--table",
+        type=argument_types.table,
+        help="the outbox table (instead of the stack's output; without --stack, no stack is looked for)",
     )
     where.add_argument("--poison-queue-url", type=argument_types.queue_url)
     where.add_argument("--on-failure-queue-url", type=argument_types.queue_url)
