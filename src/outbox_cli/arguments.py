@@ -50,6 +50,7 @@ _FUNCTION = re.compile(
     r"[A-Za-z0-9_-]{1,64}(?::[A-Za-z0-9_$-]{1,128})?"
 )
 _QUEUE_PATH = re.compile(r".*/[0-9]{12}/[A-Za-z0-9_-]{1,80}(?:\.fifo)?")
+_OUTPUTS_PREFIX = re.compile(r"[A-Za-z0-9]{0,200}")  # an output's logical id is alphanumeric
 _HOST = re.compile(r"[A-Za-z0-9.-]{1,253}|[0-9A-Fa-f:.]{2,45}")
 _SERVICE = re.compile(r"[a-z0-9-]{1,64}")
 _OPERATION = re.compile(r"\*|[A-Za-z][A-Za-z0-9]{0,127}")
@@ -142,6 +143,10 @@ def region(text: str) -> str:
 stack = _matching(
     _STACK, "is not a CloudFormation stack name (a letter, then up to 127 letters, digits or '-') or ARN"
 )
+outputs_prefix = _matching(
+    _OUTPUTS_PREFIX, 'is not an outputs prefix: up to 200 letters or digits ("" for the default outbox\'s)'
+)
+"""`--outbox`: the Outbox construct's `outputs_prefix`, which starts each of its outputs' keys."""
 table = _matching(_TABLE, "is not a DynamoDB table name (3 to 255 letters, digits, '_', '.' or '-') or ARN")
 function = _matching(_FUNCTION, "is not a Lambda function's name (up to 64 letters, digits, '-', '_') or ARN")
 service = _matching(_SERVICE, "is not a service's signing name, e.g. sns, events, dynamodb")

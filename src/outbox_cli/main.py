@@ -45,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     env.add_argument("--region", type=argument_types.region, default="us-east-1")
     env.set_defaults(run=_local_env)
     local_controls.add_commands(local_commands)
+    operations.name_by_choices(local_commands)
 
     demo = commands.add_parser(
         "demo", help="run a narrated scenario on the local runtime and check invariants"
@@ -52,6 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     _runtime_arguments(demo, aws_port=0, api_port=0)
     demo.set_defaults(run=_demo)
     operations.add_commands(commands)
+    operations.name_by_choices(commands)
     return parser
 
 

@@ -1,8 +1,10 @@
 """The operations commands: `outbox status`, `failed list|show`, `redrive`, `skip`, `audit`.
 
 Each works against real AWS (the default credential chain, `--region`, `--profile`) or the local runtime
-(`--endpoint-url`, or AWS_ENDPOINT_URL), finds its table and queues from the stack's outputs (`--stack`) or
-explicit flags, prints a table or `--json`, and exits non-zero with a one-line reason when it fails. The logic
+(`--endpoint-url`, or AWS_ENDPOINT_URL), finds its table and queues from the stack's outputs (`--stack`, or
+the one stack of the region whose outputs name an outbox, said on stderr; `--outbox PREFIX` for one of
+several outboxes in a stack) or explicit flags, prints a table or `--json`, and exits non-zero with a
+one-line reason when it fails (a call without an answer named by its local cause). The logic
 is outbox_ops's; this module only parses, calls and prints. It never imports the local runtime.
 
 Exit codes: 0 done; 1 failed, or some rows were refused; 2 bad usage. `status` exits 0 when healthy, 3 when
@@ -27,7 +29,7 @@ from outbox_ops.audit import AuditRecords
 from outbox_ops.clients import OpsClients
 from outbox_ops.failed import FailedFilter, FailedRows
 from outbox_ops.redrive import OperationReport, Operations, Operator
-from outbox_ops.resources import DEFAULT_STACK, OutboxResources
+from outbox_ops.resources import OutboxResources, discover_stack
 from outbox_ops.status import StatusThresholds, Verdict, status
 
 EXIT_FAILED = 1
@@ -55,11 +57,18 @@ def add_commands(commands: Any) -> None:
     where.add_argument(
         "--stack",
         type=argument_types.stack,
-        default=DEFAULT_STACK,
-        help=f"the stack whose outputs name it ({DEFAULT_STACK})",
+        help="the stack whose outputs name it (default: the only one in the region that names an outbox)",
     )
     where.add_argument(
-        "--table", type=argument_types.table, help="the outbox table (instead of the stack's output)"
+        "--outbox",
+        type=argument_types.outputs_prefix,
+        metavar="PREFIX",
+        help="which of the stack's outboxes: its Outbox construct's outputs_prefix (default: the only one)",
+    )
+    where.add_argument(
+        "--table",
+        type=argument_types.table,
+        help="the outbox table (instead of the stack's output; without --stack, no stack is looked for)",
     )
     where.add_argument("--poison-queue-url", type=argument_types.queue_url)
     where.add_argument("--on-failure-queue-url", type=argument_types.queue_url)
@@ -81,6 +90,12 @@ def add_commands(commands: Any) -> None:
         help="e.g. 5m (default)",
     )
     state.add_argument(
+        "--sweep-grace",
+        type=argument_types.duration,
+        default=StatusThresholds().sweep_grace,
+        help="the sweeper's SWEEP_GRACE_SECONDS (60s, its default): a pending event older than it degrades",
+    )
+    state.add_argument(
         "--scan-for",
         type=argument_types.duration,
         default=StatusThresholds().scan_for,
@@ -94,9 +109,10 @@ def add_commands(commands: Any) -> None:
     _filters(listing)
     listing.set_defaults(run=_failed_list)
     show = failed_commands.add_parser("show", parents=[common], help="one FAILED event, with its audit trail")
-    show.add_argument("event_id", type=argument_types.identifier)
+    show.add_argument("event_id", metavar="EVENT_ID", type=argument_types.identifier)
     show.add_argument("--show-payload", action="store_true", help="include the payload (it is data: care)")
     show.set_defaults(run=_failed_show)
+    name_by_choices(failed_commands)
 
     redrive = commands.add_parser(
         "redrive", parents=[common], help="publish FAILED events again (same event_id), in order"
@@ -137,6 +153,7 @@ def add_commands(commands: Any) -> None:
     )
     skip.add_argument(
         "event_id",
+        metavar="EVENT_ID",
         type=argument_types.identifier,
         help="the FAILED event to skip: its row leaves the table, unpublished",
     )
@@ -155,6 +172,12 @@ def add_commands(commands: Any) -> None:
         "--show-payload", action="store_true", help="include skipped rows' payloads (data: care)"
     )
     audit.set_defaults(run=_audit)
+
+
+def name_by_choices(subcommands: Any) -> None:
+    """argparse names a missing subcommand by its `dest` (`failed_command`, an internal name): name it by the
+    commands to choose from instead, as the usage line does."""
+    subcommands.metavar = "{" + ",".join(subcommands.choices) + "}"
 
 
 def _filters(parser: argparse.ArgumentParser) -> None:
@@ -180,7 +203,12 @@ def run(command: Command, arguments: argparse.Namespace, out: TextIO) -> int:
     try:
         return command(arguments, out)
     except OutboxError as error:
-        print(f"outbox: {error}", file=sys.stderr)
+        # The library's "X did not answer" wraps botocore's error: its cause is what the operator can act on.
+        cause = error.__cause__
+        print(
+            f"outbox: {rendering.unanswered(cause) if isinstance(cause, BotoCoreError) else error}",
+            file=sys.stderr,
+        )
     except ClientError as error:
         details = error.response.get("Error", {})
         operation = getattr(error, "operation_name", "a call")
@@ -189,7 +217,7 @@ def run(command: Command, arguments: argparse.Namespace, out: TextIO) -> int:
             file=sys.stderr,
         )
     except BotoCoreError as error:
-        print(f"outbox: AWS did not answer: {error}", file=sys.stderr)
+        print(f"outbox: {rendering.unanswered(error)}", file=sys.stderr)
     except ResponseParserError as error:
         # Not a BotoCoreError: an answer botocore cannot read (an endpoint that is not AWS, a proxy's page).
         print(f"outbox: AWS's answer could not be read: {error}", file=sys.stderr)
@@ -210,7 +238,15 @@ def _connect(arguments: argparse.Namespace) -> tuple[OpsClients, OutboxResources
         "publisher_function": arguments.publisher_function,
         "sweeper_function": arguments.sweeper_function,
     }
-    return clients, OutboxResources.find(clients.cloudformation, arguments.stack, explicit)
+    stack = arguments.stack
+    if not stack and not arguments.table:
+        stack = discover_stack(clients.cloudformation, arguments.outbox)
+        print(
+            f"outbox: stack {stack} (the only one in {clients.cloudformation.meta.region_name} whose outputs "
+            "name an outbox; --stack to choose)",
+            file=sys.stderr,
+        )
+    return clients, OutboxResources.find(clients.cloudformation, stack, explicit, outbox=arguments.outbox)
 
 
 def _status(arguments: argparse.Namespace, out: TextIO) -> int:
@@ -218,6 +254,7 @@ def _status(arguments: argparse.Namespace, out: TextIO) -> int:
     thresholds = StatusThresholds(
         stuck_after=arguments.stuck_after,
         degraded_after=arguments.degraded_after,
+        sweep_grace=arguments.sweep_grace,
         scan_for=arguments.scan_for,
     )
     report = status(clients, resources, thresholds=thresholds)

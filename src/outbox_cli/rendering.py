@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Sequence
+from urllib.parse import urlsplit
+
+from botocore.exceptions import (
+    BotoCoreError,
+    ConnectionClosedError,
+    ConnectionError,
+    NoCredentialsError,
+    NoRegionError,
+)
 
 from outbox_ops.audit import AuditEntry, AuditRecord
 from outbox_ops.failed import FailedRow
@@ -33,6 +43,7 @@ def status(report: StatusReport) -> str:
         ("failed", f"{report.failed} holding their aggregate, {report.failed_released} released"),
         ("poison queue", _queue(report.poison)),
         ("on-failure queue", _queue(report.on_failure)),
+        *_dead_letters(report),
         ("published, last hour", "-" if report.published_last_hour is None else report.published_last_hour),
     ]
     for mapping in report.mappings or []:
@@ -124,7 +135,7 @@ def _entries(entries: Sequence[AuditEntry]) -> str:
 
 
 def operation(report: OperationReport) -> str:
-    head = "DRY RUN: nothing was changed\n" if report.dry_run else ""
+    head = "DRY RUN: nothing was changed; this is what the command would do\n" if report.dry_run else ""
     rows = table(
         ["aggregate", "seq", "event_id", "outcome", "detail"],
         [
@@ -138,10 +149,16 @@ def operation(report: OperationReport) -> str:
             for r in report.rows
         ],
     )
-    tail = [
-        f"poison messages removed: {report.poison_messages_removed}",
-        f"on-failure messages removed: {report.on_failure_messages_removed}",
-    ]
+    if report.dry_run:
+        tail = [
+            f"poison messages it would remove: {report.poison_messages_to_remove}",
+            f"on-failure messages it would remove: {report.on_failure_messages_to_remove}",
+        ]
+    else:
+        tail = [
+            f"poison messages removed: {report.poison_messages_removed}",
+            f"on-failure messages removed: {report.on_failure_messages_removed}",
+        ]
     if report.messages_not_removed:
         tail.append(f"messages SQS did not delete (run again): {report.messages_not_removed}")
     if report.messages_hidden:
@@ -154,7 +171,58 @@ def operation(report: OperationReport) -> str:
     return head + rows + "\n".join(tail) + "\n"
 
 
+def _dead_letters(report: StatusReport) -> list[tuple[str, object]]:
+    if not report.dead_letters:
+        return [
+            (
+                "consumer dead letters",
+                "none: the stack names no dead-letter queue (no output *DeadLetterQueueUrl)",
+            )
+        ]
+    return [
+        (
+            f"dead letters, {found.queue.consumer}",
+            "unknown (see above)" if found.depth is None else f"{_queue(found.depth)} (approximate)",
+        )
+        for found in report.dead_letters
+    ]
+
+
 def _queue(depth: QueueDepth | None) -> str:
     if depth is None:
         return "not checked (no queue known)"
     return f"{depth.visible} visible, {depth.in_flight} in flight"
+
+
+def unanswered(error: BotoCoreError) -> str:
+    """A call that never got AWS's answer, as one line naming its local cause where there is one."""
+    endpoint = str(getattr(error, "kwargs", {}).get("endpoint_url") or "")
+    if isinstance(error, NoRegionError):
+        return "no AWS region is configured (AWS was not called): pass --region, or set AWS_REGION"
+    if isinstance(error, NoCredentialsError):
+        return (
+            "no AWS credentials found (AWS was not called): configure them (aws configure, AWS_PROFILE), or "
+            "pass --profile"
+        )
+    if isinstance(error, ConnectionError | ConnectionClosedError) and endpoint:
+        if is_loopback(endpoint):
+            return (
+                f"nothing answers at {endpoint} ({type(error).__name__}): the local runtime is not running "
+                "there; start it with `outbox local up`, or pass the --endpoint-url it prints"
+            )
+        return (
+            f"nothing answers at {endpoint} ({type(error).__name__}): check --endpoint-url, --region and the "
+            "network"
+        )
+    return f"AWS did not answer: {error}"
+
+
+def is_loopback(url: str) -> bool:
+    """The endpoint is this machine (where `outbox local up` runs)."""
+    host = urlsplit(url).hostname or ""
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

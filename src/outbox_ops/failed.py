@@ -206,16 +206,27 @@ class FailedRows:
             try:
                 page = self._dynamodb.query(**arguments)
             except ClientError as error:
-                if error_code(error) == "ValidationException" and FAILED_INDEX_NAME in str(error):
-                    raise ResourceNotFoundError(
-                        f"table {self._table} has no `{FAILED_INDEX_NAME}` index: add it with "
-                        "outbox_cdk.add_failed_index(table) (OutboxTable has it) and deploy"
-                    ) from None
-                raise translate_client_error(error, "Query") from error
+                raise self._not_found(error) or translate_client_error(error, "Query") from error
             yield page
             if "LastEvaluatedKey" not in page:
                 return
             arguments["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def _not_found(self, error: ClientError) -> ResourceNotFoundError | None:
+        """The index or the table is not there: AWS says ValidationException for a missing index, moto (and
+        so the local runtime) ResourceNotFoundException; both name the index in their message."""
+        code, message = error_code(error), str(error.response.get("Error", {}).get("Message", ""))
+        if code in {"ValidationException", "ResourceNotFoundException"} and "index" in message.lower():
+            return ResourceNotFoundError(
+                f"table {self._table} has no `{FAILED_INDEX_NAME}` index (the sparse index on "
+                f"`{FAILED_INDEX_PARTITION_KEY}` through which FAILED rows are found): outbox_cdk.Outbox "
+                "builds it; for a table of your own, add it with outbox_cdk.add_failed_index(table), deploy"
+            )
+        if code == "ResourceNotFoundException":
+            return ResourceNotFoundError(
+                f"table {self._table} not found in this account and region: check --table, --stack, --region"
+            )
+        return None
 
     def _batch_get(self, keys: Sequence[RowKey], show_payload: bool) -> dict[RowKey, Mapping[str, Any]]:
         attributes = (*_ATTRIBUTES, "payload") if show_payload else _ATTRIBUTES

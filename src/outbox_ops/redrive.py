@@ -11,8 +11,8 @@ order gate, then the events it held (within a sweep or two: its schedule). A ski
   are redriven, PENDING ones are left to the sweeper (which finds every row in the table), and rows no longer
   in the table need nothing (their events are out, or were skipped). A message is deleted only once every row
   behind it is settled.
-- A dry run reads what the real run reads to decide each row and changes nothing, queues included (it
-  does not preview the poison-queue clean-up).
+- A dry run reads what the real run reads to decide each row, and the queues' messages it would remove
+  (each handed back at once), and changes nothing: it says what the real run would do, queues included.
 """
 
 from __future__ import annotations
@@ -85,6 +85,10 @@ class OperationReport:
     rows: list[RowResult] = field(default_factory=list)
     poison_messages_removed: int = 0
     on_failure_messages_removed: int = 0
+    poison_messages_to_remove: int = 0
+    """A dry run's: the poison messages the real run would remove (0 otherwise)."""
+    on_failure_messages_to_remove: int = 0
+    """A dry run's: the on-failure messages the real run would remove (0 otherwise)."""
     messages_not_removed: int = 0
     """Deletions SQS refused: those messages reappear; run the command again."""
     messages_hidden: int = 0
@@ -118,6 +122,8 @@ class OperationReport:
             "rows": [row.to_json() for row in self.rows],
             "poison_messages_removed": self.poison_messages_removed,
             "on_failure_messages_removed": self.on_failure_messages_removed,
+            "poison_messages_to_remove": self.poison_messages_to_remove,
+            "on_failure_messages_to_remove": self.on_failure_messages_to_remove,
             "messages_not_removed": self.messages_not_removed,
             "messages_hidden": self.messages_hidden,
             "unmapped_batches": self.unmapped_batches,
@@ -190,11 +196,15 @@ class Operations:
                 report.unmapped_batches.append(f"{message.message_id}: {type(error).__name__}: {error}; kept")
                 continue
             report.rows.extend(results)
-            if not operator.dry_run and all(result.outcome not in _NOT_DONE for result in results):
+            if all(result.outcome not in _NOT_DONE for result in results):
                 settled.add(message.message_id)
-        report.on_failure_messages_removed = report.deleted(
-            reader.settle(lambda message: message.message_id in settled)
-        )
+        if operator.dry_run:
+            report.on_failure_messages_to_remove = len(settled)
+            report.deleted(reader.settle(lambda _: False))  # every message handed back: nothing removed
+        else:
+            report.on_failure_messages_removed = report.deleted(
+                reader.settle(lambda message: message.message_id in settled)
+            )
         self._remove_poison(report, operator)
         return report
 
@@ -202,7 +212,7 @@ class Operations:
         row = self._failed.find(event_id)
         report = OperationReport(operator.dry_run)
         if operator.dry_run:
-            result = RowResult(row.key, row.event_id, Outcome.WOULD_SKIP)
+            result = RowResult(row.key, row.event_id, Outcome.WOULD_SKIP, generation=row.generation)
         else:
             result = self._apply(
                 row.key,
@@ -228,7 +238,11 @@ class Operations:
                 )
                 return RowResult(row.key, row.event_id, Outcome.REFUSED, detail)
             return RowResult(
-                row.key, row.event_id, Outcome.WOULD_REDRIVE, f"out of order: {risk}" if risk else ""
+                row.key,
+                row.event_id,
+                Outcome.WOULD_REDRIVE,
+                f"out of order: {risk}" if risk else "",
+                generation=row.generation,
             )
         return self._apply(
             row.key,
@@ -304,15 +318,17 @@ class Operations:
         self, report: OperationReport, operator: Operator, *, outcome: Outcome = Outcome.REDRIVEN
     ) -> None:
         """Delete the poison messages of the rows this command redrove (or skipped): their copies there are
-        settled; and those of rows no longer in the table (their events are out, or were skipped). Nothing in
-        a dry run; nothing if no poison queue is known."""
+        settled; and those of rows no longer in the table (their events are out, or were skipped). A dry run
+        counts them and hands every message back; nothing if no poison queue is known."""
+        if operator.dry_run:
+            outcome = _WOULD[outcome]
         acted = {
             row.key: row.generation
             for row in report.rows
             if row.outcome is outcome and row.key is not None and row.generation is not None
         }
         queue = self._resources.poison_queue_url
-        if operator.dry_run or not acted or not queue:
+        if not acted or not queue:
             return
         reader = QueueReader(self._clients.sqs, queue, max_messages=operator.max_messages)
         about = {message.message_id: message for message in reader.messages()}
@@ -327,7 +343,12 @@ class Operations:
             # Only the life the command acted on: a failure of the redriven row since has a later generation.
             return key in acted and poison_generation(message) <= acted[key]
 
+        if operator.dry_run:
+            report.poison_messages_to_remove = sum(map(settled_by_this_command, about.values()))
+            report.deleted(reader.settle(lambda _: False))  # every message handed back: nothing removed
+            return
         report.poison_messages_removed = report.deleted(reader.settle(settled_by_this_command))
 
 
+_WOULD = {Outcome.REDRIVEN: Outcome.WOULD_REDRIVE, Outcome.SKIPPED: Outcome.WOULD_SKIP}
 _NOT_DONE = frozenset({Outcome.REFUSED, Outcome.ERROR, Outcome.NOT_FOUND})

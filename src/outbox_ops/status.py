@@ -3,14 +3,17 @@
 It scans the outbox table with the sweeper's census (outbox_sweeper.census): the table holds only what is
 not out yet, so a scan is cheap when all is well; it is bounded by `scan_for`, so a table left with millions
 of rows by an outage is counted in part, and said so. Besides, it reads the two queues' depths, the
-publisher's stream mappings and the last hour's published events (CloudWatch). A role that may not read the
-mappings or the metrics gets "unknown" for them, with why, not a failure; the verdict (stuck, degraded,
-healthy: docs/operations.md, "outbox status") is then at best degraded, since it cannot vouch for what it
-could not read.
+consumers' dead-letter queues' depths (every stack output ending in `DeadLetterQueueUrl`; SQS's approximate
+figures), the publisher's stream mappings and the last hour's published events (CloudWatch). It is healthy
+only while every pending event is younger than the sweeper's grace: an older one was missed by the stream.
+A role that may not read the mappings or the metrics gets "unknown" for them, with why, not a failure; the
+verdict (stuck, degraded, healthy: docs/operations.md, "outbox status") is then at best degraded, since it
+cannot vouch for what it could not read.
 """
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -25,12 +28,15 @@ from outbox.aws_errors import error_code
 from outbox.clock import format_timestamp, utc_now
 from outbox_ops.clients import OpsClients
 from outbox_ops.queues import QueueDepth, depth
-from outbox_ops.resources import OutboxResources
+from outbox_ops.resources import DeadLetterQueue, OutboxResources
+from outbox_publisher.config import DEFAULT_SWEEP_GRACE_SECONDS
 from outbox_sweeper.census import Census
 from outbox_sweeper.scan import DynamoDBTableScan, read_segment
 
 STUCK_AFTER = timedelta(minutes=15)
 DEGRADED_AFTER = timedelta(minutes=5)
+SWEEP_GRACE = timedelta(seconds=DEFAULT_SWEEP_GRACE_SECONDS)
+CONSUMER_DEAD_LETTERS_RUNBOOK = "docs/runbook.md#consumerdeadletters"
 SCAN_FOR = timedelta(seconds=30)
 _PUBLISHED_WINDOW = timedelta(hours=1)
 
@@ -83,6 +89,24 @@ class MappingState:
         return {"uuid": self.uuid, "state": self.state, "last_processing_result": self.last_processing_result}
 
 
+@dataclass(frozen=True)
+class DeadLetters:
+    """A consumer's dead-letter queue and its depth (SQS's approximate figures), or None if unreadable."""
+
+    queue: DeadLetterQueue
+    depth: QueueDepth | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "consumer": self.queue.consumer,
+            "output": self.queue.output,
+            "url": self.queue.url,
+            "visible": None if self.depth is None else self.depth.visible,
+            "in_flight": None if self.depth is None else self.depth.in_flight,
+            "approximate": True,
+        }
+
+
 @dataclass
 class StatusReport:
     checked_at: datetime
@@ -104,6 +128,8 @@ class StatusReport:
     """FAILED rows poisoned on a route that continues past poison: they hold nothing."""
     poison: QueueDepth | None = None
     on_failure: QueueDepth | None = None
+    dead_letters: list[DeadLetters] = field(default_factory=list)
+    """The consumers' dead-letter queues the stack names."""
     published_last_hour: int | None = None
     """None when the metrics could not be read."""
     mappings: list[MappingState] | None = None
@@ -136,6 +162,7 @@ class StatusReport:
             "unknown": self.unknown,
             "poison_queue": queue(self.poison),
             "on_failure_queue": queue(self.on_failure),
+            "consumer_dead_letter_queues": [found.to_json() for found in self.dead_letters],
             "published_last_hour": self.published_last_hour,
             "stream_mappings": None if self.mappings is None else [m.to_json() for m in self.mappings],
         }
@@ -145,6 +172,8 @@ class StatusReport:
 class StatusThresholds:
     stuck_after: timedelta = STUCK_AFTER
     degraded_after: timedelta = DEGRADED_AFTER
+    sweep_grace: timedelta = SWEEP_GRACE
+    """The sweeper's SWEEP_GRACE_SECONDS: a pending event older than it was missed by the stream."""
     scan_for: timedelta = SCAN_FOR
     """The longest the census may read the table."""
 
@@ -164,6 +193,11 @@ def status(
         report.poison = depth(clients.sqs, resources.poison_queue_url)
     if resources.on_failure_queue_url:
         report.on_failure = depth(clients.sqs, resources.on_failure_queue_url)
+    for queue in resources.dead_letter_queues:
+        found = _optional(
+            report, f"{queue.consumer}'s dead-letter queue", functools.partial(depth, clients.sqs, queue.url)
+        )
+        report.dead_letters.append(DeadLetters(queue, found))
     if resources.publisher_function:
         function = resources.publisher_function
         report.mappings = _optional(report, "stream mappings", lambda: _mappings(clients.lambda_, function))
@@ -190,6 +224,12 @@ def judge(report: StatusReport, thresholds: StatusThresholds) -> tuple[Verdict, 
             f"the oldest pending event is {_duration(age)} old: check the publisher's and the sweeper's "
             "errors and logs"
         )
+    elif age > thresholds.sweep_grace:
+        degraded.append(
+            f"the oldest pending event is {_duration(age)} old, past the sweeper's "
+            f"{_duration(thresholds.sweep_grace)} grace: the stream did not publish it; the sweeper should "
+            "take it on its next run"
+        )
     elif age > thresholds.degraded_after:
         degraded.append(f"the oldest pending event is {_duration(age)} old: the sweeper should take it soon")
     degraded += _needs_a_look(report, thresholds)
@@ -197,6 +237,14 @@ def judge(report: StatusReport, thresholds: StatusThresholds) -> tuple[Verdict, 
         return Verdict.STUCK, stuck + degraded
     if degraded:
         return Verdict.DEGRADED, degraded
+    if report.pending:
+        oldest = (
+            "" if report.oldest_pending_age_s is None else f", the oldest {report.oldest_pending_age_s:.0f} s"
+        )
+        return Verdict.HEALTHY, [
+            f"{report.pending} event(s) pending{oldest}: within the sweeper's "
+            f"{_duration(thresholds.sweep_grace)} grace, on their way out"
+        ]
     return Verdict.HEALTHY, []
 
 
@@ -222,6 +270,12 @@ def _needs_a_look(report: StatusReport, thresholds: StatusThresholds) -> list[st
     ):
         if queue is not None and queue.total:
             reasons.append(f"{queue.total} message(s) in the {name} queue: {command}")
+    for found in report.dead_letters:
+        if found.depth is not None and found.depth.total:
+            reasons.append(
+                f"about {found.depth.total} message(s) in {found.queue.consumer}'s dead-letter queue (SQS's "
+                f"approximate count): the consumer gave up on them; see {CONSUMER_DEAD_LETTERS_RUNBOOK}"
+            )
     problems = [m for m in report.mappings or [] if m.last_processing_result.startswith("PROBLEM")]
     if problems:
         reasons.append(

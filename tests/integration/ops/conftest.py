@@ -51,11 +51,16 @@ class Ops:
         self.poison_queue = runtime.outputs[outputs.POISON_QUEUE_URL]
         self.on_failure_queue = runtime.outputs[outputs.ON_FAILURE_QUEUE_URL]
 
-    def cli(self, *argv: str) -> Result:
+    def cli(self, *argv: str, discover: bool = False) -> Result:
+        """`outbox *argv` on the runtime's stack, named with --stack unless `argv` names a stack or a table
+        itself, or the test has the command `discover` it (it then says which stack on stderr)."""
+        where = ["--endpoint-url", self.runtime.endpoint_url, "--region", "us-east-1"]
+        if not discover and not {"--stack", "--table"} & set(argv):
+            where += ["--stack", self.runtime.options.stack_name]
         out, err = io.StringIO(), io.StringIO()
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
-                code = main([*argv, "--endpoint-url", self.runtime.endpoint_url, "--region", "us-east-1"])
+                code = main([*argv, *where])
             except SystemExit as exit_:  # argparse refusing the arguments
                 code = int(exit_.code or 0)
         return Result(code, out.getvalue(), err.getvalue())

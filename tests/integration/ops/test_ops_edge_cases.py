@@ -140,7 +140,7 @@ def test_usage_errors_exit_2_before_any_aws_call(ops: Ops) -> None:
     for argv, says in (
         (("status", "--scan-for", "0s"), "a duration must be longer than 0"),
         (("redrive", "--on-failure-queue", "--event-type", "T", "--reason", "r"), "filter FAILED rows"),
-        (("skip", "--reason", "r"), "the following arguments are required: event_id"),
+        (("skip", "--reason", "r"), "the following arguments are required: EVENT_ID"),
         (("redrive", "--reason", "r"), "one of the arguments"),
         (("audit", "--aggregate"), "expected one argument"),
         # What an earlier release had and this one does not: refused as unknown, never half understood

@@ -138,13 +138,18 @@ def test_a_dry_run_says_what_would_be_done_and_changes_nothing(ops: Ops) -> None
     _first, _, event_id = poisoned(ops, "dry")
     rows, poison = ops.rows(), ops.messages(ops.poison_queue)
 
-    # When the operator redrives it as a dry run
+    # When the operator redrives it as a dry run, for scripts and for people
     result = ops.cli("redrive", "--event-id", event_id, "--reason", "check", "--dry-run", "--json")
+    text = ops.cli("redrive", "--event-id", event_id, "--reason", "check", "--dry-run")
 
-    # Then it says it would redrive it, and neither the table (audit records included) nor the queues changed
+    # Then it says it would redrive it and remove its poison message (what the real run removes), and neither
+    # the table (audit records included) nor the queues changed
     assert result.code == 0, result.err
     assert [(r["event_id"], r["outcome"]) for r in result.json["rows"]] == [(event_id, "would_redrive")]
     assert result.json["dry_run"] is True
+    assert (result.json["poison_messages_to_remove"], result.json["poison_messages_removed"]) == (1, 0)
+    assert text.out.startswith("DRY RUN: nothing was changed; this is what the command would do\n")
+    assert text.out.endswith("poison messages it would remove: 1\non-failure messages it would remove: 0\n")
     assert ops.rows() == rows
     assert ops.messages(ops.poison_queue) == poison
     assert ops.messages(ops.on_failure_queue) == []
@@ -335,8 +340,10 @@ def test_a_skip_deletes_the_failed_row_with_its_audit_entry_and_the_events_behin
     # When the operator skips it, as a dry run
     dry = ops.cli("skip", event_id, "--reason", "superseded", "--dry-run", "--json")
 
-    # Then it says it would skip it, and nothing changed: it wrote nothing
+    # Then it says it would skip it and remove its poison message, and nothing changed: it wrote nothing
     assert [r["outcome"] for r in dry.json["rows"]] == ["would_skip"]
+    assert (dry.json["poison_messages_to_remove"], dry.json["poison_messages_removed"]) == (1, 0)
+    assert len(ops.messages(ops.poison_queue)) == 1
     assert ops.rows() == rows
     assert writes == []
 
@@ -434,11 +441,12 @@ def test_on_failure_messages_are_mapped_back_to_their_rows_and_redriven(ops: Ops
     # When the operator redrives the on-failure queue as a dry run
     dry = ops.cli("redrive", "--on-failure-queue", "--reason", "topic policy fixed", "--dry-run", "--json")
 
-    # Then the message is mapped to W#1, which would be redriven; nothing changed
+    # Then the message is mapped to W#1, which would be redriven, and the message removed; nothing changed
     assert dry.code == 0, dry.err
     assert [(r["aggregate_key"], r["seq"], r["outcome"]) for r in dry.json["rows"]] == [
         (key.aggregate_key, key.seq, "would_redrive")
     ]
+    assert (dry.json["on_failure_messages_to_remove"], dry.json["on_failure_messages_removed"]) == (1, 0)
     assert ops.rows() == rows
     assert ops.messages(ops.on_failure_queue) == [message]
 

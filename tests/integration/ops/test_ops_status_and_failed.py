@@ -22,13 +22,16 @@ from outbox_ops.status import Verdict, status
 from tests.integration.ops.conftest import Ops
 
 
-def new(aggregate_id: str, seq: int, *, age: timedelta = timedelta(0)) -> OutboxEvent:
-    """A valid event of the sample's Order aggregate, occurred `age` ago."""
+def new(
+    aggregate_id: str, seq: int, *, age: timedelta = timedelta(0), event_type: str = "OrderPlaced"
+) -> OutboxEvent:
+    """A valid event of the sample's Order aggregate, occurred `age` ago. (Its payload is not the sample's
+    OrderPlaced schema: once published, the order-summary consumer dead-letters it.)"""
     return OutboxEvent.new(
         aggregate_type="Order",
         aggregate_id=aggregate_id,
         seq=seq,
-        event_type="OrderPlaced",
+        event_type=event_type,
         payload={"total": "9.99"},
         clock=lambda: utc_now() - age,
     )
@@ -59,8 +62,9 @@ def test_status_of_an_empty_outbox_is_healthy(ops: Ops) -> None:
 
 
 def test_status_of_a_healthy_outbox(ops: Ops) -> None:
-    # Given two events published by the stream: their rows have left the table
-    keys = [ops.put(new("healthy", 1)), ops.put(new("healthy", 2))]
+    # Given two events published by the stream: their rows have left the table (of a type the sample's
+    # consumers take and ignore: nothing in their dead-letter queues)
+    keys = [ops.put(new("healthy", seq, event_type="OrderNoted")) for seq in (1, 2)]
     ops.publish()
     assert [ops.status_of(key) for key in keys] == ["OUT", "OUT"]
 
@@ -75,6 +79,10 @@ def test_status_of_a_healthy_outbox(ops: Ops) -> None:
     assert (report["pending"], report["failed"], report["held_aggregates"]) == (0, 0, [])
     assert report["poison_queue"] == {"visible": 0, "in_flight": 0}
     assert report["on_failure_queue"] == {"visible": 0, "in_flight": 0}
+    assert [(q["consumer"], q["visible"], q["in_flight"]) for q in report["consumer_dead_letter_queues"]] == [
+        ("Cancellations", 0, 0),
+        ("OrderSummary", 0, 0),
+    ]
     assert report["published_last_hour"] == len(keys)
     assert [(m["state"], m["last_processing_result"]) for m in report["stream_mappings"]] == [
         ("Enabled", "OK")
@@ -274,7 +282,7 @@ def test_a_scan_cut_short_by_scan_for_reports_lower_bounds_and_says_so(
 
 def test_a_seq_never_written_holds_nothing(ops: Ops) -> None:
     # Given D#1 and D#3 written, D#2 never (a writer's gap): the table cannot tell a gap from an event out
-    keys = [ops.put(new("D", 1)), ops.put(new("D", 3))]
+    keys = [ops.put(new("D", 1, event_type="OrderNoted")), ops.put(new("D", 3, event_type="OrderNoted"))]
 
     # When the stream publishes them
     ops.publish()

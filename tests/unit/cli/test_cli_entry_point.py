@@ -75,7 +75,10 @@ def test_an_operations_command_runs_without_the_local_runtime_and_fails_in_one_l
 
     # Then it loaded nothing of the local runtime, and failed with one line saying why (exit 1)
     assert report["status"] == 1
-    assert stderr.startswith("outbox: AWS did not answer: Unable to locate credentials")
+    assert stderr == (
+        "outbox: no AWS credentials found (AWS was not called): configure them (aws configure, AWS_PROFILE), "
+        "or pass --profile\n"
+    )
     assert stderr.count("\n") == 1
     loaded = report["loaded"]
     assert isinstance(loaded, list)
