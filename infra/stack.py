@@ -126,6 +126,8 @@ class OutboxStack(Stack):
                 powertools_layer=layer,
                 encryption_key=self.key,
             )
+            for consumer in (self.sample_consumers.order_summary, self.sample_consumers.cancellations):
+                self.outbox.operator_policy.allow_reading_dead_letters(consumer.dead_letter_queue)
         self._outputs()
 
     def _outputs(self) -> None:

@@ -7,6 +7,7 @@ from enum import StrEnum
 
 from aws_cdk import Stack
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from outbox.model import FAILED_INDEX_NAME
@@ -70,3 +71,8 @@ class OutboxOperatorPolicy(iam.ManagedPolicy):
             "lambda:ListEventSourceMappings and cloudwatch:GetMetricData take no resource-level restriction "
             "in IAM; every other action is on this outbox's own table, indexes, stream, queues and stack",
         )
+
+    def allow_reading_dead_letters(self, queue: sqs.IQueue) -> None:
+        """Let `outbox status` count what a consumer of this outbox's events gave up on (its dead-letter
+        queue, which the stack names in a `<Consumer>DeadLetterQueueUrl` output): its depth only."""
+        self.add_statements(iam.PolicyStatement(actions=list(p.COUNT_QUEUE), resources=[queue.queue_arn]))

@@ -15,6 +15,8 @@ READ_STREAM: Final = ("dynamodb:GetShardIterator", "dynamodb:GetRecords")
 """Mapping on-failure records back to rows."""
 READ_QUEUES: Final = ("sqs:GetQueueAttributes", "sqs:ReceiveMessage", "sqs:ChangeMessageVisibility")
 """A dry run hands back the messages it looked at: ChangeMessageVisibility is a read here."""
+COUNT_QUEUE: Final = ("sqs:GetQueueAttributes",)
+"""`status` counts a consumer's dead letters (its queue's approximate depth), nothing more."""
 ACCOUNT_WIDE: Final = ("lambda:ListEventSourceMappings", "cloudwatch:GetMetricData")
 """Actions that take no resource-level restriction."""
 RELEASE_ROWS: Final = ("dynamodb:UpdateItem", "dynamodb:DeleteItem")

@@ -142,3 +142,30 @@ def test_a_customer_managed_table_key_is_granted_to_operators(tmp_path: Path) ->
         "kms:Encrypt",
         "kms:GenerateDataKey",
     }
+
+
+def test_the_sample_stacks_operator_policy_lets_status_count_each_consumers_dead_letters_and_no_more(
+    template: dict[str, Any],
+) -> None:
+    # Given the sample stack's operator policy and its consumers' dead-letter queues (each output's value is
+    # {"Ref": "<queue's logical id>"}; a policy names the queue by {"Fn::GetAtt": [id, "Arn"]})
+    _, policy = only(template, "AWS::IAM::ManagedPolicy", "OutboxOperatorPolicy")
+    queues = {
+        template["Outputs"][output]["Value"]["Ref"]
+        for output in ("OrderSummaryDeadLetterQueueUrl", "CancellationsDeadLetterQueueUrl")
+    }
+
+    # When every action is paired with each resource its statement names
+    granted: dict[str, set[str]] = {queue: set() for queue in queues}
+    for statement in statements(policy):
+        resources = (
+            statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
+        )
+        named = {queue for queue in queues if any(queue in json.dumps(resource) for resource in resources)}
+        for queue in named:
+            granted[queue] |= (
+                {statement["Action"]} if isinstance(statement["Action"], str) else set(statement["Action"])
+            )
+
+    # Then on each of them the policy only counts messages
+    assert granted == {queue: {"sqs:GetQueueAttributes"} for queue in queues}
