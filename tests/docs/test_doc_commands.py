@@ -6,6 +6,8 @@ blocks) is one of:
 - marked in the doc as needing a real AWS account (`# needs AWS: ...`): not run;
 - the build itself (`make demo`, `make test`, `make setup synth`): its targets must exist in the Makefile,
   and are not run again from inside the build;
+- a run of the benchmark's groups (`python -m bench --only ...`): `make bench`'s own; tests/bench runs its
+  harness;
 - a pytest run of the suite's own tests (`.venv/bin/pytest -q tests/reliability`): its paths must exist, and
   `make test` runs those tests itself;
 - `outbox local up`: the one runtime this module starts (tests/docs/conftest.py), on free ports, from the
@@ -90,6 +92,13 @@ def is_build(command: Command) -> bool:
     return command.text.split()[0] == "make" or CREATE_VENV.fullmatch(command.text) is not None
 
 
+def is_benchmark(command: Command) -> bool:
+    """A run of the benchmark's groups (`python -m bench ...`): `make bench`'s, minutes long; tests/bench runs
+    its harness at a tiny size."""
+    words = command.text.split()
+    return words[words.index("-m") + 1 : words.index("-m") + 2] == ["bench"] if "-m" in words else False
+
+
 def suite_paths(command: Command) -> list[str] | None:
     """The test paths of a pytest run of the suite's own tests (`make test` runs them itself), else None."""
     words = command.text.split()
@@ -107,6 +116,7 @@ def run_elsewhere(block: Block, command: Command) -> bool:
     return (
         command.needs_aws
         or is_build(command)
+        or is_benchmark(command)
         or suite_paths(command) is not None
         or is_local_up(command)
         or in_runbook(block, command)

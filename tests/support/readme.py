@@ -22,16 +22,25 @@ WRITER_SECTION = "## A writer function of yours"
 
 
 def python_example(section: str, number: int = 0, document: Path = README) -> str:
-    """The `number`th (from 0) ```python block after the heading `section` of `document`, up to the next
-    heading of the same level ("## The library from your own Lambda")."""
-    text = document.read_text().split(f"\n{section}\n", 1)
-    assert len(text) == 2, f"{document.name} lost its section {section!r}"
-    level = section.split(" ", 1)[0]
-    body = re.split(rf"\n{level} ", text[1], maxsplit=1)[0]
-    blocks = re.findall(r"```python\n(.*?)```", body, re.DOTALL)
+    """The `number`th (from 0) ```python block under the heading `section` of `document`, up to the next
+    heading of the same level or above ("## The library from your own Lambda")."""
+    level = len(section.split(" ", 1)[0])
+    blocks: list[list[str]] = []
+    inside, fenced = False, None
+    for line in document.read_text().splitlines():
+        if fenced is None and re.match(r"#{1,6} ", line):
+            if inside and len(line.split(" ", 1)[0]) <= level:
+                break
+            inside = inside or line == section
+        elif inside and line.lstrip().startswith("```"):
+            fenced = None if fenced is not None else line.strip()[3:]
+            if fenced == "python":
+                blocks.append([])
+        elif inside and fenced == "python":
+            blocks[-1].append(line)
+    assert blocks, f"{document.name} lost its section {section!r}, or its examples"
     assert len(blocks) > number, f"{document.name} lost the example of {section!r}"
-    block: str = blocks[number]
-    return block
+    return "\n".join(blocks[number]) + "\n"
 
 
 def library_example() -> str:
