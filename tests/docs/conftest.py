@@ -1,6 +1,11 @@
-"""One `outbox local up` for every command of the docs: its own process on the synthesized app, as a reader
-starts it, holding what the docs' operations examples act on, and the shell environment `outbox local env`
-prints for it."""
+"""One `outbox local up` for every command of the docs, started as a reader starts it, and the fresh shell the
+docs' commands run in.
+
+A reader's shell has no virtual environment on PATH, no AWS variable exported and no AWS configuration: so
+has this one (its PATH is the caller's without the project's venv, its HOME a directory of its own). Its
+temporary directory is its own too: `outbox local up` announces itself there and `outbox local env` finds it
+there, so another runtime running on this machine (another test, another user) is not the one it finds.
+"""
 
 from __future__ import annotations
 
@@ -23,16 +28,40 @@ from outbox import outputs
 from outbox.model import RowKey
 from tests.integration.ops.test_ops_status_and_failed import BAD_PAYLOAD, new
 from tests.support.aws import endpoint_client
-from tests.support.local_templates import local_up
+from tests.support.doc_commands import REPOSITORY
 from tests.support.synth import Synthesized
 
 VENV_BIN = Path(sys.executable).parent
 """Where the project's tools are: the `outbox` command, pip, and the AWS CLI v1 (requirements-dev.txt)."""
 
+LOCAL_UP = (".venv/bin/outbox", "local", "up")
+"""As docs/local.md shows it, run from the clone (so it names itself `.venv/bin/outbox` in what it prints)."""
+
 
 def pytest_configure(config: pytest.Config) -> None:
     # pytest-xdist registers the marker; this lets the module run without it too (`-p no:xdist`).
     config.addinivalue_line("markers", "xdist_group(name): run the group's tests on one worker")
+
+
+def fresh_environment(home: Path) -> dict[str, str]:
+    """A new terminal's environment: the caller's PATH without the project's venv, nothing of AWS's or the
+    project's, a home (and a temporary directory) of its own."""
+    venv = VENV_BIN.parent.resolve()
+    path = [
+        entry
+        for entry in os.environ.get("PATH", os.defpath).split(os.pathsep)
+        if entry and not Path(entry).resolve().is_relative_to(venv)
+    ]
+    temporary = home / "tmp"
+    temporary.mkdir(parents=True, exist_ok=True)
+    return {
+        "PATH": os.pathsep.join(path),
+        "HOME": str(home),
+        "TMPDIR": str(temporary),
+        "LANG": "C.UTF-8",
+        # The AWS CLI would page its output through `less`; a terminal that is no terminal has no pager.
+        "PAGER": "cat",
+    }
 
 
 @dataclass(frozen=True)
@@ -50,24 +79,11 @@ class DocsRuntime:
     api_url: str
     printed: str
     """What `outbox local up` printed up to `ready`."""
+    template: Path
     outputs: dict[str, str]
     environment: dict[str, str]
-    """The tests' environment, what `outbox local env` exports, and the project's tools first on PATH."""
+    """The fresh shell's environment (fresh_environment), the runtime's own."""
     world: World
-
-
-def exports(printed: str) -> dict[str, str]:
-    return dict(re.findall(r"^export (\w+)=(\S*)$", printed, re.MULTILINE))
-
-
-def local_env(endpoint: str) -> str:
-    result = subprocess.run(  # noqa: S603 - our own CLI
-        [str(VENV_BIN / "outbox"), "local", "env", "--endpoint-url", endpoint],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return result.stdout
 
 
 def drain(stream: IO[str] | None) -> None:
@@ -114,32 +130,46 @@ def statuses(dynamodb: Any, table: str, keys: list[RowKey]) -> dict[RowKey, str]
 
 
 @pytest.fixture(scope="module")
-def docs_runtime(synthesized: Synthesized) -> Iterator[DocsRuntime]:
+def docs_runtime(synthesized: Synthesized, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DocsRuntime]:
     assert (VENV_BIN / "aws").exists(), "the AWS CLI v1 comes with requirements-dev.txt: make setup"
-    aws_cli = subprocess.run(  # noqa: S603 - the venv's own AWS CLI
-        [str(VENV_BIN / "aws"), "--version"], capture_output=True, text=True, check=False
+    environment = fresh_environment(tmp_path_factory.mktemp("home"))
+    # As docs/local.md runs it, from the clone, in a fresh shell; only the template (the suite's synthesized
+    # one, not whatever cdk.out holds) and the ports (free ones, not the defaults the docs show) differ.
+    process = subprocess.Popen(  # noqa: S603 - our own CLI, fixed arguments
+        [*LOCAL_UP, "--template", str(synthesized.template_path), "--aws-port", "0", "--api-port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=environment,
+        cwd=REPOSITORY,
     )
-    assert aws_cli.stdout.startswith("aws-cli/1."), aws_cli.stdout
-    with local_up(synthesized.template_path) as started:
-        for stream in (started.process.stdout, started.process.stderr):
+    try:
+        assert process.stdout is not None
+        printed = []
+        for line in process.stdout:
+            printed.append(line)
+            if line.startswith("ready"):
+                break
+        banner = "".join(printed)
+        for stream in (process.stdout, process.stderr):
             threading.Thread(target=drain, args=(stream,), daemon=True).start()
-        api = re.search(r"Orders API\s+(http://\S+)", started.printed)
-        assert api, started.printed
-        found = stack_outputs(started.endpoint)
-        environment = {
-            **os.environ,
-            **exports(local_env(started.endpoint)),
-            "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
-            # AWS CLI v2 would page its output through `less`.
-            "AWS_PAGER": "",
-        }
+        endpoint = re.search(r"AWS endpoint\s+(http://\S+)", banner)
+        api = re.search(r"(?:Orders|HTTP) API\s+(http://\S+)", banner)
+        assert endpoint, banner
+        assert api, banner
+        found = stack_outputs(endpoint.group(1))
         yield DocsRuntime(
-            endpoint=started.endpoint,
+            endpoint=endpoint.group(1),
             api_url=api.group(1),
-            printed=started.printed,
+            printed=banner,
+            template=synthesized.template_path,
             outputs=found,
             environment=environment,
-            world=build_world(started.endpoint, found[outputs.OUTBOX_TABLE_NAME]),
+            world=build_world(endpoint.group(1), found[outputs.OUTBOX_TABLE_NAME]),
         )
-        started.process.send_signal(signal.SIGINT)
-        started.process.wait(timeout=30)
+        process.send_signal(signal.SIGINT)
+        process.wait(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()

@@ -6,19 +6,26 @@ blocks) is one of:
 - marked in the doc as needing a real AWS account (`# needs AWS: ...`): not run;
 - the build itself (`make demo`, `make test`, `make setup synth`): its targets must exist in the Makefile,
   and are not run again from inside the build;
+- a run of the benchmark's groups (`python -m bench --only ...`): `make bench`'s own; tests/bench runs its
+  harness;
 - a pytest run of the suite's own tests (`.venv/bin/pytest -q tests/reliability`): its paths must exist, and
   `make test` runs those tests itself;
 - `outbox local up`: the one runtime this module starts (tests/docs/conftest.py), on free ports, from the
   synthesized app; the output docs/local.md shows for it is compared with what it printed;
-- an `outbox` command of the README's operations runbook: run, as written and in order, by
+- an `outbox` command of the operations runbook (docs/runbook.md): run, as written and in order, by
   tests/integration/ops/test_ops_readme_runbook.py;
-- anything else: run here, each block in one bash shell (so a variable an earlier command sets is there for
-  the next) with the environment `outbox local env` prints, against that runtime, with the AWS CLI v1.
+- creating the project's virtual environment (`python3 -m venv .venv`): the build's, checked as `make setup`
+  is (tests/packaging installs into a fresh venv);
+- anything else: run here, each block in one new bash shell as a reader opens one (tests/docs/conftest.py: no
+  venv on PATH, no variable exported, a home of its own), from the clone, against that runtime. A command
+  reaches the runtime only through what its doc shows: an `--endpoint-url`, or `eval "$(outbox local env)"`.
 
 What a command needs the docs cannot know is filled in from the explicit tables below: the runtime's free
-ports instead of the default ones the docs show, `<OutputName>` from the stack's outputs, a few times, and
-the ids of the events the operations examples act on. Every command must exit 0, or with the code its doc
-documents; where the doc shows what it prints, the parts that stay the same from run to run must be there.
+ports instead of the default ones the docs show, `<OutputName>` from the stack's outputs, a few times, the
+clone's path, and the ids of the events the operations examples act on. A `pip install` is resolved, not
+installed (`--dry-run`): the venv stays as `make setup` made it. Every command must exit 0, or with the code
+its doc documents; where the doc shows what it prints, the parts that stay the same from run to run must be
+there.
 """
 
 from __future__ import annotations
@@ -41,20 +48,22 @@ from tests.support.doc_commands import (
     shell_blocks,
 )
 from tests.support.local_templates import REPOSITORY
-from tests.support.readme import README, runbook_commands
+from tests.support.readme import RUNBOOK, runbook_commands
 
 # With the packaging test: the suite's modules that run pip and processes of their own, one after the other.
 pytestmark = pytest.mark.xdist_group("packaging")
 
 RUNBOOK_TEST = REPOSITORY / "tests" / "integration" / "ops" / "test_ops_readme_runbook.py"
 LOCAL_UP = re.compile(r"(\.venv/bin/)?outbox local up( &)?")
+CREATE_VENV = re.compile(r"python3? -m venv \.venv")
 
 DEFAULT_ENDPOINT = "http://127.0.0.1:4566"
 DEFAULT_API_HOST = "localhost:8080"
 DEFAULT_API_URL = "http://127.0.0.1:8080"
+DEFAULT_TEMPLATE = "cdk.out/OutboxStack.template.json"
 
 DOCUMENTED_EXIT_CODES = {"outbox status": {0, 3, 4}}
-"""`outbox status` exits 0 healthy, 3 degraded, 4 stuck (README.md, docs/operations.md)."""
+"""`outbox status` exits 0 healthy, 3 degraded, 4 stuck (docs/operations.md, docs/runbook.md)."""
 
 NOTHING_TO_ACT_ON = {
     'outbox redrive --all --error-contains AuthorizationError --reason "…"': "no FAILED row matches",
@@ -74,15 +83,20 @@ def example_values(runtime: DocsRuntime) -> dict[str, str]:
         "0b6c…": runtime.world.redrive_event_id,
         "0b6d…": runtime.world.skip_event_id,
         **{f"<{name}>": value for name, value in runtime.outputs.items()},
+        # README.md's and docs/your-stack.md's install from a clone
+        "<path-to-clone>": str(REPOSITORY),
     }
 
 
-SHELL_VARIABLES = {"DLQ_URL": "OrderSummaryDeadLetterQueueUrl"}
-"""Variables the README's runbook leaves to the reader, and the stack output each stands for."""
-
-
 def is_build(command: Command) -> bool:
-    return command.text.split()[0] == "make"
+    return command.text.split()[0] == "make" or CREATE_VENV.fullmatch(command.text) is not None
+
+
+def is_benchmark(command: Command) -> bool:
+    """A run of the benchmark's groups (`python -m bench ...`): `make bench`'s, minutes long; tests/bench runs
+    its harness at a tiny size."""
+    words = command.text.split()
+    return words[words.index("-m") + 1 : words.index("-m") + 2] == ["bench"] if "-m" in words else False
 
 
 def suite_paths(command: Command) -> list[str] | None:
@@ -102,6 +116,7 @@ def run_elsewhere(block: Block, command: Command) -> bool:
     return (
         command.needs_aws
         or is_build(command)
+        or is_benchmark(command)
         or suite_paths(command) is not None
         or is_local_up(command)
         or in_runbook(block, command)
@@ -109,7 +124,7 @@ def run_elsewhere(block: Block, command: Command) -> bool:
 
 
 def in_runbook(block: Block, command: Command) -> bool:
-    return block.path == README and command.text in runbook_commands()
+    return block.path == RUNBOOK and command.text in runbook_commands()
 
 
 def runnable_blocks() -> list[Block]:
@@ -125,33 +140,22 @@ def targets_local_runtime(block: Block) -> bool:
 
 
 def as_run_here(command: Command, block: Block, runtime: DocsRuntime) -> str:
-    """The command with what only this run knows filled in."""
-    text = command.text.replace(".venv/bin/", f"{VENV_BIN}/")
-    text = text.replace(DEFAULT_ENDPOINT, runtime.endpoint)
+    """The command with what only this run knows filled in, and nothing else added."""
+    text = command.text.replace(DEFAULT_ENDPOINT, runtime.endpoint)
     text = text.replace(
         DEFAULT_API_HOST, runtime.api_url.removeprefix("http://").replace("127.0.0.1", "localhost")
     )
-    local_command = re.search(r"outbox local env\b[^)]*", text)
-    if local_command and "--endpoint-url" not in local_command.group():
-        # It prints the exports for the default port, as the docs show it, unless told otherwise; the
-        # control commands (fault, faults, mappings) find the runtime through the AWS_ENDPOINT_URL it exports.
-        text = text.replace(
-            local_command.group(), f"{local_command.group()} --endpoint-url {runtime.endpoint}"
-        )
     for placeholder, value in example_values(runtime).items():
         text = text.replace(placeholder, value)
     unknown = re.findall(r"<[^<>]+>", text)
     assert not unknown, f"{block.name}: `{command.text}`: no value for {unknown}: rewrite it, or add one"
     words = text.split()
-    if words[:2] == ["pip", "install"]:
+    if words[0].endswith("pip") and words[1:2] == ["install"]:
         # Resolved and checked, not installed: the venv stays as `make setup` made it (and offline).
         text += " --dry-run --no-build-isolation"
-    if words[0] == "aws" and "--endpoint-url" not in text:
-        # AWS CLI v1 ignores AWS_ENDPOINT_URL for SQS: `outbox local env` says to pass it to every command.
-        assert not targets_local_runtime(block), (
-            f"{block.name}: `{command.text}` needs --endpoint-url (CLI v1)"
-        )
-        text += ' --endpoint-url "$AWS_ENDPOINT_URL"'
+    if words[0].endswith("/aws") and targets_local_runtime(block):
+        # AWS CLI v1 ignores AWS_ENDPOINT_URL for SQS: the doc must pass the endpoint itself.
+        assert "--endpoint-url" in text, f"{block.name}: `{command.text}` needs --endpoint-url (CLI v1)"
     return text
 
 
@@ -197,10 +201,9 @@ def run_block(block: Block, runtime: DocsRuntime, directory: Path) -> list[Ran]:
         f"{{ {text}\n}} >{directory}/{n}.out 2>{directory}/{n}.err </dev/null; echo $? >{directory}/{n}.code"
         for n, text in enumerate(run_as)
     ]
-    variables = {name: runtime.outputs[output] for name, output in SHELL_VARIABLES.items()}
     subprocess.run(  # noqa: S603 - the docs' own commands, in a shell as a reader runs them
         ["/bin/bash", "-c", "\n".join(script)],
-        env={**runtime.environment, **variables},
+        env=runtime.environment,
         timeout=300,
         check=False,
     )
@@ -236,11 +239,11 @@ def test_every_command_is_run_or_marked() -> None:
     # them), the runbook's have their test, and the rest run here
     targets = makefile_targets()
     for block, command in commands:
-        if is_build(command):
+        if is_build(command) and command.text.startswith("make"):
             assert set(command.text.split()[1:]) <= targets, f"{block.name}: `{command.text}`: no such target"
         for path in suite_paths(command) or ():
             assert (REPOSITORY / path).exists(), f"{block.name}: `{command.text}`: no such test path"
-    assert RUNBOOK_TEST.exists(), "the README runbook's `outbox` commands are run by that test"
+    assert RUNBOOK_TEST.exists(), "docs/runbook.md's `outbox` commands are run by that test"
     run_here = [c for b, c in commands if not run_elsewhere(b, c)]
     assert len(run_here) >= 25, "the docs lost their commands, or this test stopped finding them"
     # And a comment that says a command needs AWS in other words is no marker: that command would be run
@@ -275,8 +278,9 @@ def clear_faults(runtime: DocsRuntime) -> None:
 
 
 def test_outbox_local_up_prints_what_the_docs_show(docs_runtime: DocsRuntime) -> None:
-    # Given what `outbox local up` printed, on the default ports the docs show
+    # Given what `outbox local up` printed, on the default ports and cdk.out's template, as the docs show it
     printed = docs_runtime.printed.replace(docs_runtime.endpoint, DEFAULT_ENDPOINT)
+    printed = printed.replace(str(docs_runtime.template), DEFAULT_TEMPLATE)
     printed_lines = printed.replace(docs_runtime.api_url, DEFAULT_API_URL).splitlines()
     shown = [(b, c) for b in shell_blocks() for c in b.commands if is_local_up(c) and c.shown_output]
     assert shown, "docs/local.md shows what `outbox local up` prints"
@@ -293,16 +297,21 @@ def test_outbox_local_up_prints_what_the_docs_show(docs_runtime: DocsRuntime) ->
             position = printed_lines.index(line, position) + 1
 
 
-def test_outbox_local_env_prints_the_exports_and_the_note_for_aws_cli_v1(docs_runtime: DocsRuntime) -> None:
-    # When `outbox local env` is asked for the runtime's endpoint
-    printed = subprocess.run(  # noqa: S603 - our own CLI
-        [str(VENV_BIN / "outbox"), "local", "env", "--endpoint-url", docs_runtime.endpoint],
+def test_outbox_local_env_in_a_fresh_shell_prints_the_running_runtime_s_exports(
+    docs_runtime: DocsRuntime,
+) -> None:
+    # When `outbox local env` runs as the docs show it, in a fresh shell, with no endpoint given
+    printed = subprocess.run(
+        [".venv/bin/outbox", "local", "env"],
         capture_output=True,
         text=True,
         check=True,
+        cwd=REPOSITORY,
+        env=docs_runtime.environment,
     ).stdout
 
-    # Then it exports the endpoint, and says in one line that the AWS CLI v1 needs it on every command
+    # Then it exports the endpoint of the runtime running now (not the default port), and says in one line
+    # that the AWS CLI v1 needs it on every command
     assert f"export AWS_ENDPOINT_URL={docs_runtime.endpoint}\n" in printed
     [note] = [line for line in printed.splitlines() if not line.startswith("export ")]
     assert note.startswith("# AWS CLI v1")
@@ -314,10 +323,11 @@ def test_the_status_example_shows_the_rows_outbox_status_prints(docs_runtime: Do
     section = (REPOSITORY / "docs" / "operations.md").read_text().split("## `outbox status`", 1)[1]
     example = section.split("```text\n", 1)[1].split("```", 1)[0]
     printed = subprocess.run(  # noqa: S603 - our own CLI
-        [str(VENV_BIN / "outbox"), "status", "--endpoint-url", docs_runtime.endpoint],
+        [".venv/bin/outbox", "status", "--stack", "OutboxStack", "--endpoint-url", docs_runtime.endpoint],
         capture_output=True,
         text=True,
         check=False,
+        cwd=REPOSITORY,
         env=docs_runtime.environment,
     ).stdout
 

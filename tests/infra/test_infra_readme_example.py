@@ -1,4 +1,6 @@
-"""The README's constructs example synthesizes as written: a user's own stack, their table, SNS only."""
+"""The README's own-stack example synthesizes as written, with the `Outbox` construct: a user's app of a few
+lines, nothing printed, every output the `outbox` command reads; and docs/inbox.md's consumer construct
+example builds its consumer beside that outbox."""
 
 from __future__ import annotations
 
@@ -7,83 +9,95 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
+from outbox import outputs
 from tests.infra.template_queries import function_by_handler, only, resources
-from tests.support.readme import python_example
+from tests.support.readme import INBOX, INBOX_SECTION, OWN_STACK_SECTION, python_example
+
+OUTBOX_OUTPUTS = (
+    outputs.OUTBOX_TABLE_NAME,
+    outputs.OUTBOX_TABLE_STREAM_ARN,
+    outputs.TOPIC_ARN,
+    outputs.EVENT_BUS_NAME,
+    outputs.EVENT_SOURCE,
+    outputs.POISON_QUEUE_URL,
+    outputs.ON_FAILURE_QUEUE_URL,
+    outputs.ALARM_TOPIC_ARN,
+    outputs.PUBLISHER_FUNCTION_NAME,
+    outputs.SWEEPER_FUNCTION_NAME,
+    outputs.DASHBOARD_NAME,
+    outputs.OPERATOR_POLICY_ARN,
+)
+"""Contract 1 and 2 of issue 31: what `Outbox(self, "Outbox")` writes, by these exact keys."""
 
 
-def test_the_readme_constructs_example_synthesizes_nag_clean(tmp_path: Path) -> None:
+def test_the_readme_own_stack_example_synthesizes_silently_with_every_output(tmp_path: Path) -> None:
     # Given the README's example as a user's app.py, in a directory of their own
-    (tmp_path / "app.py").write_text(python_example("### Use the constructs in your own app"))
+    example = python_example(OWN_STACK_SECTION)
+    assert len(example.splitlines()) <= 20, "the README promises a whole app in at most 20 lines"
+    (tmp_path / "app.py").write_text(example)
     outdir = tmp_path / "cdk.out"
 
-    # When it runs as `cdk synth` runs an app (CDK_OUTDIR set), with cdk-nag attached as it says
+    # When it runs as `cdk synth` runs an app (CDK_OUTDIR set), with cdk-nag attached as it says, and no
+    # variable of ours: the app must keep Node's end-of-life banner and every warning out by itself
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("JSII_")}
     result = subprocess.run(
         [sys.executable, "app.py"],
         cwd=tmp_path,
-        env={**os.environ, "CDK_OUTDIR": str(outdir), "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"},
+        env={**environment, "CDK_OUTDIR": str(outdir)},
         capture_output=True,
         text=True,
         check=False,
     )
 
-    # Then it synthesized (no open cdk-nag finding), and the publisher reads the user's table and only SNS
+    # Then it synthesized and printed nothing: no warning, no open cdk-nag finding, no stray line
     assert result.returncode == 0, result.stderr[-3000:]
-    template = json.loads((outdir / "ShipmentsStack.template.json").read_text())
-    table_id, _ = only(template, "AWS::DynamoDB::Table", "ShipmentsOutbox")
+    assert (result.stdout, result.stderr) == ("", "")
+    template: dict[str, Any] = json.loads((outdir / "PaymentsStack.template.json").read_text())
+    # And the stack carries every output the `outbox` command finds the outbox by, under its exact name
+    assert set(OUTBOX_OUTPUTS) <= set(template["Outputs"])
+    # And the table has the `failed` index the `outbox failed` commands query, and the sweeper its schedule
+    table_id, table = only(template, "AWS::DynamoDB::Table")
+    assert [index["IndexName"] for index in table["Properties"]["GlobalSecondaryIndexes"]] == ["failed"]
     _, mapping = only(template, "AWS::Lambda::EventSourceMapping")
     assert mapping["Properties"]["EventSourceArn"] == {"Fn::GetAtt": [table_id, "StreamArn"]}
-    environment = function_by_handler(template, "outbox_publisher.handler.handler")[1]["Properties"]
-    assert "EVENT_BUS_NAME" not in environment["Environment"]["Variables"]
-    assert not resources(template, "AWS::Events::EventBus")
-    assert len(resources(template, "AWS::CloudWatch::Alarm")) == 8
-    # and the sweeper runs on its schedule, scanning the table itself; the one index is the `failed` index
-    # the example added for the operations commands
     sweeper_id, _ = function_by_handler(template, "outbox_sweeper.handler.handler")
-    [rule] = resources(template, "AWS::Events::Rule").values()
-    assert [target["Arn"] for target in rule["Properties"]["Targets"]] == [
-        {"Fn::GetAtt": [sweeper_id, "Arn"]}
-    ]
-    [index] = template["Resources"][table_id]["Properties"]["GlobalSecondaryIndexes"]
-    assert index["IndexName"] == "failed"
+    rules = resources(template, "AWS::Events::Rule").values()
+    targets = [target["Arn"] for rule in rules for target in rule["Properties"].get("Targets", [])]
+    assert {"Fn::GetAtt": [sweeper_id, "Arn"]} in targets
 
 
-def test_the_readme_consumer_construct_example_synthesizes_nag_clean(
+def test_the_inbox_consumer_construct_example_synthesizes_nag_clean_beside_an_outbox(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Given the README's consumer handler as the user's shipments package, and its construct example
+    # Given docs/inbox.md's consumer handler as the user's shipments package, and its construct example
     package = tmp_path / "shipments"
     package.mkdir()
     (package / "__init__.py").write_text("")
-    (package / "handler.py").write_text(python_example("## Consuming events: the inbox"))
+    (package / "handler.py").write_text(python_example(INBOX_SECTION, document=INBOX))
     monkeypatch.syspath_prepend(str(tmp_path))
-    example = python_example("## Consuming events: the inbox", 1)
+    example = python_example(INBOX_SECTION, 1, document=INBOX)
     from aws_cdk import App, Stack
 
-    from outbox_cdk.destinations import OutboxDestinations
-    from outbox_cdk.monitoring import AlarmTopic
-    from outbox_cdk.nag import add_nag_checks
+    from outbox_cdk import Outbox, add_nag_checks
 
     app = App(outdir=str(tmp_path / "cdk.out"))
     stack = Stack(app, "ShipmentsStack")
-    names: dict[str, Any] = {
-        "self": stack,
-        "destinations": OutboxDestinations(stack, "Destinations"),
-        "monitoring": SimpleNamespace(alarm_topic=AlarmTopic(stack, "Alarms").topic),
-    }
+    # The example's own words: "In your stack, beside its outbox (`outbox = Outbox(self, "Outbox")`)"
+    names: dict[str, Any] = {"self": stack, "outbox": Outbox(stack, "Outbox")}
 
-    # When it runs in a stack with cdk-nag attached, and the app is synthesized
-    exec(compile(example, "README consumer example", "exec"), names)  # noqa: S102 - the README's own code
+    # When it runs in that stack with cdk-nag attached, and the app is synthesized
+    exec(compile(example, "docs/inbox.md consumer example", "exec"), names)  # noqa: S102 - the doc's own code
     add_nag_checks(app)
     template = app.synth().get_stack_by_name("ShipmentsStack").template
 
-    # Then the consumer's queue, dead-letter queue, table and function exist, subscribed with raw delivery
+    # Then the consumer's function and table exist, subscribed to the outbox's topic with raw delivery, and
+    # its dead-letter queue is an output `outbox status` counts
     function_by_handler(template, "shipments.handler.handler")
     only(template, "AWS::DynamoDB::Table", "Shipments")
     [subscription] = resources(template, "AWS::SNS::Subscription").values()
     assert subscription["Properties"]["RawMessageDelivery"] is True
-    assert len(resources(template, "AWS::SQS::Queue")) == 2
+    assert "ShipmentsDeadLetterQueueUrl" in template["Outputs"]

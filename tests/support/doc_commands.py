@@ -20,7 +20,7 @@ CONSOLE_LANGUAGE = "console"
 OTHER_LANGUAGES = frozenset({"python", "json", "http", "text"})
 
 NEEDS_AWS = "needs AWS"
-"""The marker: `cdk deploy ...   # needs AWS: ...` (README.md, "Developing", says so to readers)."""
+"""The marker: `cdk deploy ...   # needs AWS: ...` (docs/developing.md says so to readers)."""
 
 OPENING_FENCE = re.compile(r"^(?P<indent>\s*)```(?P<language>\S*)\s*$")
 CLOSING_FENCE = re.compile(r"^\s*```\s*$")

@@ -1,4 +1,4 @@
-"""Code blocks of the README, so tests run its examples exactly as a reader would copy them."""
+"""Code blocks of README.md and docs/*.md, so tests run their examples exactly as a reader would copy them."""
 
 from __future__ import annotations
 
@@ -8,26 +8,48 @@ from pathlib import Path
 
 from tests.support.aws import endpoint_environment
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+REPOSITORY = Path(__file__).resolve().parents[2]
+README = REPOSITORY / "README.md"
+DOCS = REPOSITORY / "docs"
+RUNBOOK = DOCS / "runbook.md"
+INBOX = DOCS / "inbox.md"
+YOUR_STACK = DOCS / "your-stack.md"
+
+LIBRARY_SECTION = "## The library from your own Lambda"
+OWN_STACK_SECTION = "## Your own stack"
+INBOX_SECTION = "# Consuming events: the inbox"
+WRITER_SECTION = "## A writer function of yours"
 
 
-def python_example(section: str, number: int = 0) -> str:
-    """The `number`th (from 0) ```python block after the heading `section` ("### Use the library from your
-    own Lambda")."""
-    text = README.read_text().split(section, 1)
-    assert len(text) == 2, f"the README lost its section {section!r}"
-    blocks = re.findall(r"```python\n(.*?)```", text[1], re.DOTALL)
-    assert len(blocks) > number, f"the README lost the example of {section!r}"
-    block: str = blocks[number]
-    return block
+def python_example(section: str, number: int = 0, document: Path = README) -> str:
+    """The `number`th (from 0) ```python block under the heading `section` of `document`, up to the next
+    heading of the same level or above ("## The library from your own Lambda")."""
+    level = len(section.split(" ", 1)[0])
+    blocks: list[list[str]] = []
+    inside, fenced = False, None
+    for line in document.read_text().splitlines():
+        if fenced is None and re.match(r"#{1,6} ", line):
+            if inside and len(line.split(" ", 1)[0]) <= level:
+                break
+            inside = inside or line == section
+        elif inside and line.lstrip().startswith("```"):
+            fenced = None if fenced is not None else line.strip()[3:]
+            if fenced == "python":
+                blocks.append([])
+        elif inside and fenced == "python":
+            blocks[-1].append(line)
+    assert blocks, f"{document.name} lost its section {section!r}, or its examples"
+    assert len(blocks) > number, f"{document.name} lost the example of {section!r}"
+    return "\n".join(blocks[number]) + "\n"
 
 
 def library_example() -> str:
-    return python_example("### Use the library from your own Lambda")
+    return python_example(LIBRARY_SECTION)
 
 
 def run_library_example(python: str, directory: Path, endpoint: str) -> subprocess.CompletedProcess[str]:
-    """The example as `example.py` in `directory`, run by `python` against `endpoint` (no PYTHONPATH)."""
+    """The example as `example.py` in `directory`, run by `python` against `endpoint` (no PYTHONPATH): the
+    endpoint stands in for the AWS account its comment says it needs."""
     script = directory / "example.py"
     script.write_text(library_example())
     return subprocess.run(  # noqa: S603 - a given interpreter, the README's own example
@@ -41,9 +63,9 @@ def run_library_example(python: str, directory: Path, endpoint: str) -> subproce
 
 
 def runbook_commands() -> list[str]:
-    """Every `outbox ...` command of the operations runbook, in the order a reader meets them: the lines of
-    its ```bash blocks and its inline `outbox ...` code spans."""
-    text = README.read_text().split("## Operations runbook", 1)[1].split("\n## ", 1)[0]
+    """Every `outbox ...` command of the operations runbook (docs/runbook.md), in the order a reader meets
+    them: the lines of its ```bash blocks and its inline `outbox ...` code spans."""
+    text = RUNBOOK.read_text()
     commands: list[str] = []
     for block, inline in re.findall(r"```bash\n(.*?)```|`(outbox [^`]+)`", text, re.DOTALL):
         if inline:

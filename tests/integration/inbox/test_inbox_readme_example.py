@@ -1,4 +1,4 @@
-"""The README's consumer example works as written: its handler, on moto, applies what it should, once."""
+"""docs/inbox.md's consumer example works as written: its handler, on moto, applies what it should, once."""
 
 import importlib
 import sys
@@ -10,19 +10,17 @@ import pytest
 
 from tests.support.inbox import Consumer, order_events, sqs_record
 from tests.support.lambda_context import FakeLambdaContext
-from tests.support.readme import python_example
-
-SECTION = "## Consuming events: the inbox"
+from tests.support.readme import INBOX, INBOX_SECTION, python_example
 
 
 def test_the_readme_consumer_ships_each_confirmed_order_once(
     consumer: Consumer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Given the README's consumer as the user's shipments/handler.py, configured as the construct does
+    # Given docs/inbox.md's consumer as the user's shipments/handler.py, configured as the construct does
     package = tmp_path / "shipments"
     package.mkdir()
     (package / "__init__.py").write_text("")
-    (package / "handler.py").write_text(python_example(SECTION))
+    (package / "handler.py").write_text(python_example(INBOX_SECTION, document=INBOX))
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setenv("INBOX_TABLE_NAME", consumer.table)
     monkeypatch.setenv("INBOX_CONSUMER", "shipments")
