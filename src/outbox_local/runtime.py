@@ -12,6 +12,7 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
+from outbox.aws import TIMEOUT_SCALE_VARIABLE
 from outbox_local.alarms import AlarmEvaluator, Transition
 from outbox_local.aws_server import LocalAwsServer
 from outbox_local.background import Background
@@ -107,7 +108,11 @@ class LocalRuntime:
             self.options.host,
             self.options.aws_port,
             event_source_mappings=self.event_source_mappings,
-            control=ControlApi(self.faults, lambda: mapping_report(self.mappings, self.queue_mappings)),
+            control=ControlApi(
+                self.faults,
+                lambda: mapping_report(self.mappings, self.queue_mappings),
+                lambda: {"region": self.options.region, "stack_name": self.options.stack_name},
+            ),
         )
         self._server.start()
         try:
@@ -230,7 +235,11 @@ class LocalRuntime:
 
     def function_environment(self) -> dict[str, str]:
         """What every hosted function gets on top of its template variables."""
-        return {**environment(self.endpoint_url, self.options.region), "POWERTOOLS_TRACE_DISABLED": "true"}
+        return {
+            **environment(self.endpoint_url, self.options.region),
+            "POWERTOOLS_TRACE_DISABLED": "true",
+            TIMEOUT_SCALE_VARIABLE: str(self.options.timeout_scale),
+        }
 
     # --- internals -----------------------------------------------------------------------------------
 
