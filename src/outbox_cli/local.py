@@ -97,7 +97,7 @@ def local_up(arguments: argparse.Namespace, out: TextIO) -> int:
     from outbox_local.runtime import LocalRuntime  # noqa: PLC0415
 
     runtime = LocalRuntime(options(arguments, background=True))
-    start(runtime)
+    runtime.start()
     announced = None
     try:
         # Announced before the banner: a shell that runs `outbox local env` once it reads "ready" finds it.
@@ -123,21 +123,6 @@ def local_up(arguments: argparse.Namespace, out: TextIO) -> int:
         runtime.stop()
     out.write("stopped\n")
     return 0
-
-
-def start(runtime: LocalRuntime) -> None:
-    """Start the runtime; a port it cannot listen on is a LocalRuntimeError that names it and the way out."""
-    from outbox_local.errors import EndpointUnavailableError  # noqa: PLC0415
-
-    try:
-        runtime.start()
-    except OSError as error:
-        options = runtime.options
-        raise EndpointUnavailableError(
-            f"the local runtime cannot listen on {options.host} (AWS port {options.aws_port}, HTTP API port "
-            f"{options.api_port}): {error.strerror or error}; is another `outbox local up` running? "
-            "Stop it, or pass --aws-port 0 --api-port 0 for free ports"
-        ) from None
 
 
 def launcher(argv0: str | None = None, cwd: Path | None = None) -> str:

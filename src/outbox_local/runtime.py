@@ -19,7 +19,7 @@ from outbox_local.background import Background
 from outbox_local.control_api import ControlApi, mapping_report
 from outbox_local.emf_metrics import EmfMetricsForwarder
 from outbox_local.endpoint import LOCAL_CREDENTIALS, environment
-from outbox_local.errors import RuntimeStateError
+from outbox_local.errors import EndpointUnavailableError, RuntimeStateError
 from outbox_local.event_source_mapping_api import (
     EventSourceMappingApi,
     Published,
@@ -114,8 +114,8 @@ class LocalRuntime:
                 lambda: {"region": self.options.region, "stack_name": self.options.stack_name},
             ),
         )
-        self._server.start()
         try:
+            self._server.start()
             self._reset_moto()
             self._provision(template)
             if self.options.background:
@@ -360,7 +360,14 @@ class LocalRuntime:
 
     def _open_api(self, api_id: str) -> str:
         port = self.options.api_port if not self.apis else 0
-        api = HttpApiServer(api_id, self._invoke_for_api, host=self.options.host, port=port)
+        try:
+            api = HttpApiServer(api_id, self._invoke_for_api, host=self.options.host, port=port)
+        except OSError as error:
+            raise EndpointUnavailableError(
+                f"the local runtime cannot serve the HTTP API {api_id} on {self.options.host}:{port}: "
+                f"{error.strerror or error}. Is another `outbox local up` running? Stop it, or pass "
+                "--api-port 0 for a free port"
+            ) from None
         self.apis[api_id] = api
         return api.url
 
