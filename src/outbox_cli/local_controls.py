@@ -152,17 +152,17 @@ def arm(arguments: argparse.Namespace, out: TextIO) -> int:
         request["duration_s"] = lasting.total_seconds()
     if arguments.times is not None:
         request["times"] = arguments.times
-    return _run(lambda: _render_faults(_call(arguments.endpoint_url, "POST", "faults", request), out))
+    return _run(lambda: _render_faults(_call(_endpoint_of(arguments), "POST", "faults", request), out))
 
 
 def list_faults(arguments: argparse.Namespace, out: TextIO) -> int:
     method = "DELETE" if arguments.clear else "GET"
-    return _run(lambda: _render_faults(_call(arguments.endpoint_url, method, "faults"), out, arguments.json))
+    return _run(lambda: _render_faults(_call(_endpoint_of(arguments), method, "faults"), out, arguments.json))
 
 
 def list_mappings(arguments: argparse.Namespace, out: TextIO) -> int:
     def render() -> None:
-        mappings = _call(arguments.endpoint_url, "GET", "mappings")["mappings"]
+        mappings = _call(_endpoint_of(arguments), "GET", "mappings")["mappings"]
         if arguments.json:
             out.write(json.dumps(mappings, indent=2) + "\n")
             return
@@ -227,13 +227,25 @@ def _left(fault: dict[str, Any]) -> str:
 
 
 def _endpoint(parser: argparse.ArgumentParser) -> None:
-    # A terminal pointed at the runtime (`eval "$(outbox local env)"`) has AWS_ENDPOINT_URL: use it.
     parser.add_argument(
         "--endpoint-url",
         type=argument_types.url,
-        default=os.environ.get("AWS_ENDPOINT_URL") or LOCAL_ENDPOINT,
-        help=f"the runtime's AWS endpoint (default: $AWS_ENDPOINT_URL, else {LOCAL_ENDPOINT})",
+        help="the runtime's AWS endpoint (default: $AWS_ENDPOINT_URL, else the one `outbox local up` running "
+        f"now serves, else {LOCAL_ENDPOINT})",
     )
+
+
+def _endpoint_of(arguments: argparse.Namespace) -> str:
+    """The endpoint given; else a terminal's pointed at the runtime (`eval "$(outbox local env)"` exports
+    AWS_ENDPOINT_URL); else the one runtime running now (`outbox_local.state`); else the default port."""
+    if arguments.endpoint_url:
+        return str(arguments.endpoint_url)
+    if os.environ.get("AWS_ENDPOINT_URL"):
+        return os.environ["AWS_ENDPOINT_URL"]
+    from outbox_local import state  # noqa: PLC0415 - standard library only: no moto
+
+    running = state.running()
+    return running[0].endpoint_url if len(running) == 1 else LOCAL_ENDPOINT
 
 
 def _call(endpoint: str, method: str, path: str, body: object = None) -> dict[str, Any]:

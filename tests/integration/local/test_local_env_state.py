@@ -6,12 +6,15 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from outbox_cli.main import main
 from outbox_local import state
+from outbox_local.runtime import LocalRuntime
+from tests.support.local_templates import options, queue_template, write_template
 
 
 @pytest.fixture(autouse=True)
@@ -112,3 +115,23 @@ def test_an_unreadable_file_is_ignored_and_removed(state_directory: Path) -> Non
     broken.write_text("{not json")
     assert state.running() == []
     assert not broken.exists()
+
+
+def test_the_control_commands_reach_the_running_runtime_without_an_endpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given a runtime running on a port the system picked, announced as `outbox local up` announces it, and a
+    # shell that exported nothing
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    with LocalRuntime(options(write_template(tmp_path, queue_template()))) as runtime:
+        port = int(runtime.endpoint_url.rsplit(":", 1)[1])
+        state.announce(replace(runtime_state(port), endpoint_url=runtime.endpoint_url))
+
+        # When `outbox local fault` and `outbox local faults` run without --endpoint-url
+        assert main(["local", "fault", "sns", "Publish", "--times", "1"]) == 0
+        capsys.readouterr()
+        assert main(["local", "faults", "--json"]) == 0
+
+        # Then they armed and listed the fault on that runtime
+        assert '"operation": "Publish"' in capsys.readouterr().out
+        assert [rule["operation"] for rule in runtime.faults.rules()] == ["Publish"]
