@@ -227,21 +227,22 @@ def _left(fault: dict[str, Any]) -> str:
 
 
 def _endpoint(parser: argparse.ArgumentParser) -> None:
+    # A terminal pointed at the runtime (`eval "$(outbox local env)"`) has AWS_ENDPOINT_URL: use it (checked
+    # as the argument is: argparse applies `type` to a default given as text).
     parser.add_argument(
         "--endpoint-url",
         type=argument_types.url,
+        default=os.environ.get("AWS_ENDPOINT_URL") or None,
         help="the runtime's AWS endpoint (default: $AWS_ENDPOINT_URL, else the one `outbox local up` running "
         f"now serves, else {LOCAL_ENDPOINT})",
     )
 
 
 def _endpoint_of(arguments: argparse.Namespace) -> str:
-    """The endpoint given; else a terminal's pointed at the runtime (`eval "$(outbox local env)"` exports
-    AWS_ENDPOINT_URL); else the one runtime running now (`outbox_local.state`); else the default port."""
+    """The endpoint given (or $AWS_ENDPOINT_URL); else the one runtime running now (`outbox_local.state`);
+    else the default port."""
     if arguments.endpoint_url:
         return str(arguments.endpoint_url)
-    if os.environ.get("AWS_ENDPOINT_URL"):
-        return os.environ["AWS_ENDPOINT_URL"]
     from outbox_local import state  # noqa: PLC0415 - standard library only: no moto
 
     running = state.running()
