@@ -178,12 +178,12 @@ def describe(runtime: LocalRuntime, command: str = "outbox") -> str:
 
     region = runtime.options.region
     stack = runtime.options.stack_name
-    width = max([28, *(len(name) for name in runtime.outputs)])
     lines = [
-        f"outbox local runtime (moto, no AWS account): stack {stack} from {runtime.options.template_path}",
+        f"outbox local runtime (moto, no AWS account): stack {stack}",
+        f"  Template      {runtime.options.template_path}",
+        f"  Resources     {holdings(runtime)}",
         f"  AWS endpoint  {runtime.endpoint_url}  (region {region})",
         *([f"  HTTP API      {runtime.api_url}"] if runtime.api_url else []),
-        f"  The stack     {holdings(runtime)}",
         "",
         f'  Point any AWS SDK or the AWS CLI at it (or: eval "$({command} local env)"):',
         *(f"    {line}" for line in exports(runtime.endpoint_url, region).splitlines()),
@@ -191,7 +191,7 @@ def describe(runtime: LocalRuntime, command: str = "outbox") -> str:
         f"    {command} status --stack {stack} --endpoint-url {runtime.endpoint_url} --region {region}",
         "",
         "  Outputs:" if runtime.outputs else "  Outputs: none in the template",
-        *(f"    {name:<{width}} {value}" for name, value in runtime.outputs.items()),
+        *(f"    {name:<28} {value}" for name, value in runtime.outputs.items()),
         "",
         "  Running locally:",
     ]

@@ -123,7 +123,7 @@ def docs_runtime(synthesized: Synthesized) -> Iterator[DocsRuntime]:
     with local_up(synthesized.template_path) as started:
         for stream in (started.process.stdout, started.process.stderr):
             threading.Thread(target=drain, args=(stream,), daemon=True).start()
-        api = re.search(r"Orders API\s+(http://\S+)", started.printed)
+        api = re.search(r"HTTP API\s+(http://\S+)", started.printed)
         assert api, started.printed
         found = stack_outputs(started.endpoint)
         environment = {

@@ -113,9 +113,10 @@ def test_a_users_own_stack_runs_under_its_own_name_and_its_printed_commands_work
         text = started.printed
 
         # Then the banner names the stack and what it holds: a table, two functions, a topic, no HTTP API
-        assert f"stack {STACK_NAME} from cdk.out/{STACK_NAME}.template.json" in text
-        assert "1 table, 2 functions, 2 topics, 2 queues" in text
-        assert "no HTTP API" in text
+        assert f"outbox local runtime (moto, no AWS account): stack {STACK_NAME}\n" in text
+        assert f"Template      cdk.out/{STACK_NAME}.template.json\n" in text
+        assert "Resources     1 table, 2 functions, 2 topics, 2 queues, 8 alarms, no HTTP API\n" in text
+        assert "HTTP API  " not in text
         assert "Orders API" not in text
         # and every output of the template, whatever its name, prefixed ones and the user's own included
         outputs_section = text.split("  Outputs:", 1)[1].split("\n\n", 1)[0]
@@ -174,7 +175,7 @@ def test_local_env_reports_the_ports_and_region_of_the_runtime_running(project: 
     # Given the stack run on ports the system picked (not 4566) in another region, under a name of its own
     arguments = ("--region", "eu-west-1", "--stack-name", "Payments-Dev")
     with local_up(project, tmp_path / "home", *arguments) as started:
-        assert "stack Payments-Dev from" in started.printed
+        assert "stack Payments-Dev\n" in started.printed
         port = started.endpoint.rsplit(":", 1)[1]
         assert port != "4566"
 
