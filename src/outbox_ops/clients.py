@@ -3,11 +3,13 @@
 Every call is bounded (connect and read timeouts) and retried by botocore's standard mode: an operator's
 command must answer or fail with a reason, never hang.
 
-The local runtime from a fresh shell: given an `endpoint_url` on a loopback address (`outbox local up`'s) and
-no region or credentials configured, the session takes the region the runtime runs in (its endpoint says it:
-`GET /_outbox/runtime`) and the test credentials it accepts, so the command `local up` prints works as
-printed. A region or credentials you configured (arguments, variables, profile, config files) are used as
-they are, and nothing changes for an endpoint that is not a loopback address (AWS, a proxy).
+The local runtime from a fresh shell: given an `endpoint_url` on a loopback address (`outbox local up`'s),
+the endpoint is asked what it runs (`GET /_outbox/runtime`); nothing listening there is a
+LocalRuntimeNotAnsweringError, the local cause, rather than botocore's connection error. With no region or
+credentials configured, the session takes the region the runtime says it runs in and the test credentials
+it accepts, so the command `local up` prints works as printed. A region or credentials you configured
+(arguments, variables, profile, config files) are used as they are, and nothing changes for an endpoint
+that is not a loopback address (AWS, a proxy).
 """
 
 from __future__ import annotations
@@ -112,12 +114,14 @@ def is_loopback(endpoint_url: str) -> bool:
 def _with_local_defaults(
     session: boto3.session.Session, endpoint_url: str, profile: str | None
 ) -> boto3.session.Session:
-    """The session, with the local runtime's region and test credentials for what is not configured."""
+    """The session, with the local runtime's region and test credentials for what is not configured. The
+    endpoint is asked first in any case: nothing listening there is the local cause, said before any call."""
+    local_region = runtime_region(endpoint_url)
     needs_region = session.region_name is None
     needs_credentials = session.get_credentials() is None
     if not needs_region and not needs_credentials:
         return session
-    region = runtime_region(endpoint_url) if needs_region else session.region_name
+    region = local_region if needs_region else session.region_name
     credentials = LOCAL_CREDENTIALS if needs_credentials else {}
     return boto3.session.Session(region_name=region, profile_name=profile, **credentials)
 

@@ -138,3 +138,18 @@ def test_loopback_addresses_are_this_machines_only() -> None:
         "http://localstack:4566",
     ):
         assert not is_loopback(remote), remote
+
+
+def test_nothing_listening_is_the_local_cause_even_with_everything_configured(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given a region and credentials configured, and a loopback endpoint where nothing listens
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIACONFIGURED")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "configured-secret")
+    endpoint = closed_port_endpoint()
+
+    # When `outbox status` runs there, Then it says no local runtime answers, not that AWS did not
+    assert main(["status", "--endpoint-url", endpoint, "--region", "us-east-1"]) == 1
+    error = capsys.readouterr().err
+    assert f"no local runtime answers at {endpoint}" in error
+    assert "AWS did not answer" not in error
