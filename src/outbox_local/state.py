@@ -14,13 +14,20 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import stat
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from outbox_local.errors import LocalRuntimeError
+
 STATE_DIRECTORY_VARIABLE = "OUTBOX_LOCAL_STATE_DIR"
 """Where the files go instead of the default (tests running several runtimes at once keep theirs apart)."""
+
+
+class StateDirectoryError(LocalRuntimeError):
+    """The directory the runtime would announce itself in is not this user's own."""
 
 
 @dataclass(frozen=True)
@@ -66,6 +73,11 @@ def announce(state: RuntimeState) -> Path:
     """Write the runtime's state (atomically: a reader never sees half a file); returns the file."""
     directory = state_directory()
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if not _own(directory):
+        raise StateDirectoryError(
+            f"{directory} is not this user's own directory (another user may write there): remove it, or set "
+            f"{STATE_DIRECTORY_VARIABLE} to a directory of yours"
+        )
     target = _path(state.aws_port)
     temporary = target.with_suffix(f".{os.getpid()}.tmp")
     temporary.write_text(json.dumps(asdict(state), indent=2), encoding="utf-8")
@@ -86,8 +98,8 @@ def running() -> list[RuntimeState]:
     """The runtimes running now, by AWS port. Files of processes that are gone, or that cannot be read, are
     removed."""
     directory = state_directory()
-    if not directory.is_dir():
-        return []
+    if not directory.is_dir() or not _own(directory):
+        return []  # nothing announced there by this user (a directory another user can write is not read)
     found = []
     for path in sorted(directory.glob("*.json")):
         try:
@@ -102,6 +114,14 @@ def running() -> list[RuntimeState]:
         else:
             path.unlink(missing_ok=True)
     return sorted(found, key=lambda state: state.aws_port)
+
+
+def _own(directory: Path) -> bool:
+    """This user's, and writable by no one else: what is read there was written by this user's runtimes."""
+    if not hasattr(os, "getuid"):
+        return True
+    status = directory.stat()
+    return status.st_uid == os.getuid() and not status.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
 
 
 def _alive(pid: int) -> bool:

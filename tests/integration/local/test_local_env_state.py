@@ -3,10 +3,11 @@ an error naming them when several run, and none left over from a runtime that wa
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import pytest
@@ -135,3 +136,15 @@ def test_the_control_commands_reach_the_running_runtime_without_an_endpoint(
         # Then they armed and listed the fault on that runtime
         assert '"operation": "Publish"' in capsys.readouterr().out
         assert [rule["operation"] for rule in runtime.faults.rules()] == ["Publish"]
+
+
+def test_a_directory_others_can_write_is_neither_read_nor_written(state_directory: Path) -> None:
+    # Given the state directory writable by every user (another user could plant an endpoint of theirs)
+    state_directory.mkdir()
+    (state_directory / "45013.json").write_text(json.dumps(asdict(runtime_state(45013))))
+    state_directory.chmod(0o777)
+
+    # Then nothing there is reported, and a runtime refuses to announce itself there, saying why
+    assert state.running() == []
+    with pytest.raises(state.StateDirectoryError, match="not this user's own directory"):
+        state.announce(runtime_state(45015))
