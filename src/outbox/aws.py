@@ -18,6 +18,9 @@ from botocore.config import Config
 from botocore.exceptions import DataNotFoundError
 from botocore.loaders import Loader
 
+from outbox.errors import ConfigurationError, InvalidNumberError
+from outbox.numbers import positive_whole_number
+
 # Bounded waits: a hung connection must fail inside the Lambda timeout and be retried, not hang.
 _CLIENT_CONFIG = Config(
     connect_timeout=3,
@@ -37,6 +40,27 @@ _INVOCATION_CONFIG = Config(
     read_timeout=INVOCATION_READ_TIMEOUT_S,
     retries={"mode": "standard", "total_max_attempts": 1},
 )
+
+
+TIMEOUT_SCALE_VARIABLE: Final = "OUTBOX_LOCAL_TIMEOUT_SCALE"
+"""Set by the local runtime only (outbox_local.runtime_options.RuntimeOptions.timeout_scale): its AWS endpoint
+is a moto server sharing a laptop's CPUs, which under load answers slower than AWS. The clients' connect and
+read timeouts are multiplied by it (a whole number, 1 to 10); the time budgets the engines reserve per call
+(INVOCATION_CALL_S) are not. Unset (as on AWS), every timeout is as written here."""
+_MAX_TIMEOUT_SCALE: Final = 10
+
+
+def _scaled(config: Config) -> Config:
+    text = os.environ.get(TIMEOUT_SCALE_VARIABLE)
+    if not text:
+        return config
+    try:
+        scale = positive_whole_number(text, maximum=_MAX_TIMEOUT_SCALE)
+    except InvalidNumberError as error:
+        raise ConfigurationError(f"{TIMEOUT_SCALE_VARIABLE} {error}") from None
+    return config.merge(
+        Config(connect_timeout=config.connect_timeout * scale, read_timeout=config.read_timeout * scale)
+    )
 
 
 class _KnownServices(Sequence[str]):
@@ -95,11 +119,11 @@ def session() -> boto3.session.Session:
 def client(service_name: str) -> Any:
     """A client with botocore's standard retries (3 after the first attempt) and bounded waits: for your
     own code."""
-    return session().client(service_name, config=_CLIENT_CONFIG)
+    return session().client(service_name, config=_scaled(_CLIENT_CONFIG))
 
 
 @functools.cache
 def invocation_client(service_name: str) -> Any:
     """A client for calls that must fit a publishing invocation's deadline: one attempt, at most
     `INVOCATION_CALL_S` seconds."""
-    return session().client(service_name, config=_INVOCATION_CONFIG)
+    return session().client(service_name, config=_scaled(_INVOCATION_CONFIG))

@@ -148,9 +148,7 @@ class Demo:
             f"wrote row Order#{aggregate_id[:15]}… with payload '{{this is not json' straight to the table"
         )
         poison_url = self.runtime.outputs[stack_outputs.POISON_QUEUE_URL]
-        alarm = stack_outputs.alarm_name(
-            self.runtime.outputs[stack_outputs.DASHBOARD_NAME], "PoisonQueueDepth"
-        )
+        alarm = self.read.alarm_named("PoisonQueueDepth")
         fired = self.read.wait(lambda: self.read.alarm_state(alarm) == "ALARM", ALARM_TIMEOUT_S)
         self.n.check(f"the {alarm} alarm went to ALARM (evaluated locally, as CloudWatch would)", fired)
         found = self._wait_for_poison(poison_url, event_id)

@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
+import shlex
 import signal
+import sys
 import threading
+from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, TextIO
 
@@ -19,13 +23,19 @@ from outbox_cli import arguments as argument_types
 if TYPE_CHECKING:
     from outbox_local.runtime import LocalRuntime, RuntimeOptions
 
+CDK_OUT = Path("cdk.out")
 DEFAULT_MAX_ENVIRONMENTS = 4
 """Execution environments per function at most, unless its ReservedConcurrentExecutions is lower: the machine
 is a laptop, not a fleet."""
 
 
 def add_up_arguments(parser: argparse.ArgumentParser) -> None:
-    """How `local up` runs the functions (docs/local.md, "Execution environments")."""
+    """How `local up` runs the functions (docs/local.md, "Execution environments"), and under which name."""
+    parser.add_argument(
+        "--stack-name",
+        type=argument_types.stack,
+        help="the stack's name (default: the template's, e.g. PaymentsStack for PaymentsStack.template.json)",
+    )
     how = parser.add_mutually_exclusive_group()
     how.add_argument(
         "--in-process",
@@ -43,13 +53,18 @@ def add_up_arguments(parser: argparse.ArgumentParser) -> None:
 
 def options(arguments: argparse.Namespace, *, background: bool) -> RuntimeOptions:
     """The runtime's options from the command line. Functions run in worker processes, concurrently as in
-    Lambda, unless `--in-process` (an argument of `local up` only: the demo always uses workers)."""
+    Lambda, unless `--in-process` (an argument of `local up` only: the demo always uses workers). Without
+    `--template`, cdk.out's template (`find_template`); the stack is named as its file, unless
+    `--stack-name`."""
     from outbox_local.runtime import RuntimeOptions  # noqa: PLC0415 - moto loads only when a command runs
+    from outbox_local.template import find_template, stack_name_of  # noqa: PLC0415
 
+    template = arguments.template or find_template(CDK_OUT)
     in_process = getattr(arguments, "in_process", False)
     max_environments = getattr(arguments, "max_environments", None) or DEFAULT_MAX_ENVIRONMENTS
     return RuntimeOptions(
-        template_path=arguments.template,
+        template_path=template,
+        stack_name=getattr(arguments, "stack_name", None) or stack_name_of(template),
         region=arguments.region,
         host=arguments.host,
         aws_port=arguments.aws_port,
@@ -78,39 +93,104 @@ def local_up(arguments: argparse.Namespace, out: TextIO) -> int:
 
     signal.signal(signal.SIGINT, request_stop)
     signal.signal(signal.SIGTERM, request_stop)
-    from outbox_local.runtime import LocalRuntime  # noqa: PLC0415 - moto loads only when a command runs
+    from outbox_local import state  # noqa: PLC0415 - moto loads only when a command runs
+    from outbox_local.runtime import LocalRuntime  # noqa: PLC0415
 
     runtime = LocalRuntime(options(arguments, background=True))
     runtime.start()
+    announced = None
     try:
-        out.write(describe(runtime))
+        # Announced before the banner: a shell that runs `outbox local env` once it reads "ready" finds it.
+        announced = state.RuntimeState(
+            endpoint_url=runtime.endpoint_url,
+            aws_port=int(runtime.endpoint_url.rsplit(":", 1)[1]),
+            region=runtime.options.region,
+            stack_name=runtime.options.stack_name,
+            template=str(runtime.options.template_path),
+            pid=os.getpid(),
+            api_url=runtime.api_url,
+        )
+        state.announce(announced)
+        out.write(describe(runtime, launcher()))
         out.write("ready: press Ctrl-C to stop\n")
         out.flush()
         # A wait with a timeout keeps the main thread responsive to signals on every platform.
         while not stop.wait(0.5):
             pass
     finally:
+        if announced is not None:
+            state.withdraw(announced)
         runtime.stop()
     out.write("stopped\n")
     return 0
 
 
-def describe(runtime: LocalRuntime) -> str:
-    """What a developer needs to point tools at the local stack."""
+def launcher(argv0: str | None = None, cwd: Path | None = None) -> str:
+    """How a fresh shell (no venv on PATH) runs this same `outbox`: the venv's script by its path (relative
+    to the current directory when under it, as `.venv/bin/outbox`), plain `outbox` when it is installed
+    outside a venv (pipx, a system install: on PATH), else this interpreter with `-m outbox_cli.main`."""
+    here = Path.cwd() if cwd is None else cwd
+    script = Path(sys.argv[0] if argv0 is None else argv0)
+    if script.stem == "outbox" and script.is_file():
+        in_venv = sys.prefix != sys.base_prefix
+        if in_venv and script.absolute().parent.resolve() == (Path(sys.prefix) / "bin").resolve():
+            return _shown(script.absolute(), here)
+        return "outbox"
+    return f"{_shown(Path(sys.executable), here)} -m outbox_cli.main"
+
+
+def _shown(path: Path, cwd: Path) -> str:
+    try:
+        relative = path.relative_to(cwd)
+    except ValueError:
+        return shlex.quote(str(path))
+    return shlex.quote(str(relative))
+
+
+RESOURCE_KINDS = (
+    ("AWS::DynamoDB::Table", "table", "tables"),
+    ("AWS::Lambda::Function", "function", "functions"),
+    ("AWS::SNS::Topic", "topic", "topics"),
+    ("AWS::Events::EventBus", "event bus", "event buses"),
+    ("AWS::SQS::Queue", "queue", "queues"),
+    ("AWS::ApiGatewayV2::Api", "HTTP API", "HTTP APIs"),
+    ("AWS::CloudWatch::Alarm", "alarm", "alarms"),
+)
+"""What the banner counts, in this order (the template's other resources serve these)."""
+
+
+def holdings(runtime: LocalRuntime) -> str:
+    """What the stack holds, counted: "2 tables, 3 functions, 1 topic, 4 queues, no HTTP API"."""
+    kinds = [kind for _, (kind, _resource) in (runtime.stack.resources.items() if runtime.stack else [])]
+    parts = []
+    for kind, one, several in RESOURCE_KINDS:
+        count = kinds.count(kind)
+        if count:
+            parts.append(f"{count} {one if count == 1 else several}")
+    if "AWS::ApiGatewayV2::Api" not in kinds:
+        parts.append("no HTTP API")
+    return ", ".join(parts)
+
+
+def describe(runtime: LocalRuntime, command: str = "outbox") -> str:
+    """What a developer needs to point tools at the local stack; `command` runs `outbox` in a fresh shell."""
     from outbox_local.endpoint import exports  # noqa: PLC0415
 
     region = runtime.options.region
+    stack = runtime.options.stack_name
     lines = [
-        "outbox local runtime (moto, no AWS account)",
-        f"  AWS endpoint  {runtime.endpoint_url}",
-        f"  Orders API    {runtime.api_url or '(no HTTP API in the template)'}",
+        f"outbox local runtime (moto, no AWS account): stack {stack}",
+        f"  Template      {runtime.options.template_path}",
+        f"  Resources     {holdings(runtime)}",
+        f"  AWS endpoint  {runtime.endpoint_url}  (region {region})",
+        *([f"  HTTP API      {runtime.api_url}"] if runtime.api_url else []),
         "",
-        '  Point any AWS SDK or the AWS CLI at it (or: eval "$(outbox local env)"):',
+        f'  Point any AWS SDK or the AWS CLI at it (or: eval "$({command} local env)"):',
         *(f"    {line}" for line in exports(runtime.endpoint_url, region).splitlines()),
-        "  and operate it as a deployed stack (docs/operations.md):",
-        f"    outbox status --endpoint-url {runtime.endpoint_url} --region {region}",
+        "  and operate it as a deployed stack (docs/operations.md), from any shell:",
+        f"    {command} status --stack {stack} --endpoint-url {runtime.endpoint_url} --region {region}",
         "",
-        "  Outputs:",
+        "  Outputs:" if runtime.outputs else "  Outputs: none in the template",
         *(f"    {name:<28} {value}" for name, value in runtime.outputs.items()),
         "",
         "  Running locally:",

@@ -19,6 +19,8 @@ from outbox_cli import rendering
 LOCAL_PORT = 4566
 LOCAL_ENDPOINT = f"http://127.0.0.1:{LOCAL_PORT}"
 """Where `outbox local up` serves the AWS endpoint by default."""
+DEFAULT_REGION = "us-east-1"
+"""`outbox local up`'s region unless `--region`."""
 # A throttle as each service's API spells it, with the status it answers (botocore retries both).
 THROTTLE_CODES = {"sns": "Throttling", "sqs": "Throttling"}
 DEFAULT_THROTTLE_CODE = "ThrottlingException"
@@ -79,6 +81,64 @@ def add_commands(local_commands: Any) -> None:
     mappings.set_defaults(run=list_mappings)
 
 
+def add_env_arguments(env: argparse.ArgumentParser) -> None:
+    """`outbox local env`: the running runtime's exports, or those of the endpoint given."""
+    env.add_argument(
+        "--endpoint-url",
+        type=argument_types.url,
+        help="the runtime's AWS endpoint (default: the one `outbox local up` running now serves)",
+    )
+    env.add_argument(
+        "--region",
+        type=argument_types.region,
+        help="its region (default: the running runtime's; us-east-1 for an endpoint no runtime announced)",
+    )
+
+
+def print_env(arguments: argparse.Namespace, out: TextIO) -> int:
+    """The exports for the runtime running now (its own file says where: `outbox_local.state`), or for the
+    endpoint given. On stderr, which `eval "$(outbox local env)"` shows, what that runtime runs."""
+    from outbox_local import state  # noqa: PLC0415 - standard library only: no moto
+    from outbox_local.endpoint import exports  # noqa: PLC0415
+
+    running = state.running()
+    if arguments.endpoint_url:
+        given = arguments.endpoint_url.rstrip("/")
+        matching = [runtime for runtime in running if runtime.endpoint_url == given]
+    else:
+        matching = running
+    if arguments.endpoint_url is None and not matching:
+        print(
+            "outbox: no `outbox local up` is running (for this user): start one, "
+            "or pass --endpoint-url for an endpoint of your own",
+            file=sys.stderr,
+        )
+        return 1
+    if len(matching) > 1:
+        listed = "; ".join(f"{runtime.stack_name} at {runtime.endpoint_url}" for runtime in matching)
+        print(f"outbox: several local runtimes are running ({listed}): pass --endpoint-url", file=sys.stderr)
+        return 1
+    if matching:
+        (runtime,) = matching
+        if arguments.region and arguments.region != runtime.region:
+            print(
+                f"outbox: the runtime at {runtime.endpoint_url} runs in {runtime.region}, "
+                f"not {arguments.region}",
+                file=sys.stderr,
+            )
+            return 1
+        api = f", HTTP API {runtime.api_url}" if runtime.api_url else ""
+        print(
+            f"# outbox local up (pid {runtime.pid}): stack {runtime.stack_name}, region {runtime.region}, "
+            f"AWS endpoint {runtime.endpoint_url}{api}",
+            file=sys.stderr,
+        )
+        out.write(exports(runtime.endpoint_url, runtime.region))
+        return 0
+    out.write(exports(arguments.endpoint_url, arguments.region or DEFAULT_REGION))
+    return 0
+
+
 def arm(arguments: argparse.Namespace, out: TextIO) -> int:
     request: dict[str, Any] = {"service": arguments.service, "operation": arguments.operation}
     lasting = arguments.throttle or arguments.for_
@@ -92,17 +152,17 @@ def arm(arguments: argparse.Namespace, out: TextIO) -> int:
         request["duration_s"] = lasting.total_seconds()
     if arguments.times is not None:
         request["times"] = arguments.times
-    return _run(lambda: _render_faults(_call(arguments.endpoint_url, "POST", "faults", request), out))
+    return _run(lambda: _render_faults(_call(_endpoint_of(arguments), "POST", "faults", request), out))
 
 
 def list_faults(arguments: argparse.Namespace, out: TextIO) -> int:
     method = "DELETE" if arguments.clear else "GET"
-    return _run(lambda: _render_faults(_call(arguments.endpoint_url, method, "faults"), out, arguments.json))
+    return _run(lambda: _render_faults(_call(_endpoint_of(arguments), method, "faults"), out, arguments.json))
 
 
 def list_mappings(arguments: argparse.Namespace, out: TextIO) -> int:
     def render() -> None:
-        mappings = _call(arguments.endpoint_url, "GET", "mappings")["mappings"]
+        mappings = _call(_endpoint_of(arguments), "GET", "mappings")["mappings"]
         if arguments.json:
             out.write(json.dumps(mappings, indent=2) + "\n")
             return
@@ -167,13 +227,26 @@ def _left(fault: dict[str, Any]) -> str:
 
 
 def _endpoint(parser: argparse.ArgumentParser) -> None:
-    # A terminal pointed at the runtime (`eval "$(outbox local env)"`) has AWS_ENDPOINT_URL: use it.
+    # A terminal pointed at the runtime (`eval "$(outbox local env)"`) has AWS_ENDPOINT_URL: use it (checked
+    # as the argument is: argparse applies `type` to a default given as text).
     parser.add_argument(
         "--endpoint-url",
         type=argument_types.url,
-        default=os.environ.get("AWS_ENDPOINT_URL") or LOCAL_ENDPOINT,
-        help=f"the runtime's AWS endpoint (default: $AWS_ENDPOINT_URL, else {LOCAL_ENDPOINT})",
+        default=os.environ.get("AWS_ENDPOINT_URL") or None,
+        help="the runtime's AWS endpoint (default: $AWS_ENDPOINT_URL, else the one `outbox local up` running "
+        f"now serves, else {LOCAL_ENDPOINT})",
     )
+
+
+def _endpoint_of(arguments: argparse.Namespace) -> str:
+    """The endpoint given (or $AWS_ENDPOINT_URL); else the one runtime running now (`outbox_local.state`);
+    else the default port."""
+    if arguments.endpoint_url:
+        return str(arguments.endpoint_url)
+    from outbox_local import state  # noqa: PLC0415 - standard library only: no moto
+
+    running = state.running()
+    return running[0].endpoint_url if len(running) == 1 else LOCAL_ENDPOINT
 
 
 def _call(endpoint: str, method: str, path: str, body: object = None) -> dict[str, Any]:

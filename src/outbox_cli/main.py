@@ -11,14 +11,12 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import TextIO
 
 from outbox_cli import arguments as argument_types
 from outbox_cli import local_controls, operations
 from outbox_cli.local import add_up_arguments
 
-DEFAULT_TEMPLATE = Path("cdk.out/OutboxStack.template.json")
 # What the local commands import beyond the base install.
 LOCAL_EXTRA_MODULES = frozenset({"moto", "werkzeug", "flask", "aws_lambda_powertools", "aws_xray_sdk"})
 
@@ -41,9 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
     env = local_commands.add_parser(
         "env", help="print the exports that point a shell (SDKs, AWS CLI) at a running `outbox local up`"
     )
-    env.add_argument("--endpoint-url", type=argument_types.url, default=local_controls.LOCAL_ENDPOINT)
-    env.add_argument("--region", type=argument_types.region, default="us-east-1")
-    env.set_defaults(run=_local_env)
+    local_controls.add_env_arguments(env)
+    env.set_defaults(run=local_controls.print_env)
     local_controls.add_commands(local_commands)
     operations.name_by_choices(local_commands)
 
@@ -61,8 +58,7 @@ def _runtime_arguments(parser: argparse.ArgumentParser, *, aws_port: int, api_po
     parser.add_argument(
         "--template",
         type=argument_types.path,
-        default=DEFAULT_TEMPLATE,
-        help="synthesized template (cdk.out)",
+        help="synthesized template (default: cdk.out's only *.template.json; OutboxStack's when several)",
     )
     parser.add_argument("--region", type=argument_types.region, default="us-east-1")
     parser.add_argument("--host", type=argument_types.host, default="127.0.0.1")
@@ -86,13 +82,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if arguments.command in {"local", "demo"}:
         return command(arguments, sys.stdout)
     return operations.run(command, arguments, sys.stdout)
-
-
-def _local_env(arguments: argparse.Namespace, out: TextIO) -> int:
-    from outbox_local.endpoint import exports  # noqa: PLC0415 - `outbox --help` loads no local-runtime code
-
-    out.write(exports(arguments.endpoint_url, arguments.region))
-    return 0
 
 
 def _local_up(arguments: argparse.Namespace, out: TextIO) -> int:

@@ -77,6 +77,18 @@ class StackReader:
     def drain_bodies(self, url: str) -> list[str]:
         return [message["Body"] for message in receive_all(self.runtime.client("sqs"), url)]
 
+    def alarm_named(self, short_name: str) -> str:
+        """The stack's alarm whose name ends with `short_name` (alarm names carry the outbox's service name,
+        which the stack derives: the demo does not guess it); `<stack>-<short_name>` when none does."""
+        paginator = self.runtime.client("cloudwatch").get_paginator("describe_alarms")
+        names = [
+            alarm["AlarmName"]
+            for page in paginator.paginate(AlarmTypes=["MetricAlarm"])
+            for alarm in page["MetricAlarms"]
+            if alarm["AlarmName"].endswith(short_name)
+        ]
+        return names[0] if len(names) == 1 else f"{self.runtime.options.stack_name}-{short_name}"
+
     def alarm_state(self, name: str) -> str:
         alarms = self.runtime.client("cloudwatch").describe_alarms(AlarmNames=[name])["MetricAlarms"]
         return str(alarms[0]["StateValue"]) if alarms else "?"

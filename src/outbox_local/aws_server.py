@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import socket
 from typing import Any
 
 from moto.moto_server.threaded_moto_server import ThreadedMotoServer
@@ -14,6 +15,7 @@ from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_ba
 from werkzeug.serving import make_server
 
 from outbox_local.control_api import ControlApi
+from outbox_local.errors import EndpointUnavailableError
 from outbox_local.event_source_mapping_api import EventSourceMappingApi
 from outbox_local.faults import FaultInjector, WsgiApp
 from outbox_local.http_framing import SHUTDOWN_POLL_S
@@ -47,7 +49,19 @@ class LocalAwsServer(ThreadedMotoServer):
         self._event_source_mappings = event_source_mappings
         self._control = control
         self._connections = Connections()
+        self._start_error: BaseException | None = None
         logging.getLogger("werkzeug").setLevel(logging.ERROR)
+
+    def start(self) -> None:
+        """Serve, or raise EndpointUnavailableError when the port is taken. (moto's own start would wait for
+        ever: werkzeug ends the server's thread with SystemExit, after printing its own advice.)"""
+        if self._port:
+            _claimable(self._ip_address, self._port)
+        self._start_error = None
+        self._thread = None
+        super().start()
+        if self._start_error is not None:
+            raise _unavailable(self._ip_address, self._port, self._start_error)
 
     def _server_entry(self) -> None:
         app: WsgiApp = _Dispatcher(create_backend_app)
@@ -58,9 +72,14 @@ class LocalAwsServer(ThreadedMotoServer):
             # Outermost: the runtime's own controls are never failed by an armed fault.
             app = self._control.wrap(app)
         self._connections = Connections()  # a server started again after stop(): the earlier one is closing
-        self._server = make_server(
-            self._ip_address, self._port, app, True, request_handler=keep_alive_handler(self._connections)
-        )
+        try:
+            self._server = make_server(
+                self._ip_address, self._port, app, True, request_handler=keep_alive_handler(self._connections)
+            )
+        except (OSError, SystemExit) as error:  # taken between the check and here
+            self._start_error = error
+            self._server_ready_event.set()
+            return
         self._server_ready_event.set()
         self._server.serve_forever(poll_interval=SHUTDOWN_POLL_S)
 
@@ -70,7 +89,28 @@ class LocalAwsServer(ThreadedMotoServer):
         return f"http://{host}:{port}"
 
     def stop(self) -> None:
+        if self._thread is None or self._start_error is not None:
+            return  # it never served: no thread to join, no server to close
         super().stop()
         self._connections.close_all()  # clients' kept-alive connections, and the threads serving them
         if self._server is not None:
             self._server.server_close()  # release the listening port now, not at garbage collection
+
+
+def _claimable(host: str, port: int) -> None:
+    """Raise EndpointUnavailableError unless `host:port` can be listened on now (as werkzeug binds it)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as error:
+            raise _unavailable(host, port, error) from None
+
+
+def _unavailable(host: str, port: int, error: BaseException) -> EndpointUnavailableError:
+    reason = error.strerror if isinstance(error, OSError) and error.strerror else "it cannot be listened on"
+    return EndpointUnavailableError(
+        f"the local runtime cannot serve its AWS endpoint on {host}:{port}: {reason}. Is another "
+        "`outbox local up` running (`outbox local env` says)? Stop it, or pass --aws-port 0 for a free port"
+    )

@@ -5,6 +5,8 @@
   every operation), error_code, http_status, times, duration_s); `DELETE /_outbox/faults` disarms them all.
 - `GET /_outbox/mappings`: each event source mapping's state, what Lambda's API does not say locally or at
   all: backlog, iterator age, invocations, failures, discarded records.
+- `GET /_outbox/runtime`: what the runtime runs as (region, stack name): the `outbox` commands given this
+  endpoint and no region ask it (`outbox_ops.clients`).
 
 Plain JSON over the loopback endpoint, unsigned: like moto's own `/moto-api/`, it is a local developer tool.
 """
@@ -21,15 +23,17 @@ from outbox_local.stream_poller import StreamMappingRunner
 
 PREFIX = "/_outbox/"
 MappingReport = Callable[[], list[dict[str, Any]]]
+RuntimeReport = Callable[[], dict[str, Any]]
 _ARM_FIELDS = {"service", "operation", "error_code", "http_status", "times", "duration_s", "message"}
 _MAX_TIMES = 2**31 - 1
 _MAX_S = 36_500 * 86_400
 
 
 class ControlApi:
-    def __init__(self, faults: FaultInjector, mappings: MappingReport) -> None:
+    def __init__(self, faults: FaultInjector, mappings: MappingReport, runtime: RuntimeReport = dict) -> None:
         self._faults = faults
         self._mappings = mappings
+        self._runtime = runtime
 
     def wrap(self, app: WsgiApp) -> WsgiApp:
         def middleware(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
@@ -41,6 +45,8 @@ class ControlApi:
                 return self._faults_route(method, environ, start_response)
             if path == f"{PREFIX}mappings" and method == "GET":
                 return _json(start_response, 200, {"mappings": self._mappings()})
+            if path == f"{PREFIX}runtime" and method == "GET":
+                return _json(start_response, 200, self._runtime())
             return _json(start_response, 404, {"error": f"no {method} {path} here"})
 
         return middleware

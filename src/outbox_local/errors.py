@@ -31,3 +31,7 @@ class ProvisioningError(LocalRuntimeError):
 
 class RuntimeStateError(LocalRuntimeError):
     """The runtime was used in the wrong state (e.g. started twice)."""
+
+
+class EndpointUnavailableError(LocalRuntimeError):
+    """The runtime cannot listen where it was asked to (a port in use, an address not of this machine)."""

@@ -12,13 +12,14 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
+from outbox.aws import TIMEOUT_SCALE_VARIABLE
 from outbox_local.alarms import AlarmEvaluator, Transition
 from outbox_local.aws_server import LocalAwsServer
 from outbox_local.background import Background
 from outbox_local.control_api import ControlApi, mapping_report
 from outbox_local.emf_metrics import EmfMetricsForwarder
 from outbox_local.endpoint import LOCAL_CREDENTIALS, environment
-from outbox_local.errors import RuntimeStateError
+from outbox_local.errors import EndpointUnavailableError, RuntimeStateError
 from outbox_local.event_source_mapping_api import (
     EventSourceMappingApi,
     Published,
@@ -107,10 +108,14 @@ class LocalRuntime:
             self.options.host,
             self.options.aws_port,
             event_source_mappings=self.event_source_mappings,
-            control=ControlApi(self.faults, lambda: mapping_report(self.mappings, self.queue_mappings)),
+            control=ControlApi(
+                self.faults,
+                lambda: mapping_report(self.mappings, self.queue_mappings),
+                lambda: {"region": self.options.region, "stack_name": self.options.stack_name},
+            ),
         )
-        self._server.start()
         try:
+            self._server.start()
             self._reset_moto()
             self._provision(template)
             if self.options.background:
@@ -230,7 +235,11 @@ class LocalRuntime:
 
     def function_environment(self) -> dict[str, str]:
         """What every hosted function gets on top of its template variables."""
-        return {**environment(self.endpoint_url, self.options.region), "POWERTOOLS_TRACE_DISABLED": "true"}
+        return {
+            **environment(self.endpoint_url, self.options.region),
+            "POWERTOOLS_TRACE_DISABLED": "true",
+            TIMEOUT_SCALE_VARIABLE: str(self.options.timeout_scale),
+        }
 
     # --- internals -----------------------------------------------------------------------------------
 
@@ -351,7 +360,14 @@ class LocalRuntime:
 
     def _open_api(self, api_id: str) -> str:
         port = self.options.api_port if not self.apis else 0
-        api = HttpApiServer(api_id, self._invoke_for_api, host=self.options.host, port=port)
+        try:
+            api = HttpApiServer(api_id, self._invoke_for_api, host=self.options.host, port=port)
+        except OSError as error:
+            raise EndpointUnavailableError(
+                f"the local runtime cannot serve the HTTP API {api_id} on {self.options.host}:{port}: "
+                f"{error.strerror or error}. Is another `outbox local up` running? Stop it, or pass "
+                "--api-port 0 for a free port"
+            ) from None
         self.apis[api_id] = api
         return api.url
 

@@ -26,6 +26,11 @@ class RuntimeOptions:
     """Variables set in every function on top of the template's (e.g. a log level for the demo)."""
     code_root: Path | None = None
     parameter_values: Mapping[str, str] = field(default_factory=dict)
+    timeout_scale: int = 5
+    """The hosted functions' AWS clients wait this many times longer than on AWS for the endpoint to connect
+    and answer (OUTBOX_LOCAL_TIMEOUT_SCALE, read by outbox.aws; 1 to 10): the endpoint is a moto server that
+    shares this machine's CPUs, and under load answers a call AWS answers at once only after the 2 s an
+    invocation's call waits on AWS. The time the engines reserve per call stays AWS's."""
     max_environments: int | None = None
     """Run functions in worker processes, concurrently, up to this many per function (fewer when its
     ReservedConcurrentExecutions says so); None: in this process, one invocation at a time (docs/local.md,

@@ -18,6 +18,11 @@ from typing import Any
 from outbox_local.errors import TemplateError, UnresolvableReferenceError
 
 ACCOUNT_ID = "123456789012"  # moto's default account: every ARN the server answers with uses it
+TEMPLATE_SUFFIX = ".template.json"
+"""How `cdk synth` names a stack's template in cdk.out: `<StackName>.template.json`."""
+SAMPLE_STACK = "OutboxStack"
+"""The sample app's stack: the template chosen when cdk.out holds several and this one among them."""
+_STACK_NAME = re.compile(r"[A-Za-z][-A-Za-z0-9]{0,127}")
 _NO_VALUE = object()
 _SUB_PLACEHOLDER = re.compile(r"\$\{([^}!][^}]*)\}")
 
@@ -100,6 +105,36 @@ class Template:
         for logical_id in resources:
             visit(logical_id, ())
         return ordered
+
+
+def find_template(cdk_out: Path) -> Path:
+    """The template `outbox local up` runs when given none: cdk.out's only one; the sample's when there are
+    several and it is among them; else an error that lists them."""
+    found = sorted(cdk_out.glob(f"*{TEMPLATE_SUFFIX}"))
+    if not found:
+        raise TemplateError(
+            f"no *{TEMPLATE_SUFFIX} in {cdk_out}: run `cdk synth` (or `make synth`) first, or pass --template"
+        )
+    if len(found) == 1:
+        return found[0]
+    sample = cdk_out / f"{SAMPLE_STACK}{TEMPLATE_SUFFIX}"
+    if sample in found:
+        return sample
+    names = ", ".join(path.name for path in found)
+    raise TemplateError(f"{cdk_out} holds several templates ({names}): pass --template to choose one")
+
+
+def stack_name_of(template_path: Path) -> str:
+    """The stack a template describes, from its file's name as `cdk synth` writes it
+    (`PaymentsStack.template.json` -> `PaymentsStack`)."""
+    name = template_path.name
+    stem = name.removesuffix(TEMPLATE_SUFFIX) if name.endswith(TEMPLATE_SUFFIX) else template_path.stem
+    if _STACK_NAME.fullmatch(stem) is None:
+        raise TemplateError(
+            f"{template_path}: {stem!r} is not a stack name (a letter, then letters, digits or '-'): "
+            "pass --stack-name"
+        )
+    return stem
 
 
 def references(value: object) -> set[str]:

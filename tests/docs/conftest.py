@@ -154,7 +154,7 @@ def docs_runtime(synthesized: Synthesized, tmp_path_factory: pytest.TempPathFact
         for stream in (process.stdout, process.stderr):
             threading.Thread(target=drain, args=(stream,), daemon=True).start()
         endpoint = re.search(r"AWS endpoint\s+(http://\S+)", banner)
-        api = re.search(r"(?:Orders|HTTP) API\s+(http://\S+)", banner)
+        api = re.search(r"HTTP API\s+(http://\S+)", banner)
         assert endpoint, banner
         assert api, banner
         found = stack_outputs(endpoint.group(1))

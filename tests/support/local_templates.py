@@ -268,7 +268,10 @@ class LocalUp:
 def local_up(template_path: Path) -> Iterator[LocalUp]:
     """Start `outbox local up` on free ports with the test handlers importable; kill it if still running."""
     environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPOSITORY), str(HANDLERS)])}
-    command = [sys.executable, "-m", "outbox_cli.main", "local", "up", "--template", str(template_path)]
+    # As the docs start it: the venv's `outbox` script (what it prints names the script it was started as).
+    script = Path(sys.executable).parent / "outbox"
+    outbox = [str(script)] if script.exists() else [sys.executable, "-m", "outbox_cli.main"]
+    command = [*outbox, "local", "up", "--template", str(template_path)]
     process = subprocess.Popen(  # noqa: S603 - our own CLI, fixed arguments
         [*command, "--aws-port", "0", "--api-port", "0"],
         stdout=subprocess.PIPE,

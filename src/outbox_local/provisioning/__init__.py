@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from outbox_local.errors import ProvisioningError, UnsupportedResourceError
+from outbox_local.errors import EndpointUnavailableError, ProvisioningError, UnsupportedResourceError
 from outbox_local.provisioning import apigateway, dynamodb, events, lambda_, platform, sns, sqs
 from outbox_local.provisioning.context import (
     Clients,
@@ -101,7 +101,7 @@ class Provisioner:
             else:
                 try:
                     resolved = HANDLERS[resource.type](context, resource, properties)
-                except (UnsupportedResourceError, ProvisioningError):
+                except (UnsupportedResourceError, ProvisioningError, EndpointUnavailableError):
                     raise
                 except Exception as error:
                     raise ProvisioningError(f"{resource.logical_id} ({resource.type}): {error}") from error

@@ -28,11 +28,15 @@ def test_local_up_prints_what_to_use_and_stops_cleanly_on_ctrl_c(tmp_path: Path)
         # When it reports ready
         text = started.printed
 
-        # Then it printed the endpoint, the API URL, how to operate it and the resources' names
+        # Then it printed the stack (named as its template's file), the endpoint, the API URL, what the stack
+        # holds, how to operate it and the resources' names
+        assert "outbox local runtime (moto, no AWS account): stack template\n" in text
         assert "AWS endpoint  http://127.0.0.1:" in text
-        assert "Orders API    http://127.0.0.1:" in text
+        assert "HTTP API      http://127.0.0.1:" in text
+        holds = "1 table, 3 functions, 1 topic, 1 event bus, 4 queues, 1 HTTP API, 1 alarm"
+        assert f"Resources     {holds}\n" in text
         assert "export AWS_ENDPOINT_URL=http://127.0.0.1:" in text
-        assert "outbox status --endpoint-url http://127.0.0.1:" in text
+        assert ".venv/bin/outbox status --stack template --endpoint-url http://127.0.0.1:" in text
         assert "TableName" in text
         assert "route     POST /items" in text
 

@@ -241,5 +241,7 @@ def test_the_synthesized_apps_functions_run_in_workers_end_to_end(synthesized: S
 def test_local_up_and_the_demo_run_functions_in_workers_unless_asked_otherwise(
     arguments: list[str], expected: int | None
 ) -> None:
-    # Given the command line, When the runtime's options are read from it, Then workers unless --in-process
-    assert local.options(build_parser().parse_args(arguments), background=True).max_environments == expected
+    # Given the command line (a template named: the options are read without a cdk.out here), When the
+    # runtime's options are read from it, Then workers unless --in-process
+    parsed = build_parser().parse_args([*arguments, "--template", "cdk.out/OutboxStack.template.json"])
+    assert local.options(parsed, background=True).max_environments == expected

@@ -84,3 +84,13 @@ def queue(event: dict[str, Any], context: Any) -> dict[str, Any]:
 
 def environment(event: dict[str, Any], context: Any) -> dict[str, Any]:
     return {key: value for key, value in os.environ.items() if key.startswith(("AWS_", "TABLE_", "LOCAL_"))}
+
+
+def client_timeouts(event: dict[str, Any], context: Any) -> dict[str, list[float]]:
+    """The connect and read timeouts of the library's clients, as this function's environment makes them."""
+    from outbox.aws import client, invocation_client
+
+    return {
+        kind: [made.meta.config.connect_timeout, made.meta.config.read_timeout]
+        for kind, made in (("client", client("sqs")), ("invocation", invocation_client("sqs")))
+    }
