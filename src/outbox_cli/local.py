@@ -14,11 +14,13 @@ import shlex
 import signal
 import sys
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, TextIO
 
 from outbox_cli import arguments as argument_types
+from outbox_ops.resources import outbox_prefixes
 
 if TYPE_CHECKING:
     from outbox_local.runtime import LocalRuntime, RuntimeOptions
@@ -176,7 +178,7 @@ def describe(runtime: LocalRuntime, command: str = "outbox") -> str:
     """What a developer needs to point tools at the local stack; `command` runs `outbox` in a fresh shell."""
     from outbox_local.endpoint import exports  # noqa: PLC0415
 
-    region = runtime.options.region
+    region, endpoint = runtime.options.region, runtime.endpoint_url
     stack = runtime.options.stack_name
     lines = [
         f"outbox local runtime (moto, no AWS account): stack {stack}",
@@ -188,7 +190,10 @@ def describe(runtime: LocalRuntime, command: str = "outbox") -> str:
         f'  Point any AWS SDK or the AWS CLI at it (or: eval "$({command} local env)"):',
         *(f"    {line}" for line in exports(runtime.endpoint_url, region).splitlines()),
         "  and operate it as a deployed stack (docs/operations.md), from any shell:",
-        f"    {command} status --stack {stack} --endpoint-url {runtime.endpoint_url} --region {region}",
+        *(
+            f"    {command} status --stack {stack}{selected} --endpoint-url {endpoint} --region {region}"
+            for selected in _outbox_flags(runtime.outputs)
+        ),
         "",
         "  Outputs:" if runtime.outputs else "  Outputs: none in the template",
         *(f"    {name:<28} {value}" for name, value in runtime.outputs.items()),
@@ -209,3 +214,9 @@ def describe(runtime: LocalRuntime, command: str = "outbox") -> str:
     for schedule in runtime.schedules.schedules if runtime.schedules else []:
         lines.append(f"    schedule  {schedule.rule_name} {schedule.expression}")
     return "\n".join(lines) + "\n\n"
+
+
+def _outbox_flags(stack_outputs: Mapping[str, str]) -> list[str]:
+    """`--outbox PREFIX` for each outbox of a stack that holds several (none for one, or none at all)."""
+    prefixes = outbox_prefixes(stack_outputs)
+    return [f" --outbox {shlex.quote(prefix)}" for prefix in prefixes] if len(prefixes) > 1 else [""]

@@ -1,0 +1,51 @@
+"""The `outbox status` lines the `local up` banner prints: one for a stack's only outbox, one per outbox (each
+with its `--outbox`) for a stack that holds several, so that each works as printed."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+from outbox_cli.local import describe
+
+
+def runtime_with(stack_outputs: dict[str, str]) -> Any:
+    """What `describe` reads of a running runtime: its options, endpoint and outputs (nothing hosted)."""
+    return SimpleNamespace(
+        options=SimpleNamespace(region="us-east-1", stack_name="PaymentsStack", template_path="t.json"),
+        endpoint_url="http://127.0.0.1:4566",
+        api_url=None,
+        outputs=stack_outputs,
+        stack=None,
+        host=None,
+        mappings=[],
+        queue_mappings=[],
+        apis={},
+        schedules=None,
+    )
+
+
+def status_lines(banner: str) -> list[str]:
+    return [line.strip() for line in banner.splitlines() if " status --stack " in line]
+
+
+def test_a_stack_with_one_outbox_gets_one_status_line_without_outbox() -> None:
+    # Given a stack whose outputs name one outbox
+    banner = describe(runtime_with({"OutboxTableName": "t", "PoisonQueueUrl": "q"}))
+
+    # Then the banner prints one status command, naming the stack only
+    assert status_lines(banner) == [
+        "outbox status --stack PaymentsStack --endpoint-url http://127.0.0.1:4566 --region us-east-1"
+    ]
+
+
+def test_a_stack_with_two_outboxes_gets_a_status_line_per_outbox_each_naming_it() -> None:
+    # Given a stack whose outputs name two outboxes, one without a prefix and one prefixed Refunds
+    banner = describe(runtime_with({"OutboxTableName": "t", "RefundsOutboxTableName": "r"}))
+
+    # Then each outbox has its own command, the unprefixed one selected by an empty (quoted) prefix
+    where = "--endpoint-url http://127.0.0.1:4566 --region us-east-1"
+    assert status_lines(banner) == [
+        f"outbox status --stack PaymentsStack --outbox '' {where}",
+        f"outbox status --stack PaymentsStack --outbox Refunds {where}",
+    ]
