@@ -1,10 +1,13 @@
 """Test-wide environment: no real AWS is ever reachable from a test."""
 
+import functools
 import os
 from collections.abc import Iterator
 from typing import Any
 
 import boto3
+import botocore.loaders
+import botocore.session
 import pytest
 from moto import mock_aws
 
@@ -28,6 +31,18 @@ os.environ.update(
 )
 os.environ.pop("AWS_PROFILE", None)
 os.environ.pop("AWS_ENDPOINT_URL", None)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _one_model_loader_per_process() -> Iterator[None]:
+    """Every botocore session a test makes shares one loader, so each service's model and the endpoint data
+    are read from disk and parsed once per process, not once per client. moto's `mock_aws` gives each test a
+    new default session (and the ops commands build their own), and a loader of its own per session made
+    client creation most of a moto test's cost (~90 ms a client). The models are botocore's own, read-only:
+    sharing them is what one session does for all its clients."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(botocore.session, "create_loader", functools.cache(botocore.loaders.create_loader))
+        yield
 
 
 @pytest.fixture
