@@ -57,9 +57,11 @@ cfn-lint: synth
 	$(BIN)/cfn-lint --ignore-checks W3005 -- $(TEMPLATE)
 
 # Three workers on two cores: many tests wait on a runtime's schedules or a subprocess, and a third worker uses
-# that idle time (pytest 270 -> 237 s wall on a 2-core machine).
+# that idle time (pytest 270 -> 237 s wall on a 2-core machine). Each worker gets whole modules, the slowest
+# first (tests/conftest.py, SLOW_FIRST), so a module fixture (the docs' runtime, a venv) is built once.
+# Not `--dist loadgroup`: with pytest 9.2 it no longer groups anything (pytest-xdist issue 1386).
 pytest: $(PY_STAMP)
-	$(BIN)/pytest -n 3 --dist loadgroup -q
+	$(BIN)/pytest -n 3 --dist loadfile --no-loadscope-reorder -q
 
 # Issue 14's measurements (docs/BENCHMARKS.md): prints one table, writes bench/results.json and renders the doc's
 # tables from it. The synthesized template gives the costs the deployed sizes, and bench.local_load its stack.

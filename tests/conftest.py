@@ -1,10 +1,14 @@
-"""Test-wide environment: no real AWS is ever reachable from a test."""
+"""Test-wide environment: no real AWS is ever reachable from a test. And the order `make test` hands the
+modules to its workers in: the slowest first."""
 
+import functools
 import os
 from collections.abc import Iterator
 from typing import Any
 
 import boto3
+import botocore.loaders
+import botocore.session
 import pytest
 from moto import mock_aws
 
@@ -28,6 +32,42 @@ os.environ.update(
 )
 os.environ.pop("AWS_PROFILE", None)
 os.environ.pop("AWS_ENDPOINT_URL", None)
+
+SLOW_FIRST = (
+    # One `outbox local up` serves every doc block (a module fixture): ~100 s on one worker, the longest.
+    "tests/docs/test_doc_commands.py",
+    # pip install -r requirements.txt in a fresh clone, then `cdk synth`: ~60 s, mostly waiting on pip.
+    "tests/packaging/test_fresh_clone_synth.py",
+    # `outbox demo` on the synthesized stack: ~40 s in one test.
+    "tests/integration/local/test_local_cli.py",
+    # A wheel, a venv and its install (a module fixture).
+    "tests/packaging/test_install.py",
+    "tests/integration/ops/test_ops_redrive_and_skip.py",
+    "tests/reliability/test_fault_schedules.py",
+    "tests/integration/ops/test_ops_status_and_failed.py",
+    "tests/hardening/test_hardening_cli.py",
+)
+"""`make test` gives each worker whole modules (`--dist loadfile`: a module fixture is built once, not once
+per worker that runs one of its tests) in collection order (`--no-loadscope-reorder`). These modules take
+longest (`--durations`), so they start first and the many short ones fill in around them: started last,
+one of them would be the run's tail. The rest keep pytest's order."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {module: place for place, module in enumerate(SLOW_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _one_model_loader_per_process() -> Iterator[None]:
+    """Every botocore session a test makes shares one loader, so each service's model and the endpoint data
+    are read from disk and parsed once per process, not once per client. moto's `mock_aws` gives each test a
+    new default session (and the ops commands build their own), and a loader of its own per session made
+    client creation most of a moto test's cost (~90 ms a client). The models are botocore's own, read-only:
+    sharing them is what one session does for all its clients."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(botocore.session, "create_loader", functools.cache(botocore.loaders.create_loader))
+        yield
 
 
 @pytest.fixture

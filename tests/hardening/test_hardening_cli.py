@@ -10,7 +10,6 @@ credential shows in what the command prints.
 from __future__ import annotations
 
 import contextlib
-import functools
 import io
 import re
 from collections.abc import Callable, Iterator
@@ -18,8 +17,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import boto3
-import botocore.loaders
-import botocore.session
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -78,9 +75,8 @@ def outbox(dynamodb: Any, tables: Tables) -> Iterator[Outbox]:
         # Credentials are secrets: none may ever be printed (moto takes any).
         for number, name in enumerate(SECRET_ENVIRONMENT, start=100):
             patch.setenv(name, marker(number))
-        # Each command builds its own boto3 session, which reads every service model from disk again: share
-        # one loader (the same models), so an input costs its calls, not the reading.
-        patch.setattr(botocore.session, "create_loader", functools.cache(botocore.loaders.create_loader))
+        # (Each command builds its own boto3 session; tests/conftest.py gives them all one model loader, so an
+        # input costs its calls, not reading the models again.)
         # No runtime runs here: `local up` and `demo` would start one, `local fault` would reach another
         # session's. What their arguments passed to stands in: a runtime that answers nothing.
         patch.setattr(cli, "_local_command", _no_runtime)

@@ -23,8 +23,6 @@ import pytest
 from tests.support.aws import create_tables, endpoint_client, moto_server, scan_all
 from tests.support.readme import run_library_example
 
-pytestmark = pytest.mark.xdist_group("packaging")
-
 REPO_ROOT = Path(__file__).resolve().parents[2]
 Installed = tuple[Path, Path]
 """The fresh venv's bin directory, and the wheel it was installed from."""
