@@ -2,6 +2,7 @@
 modules to its workers in: the slowest first."""
 
 import functools
+import logging
 import os
 from collections.abc import Iterator
 from typing import Any
@@ -96,3 +97,15 @@ def synthesized(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
 @pytest.fixture(scope="session")
 def template(synthesized: Synthesized) -> dict[str, Any]:
     return synthesized.template
+
+
+@pytest.fixture(autouse=True)
+def _our_loggers_reach_caplog(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test that reads `caplog` sees what the library logs, whichever handler module this process imported
+    first. The handlers give the library's loggers Powertools' JSON output and `propagate = False` (one line
+    per record, as a Lambda wants), but only the top-level loggers registered when the handler module is
+    imported: whether `outbox.*` records reached the root (and caplog) depended on which test ran first."""
+    if "caplog" not in request.fixturenames:
+        return
+    for name in ("outbox", "outbox_publisher", "outbox_sweeper", "outbox_inbox"):
+        monkeypatch.setattr(logging.getLogger(name), "propagate", True)

@@ -29,13 +29,13 @@ from outbox.clock import format_timestamp, utc_now
 from outbox_ops.clients import OpsClients
 from outbox_ops.queues import QueueDepth, depth
 from outbox_ops.resources import DeadLetterQueue, OutboxResources
-from outbox_publisher.config import DEFAULT_SWEEP_GRACE_SECONDS
 from outbox_sweeper.census import Census
+from outbox_sweeper.config import DEFAULT_SWEEP_GRACE
 from outbox_sweeper.scan import DynamoDBTableScan, read_segment
 
 STUCK_AFTER = timedelta(minutes=15)
 DEGRADED_AFTER = timedelta(minutes=5)
-SWEEP_GRACE = timedelta(seconds=DEFAULT_SWEEP_GRACE_SECONDS)
+SWEEP_GRACE = DEFAULT_SWEEP_GRACE
 CONSUMER_DEAD_LETTERS_RUNBOOK = "docs/runbook.md#consumerdeadletters"
 SCAN_FOR = timedelta(seconds=30)
 _PUBLISHED_WINDOW = timedelta(hours=1)

@@ -14,7 +14,11 @@ from datetime import timedelta
 
 from outbox.config import positive_duration, positive_int
 from outbox.errors import ConfigurationError
-from outbox_publisher.config import PublisherConfig
+from outbox_publisher.config import DEFAULT_SWEEP_GRACE_SECONDS, PublisherConfig
+
+DEFAULT_SWEEP_GRACE = timedelta(seconds=DEFAULT_SWEEP_GRACE_SECONDS)
+"""The age past which the sweeper takes a PENDING row, unless its function is configured otherwise (what
+`outbox status` assumes unless told `--sweep-grace`)."""
 
 ENV_SWEEP_MAX_ROWS = "SWEEP_MAX_ROWS"
 ENV_SWEEP_SEGMENTS = "SWEEP_SEGMENTS"

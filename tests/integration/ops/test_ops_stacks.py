@@ -294,6 +294,6 @@ def test_a_loopback_endpoint_where_nothing_answers_is_named_with_the_local_runti
     for result in (found, named):
         assert (result.code, result.out) == (1, "")
         assert result.err == (
-            f"outbox: nothing answers at {endpoint}/ (EndpointConnectionError): the local runtime is not "
-            "running there; start it with `outbox local up`, or pass the --endpoint-url it prints\n"
+            f"outbox: no local runtime answers at {endpoint} ([Errno 111] Connection refused): start it with "
+            "`outbox local up`, or pass the --endpoint-url it printed\n"
         )
