@@ -15,7 +15,13 @@ import pytest
 
 from outbox import outputs
 from tests.infra.template_queries import function_by_handler, only, resources
-from tests.support.readme import INBOX, INBOX_SECTION, OWN_STACK_SECTION, python_example
+from tests.support.readme import (
+    INBOX,
+    INBOX_SECTION,
+    OWN_STACK_SECTION,
+    cdk_json_app_command,
+    python_example,
+)
 
 OUTBOX_OUTPUTS = (
     outputs.OUTBOX_TABLE_NAME,
@@ -41,11 +47,13 @@ def test_the_readme_own_stack_example_synthesizes_silently_with_every_output(tmp
     (tmp_path / "app.py").write_text(example)
     outdir = tmp_path / "cdk.out"
 
-    # When it runs as `cdk synth` runs an app (CDK_OUTDIR set), with cdk-nag attached as it says, and no
-    # variable of ours: the app must keep Node's end-of-life banner and every warning out by itself
+    # When it runs as `cdk synth` runs an app: the `app` line docs/your-stack.md gives the user's cdk.json,
+    # through the shell (CDK_OUTDIR set), with this venv's python3 first on PATH and no variable of ours:
+    # what keeps Node's end-of-life banner out is that line's own
     environment = {k: v for k, v in os.environ.items() if not k.startswith("JSII_")}
-    result = subprocess.run(
-        [sys.executable, "app.py"],
+    environment["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), environment.get("PATH", "")])
+    result = subprocess.run(  # noqa: S603 - the docs' own app command, in a shell as the CDK CLI runs it
+        ["/bin/sh", "-c", cdk_json_app_command()],
         cwd=tmp_path,
         env={**environment, "CDK_OUTDIR": str(outdir)},
         capture_output=True,
