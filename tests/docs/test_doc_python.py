@@ -4,8 +4,8 @@ A whole CDK app (a block that ends in `app.synth()`) is synthesized here with th
 directory of its own, as a reader's app: its `cdk.json` is the one `cdk init app --language python` writes,
 with the `app` line docs/your-stack.md gives it, run with the project's venv activated (the README's
 `source .venv/bin/activate`), and a block that opens with `# <path>.py` is that file of the app
-(docs/your-stack.md's handler). Each app is synthesized once, all at once. Every other block is run
-by the test this module names for it: the library example against moto, the consumer's handler and construct
+(docs/your-stack.md's handler). Each app is synthesized once, all at once, here or (the README's) by the
+test this module names for it, the same way. Every other block is run by the test this module names for it: the library example against moto, the consumer's handler and construct
 in process.
 """
 
@@ -32,6 +32,8 @@ STACK = re.compile(r'^\w+\(app, "(?P<name>\w+)"\)$', re.MULTILINE)
 
 RUN_BY = {
     ("README.md", "## The library from your own Lambda", 0): "tests/integration/test_readme_example.py",
+    # Synthesized there by the CDK CLI as here (cdk init's cdk.json, the docs' app line), with what it builds
+    ("README.md", "## Your own stack", 0): "tests/infra/test_infra_readme_example.py",
     (
         "docs/inbox.md",
         "# Consuming events: the inbox",
@@ -39,9 +41,9 @@ RUN_BY = {
     ): "tests/integration/inbox/test_inbox_readme_example.py",
     ("docs/inbox.md", "# Consuming events: the inbox", 1): "tests/infra/test_infra_readme_example.py",
 }
-"""Blocks that are no whole app: (document, the heading they are under, their place there from 0) and the
-test that runs them. The README's own-stack app is also checked in tests/infra/test_infra_readme_example.py
-for what it builds; here, that the CDK CLI synthesizes it."""
+"""Blocks that another test runs or synthesizes: (document, the heading they are under, their place there from
+0) and that test. The README's own-stack app is synthesized once, there, as an app is here, and checked for
+what it builds."""
 
 
 @dataclass(frozen=True)
@@ -93,12 +95,16 @@ def python_blocks() -> list[PythonBlock]:
     return found
 
 
+def synthesized_here(block: PythonBlock) -> bool:
+    return block.is_app and block.key not in RUN_BY
+
+
 def test_every_python_block_is_an_app_synthesized_here_or_run_by_its_test() -> None:
     blocks = python_blocks()
     assert len([b for b in blocks if b.is_app]) >= 2, "the README's and docs/your-stack.md's apps"
-    documents_with_apps = {block.block.path for block in blocks if block.is_app}
+    documents_with_apps = {block.block.path for block in blocks if synthesized_here(block)}
     for block in blocks:
-        if block.is_app or (block.file is not None and block.block.path in documents_with_apps):
+        if synthesized_here(block) or (block.file is not None and block.block.path in documents_with_apps):
             continue  # synthesized here: an app, or a file of its document's app
         test = RUN_BY.get(block.key)
         assert test is not None, f"{block.block.name}: a Python block no test runs: {block.key}"
@@ -110,7 +116,7 @@ def test_every_python_block_is_an_app_synthesized_here_or_run_by_its_test() -> N
 def test_every_cdk_app_of_the_docs_synthesizes_with_the_cdk_cli(tmp_path: Path) -> None:
     # Given each whole app of the docs in a directory of its own, with the files its document shows
     blocks = python_blocks()
-    apps = [block for block in blocks if block.is_app]
+    apps = [block for block in blocks if synthesized_here(block)]
     environment = fresh_environment(tmp_path / "home")
     environment["PATH"] = f"{VENV_BIN}:{environment['PATH']}"  # `source .venv/bin/activate`
     environment["VIRTUAL_ENV"] = str(VENV_BIN.parent)
