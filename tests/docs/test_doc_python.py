@@ -5,8 +5,8 @@ directory of its own, as a reader's app: its `cdk.json` is the one `cdk init app
 with the `app` line docs/your-stack.md gives it, run with the project's venv activated (the README's
 `source .venv/bin/activate`), and a block that opens with `# <path>.py` is that file of the app
 (docs/your-stack.md's handler). Each app is synthesized once, all at once, here or (the README's) by the
-test this module names for it, the same way. Every other block is run by the test this module names for it: the library example against moto, the consumer's handler and construct
-in process.
+test this module names for it, the same way. Every other block is run by the test this module names for it:
+the library example against moto, the consumer's handler and construct in process.
 """
 
 from __future__ import annotations
