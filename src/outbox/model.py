@@ -1,4 +1,4 @@
-"""The outbox row: the public contract (README, "Outbox row") as a value object, and the table it lives in.
+"""The outbox row: the public contract (docs/contracts.md, "Outbox row") as a value object, and its table.
 
 Other services, in any language, may write these rows and consumers parse the envelope built
 from them, so attribute names and types here are stable API. The table holds exactly the events that are
@@ -273,7 +273,8 @@ class OutboxEvent:
         return replace(self, status=status, **changes)
 
     def envelope(self) -> dict[str, Any]:
-        """The JSON body every consumer gets, on SNS and EventBridge alike (README, "Published envelope")."""
+        """The JSON body every consumer gets, on SNS and EventBridge alike (docs/contracts.md, "Published
+        envelope")."""
         return self._envelope_head() | {"payload": dict(self.payload)}
 
     def envelope_json(self) -> str:

@@ -20,8 +20,8 @@ Or compose the finer constructs yourself::
                      poison_queue=publisher.poison_queue, on_failure_queue=publisher.on_failure_queue,
                      sweeper_function=sweeper.function)
 
-Every construct takes safe defaults a caller can override; the README's "Use the constructs in your own
-app" section has a complete example.
+Every construct takes safe defaults a caller can override; docs/your-stack.md has complete
+examples (one `Outbox`, a writer function of yours, the finer constructs).
 """
 
 from outbox_cdk.destinations import DestinationsProps, OutboxDestinations

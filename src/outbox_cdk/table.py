@@ -134,7 +134,7 @@ def check_outbox_table(table: dynamodb.ITable) -> None:
         Annotations.of(table).add_warning_v2(
             "outbox:stream-without-old-images",
             "the outbox table's stream has no old images: the publisher cannot see another writer replace a "
-            "pending row's event (README, 'Outbox row'); use a NEW_AND_OLD_IMAGES stream",
+            "pending row's event (docs/contracts.md, 'Outbox row'); use a NEW_AND_OLD_IMAGES stream",
         )
     keys = {
         _field(key, "key_type"): _field(key, "attribute_name") for key in _listed(properties.get("keySchema"))

@@ -180,6 +180,8 @@ def describe(runtime: LocalRuntime, command: str = "outbox") -> str:
 
     region, endpoint = runtime.options.region, runtime.endpoint_url
     stack = runtime.options.stack_name
+    # The outputs' column is as wide as their longest name (the sample's CancellationsDeadLetterQueueUrl: 31).
+    width = max((len(name) for name in runtime.outputs), default=0)
     lines = [
         f"outbox local runtime (moto, no AWS account): stack {stack}",
         f"  Template      {runtime.options.template_path}",
@@ -196,7 +198,7 @@ def describe(runtime: LocalRuntime, command: str = "outbox") -> str:
         ),
         "",
         "  Outputs:" if runtime.outputs else "  Outputs: none in the template",
-        *(f"    {name:<28} {value}" for name, value in runtime.outputs.items()),
+        *(f"    {name:<{width}}  {value}" for name, value in runtime.outputs.items()),
         "",
         "  Running locally:",
     ]

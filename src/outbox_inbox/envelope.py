@@ -1,8 +1,8 @@
 """The published envelope as a consumer receives it, in each shape AWS delivers it.
 
-The publisher sends one JSON envelope (README, "Published envelope"). What reaches a consumer depends on
-the path: SQS from SNS with raw delivery (the envelope is the body), SQS from SNS without it (the body is
-an SNS notification whose `Message` is the envelope), SQS from an EventBridge rule (the body is an
+The publisher sends one JSON envelope (docs/contracts.md, "Published envelope"). What reaches a consumer
+depends on the path: SQS from SNS with raw delivery (the envelope is the body), SQS from SNS without it (the
+body is an SNS notification whose `Message` is the envelope), SQS from an EventBridge rule (the body is an
 EventBridge event whose `detail` is the envelope), EventBridge invoking a function (the event itself),
 and SQS FIFO (as raw SNS, in message groups). `envelope_of` finds the envelope in any of them.
 """

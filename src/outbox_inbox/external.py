@@ -6,10 +6,10 @@ then it makes the call, through Powertools, which stores the call's completion i
 records the event in the inbox. A crash after the call and before the record is redelivered: the order check
 passes again, Powertools answers from its record without calling again, and the event is recorded.
 
-The caveat, documented in the README: a crash DURING the call (after the remote side acted, before Powertools
-saved the completion) makes the call run again once the in-progress record expires (the invocation's
-remaining time). Exactly-once then holds only if the remote side itself accepts an idempotency key: pass
-`envelope.event_id` to it.
+The caveat, documented in docs/inbox.md: a crash DURING the call (after the remote side acted, before
+Powertools saved the completion) makes the call run again once the in-progress record expires (the
+invocation's remaining time). Exactly-once then holds only if the remote side itself accepts an idempotency
+key: pass `envelope.event_id` to it.
 """
 
 from __future__ import annotations

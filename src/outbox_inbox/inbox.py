@@ -37,7 +37,7 @@ DEFAULT_MAX_GAP_WAIT_S: Final = 15 * 60
 
 
 class Ordering(StrEnum):
-    """How a consumer orders an aggregate's events (README, "Consuming events")."""
+    """How a consumer orders an aggregate's events (docs/inbox.md)."""
 
     STRICT = "strict"
     """Every event of the aggregate, each exactly after its predecessor: a later one waits for a missing one.

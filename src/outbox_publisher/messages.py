@@ -1,7 +1,7 @@
 """What goes on the wire, and how big it is: pure functions shared by the engine, adapters and tests.
 
-The envelope and attributes are the public contract (README, "Published envelope"). Sizes follow each
-service's own rules, measured here because moto does not enforce EventBridge's limit (docs/local.md,
+The envelope and attributes are the public contract (docs/contracts.md, "Published envelope"). Sizes follow
+each service's own rules, measured here because moto does not enforce EventBridge's limit (docs/local.md,
 "Where moto differs from AWS") and because a call
 over the limit fails as a whole, which would hide which entry was at fault.
 """
@@ -65,7 +65,7 @@ def entry_id(position: int) -> str:
 
 
 def sns_attributes(event: OutboxEvent) -> dict[str, dict[str, str]]:
-    """For subscription filter policies (README, "Published envelope")."""
+    """For subscription filter policies (docs/contracts.md, "Published envelope")."""
     return {
         "event_type": {"DataType": _STRING, "StringValue": event.event_type},
         "aggregate_type": {"DataType": _STRING, "StringValue": event.aggregate_type},

@@ -6,8 +6,8 @@ FAILED, it holds the aggregate until an operator redrives or skips it, unless it
 on past poison (`released_at`). A row of an earlier release that kept published rows (PUBLISHED) is out.
 
 What absence cannot tell: an event that was never written (a gap in `seq`) reads as out, and so does a row
-another writer deleted. Writers keep the contract (README, "Outbox row"): commit `seq` n + 1 only after
-`seq` n, never delete a row; an inbox consumer in `strict` mode sees a gap and waits for it.
+another writer deleted. Writers keep the contract (docs/contracts.md, "Outbox row"): commit `seq` n + 1 only
+after `seq` n, never delete a row; an inbox consumer in `strict` mode sees a gap and waits for it.
 
 Reads are strongly consistent, in batches of 100 keys (one BatchGetItem call).
 """

@@ -1,5 +1,5 @@
-"""Another writer's breaks of the row contract (README, "Outbox row"), found where they show, never published
-or dropped without a word; every report names the kind, logs carry ids and field names only.
+"""Another writer's breaks of the row contract (docs/contracts.md, "Outbox row"), found where they show,
+never published or dropped without a word; every report names the kind, logs carry ids and field names only.
 
 - **A slot rewritten**: a stream MODIFY from PENDING (or PUBLISHED, which earlier releases kept) to a PENDING
   row holding another event. The new row is poison at once, without waiting for its predecessor (the sweeper,

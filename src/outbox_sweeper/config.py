@@ -1,6 +1,6 @@
 """The sweeper's configuration: the publisher's (same table, destinations, routes, poison queue), plus
-how it sweeps (`SWEEP_*`, each with its default in the README's sweeper table). Parsed from the environment
-once, at start-up, and validated there: a bad value is a configuration error naming its variable.
+how it sweeps (`SWEEP_*`, each with its default in docs/publisher.md's configuration table). Parsed from the
+environment once, at start-up, and validated there: a bad value is a configuration error naming its variable.
 
 Both cutoffs (`SWEEP_MAX_ATTEMPTS`, `SWEEP_FAIL_AFTER_SECONDS`) only turn a row that fails once more into a
 FAILED one: no row is failed without a try.

@@ -9,6 +9,7 @@ there, so another runtime running on this machine (another test, another user) i
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import signal
@@ -29,7 +30,7 @@ from outbox.model import RowKey
 from tests.integration.ops.test_ops_status_and_failed import BAD_PAYLOAD, new
 from tests.support.aws import endpoint_client
 from tests.support.doc_commands import REPOSITORY
-from tests.support.synth import Synthesized
+from tests.support.synth import synthesize
 
 VENV_BIN = Path(sys.executable).parent
 """Where the project's tools are: the `outbox` command, pip, and the AWS CLI v1 (requirements-dev.txt)."""
@@ -129,14 +130,31 @@ def statuses(dynamodb: Any, table: str, keys: list[RowKey]) -> dict[RowKey, str]
     return {key: item["status"]["S"] for key, item in zip(keys, items, strict=True) if item}
 
 
+def shared_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The sample app's template, synthesized once for every worker of this run (pytest-xdist): the first to
+    come synthesizes it into a directory the run's workers share, under a lock; the others read it there.
+    Without xdist, in a directory of this session's own."""
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    base = tmp_path_factory.getbasetemp()
+    directory = base.parent / f"docs-sample-{run}" if run else base / "docs-sample"
+    directory.mkdir(exist_ok=True)
+    template = directory / "cdk.out" / f"{STACK_ID}.template.json"
+    with (directory / "lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not template.exists():
+            synthesize(template.parent)
+    return template
+
+
 @pytest.fixture(scope="module")
-def docs_runtime(synthesized: Synthesized, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DocsRuntime]:
+def docs_runtime(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DocsRuntime]:
     assert (VENV_BIN / "aws").exists(), "the AWS CLI v1 comes with requirements-dev.txt: make setup"
+    template = shared_template(tmp_path_factory)
     environment = fresh_environment(tmp_path_factory.mktemp("home"))
-    # As docs/local.md runs it, from the clone, in a fresh shell; only the template (the suite's synthesized
+    # As docs/local.md runs it, from the clone, in a fresh shell; only the template (this run's synthesized
     # one, not whatever cdk.out holds) and the ports (free ones, not the defaults the docs show) differ.
     process = subprocess.Popen(  # noqa: S603 - our own CLI, fixed arguments
-        [*LOCAL_UP, "--template", str(synthesized.template_path), "--aws-port", "0", "--api-port", "0"],
+        [*LOCAL_UP, "--template", str(template), "--aws-port", "0", "--api-port", "0"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -162,7 +180,7 @@ def docs_runtime(synthesized: Synthesized, tmp_path_factory: pytest.TempPathFact
             endpoint=endpoint.group(1),
             api_url=api.group(1),
             printed=banner,
-            template=synthesized.template_path,
+            template=template,
             outputs=found,
             environment=environment,
             world=build_world(endpoint.group(1), found[outputs.OUTBOX_TABLE_NAME]),

@@ -25,7 +25,7 @@ CONTRACT = {
     "occurred_at",
     "status",
 }
-"""The attributes a row another writer saves needs (README, "Outbox row"): nothing else."""
+"""The attributes a row another writer saves needs (docs/contracts.md, "Outbox row"): nothing else."""
 
 
 def test_foreign_rows_whose_stream_records_are_discarded_are_swept_and_published_in_order() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from pathlib import Path
@@ -19,11 +20,12 @@ LIBRARY_SECTION = "## The library from your own Lambda"
 OWN_STACK_SECTION = "## Your own stack"
 INBOX_SECTION = "# Consuming events: the inbox"
 WRITER_SECTION = "## A writer function of yours"
+CDK_JSON_SECTION = "## Your app's `cdk.json`"
 
 
-def python_example(section: str, number: int = 0, document: Path = README) -> str:
-    """The `number`th (from 0) ```python block under the heading `section` of `document`, up to the next
-    heading of the same level or above ("## The library from your own Lambda")."""
+def python_example(section: str, number: int = 0, document: Path = README, language: str = "python") -> str:
+    """The `number`th (from 0) ```python block (or block of `language`) under the heading `section` of
+    `document`, up to the next heading of the same level or above ("## The library from your own Lambda")."""
     level = len(section.split(" ", 1)[0])
     blocks: list[list[str]] = []
     inside, fenced = False, None
@@ -34,13 +36,19 @@ def python_example(section: str, number: int = 0, document: Path = README) -> st
             inside = inside or line == section
         elif inside and line.lstrip().startswith("```"):
             fenced = None if fenced is not None else line.strip()[3:]
-            if fenced == "python":
+            if fenced == language:
                 blocks.append([])
-        elif inside and fenced == "python":
+        elif inside and fenced == language:
             blocks[-1].append(line)
     assert blocks, f"{document.name} lost its section {section!r}, or its examples"
     assert len(blocks) > number, f"{document.name} lost the example of {section!r}"
     return "\n".join(blocks[number]) + "\n"
+
+
+def cdk_json_app_command() -> str:
+    """The `app` line docs/your-stack.md gives a user's cdk.json (the rest is what `cdk init` writes)."""
+    command: str = json.loads(python_example(CDK_JSON_SECTION, document=YOUR_STACK, language="json"))["app"]
+    return command
 
 
 def library_example() -> str:

@@ -1,5 +1,5 @@
-"""Every `outbox` command of the README's operations runbook runs as written, in the order a reader meets
-them, against the local runtime holding what the runbook talks about: a FAILED event (`$EVENT_ID`, and a
+"""Every `outbox` command of the operations runbook (docs/runbook.md) runs as written, in the order a reader
+meets them, against the local runtime holding what the runbook talks about: a FAILED event (`$EVENT_ID`, and a
 second one for the skip, which comes after its redrive), an aggregate `Order#42` held behind a FAILED event,
 and a record the stream mapping discarded."""
 

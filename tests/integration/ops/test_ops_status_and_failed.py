@@ -396,7 +396,8 @@ def test_status_without_permission_for_mappings_or_metrics_says_they_are_unknown
 def test_the_commands_find_the_local_runtime_through_aws_endpoint_url(
     ops: Ops, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # Given only the environment the README's export line sets (no --endpoint-url, no --region)
+    # Given only the environment `outbox local env`'s exports set (docs/local.md) (no --endpoint-url, no
+    # --region)
     monkeypatch.setenv("AWS_ENDPOINT_URL", ops.runtime.endpoint_url)
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
 

@@ -124,8 +124,8 @@ def test_a_slot_written_again_after_its_row_was_settled_is_a_new_event_to_the_pu
     response, metrics = publish(world, capsys, skip=seen)
 
     # Then the publisher cannot tell it from a new event: it is an INSERT like any other, and it is published
-    # (the contract's rule is the writer's to keep: README, "Outbox row"; inbox consumers refuse the reused
-    # slot as `slot_rewritten`)
+    # (the contract's rule is the writer's to keep: docs/contracts.md, "Outbox row"; inbox consumers refuse
+    # the reused slot as `slot_rewritten`)
     assert response == {"batchItemFailures": []}
     assert [e["event_id"] for e in world.topic_envelopes()] == [replacement.event_id]
     assert metrics["WriterContractViolations"] == [0.0]
@@ -246,7 +246,8 @@ def test_a_pending_row_another_writer_deletes_reads_as_out_and_invokes_nothing(
     # Then the REMOVE reaches nothing: the publisher's own settles are deletes too, so a delete cannot be told
     # from one. A#1's record comes late (it is claimed first, which reads the row): its row is gone, which
     # reads as settled, so A#1 is never published; A#2 goes, after a gap that an inbox consumer in `strict`
-    # mode waits for. This is what the model no longer sees (README, "Outbox row"): never delete a row.
+    # mode waits for. This is what the model no longer sees (docs/contracts.md, "Outbox row"): never delete a
+    # row.
     assert passed == ["INSERT", "INSERT"]
     assert response == {"batchItemFailures": []}
     assert [e["event_id"] for e in world.topic_envelopes()] == [successor.event_id]

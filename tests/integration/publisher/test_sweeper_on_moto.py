@@ -256,8 +256,8 @@ def test_a_gap_in_seq_reads_as_an_event_that_is_out(world: World) -> None:
     world.invoke(world.publisher(), world.stream_event(skip=2))
 
     # Then A#3 is published: the table keeps no settled rows, so a seq never written cannot be told from one
-    # that went out (README, "Outbox row": writers must not skip a seq; an inbox consumer in `strict` mode
-    # waits for the gap, then dead-letters)
+    # that went out (docs/contracts.md, "Outbox row": writers must not skip a seq; an inbox consumer in
+    # `strict` mode waits for the gap, then dead-letters)
     assert published_ids(world) == [a1.event_id, a3.event_id]
     assert statuses(world, a1, a3) == [OUT, OUT]
 

@@ -49,3 +49,12 @@ def test_a_stack_with_two_outboxes_gets_a_status_line_per_outbox_each_naming_it(
         f"outbox status --stack PaymentsStack --outbox '' {where}",
         f"outbox status --stack PaymentsStack --outbox Refunds {where}",
     ]
+
+
+def test_the_outputs_column_is_as_wide_as_the_longest_output_name() -> None:
+    # Given a stack whose outputs have names of 2 and 30 characters (the sample's longest)
+    banner = describe(runtime_with({"Ab": "short", "OrderSummaryDeadLetterQueueUrl": "long"}))
+
+    # Then every value starts in the same column, two spaces after the longest name
+    section = banner.split("  Outputs:\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert section == [f"    {'Ab':<30}  short", "    OrderSummaryDeadLetterQueueUrl  long"]

@@ -1,4 +1,4 @@
-"""The outbox row contract (README, "Outbox row") as a value object. Pure: no AWS."""
+"""The outbox row contract (docs/contracts.md, "Outbox row") as a value object. Pure: no AWS."""
 
 from __future__ import annotations
 

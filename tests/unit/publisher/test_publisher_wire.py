@@ -1,4 +1,5 @@
-"""Envelope, attributes, entry shapes and sizes (README, "Published envelope"), and the backoff policy."""
+"""Envelope, attributes, entry shapes and sizes (docs/contracts.md, "Published envelope"), and the backoff
+policy."""
 
 from __future__ import annotations
 
@@ -170,7 +171,7 @@ def test_fifo_group_ids_stay_valid_for_any_aggregate_id_the_row_contract_allows(
 def test_a_valid_aggregate_key_is_its_own_group_id() -> None:
     # Given an aggregate key SNS accepts as it is
     # When its group id is derived
-    # Then it is the key itself (README, "Published envelope")
+    # Then it is the key itself (docs/contracts.md, "Published envelope")
     assert message_group_id("Order#5d0c-ab") == "Order#5d0c-ab"
 
 
