@@ -100,12 +100,24 @@ def template(synthesized: Synthesized) -> dict[str, Any]:
 
 
 @pytest.fixture(autouse=True)
-def _our_loggers_reach_caplog(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A test that reads `caplog` sees what the library logs, whichever handler module this process imported
-    first. The handlers give the library's loggers Powertools' JSON output and `propagate = False` (one line
-    per record, as a Lambda wants), but only the top-level loggers registered when the handler module is
-    imported: whether `outbox.*` records reached the root (and caplog) depended on which test ran first."""
+def _our_loggers_reach_caplog(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test that reads `caplog` sees what the library logs, whatever ran before it in this process.
+
+    Importing a handler module, or hosting a function in process (`outbox demo` does, with its log level
+    CRITICAL), gives the library's top-level loggers registered at that moment Powertools' output, its level
+    and `propagate = False`, as a Lambda wants: so whether a warning reached caplog depended on which test
+    this worker ran first."""
     if "caplog" not in request.fixturenames:
+        yield
         return
-    for name in ("outbox", "outbox_publisher", "outbox_sweeper", "outbox_inbox"):
-        monkeypatch.setattr(logging.getLogger(name), "propagate", True)
+    loggers = [
+        logging.getLogger(name) for name in ("outbox", "outbox_publisher", "outbox_sweeper", "outbox_inbox")
+    ]
+    saved = [(logger.level, logger.propagate) for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.NOTSET)
+        logger.propagate = True
+    yield
+    for logger, (level, propagate) in zip(loggers, saved, strict=True):
+        logger.setLevel(level)
+        logger.propagate = propagate
