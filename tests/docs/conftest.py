@@ -13,7 +13,6 @@ import fcntl
 import os
 import re
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -30,12 +29,13 @@ from outbox.model import RowKey
 from tests.integration.ops.test_ops_status_and_failed import BAD_PAYLOAD, new
 from tests.support.aws import endpoint_client
 from tests.support.doc_commands import REPOSITORY
+from tests.support.local_templates import running_local_up
 from tests.support.synth import synthesize
 
 VENV_BIN = Path(sys.executable).parent
 """Where the project's tools are: the `outbox` command, pip, and the AWS CLI v1 (requirements-dev.txt)."""
 
-LOCAL_UP = (".venv/bin/outbox", "local", "up")
+LOCAL_UP_COMMAND = (".venv/bin/outbox",)
 """As docs/local.md shows it, run from the clone (so it names itself `.venv/bin/outbox` in what it prints)."""
 
 
@@ -153,41 +153,22 @@ def docs_runtime(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DocsRunti
     environment = fresh_environment(tmp_path_factory.mktemp("home"))
     # As docs/local.md runs it, from the clone, in a fresh shell; only the template (this run's synthesized
     # one, not whatever cdk.out holds) and the ports (free ones, not the defaults the docs show) differ.
-    process = subprocess.Popen(  # noqa: S603 - our own CLI, fixed arguments
-        [*LOCAL_UP, "--template", str(template), "--aws-port", "0", "--api-port", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=environment,
-        cwd=REPOSITORY,
-    )
-    try:
-        assert process.stdout is not None
-        printed = []
-        for line in process.stdout:
-            printed.append(line)
-            if line.startswith("ready"):
-                break
-        banner = "".join(printed)
-        for stream in (process.stdout, process.stderr):
+    with running_local_up(
+        ["--template", str(template)], environment=environment, cwd=REPOSITORY, command=LOCAL_UP_COMMAND
+    ) as started:
+        for stream in (started.process.stdout, started.process.stderr):
             threading.Thread(target=drain, args=(stream,), daemon=True).start()
-        endpoint = re.search(r"AWS endpoint\s+(http://\S+)", banner)
-        api = re.search(r"HTTP API\s+(http://\S+)", banner)
-        assert endpoint, banner
-        assert api, banner
-        found = stack_outputs(endpoint.group(1))
+        api = re.search(r"HTTP API\s+(http://\S+)", started.printed)
+        assert api, started.printed
+        found = stack_outputs(started.endpoint)
         yield DocsRuntime(
-            endpoint=endpoint.group(1),
+            endpoint=started.endpoint,
             api_url=api.group(1),
-            printed=banner,
+            printed=started.printed,
             template=template,
             outputs=found,
             environment=environment,
-            world=build_world(endpoint.group(1), found[outputs.OUTBOX_TABLE_NAME]),
+            world=build_world(started.endpoint, found[outputs.OUTBOX_TABLE_NAME]),
         )
-        process.send_signal(signal.SIGINT)
-        process.wait(timeout=30)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+        started.process.send_signal(signal.SIGINT)
+        started.process.wait(timeout=30)

@@ -22,11 +22,11 @@ import pytest
 from tests.docs.conftest import VENV_BIN, fresh_environment
 from tests.support.doc_commands import DOCUMENTS, REPOSITORY, Block, all_blocks
 from tests.support.readme import cdk_json_app_command
+from tests.support.synth import CDK_CLI
 
 # With the other modules of tests/docs and the packaging test: processes of their own, one after the other.
 pytestmark = pytest.mark.xdist_group("packaging")
 
-CDK_CLI = REPOSITORY / "node_modules" / ".bin" / "cdk"
 FILE_HEADER = re.compile(r"^# (?P<path>[\w/]+\.py)\b")
 STACK = re.compile(r'^\w+\(app, "(?P<name>\w+)"\)$', re.MULTILINE)
 

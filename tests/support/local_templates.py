@@ -7,7 +7,7 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -264,31 +264,46 @@ class LocalUp:
         return found.group(1)
 
 
-@contextmanager
-def local_up(template_path: Path) -> Iterator[LocalUp]:
-    """Start `outbox local up` on free ports with the test handlers importable; kill it if still running."""
-    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPOSITORY), str(HANDLERS)])}
-    # As the docs start it: the venv's `outbox` script (what it prints names the script it was started as).
+def venv_outbox() -> list[str]:
+    """The venv's `outbox` script, as the docs start it (what it prints names the script it ran as)."""
     script = Path(sys.executable).parent / "outbox"
-    outbox = [str(script)] if script.exists() else [sys.executable, "-m", "outbox_cli.main"]
-    command = [*outbox, "local", "up", "--template", str(template_path)]
+    return [str(script)] if script.exists() else [sys.executable, "-m", "outbox_cli.main"]
+
+
+@contextmanager
+def running_local_up(
+    arguments: Sequence[str], *, environment: Mapping[str, str], cwd: Path, command: Sequence[str] = ()
+) -> Iterator[LocalUp]:
+    """`outbox local up ARGUMENTS` on free ports in its own process (`command`, default the venv's script),
+    once it printed `ready`; killed on the way out if it still runs."""
     process = subprocess.Popen(  # noqa: S603 - our own CLI, fixed arguments
-        [*command, "--aws-port", "0", "--api-port", "0"],
+        [*(command or venv_outbox()), "local", "up", *arguments, "--aws-port", "0", "--api-port", "0"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=environment,
-        cwd=REPOSITORY,
+        env=dict(environment),
+        cwd=cwd,
     )
     try:
         assert process.stdout is not None
+        assert process.stderr is not None
         printed = []
         for line in process.stdout:
             printed.append(line)
             if line.startswith("ready"):
                 break
-        yield LocalUp(process, "".join(printed))
+        said, last = "".join(printed), printed[-1] if printed else ""
+        assert last.startswith("ready"), said + process.stderr.read()
+        yield LocalUp(process, said)
     finally:
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+@contextmanager
+def local_up(template_path: Path) -> Iterator[LocalUp]:
+    """Start `outbox local up` on free ports with the test handlers importable."""
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPOSITORY), str(HANDLERS)])}
+    with running_local_up(["--template", str(template_path)], environment=environment, cwd=REPOSITORY) as up:
+        yield up

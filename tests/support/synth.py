@@ -22,9 +22,6 @@ JSII_SILENCE_NODE_EOL = "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION"
 os.environ.setdefault(JSII_SILENCE_NODE_EOL, "20")
 
 CDK_CLI = REPO_ROOT / "node_modules" / ".bin" / "cdk"
-# A user's cdk.json app command that carries the variable to the app before it imports aws_cdk (the CDK CLI
-# runs the command through the shell; the sample's app.py sets it itself).
-USER_APP_COMMAND = f"{JSII_SILENCE_NODE_EOL}=20 python3 app.py"
 
 
 def cli_environment() -> dict[str, str]:

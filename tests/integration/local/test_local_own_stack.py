@@ -23,6 +23,7 @@ import pytest
 
 from outbox import DynamoDBTransactionExecutor, OutboxEvent, OutboxWriter, Transaction
 from outbox_local.endpoint import LOCAL_CREDENTIALS
+from tests.support.local_templates import running_local_up
 from tests.support.own_stack import OWN_OUTPUT, STACK_NAME, synthesize_payments_stack
 
 OUTBOX = Path(sys.executable).parent / "outbox"
@@ -69,29 +70,8 @@ def fresh_environment(home: Path) -> dict[str, str]:
 @contextmanager
 def local_up(project: Path, home: Path, *arguments: str) -> Iterator[Started]:
     environment = fresh_environment(home)
-    process = subprocess.Popen(  # noqa: S603 - our own CLI, fixed arguments
-        [str(OUTBOX), "local", "up", "--aws-port", "0", "--api-port", "0", *arguments],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=environment,
-        cwd=project,
-    )
-    try:
-        assert process.stdout is not None
-        printed = []
-        for line in process.stdout:
-            printed.append(line)
-            if line.startswith("ready"):
-                break
-        assert process.stderr is not None
-        assert printed, process.stderr.read()
-        assert printed[-1].startswith("ready"), "".join(printed) + process.stderr.read()
-        yield Started(process, "".join(printed), environment)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+    with running_local_up(arguments, environment=environment, cwd=project, command=[str(OUTBOX)]) as up:
+        yield Started(up.process, up.printed, environment)
 
 
 def run_in_fresh_shell(command: str, started: Started, cwd: Path) -> subprocess.CompletedProcess[str]:
