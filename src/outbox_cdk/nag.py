@@ -92,7 +92,7 @@ def acknowledge(construct: IConstruct, rule_id: str, reason: str, *, plugin: str
     """Acknowledge one finding (e.g. ``AwsSolutions-IAM5[Resource::*]``) on ``construct``
     and everything under it.
 
-    Raises ValueError on a reason too short to explain anything, so a lazy acknowledgement
+    Raises OutboxConstructError on a reason too short to explain anything, so a lazy acknowledgement
     fails at synth time instead of in review.
     """
     if len(reason.strip()) < MIN_REASON_LENGTH:

@@ -179,6 +179,8 @@ def describe(runtime: LocalRuntime, command: str = "outbox") -> str:
     from outbox_local.endpoint import exports  # noqa: PLC0415
 
     region, endpoint = runtime.options.region, runtime.endpoint_url
+    # Its own endpoint: with several runtimes running, a bare `local env` cannot tell which one is meant.
+    env_command = f"{command} local env --endpoint-url {endpoint}"
     stack = runtime.options.stack_name
     # The outputs' column is as wide as their longest name (the sample's CancellationsDeadLetterQueueUrl: 31).
     width = max((len(name) for name in runtime.outputs), default=0)
@@ -189,7 +191,7 @@ def describe(runtime: LocalRuntime, command: str = "outbox") -> str:
         f"  AWS endpoint  {runtime.endpoint_url}  (region {region})",
         *([f"  HTTP API      {runtime.api_url}"] if runtime.api_url else []),
         "",
-        f'  Point any AWS SDK or the AWS CLI at it (or: eval "$({command} local env)"):',
+        f'  Point any AWS SDK or the AWS CLI at it (or: eval "$({env_command})"):',
         *(f"    {line}" for line in exports(runtime.endpoint_url, region).splitlines()),
         "  and operate it as a deployed stack (docs/operations.md), from any shell:",
         *(

@@ -246,7 +246,10 @@ def _endpoint_of(arguments: argparse.Namespace) -> str:
     from outbox_local import state  # noqa: PLC0415 - standard library only: no moto
 
     running = state.running()
-    return running[0].endpoint_url if len(running) == 1 else LOCAL_ENDPOINT
+    if len(running) > 1:
+        listed = ", ".join(runtime.endpoint_url for runtime in running)
+        raise ControlError(f"several local runtimes are running ({listed}): pass --endpoint-url")
+    return running[0].endpoint_url if running else LOCAL_ENDPOINT
 
 
 def _call(endpoint: str, method: str, path: str, body: object = None) -> dict[str, Any]:

@@ -58,7 +58,8 @@ def _runtime_arguments(parser: argparse.ArgumentParser, *, aws_port: int, api_po
     parser.add_argument(
         "--template",
         type=argument_types.path,
-        help="synthesized template (default: cdk.out's only *.template.json; OutboxStack's when several)",
+        help="synthesized template (default: cdk.out's only *.template.json; when it holds several, the "
+        "sample's OutboxStack if there, else name one)",
     )
     parser.add_argument("--region", type=argument_types.region, default="us-east-1")
     parser.add_argument("--host", type=argument_types.host, default="127.0.0.1")
@@ -110,7 +111,7 @@ def _local_command(name: str, arguments: argparse.Namespace, out: TextIO) -> int
         run: Command = getattr(local, name)
         return run(arguments, out)
     except LocalRuntimeError as error:
-        print(f"outbox: {type(error).__name__}: {error}", file=sys.stderr)
+        print(f"outbox: {error}", file=sys.stderr)
         return 2
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import ipaddress
 import json
+import os
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -37,6 +38,10 @@ default region."""
 _PROBE_TIMEOUT_S = 5
 
 
+ENDPOINT_VARIABLE = "AWS_ENDPOINT_URL"
+"""What boto3 reads as every client's endpoint when none is given."""
+
+
 class LocalRuntimeNotAnsweringError(OperationError):
     """The loopback endpoint given has nothing listening: the local runtime is not running there."""
 
@@ -51,8 +56,10 @@ class OpsClients:
         cls, *, region: str | None = None, profile: str | None = None, endpoint_url: str | None = None
     ) -> OpsClients:
         """The default credential chain (or `profile`); `endpoint_url` (or AWS_ENDPOINT_URL, which boto3
-        reads itself) points every client at the local runtime."""
+        reads itself) points every client at the local runtime: a loopback one, either way, gets the local
+        runtime's region and test credentials where none are configured."""
         session = boto3.session.Session(region_name=region, profile_name=profile)
+        endpoint_url = endpoint_url or os.environ.get(ENDPOINT_VARIABLE) or None
         if endpoint_url and is_loopback(endpoint_url):
             session = _with_local_defaults(session, endpoint_url, profile)
         return cls(session, endpoint_url)

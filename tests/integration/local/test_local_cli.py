@@ -52,7 +52,10 @@ def test_a_template_that_cannot_run_makes_the_command_fail_with_a_message(
 ) -> None:
     # Given a template path that does not exist, When `outbox demo` runs, Then it exits 2 and says why
     assert main(["demo", "--template", str(tmp_path / "missing.json")]) == 2
-    assert "TemplateError" in capsys.readouterr().err
+    error = capsys.readouterr().err
+    assert error.startswith("outbox: ")
+    assert "missing.json" in error
+    assert "TemplateError" not in error  # the cause, not a class name
 
 
 def test_the_demo_passes_on_the_synthesized_stack_with_the_real_functions(synthesized: Synthesized) -> None:

@@ -94,6 +94,11 @@ def test_several_runtimes_are_an_error_naming_them_unless_one_is_chosen(
     # When one is chosen by its endpoint, Then that one is exported
     assert main(["local", "env", "--endpoint-url", second.endpoint_url]) == 0
     assert "export AWS_ENDPOINT_URL=http://127.0.0.1:45007\n" in capsys.readouterr().out
+    # When a control command runs without --endpoint-url, Then it refuses to pick one (a fault armed on the
+    # wrong runtime would go unnoticed) and names both
+    assert main(["local", "faults"]) == 1
+    error = capsys.readouterr().err
+    assert "several local runtimes are running (http://127.0.0.1:45005, http://127.0.0.1:45007)" in error
 
 
 def test_a_runtime_withdraws_only_its_own_file(state_directory: Path) -> None:

@@ -153,3 +153,23 @@ def test_nothing_listening_is_the_local_cause_even_with_everything_configured(
     error = capsys.readouterr().err
     assert f"no local runtime answers at {endpoint}" in error
     assert "AWS did not answer" not in error
+
+
+@pytest.mark.usefixtures("nothing_configured")
+def test_a_loopback_aws_endpoint_url_is_the_local_runtime_as_the_flag_is(
+    eu_runtime: LocalRuntime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given the runtime's endpoint exported as AWS_ENDPOINT_URL, and no region or credentials anywhere
+    monkeypatch.setenv("AWS_ENDPOINT_URL", eu_runtime.endpoint_url)
+
+    # When the operations connect without --endpoint-url
+    clients = OpsClients.connect()
+
+    # Then they take the runtime's region and test credentials, as with the flag
+    assert clients.session.region_name == "eu-west-1"
+    assert clients.session.get_credentials().access_key == "testing"
+
+    # And where nothing listens at the exported address, the cause named is the local runtime
+    monkeypatch.setenv("AWS_ENDPOINT_URL", closed_port_endpoint())
+    with pytest.raises(LocalRuntimeNotAnsweringError, match="no local runtime answers at"):
+        OpsClients.connect()

@@ -136,7 +136,7 @@ def test_a_users_own_stack_runs_under_its_own_name_and_its_printed_commands_work
         assert outputs["OutboxTableName"] in status.stdout
 
         # When the `local env` it names is evaluated in a fresh shell, then a plain boto3 script runs there
-        env_command = re.search(r'eval "\$\((.+ local env)\)"', text)
+        env_command = re.search(r'eval "\$\((.+ local env --endpoint-url \S+)\)"', text)
         assert env_command, text
         describe = "boto3.client('cloudformation').describe_stacks()['Stacks'][0]['StackName']"
         script = f'eval "$({env_command.group(1)})" && {sys.executable} -c "import boto3; print({describe})"'
