@@ -5,46 +5,21 @@ from __future__ import annotations
 
 import json
 import string
-import urllib.request
-from collections.abc import Iterator
 from typing import Any
 
-import boto3
 import moto.core.utils
 import moto.sqs.models
 import moto.sqs.utils
 import pytest
 
 from outbox_local import moto_performance
-from outbox_local.aws_server import LocalAwsServer
-from outbox_local.endpoint import LOCAL_CREDENTIALS
-from outbox_local.faults import FaultInjector
 from outbox_local.moto_performance import RECEIPT_HANDLE_LENGTH, lighter_moto
-
-REGION = "us-east-1"
-
-
-@pytest.fixture
-def endpoint() -> Iterator[str]:
-    """The runtime's moto server on a free port, emptied first (moto's state is process-wide)."""
-    server = LocalAwsServer(FaultInjector())
-    server.start()
-    try:
-        reset = urllib.request.Request(f"{server.endpoint_url}/moto-api/reset", method="POST")  # noqa: S310
-        with urllib.request.urlopen(reset, timeout=10):  # noqa: S310 - our own loopback server
-            pass
-        yield server.endpoint_url
-    finally:
-        server.stop()
-
-
-def client(endpoint: str, service: str) -> Any:
-    return boto3.client(service, endpoint_url=endpoint, region_name=REGION, **LOCAL_CREDENTIALS)
+from tests.support.aws import endpoint_client
 
 
 def test_the_lighter_hot_paths_answer_what_moto_answers(endpoint: str) -> None:
     # Given a queue with visible, delayed and in-flight messages, and a bus rule delivering to a queue
-    sqs, events = client(endpoint, "sqs"), client(endpoint, "events")
+    sqs, events = endpoint_client(endpoint, "sqs"), endpoint_client(endpoint, "events")
     url = sqs.create_queue(QueueName="held")["QueueUrl"]
     for index in range(12):
         sqs.send_message(QueueUrl=url, MessageBody=str(index), DelaySeconds=300 if index % 4 == 0 else 0)
@@ -99,7 +74,7 @@ def test_receipt_handles_are_drawn_in_one_call_as_moto_draws_them_and_moto_s_is_
     assert set().union(*by_moto) <= set(string.ascii_lowercase)
 
     # When a message is received while the hot paths are cheap
-    sqs = client(endpoint, "sqs")
+    sqs = endpoint_client(endpoint, "sqs")
     url = sqs.create_queue(QueueName="handles")["QueueUrl"]
     with lighter_moto():
         assert vars(moto.sqs.models)["generate_receipt_handle"] is not original
@@ -177,7 +152,7 @@ def _sends_and_deletes(sqs: Any, name: str) -> list[Any]:
 
 def test_sends_and_deletes_answer_what_moto_answers(endpoint: str) -> None:
     # Given moto as it is, and then with the hot paths made cheap
-    sqs = client(endpoint, "sqs")
+    sqs = endpoint_client(endpoint, "sqs")
     before = _sends_and_deletes(sqs, "before")
     with lighter_moto():
         during = _sends_and_deletes(sqs, "during")
@@ -231,7 +206,7 @@ def test_moto_s_send_reads_only_content_based_deduplication_of_a_queue_s_attribu
             note("<every attribute>")
             return super().values()
 
-    sqs = client(endpoint, "sqs")
+    sqs = endpoint_client(endpoint, "sqs")
     with lighter_moto():
         recorded = moto.sqs.models.Queue.attributes
         cheap = recorded.fget  # type: ignore[attr-defined]

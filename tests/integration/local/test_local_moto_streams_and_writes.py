@@ -9,44 +9,17 @@
 from __future__ import annotations
 
 import threading
-import urllib.request
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import boto3
-import pytest
-
-from outbox_local.aws_server import LocalAwsServer
-from outbox_local.endpoint import LOCAL_CREDENTIALS
-from outbox_local.faults import FaultInjector
 from outbox_local.moto_streams import InProcessStreams
 from outbox_local.moto_transactions import atomic_transactions
 from outbox_local.stream_records import lambda_record
-
-REGION = "us-east-1"
-
-
-@pytest.fixture
-def endpoint() -> Iterator[str]:
-    """The runtime's moto server on a free port, emptied first (moto's state is process-wide)."""
-    server = LocalAwsServer(FaultInjector())
-    server.start()
-    try:
-        reset = urllib.request.Request(f"{server.endpoint_url}/moto-api/reset", method="POST")  # noqa: S310
-        with urllib.request.urlopen(reset, timeout=10):  # noqa: S310 - our own loopback server
-            pass
-        yield server.endpoint_url
-    finally:
-        server.stop()
-
-
-def client(endpoint: str, service: str) -> Any:
-    return boto3.client(service, endpoint_url=endpoint, region_name=REGION, **LOCAL_CREDENTIALS)
+from tests.support.aws import REGION, endpoint_client
 
 
 def streamed_table(endpoint: str) -> str:
-    dynamodb = client(endpoint, "dynamodb")
+    dynamodb = endpoint_client(endpoint, "dynamodb")
     dynamodb.create_table(
         TableName="streamed",
         KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
@@ -77,7 +50,7 @@ def read_all(streams: Any, stream_arn: str, iterator_type: str = "TRIM_HORIZON")
 def test_the_stream_read_in_process_is_what_dynamodbstreams_answers(endpoint: str) -> None:
     # Given a table's stream with an INSERT of every kind of value, a MODIFY and a REMOVE
     stream_arn = streamed_table(endpoint)
-    dynamodb = client(endpoint, "dynamodb")
+    dynamodb = endpoint_client(endpoint, "dynamodb")
     nested = {"M": {"n": {"N": "1.50"}, "l": {"L": [{"B": b"\x01"}, {"NULL": True}, {"BOOL": False}]}}}
     values = {"b": {"B": b"\x00\xff"}, "bs": {"BS": [b"x"]}, "ss": {"SS": ["p", "q"]}, "m": nested}
     dynamodb.put_item(TableName="streamed", Item={"pk": {"S": "a"}, **values})
@@ -85,7 +58,7 @@ def test_the_stream_read_in_process_is_what_dynamodbstreams_answers(endpoint: st
     dynamodb.delete_item(TableName="streamed", Key={"pk": {"S": "a"}})
 
     # When the records are read over HTTP and in process
-    over_http = read_all(client(endpoint, "dynamodbstreams"), stream_arn)
+    over_http = read_all(endpoint_client(endpoint, "dynamodbstreams"), stream_arn)
     in_process = read_all(InProcessStreams(REGION), stream_arn)
 
     # Then the events Lambda would send are the same, and both readers then find nothing new
@@ -100,7 +73,7 @@ def test_the_stream_read_in_process_is_what_dynamodbstreams_answers(endpoint: st
 
 def test_of_writers_racing_one_conditional_write_on_an_item_exactly_one_wins(endpoint: str) -> None:
     # Given a table, and sixteen writers that each put the same new item only if it does not exist
-    dynamodb = client(endpoint, "dynamodb")
+    dynamodb = endpoint_client(endpoint, "dynamodb")
     dynamodb.create_table(
         TableName="raced",
         KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
