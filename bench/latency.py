@@ -12,6 +12,7 @@ waits are the constants below, and each cost line says which it used.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 MB_PER_VCPU = 1769
@@ -98,3 +99,15 @@ ALL = {
     "eventbridge_call": EVENTBRIDGE_CALL,
     "sqs_call": SQS_CALL,
 }
+
+
+def waits_ms(calls_per_event: Mapping[str, float]) -> tuple[float, str]:
+    """The waits of these calls (per event, by operation), one after another: total ms, and the sum as
+    written out."""
+    waited = 0.0
+    parts = []
+    for operation, calls in sorted(calls_per_event.items()):
+        ms = of(operation).ms
+        waited += calls * ms
+        parts.append(f"{calls:.3g} {operation.split('.', 1)[1]} x {ms:g} ms")
+    return waited, " + ".join(parts) or "no call"

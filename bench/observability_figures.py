@@ -1,5 +1,5 @@
 """What the functions write to CloudWatch, and what an idle sweeper run costs in CPU: the inputs of the cost
-figures' CloudWatch lines and of the fixed monthly cost (bench.cost).
+figures' CloudWatch lines and of the fixed monthly cost (bench.cost, bench.fixed_cost).
 
 Each function runs through its Lambda entry point, decorators included (Powertools' logger, tracer and
 metrics: the summary line and the EMF metrics blob are what CloudWatch Logs ingests and what makes custom

@@ -182,3 +182,8 @@ ALL = {
     "xray_trace_recorded": XRAY_TRACE_RECORDED,
     "dynamodb_streams_read": DYNAMODB_STREAMS_READ,
 }
+
+
+def dollars(usd: float) -> str:
+    """A price as written on AWS's pages: no exponent (0.0000133334, not 1.33334e-05)."""
+    return f"{usd:.10f}".rstrip("0").rstrip(".")

@@ -14,8 +14,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.cost import dollars
 from bench.figures import floor_text, number, ratio_text
+from bench.prices import dollars
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "BENCHMARKS.md"

@@ -33,6 +33,7 @@ from bench import (
     write_path_figures,
 )
 from bench.figures import Figure, Group, render_table
+from bench.options import NAIVE, OURS, PIPES
 
 RESULTS = Path(__file__).resolve().parent / "results.json"
 MEASURED_BY = "make bench"
@@ -117,13 +118,13 @@ def _cost_group(computed: dict[str, Any]) -> Group:
     figures = []
     for row in computed["summary"]:
         scenario, label = row["scenario"].removeprefix("publish."), row["label"]
-        for name, key in ((cost.NAIVE, "vs_naive"), (cost.PIPES, "vs_pipes")):
+        for name, key in ((NAIVE, "vs_naive"), (PIPES, "vs_pipes")):
             figures.append(
                 Figure(
                     f"cost.{key}.{scenario}",
                     f"ours against {name}: {label}",
                     "USD/million events",
-                    row[cost.OURS],
+                    row[OURS],
                     row[name],
                     target=row[name],
                     decimals=3,
@@ -136,8 +137,8 @@ def _cost_group(computed: dict[str, Any]) -> Group:
             "cost.fixed_per_month",
             "fixed monthly cost, whatever the traffic (metrics, alarms, dashboard, idle sweeper)",
             "USD/month",
-            fixed[cost.OURS]["total_usd"],
-            fixed[cost.NAIVE]["total_usd"],
+            fixed[OURS]["total_usd"],
+            fixed[NAIVE]["total_usd"],
             decimals=2,
             source=source,
         )
