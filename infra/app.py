@@ -15,6 +15,7 @@ from outbox_cdk.destinations import DestinationsProps
 from outbox_cdk.errors import OutboxConstructError
 from outbox_cdk.functions import FunctionSettings
 from outbox_cdk.nag import add_nag_checks
+from outbox_cdk.outbox import OutboxProps
 from outbox_cdk.queues import FailureQueuesProps
 from outbox_cdk.table import DataTableProps
 
@@ -82,12 +83,16 @@ def props_from_context(app: App) -> OutboxStackProps:
     api_defaults = OrdersApiSettings()
     retain_data = _flag(app, CTX_RETAIN_DATA, default=True)
     return OutboxStackProps(
-        tables=DataTableProps(retain_data=retain_data),
-        queues=FailureQueuesProps(retain_messages=retain_data),
-        destinations=DestinationsProps(
-            fifo_topic=_flag(app, CTX_FIFO_TOPIC, default=False),
-            event_source=_optional_text(app, CTX_EVENT_SOURCE) or cdk.DEFAULT_EVENT_SOURCE,
+        outbox=OutboxProps(
+            table_props=DataTableProps(retain_data=retain_data),
+            queues=FailureQueuesProps(retain_messages=retain_data),
+            destinations=DestinationsProps(
+                fifo_topic=_flag(app, CTX_FIFO_TOPIC, default=False),
+                event_source=_optional_text(app, CTX_EVENT_SOURCE) or cdk.DEFAULT_EVENT_SOURCE,
+            ),
+            customer_managed_key=_customer_managed_key(app),
         ),
+        tables=DataTableProps(retain_data=retain_data),
         orders_api=OrdersApiSettings(
             function=FunctionSettings(
                 memory_mb=api_defaults.function.memory_mb,
@@ -97,7 +102,6 @@ def props_from_context(app: App) -> OutboxStackProps:
         ),
         alarm_topic_arn=_optional_text(app, CTX_ALARM_TOPIC_ARN),
         sample_consumers=_flag(app, CTX_SAMPLE_CONSUMERS, default=True),
-        customer_managed_key=_customer_managed_key(app),
     )
 
 

@@ -3,7 +3,6 @@ sample consumers)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -17,61 +16,26 @@ from infra.consumers import SampleConsumers
 from infra.orders_api import OrdersApi, OrdersApiSettings
 from infra.tables import SampleTables
 from outbox import outputs
-from outbox_cdk.destinations import DestinationsProps
 from outbox_cdk.errors import OutboxConstructError
-from outbox_cdk.functions import FunctionSettings, powertools_layer
-from outbox_cdk.monitoring import AlarmThresholds
+from outbox_cdk.functions import powertools_layer
 from outbox_cdk.outbox import Outbox, OutboxProps
-from outbox_cdk.publisher import StreamMappingProps
-from outbox_cdk.queues import FailureQueuesProps
-from outbox_cdk.sweeper import SweeperSettings
 from outbox_cdk.table import DataTableProps
-from outbox_publisher.config import DEFAULT_SWEEP_GRACE_SECONDS
-from outbox_publisher.routing import Destination, Route
 
 
 @dataclass(frozen=True)
 class OutboxStackProps:
     """Everything a deployer can tune; every field has a safe default."""
 
+    # The pattern's own: its table, destinations, failure queues, stream mapping, routing, sweeper, alarms and
+    # the customer-managed key (which, when asked for, keeps the sample's own data too).
+    outbox: OutboxProps = field(default_factory=OutboxProps)
+    # The sample's own tables: Orders, and the sample consumers' read models and inboxes.
     tables: DataTableProps = field(default_factory=DataTableProps)
-    destinations: DestinationsProps = field(default_factory=DestinationsProps)
-    queues: FailureQueuesProps = field(default_factory=FailureQueuesProps)
     orders_api: OrdersApiSettings = field(default_factory=OrdersApiSettings)
-    stream: StreamMappingProps = field(default_factory=StreamMappingProps)
-    # The publisher's routing (outbox_publisher.routing); none: every event to every destination.
-    publisher_routes: Sequence[Route] = ()
-    publisher_default_destinations: Sequence[Destination] | None = None
-    # Age at which the sweeper takes a PENDING row the stream has not published.
-    sweep_grace_seconds: int = DEFAULT_SWEEP_GRACE_SECONDS
-    sweeper: SweeperSettings = field(default_factory=SweeperSettings)
-    # An existing topic (e.g. your on-call topic) for every alarm action; None creates one.
+    # An existing topic (e.g. your on-call topic) for every alarm action; None: the Outbox creates one.
     alarm_topic_arn: str | None = None
-    alarm_thresholds: AlarmThresholds = field(default_factory=AlarmThresholds)
     # Off by default in the props; the CDK app (app.py) turns it on for the demo.
     sample_consumers: bool = False
-    # One customer-managed key (the Outbox's `OutboxKey`) for every table, queue, topic, log group, the bus
-    # and its archive, the sample's own included. False: AWS's own keys, as each construct defaults to.
-    customer_managed_key: bool = False
-    # Sizing of the publisher function. None: the construct's (512 MB, 60 s).
-    publisher_function: FunctionSettings | None = None
-
-
-def _outbox_props(props: OutboxStackProps, alarm_topic: sns.ITopic | None) -> OutboxProps:
-    return OutboxProps(
-        table_props=props.tables,
-        destinations=props.destinations,
-        queues=props.queues,
-        stream=props.stream,
-        routes=props.publisher_routes,
-        default_destinations=props.publisher_default_destinations,
-        sweep_grace_seconds=props.sweep_grace_seconds,
-        publisher_function=props.publisher_function,
-        sweeper=props.sweeper,
-        alarm_topic=alarm_topic,
-        alarm_thresholds=props.alarm_thresholds,
-        customer_managed_key=props.customer_managed_key,
-    )
 
 
 class OutboxStack(Stack):
@@ -88,12 +52,11 @@ class OutboxStack(Stack):
     ) -> None:
         super().__init__(scope, construct_id, **stack_kwargs)
         props = props or OutboxStackProps()
-        alarm_topic = (
-            sns.Topic.from_topic_arn(self, "ExistingAlarmTopic", props.alarm_topic_arn)
-            if props.alarm_topic_arn
-            else None
-        )
-        self.outbox = Outbox(self, "Outbox", _outbox_props(props, alarm_topic))
+        outbox = props.outbox
+        if props.alarm_topic_arn:
+            existing = sns.Topic.from_topic_arn(self, "ExistingAlarmTopic", props.alarm_topic_arn)
+            outbox = replace(outbox, alarm_topic=existing)
+        self.outbox = Outbox(self, "Outbox", outbox)
         # The outbox's customer-managed key, when asked for, keeps the sample's own data too.
         self.key: kms.IKey | None = self.outbox.key
         tables, api = props.tables, props.orders_api
@@ -118,7 +81,7 @@ class OutboxStack(Stack):
                 self,
                 "SampleConsumers",
                 topic=self.outbox.topic,
-                fifo_topic=props.destinations.fifo_topic,
+                fifo_topic=props.outbox.destinations.fifo_topic,
                 event_bus=self.outbox.event_bus,
                 event_source=self.outbox.event_source,
                 tables=tables,

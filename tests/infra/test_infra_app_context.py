@@ -23,7 +23,11 @@ def test_defaults_are_safe_and_turn_on_the_sample_consumers() -> None:
 
     # Then data is retained, the topic is standard, the API keeps its reservation, samples are on
     assert props.tables.retain_data is True
-    assert props.destinations.fifo_topic is False
+    assert props.outbox.table_props is not None
+    assert props.outbox.table_props.retain_data is True
+    assert props.outbox.queues.retain_messages is True
+    assert props.outbox.destinations.fifo_topic is False
+    assert props.outbox.customer_managed_key is False
     assert props.orders_api.function.reserved_concurrency == 20
     assert props.orders_api.allow_unauthenticated is False
     assert props.alarm_topic_arn is None
@@ -45,10 +49,13 @@ def test_context_overrides_every_knob() -> None:
     props = _props(context)
 
     # Then each one lands in its typed prop
-    assert props.destinations.fifo_topic is True
+    assert props.outbox.destinations.fifo_topic is True
     assert props.sample_consumers is False
     assert props.tables.retain_data is False
-    assert props.destinations.event_source == "com.example.orders"
+    assert props.outbox.table_props is not None
+    assert props.outbox.table_props.retain_data is False
+    assert props.outbox.queues.retain_messages is False
+    assert props.outbox.destinations.event_source == "com.example.orders"
     assert props.alarm_topic_arn == "arn:aws:sns:eu-west-1:123456789012:oncall"
     assert props.orders_api.function.reserved_concurrency is None
 

@@ -238,8 +238,8 @@ def test_the_flag_reads_its_two_values(value: str, customer: bool) -> None:
 
     from infra.app import props_from_context
 
-    assert props_from_context(App(context={"kms_key": value})).customer_managed_key is customer
-    assert props_from_context(App()).customer_managed_key is False
+    assert props_from_context(App(context={"kms_key": value})).outbox.customer_managed_key is customer
+    assert props_from_context(App()).outbox.customer_managed_key is False
 
 
 @pytest.mark.parametrize("value", ["cmk", "true", "aws"])

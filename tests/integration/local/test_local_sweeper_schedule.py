@@ -32,10 +32,13 @@ def _template(outdir: Path) -> Path:
     from infra.constants import STACK_ID
     from infra.stack import OutboxStack, OutboxStackProps
     from outbox_cdk.nag import add_nag_checks
+    from outbox_cdk.outbox import OutboxProps
 
     app = App(context=cdk_json_context(), outdir=str(outdir))
     settings = SweeperSettings(sweep=SweepSettings(segments=SEGMENTS))
-    stack = OutboxStack(app, STACK_ID, props=OutboxStackProps(sweeper=settings, sample_consumers=False))
+    stack = OutboxStack(
+        app, STACK_ID, props=OutboxStackProps(outbox=OutboxProps(sweeper=settings), sample_consumers=False)
+    )
     add_nag_checks(app)
     app.synth()
     return outdir / f"{stack.stack_name}.template.json"
