@@ -50,7 +50,7 @@ class SampleConsumers(Construct):
         """`encryption_key`: the customer-managed key of their queues and log groups (their tables take theirs
         from `tables`); None: AWS's own keys."""
         super().__init__(scope, construct_id)
-        function = replace(InboxConsumerProps().function, log_encryption_key=encryption_key)
+        function = replace(InboxConsumerProps().function, encryption_key=encryption_key)
         self.order_summary = InboxConsumer(
             self,
             "OrderSummary",

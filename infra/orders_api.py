@@ -20,6 +20,7 @@ from infra import constants as c
 from orders_api.config import ENV_ORDERS_TABLE_NAME, ENV_OUTBOX_TABLE_NAME
 from outbox import metrics
 from outbox_cdk import constants as cdk
+from outbox_cdk.checkov import Invocation
 from outbox_cdk.functions import FunctionSettings, PythonFunction
 from outbox_cdk.nag import acknowledge
 
@@ -94,6 +95,7 @@ class OrdersApi(Construct):
             settings=settings.function,
             layer=powertools_layer,
             vendored=c.SAMPLE_PACKAGES,
+            invocation=Invocation.HTTP_API,
         )
         self.function: lambda_.Function = self._fn.function
         self.role: iam.Role = self._fn.role
@@ -136,12 +138,12 @@ class OrdersApi(Construct):
                 rate_limit=settings.throttle_rate_limit, burst_limit=settings.throttle_burst_limit
             ),
         )
-        # Kept under the function's log key, if it has one.
+        # Kept under the function's key, if it has one.
         self.access_log_group = logs.LogGroup(
             self,
             "AccessLogs",
             retention=settings.access_log_retention,
-            encryption_key=settings.function.log_encryption_key,
+            encryption_key=settings.function.encryption_key,
         )
         # HttpStage takes access log settings only as a jsii interface; the L1 property is plain data.
         cfn_stage = cast(apigwv2.CfnStage, self.stage.node.default_child)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from aws_cdk import CfnOutput, Stack
+from aws_cdk import Aspects, CfnOutput, Stack
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sns as sns
 from constructs import Construct
@@ -16,6 +16,7 @@ from infra.consumers import SampleConsumers
 from infra.orders_api import OrdersApi, OrdersApiSettings
 from infra.tables import SampleTables
 from outbox import outputs
+from outbox_cdk.checkov import ServiceKeyAcknowledgements
 from outbox_cdk.errors import OutboxConstructError
 from outbox_cdk.functions import powertools_layer
 from outbox_cdk.outbox import Outbox, OutboxProps
@@ -51,6 +52,7 @@ class OutboxStack(Stack):
         **stack_kwargs: Any,
     ) -> None:
         super().__init__(scope, construct_id, **stack_kwargs)
+        Aspects.of(self).add(ServiceKeyAcknowledgements())
         props = props or OutboxStackProps()
         outbox = props.outbox
         if props.alarm_topic_arn:
@@ -62,7 +64,7 @@ class OutboxStack(Stack):
         tables, api = props.tables, props.orders_api
         if self.key is not None:
             tables = replace(tables, encryption_key=self.key)
-            api = replace(api, function=replace(api.function, log_encryption_key=self.key))
+            api = replace(api, function=replace(api.function, encryption_key=self.key))
         layer = powertools_layer(self)
         self.tables = SampleTables(self, "Tables", tables)
         self.orders_api = OrdersApi(

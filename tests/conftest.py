@@ -14,7 +14,7 @@ import pytest
 from moto import mock_aws
 
 from tests.support.aws import REGION, Tables, create_tables
-from tests.support.synth import Synthesized, synthesize
+from tests.support.synth import CUSTOMER_KEY_CONTEXT, Synthesized, synthesize
 
 # Fake credentials and a fixed region for boto3 against moto; never a real account.
 os.environ.update(
@@ -97,6 +97,12 @@ def synthesized(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
 @pytest.fixture(scope="session")
 def template(synthesized: Synthesized) -> dict[str, Any]:
     return synthesized.template
+
+
+@pytest.fixture(scope="session")
+def customer_key(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
+    """The sample app as `cdk synth -c kms_key=customer` writes it, cdk-nag on (a finding fails the synth)."""
+    return synthesize(tmp_path_factory.mktemp("cdk.out.customer-key"), CUSTOMER_KEY_CONTEXT)
 
 
 @pytest.fixture(autouse=True)

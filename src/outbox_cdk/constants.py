@@ -128,6 +128,8 @@ ARCHIVE_DESCRIBE_KEY_ACTIONS: Final = ("kms:DescribeKey",)
 # --- Inbox consumers (outbox_cdk.consumers) ------------------------------------------------------
 CONSUMER_TIMEOUT_SECONDS: Final = 30
 CONSUMER_BATCH_SIZE: Final = 10
+# An SQS event source mapping's maximum concurrency: AWS takes 2 to 1000.
+CONSUMER_MAX_CONCURRENCY_LIMITS: Final = (2, 1000)
 # AWS: "set the source queue's visibility timeout to at least six times the timeout of your function".
 CONSUMER_VISIBILITY_TIMEOUT_FACTOR: Final = 6
 # Receives beyond the gap wait's own, for transient failures (throttling, a timeout) before the redrive.

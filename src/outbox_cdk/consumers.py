@@ -38,6 +38,7 @@ from constructs import Construct
 from outbox import metrics, outputs
 from outbox.errors import ConfigurationError
 from outbox_cdk import constants as c
+from outbox_cdk.checkov import Invocation
 from outbox_cdk.errors import OutboxConstructError
 from outbox_cdk.functions import FunctionSettings, PythonFunction
 from outbox_cdk.monitoring import queue_depth, runbook_link, threshold_alarm
@@ -71,6 +72,9 @@ class InboxConsumerProps:
     fifo: bool = False
     """A FIFO queue (required to subscribe to a FIFO topic)."""
     batch_size: int = c.CONSUMER_BATCH_SIZE
+    max_concurrency: int | None = None
+    """The most invocations the queue's event source mapping runs at once (2-1000; None: as many as the
+    backlog takes). A limit here, unlike reserved concurrency, does not throttle messages into the DLQ."""
     max_receive_count: int | None = None
     """None: derived from the gap wait and the visibility timeout (see the module doc)."""
     external_effects: bool = False
@@ -157,6 +161,7 @@ class InboxConsumer(Construct):
             settings=props.function,
             layer=powertools_layer,
             vendored=vendored,
+            invocation=Invocation.QUEUE,
         )
         self.function: lambda_.Function = self._function.function
         self.role: iam.Role = self._function.role
@@ -175,7 +180,10 @@ class InboxConsumer(Construct):
         # Receiving from an encrypted queue: the event source grants kms:Decrypt on its key.
         self.function.add_event_source(
             event_sources.SqsEventSource(
-                self.queue, batch_size=props.batch_size, report_batch_item_failures=True
+                self.queue,
+                batch_size=props.batch_size,
+                max_concurrency=props.max_concurrency,
+                report_batch_item_failures=True,
             )
         )
         self.dead_letter_alarm = threshold_alarm(
@@ -301,6 +309,12 @@ def _check_settings(props: InboxConsumerProps, timeout_s: float) -> None:
             f"a consumer function needs a timeout of at least {MIN_TIME_PER_RECORD_MS // 1000} s (one "
             f"record's calls at their longest): with {int(timeout_s)} s, every record after the first "
             "is handed back"
+        )
+    limits = c.CONSUMER_MAX_CONCURRENCY_LIMITS
+    if props.max_concurrency is not None and not limits[0] <= props.max_concurrency <= limits[1]:
+        raise OutboxConstructError(
+            f"max_concurrency must be from {limits[0]} to {limits[1]} (SQS event source mappings' limits), "
+            f"got {props.max_concurrency}"
         )
     if props.external_effects:
         try:

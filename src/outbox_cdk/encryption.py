@@ -2,7 +2,7 @@
 
 The constructs take a key wherever they create something that holds data (`DataTableProps.encryption_key`,
 `FailureQueuesProps.encryption_key`, `DestinationsProps.encryption_key`,
-`FunctionSettings.log_encryption_key`, `InboxConsumerProps.queue_encryption_key`,
+`FunctionSettings.encryption_key`, `InboxConsumerProps.queue_encryption_key`,
 `OutboxMonitoring(encryption_key=...)`); without one they keep AWS's own keys. `OutboxKey` is a key they can
 share: the functions' roles get their few actions on it through IAM (the default key policy lets this
 account's IAM policies grant its use), and its own policy lets each AWS service that handles the app's data

@@ -26,6 +26,7 @@ from constructs import Construct
 
 from outbox_cdk import constants as c
 from outbox_cdk.assets import PROJECT_PACKAGES, function_code
+from outbox_cdk.checkov import Invocation, acknowledge_function_findings
 from outbox_cdk.nag import CFN_VALIDATE, acknowledge
 
 RUNTIME = lambda_.Runtime.PYTHON_3_13
@@ -56,9 +57,11 @@ class FunctionSettings:
     reserved_concurrency: int | None = None
     log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH
     log_removal_policy: RemovalPolicy = RemovalPolicy.DESTROY
-    # None: CloudWatch Logs' own encryption. A customer-managed key must let CloudWatch Logs use it
-    # (outbox_cdk.encryption.OutboxKey does); the function's role needs nothing for it.
-    log_encryption_key: kms.IKey | None = None
+    # The key of the function's log group and of its environment variables. None: CloudWatch Logs' and
+    # Lambda's own keys. A customer-managed key must let CloudWatch Logs use it (outbox_cdk.encryption's
+    # OutboxKey does); the role needs nothing for it: Lambda decrypts the environment through a grant it
+    # creates for the role when the function is deployed.
+    encryption_key: kms.IKey | None = None
 
 
 class PowertoolsLayer(Construct):
@@ -111,6 +114,9 @@ class PythonFunction(Construct):
 
     The code is the asset of the packages in ``vendored`` (`outbox_cdk.assets`), which must hold the
     handler's module. Pass ``code`` to ship something else.
+
+    ``invocation`` (how the function is invoked) acknowledges the checkov findings that do not apply to such a
+    function (`outbox_cdk.checkov`); without it they are yours to decide.
     """
 
     def __init__(
@@ -125,6 +131,7 @@ class PythonFunction(Construct):
         layer: lambda_.ILayerVersion | None = None,
         code: lambda_.Code | None = None,
         vendored: Collection[str] = PROJECT_PACKAGES,
+        invocation: Invocation | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.log_group = logs.LogGroup(
@@ -132,7 +139,7 @@ class PythonFunction(Construct):
             "LogGroup",
             retention=settings.log_retention,
             removal_policy=settings.log_removal_policy,
-            encryption_key=settings.log_encryption_key,
+            encryption_key=settings.encryption_key,
         )
         self.role = iam.Role(
             self,
@@ -163,7 +170,12 @@ class PythonFunction(Construct):
             tracing=lambda_.Tracing.ACTIVE,
             log_group=self.log_group,
             role=self.role,
+            environment_encryption=settings.encryption_key,
         )
+        if invocation is not None:
+            acknowledge_function_findings(
+                self.function, invocation, reserved_concurrency=settings.reserved_concurrency
+            )
         # The log statement uses the log group's GetAtt Arn (it covers the group's streams);
         # X-Ray's two write actions, added by active tracing, have no resource-level permissions.
         acknowledge(

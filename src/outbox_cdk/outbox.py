@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from aws_cdk import CfnOutput, Stack
+from aws_cdk import Aspects, CfnOutput, Stack
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
@@ -25,6 +25,7 @@ from constructs import Construct
 
 from outbox import outputs
 from outbox_cdk import constants as c
+from outbox_cdk.checkov import ServiceKeyAcknowledgements
 from outbox_cdk.destinations import DestinationsProps, OutboxDestinations
 from outbox_cdk.encryption import OutboxKey
 from outbox_cdk.errors import OutboxConstructError
@@ -109,8 +110,8 @@ def under_key(props: OutboxProps, key: kms.IKey) -> OutboxProps:
     """`props` with everything the outbox keeps at rest under `key`: each part takes it where it creates
     something that holds data (the monitoring takes it for the alarm topic it creates)."""
 
-    def logs_under_key(settings: FunctionSettings) -> FunctionSettings:
-        return replace(settings, log_encryption_key=key)
+    def functions_under_key(settings: FunctionSettings) -> FunctionSettings:
+        return replace(settings, encryption_key=key)
 
     return replace(
         props,
@@ -121,9 +122,9 @@ def under_key(props: OutboxProps, key: kms.IKey) -> OutboxProps:
         ),
         queues=replace(props.queues, encryption_key=key),
         destinations=replace(props.destinations, encryption_key=key),
-        publisher_function=logs_under_key(props.publisher_function or default_publisher_function()),
+        publisher_function=functions_under_key(props.publisher_function or default_publisher_function()),
         sweeper=replace(
-            props.sweeper, function=logs_under_key(props.sweeper.function or default_sweeper_function())
+            props.sweeper, function=functions_under_key(props.sweeper.function or default_sweeper_function())
         ),
     )
 
@@ -138,6 +139,9 @@ class Outbox(Construct):
 
     def __init__(self, scope: Construct, construct_id: str, props: OutboxProps | None = None) -> None:
         super().__init__(scope, construct_id)
+        # A user who scans their app with checkov sees why each of its findings on what is built here does
+        # not apply (outbox_cdk.checkov).
+        Aspects.of(self).add(ServiceKeyAcknowledgements())
         props = props or OutboxProps()
         self.outputs_prefix = props.outputs_prefix
         _claim_outputs(self, props.outputs_prefix)

@@ -28,6 +28,7 @@ from outbox import stream_mapping as mapping
 from outbox.errors import ConfigurationError
 from outbox.numbers import MAX_DURATION
 from outbox_cdk import constants as c
+from outbox_cdk.checkov import Invocation
 from outbox_cdk.errors import OutboxConstructError
 from outbox_cdk.functions import FunctionSettings, PythonFunction, powertools_layer
 from outbox_cdk.grants import grant_publishing
@@ -214,6 +215,7 @@ class OutboxPublisher(Construct):
                 environment=environment,
                 settings=settings.function or default_publisher_function(),
                 layer=layer,
+                invocation=Invocation.STREAM,
             ).function
         if settings.function is not None:
             raise OutboxConstructError(

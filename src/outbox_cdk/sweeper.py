@@ -18,6 +18,7 @@ from constructs import Construct
 from outbox import metrics
 from outbox.errors import ConfigurationError
 from outbox_cdk import constants as c
+from outbox_cdk.checkov import Invocation
 from outbox_cdk.errors import OutboxConstructError
 from outbox_cdk.functions import FunctionSettings, PythonFunction
 from outbox_cdk.grants import grant_publishing
@@ -97,6 +98,7 @@ class OutboxSweeper(Construct):
             environment=environment,
             settings=settings.function or default_sweeper_function(),
             layer=powertools_layer,
+            invocation=Invocation.SCHEDULE,
         ).function
         # A failed run is not retried by Lambda: the next scheduled run does it (and a retry would overlap).
         self.function.configure_async_invoke(retry_attempts=0)

@@ -184,6 +184,22 @@ def test_a_timeout_too_short_for_one_record_is_refused() -> None:
         _consumer(InboxConsumerProps(function=FunctionSettings(timeout=Duration.seconds(10))))
 
 
+@pytest.mark.parametrize("max_concurrency", [1, 1001])
+def test_a_concurrency_an_sqs_mapping_does_not_take_is_refused(max_concurrency: int) -> None:
+    with pytest.raises(OutboxConstructError, match="max_concurrency must be from 2 to 1000"):
+        _consumer(InboxConsumerProps(max_concurrency=max_concurrency))
+
+
+def test_a_consumer_bounds_its_queue_mapping_when_asked() -> None:
+    # Given a consumer with a concurrency limit, and one without
+    # When their queue mappings are read
+    # Then the first is bounded there (not by reserved concurrency), the second by nothing but the backlog
+    limited = only(_consumer(InboxConsumerProps(max_concurrency=5)), "AWS::Lambda::EventSourceMapping")[1]
+    assert limited["Properties"]["ScalingConfig"] == {"MaximumConcurrency": 5}
+    unlimited = only(_consumer(InboxConsumerProps()), "AWS::Lambda::EventSourceMapping")[1]
+    assert "ScalingConfig" not in unlimited["Properties"]
+
+
 def test_external_effects_in_latest_order_are_refused() -> None:
     with pytest.raises(OutboxConstructError, match="external effects need strict or unordered ordering"):
         _consumer(InboxConsumerProps(ordering=Ordering.LATEST, external_effects=True))

@@ -4,7 +4,6 @@ clean. Without the flag the template keeps AWS's own keys (the alarm topic's key
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,7 +18,7 @@ from tests.infra.template_queries import (
     role_of,
     statements_of_role,
 )
-from tests.support.synth import Synthesized, cdk_json_context
+from tests.support.synth import Synthesized
 
 ACCOUNT = {"Ref": "AWS::AccountId"}
 # Where each type of resource that keeps data at rest names its key.
@@ -30,6 +29,7 @@ KEY_PROPERTY = {
     "AWS::Logs::LogGroup": ("KmsKeyId",),
     "AWS::Events::Archive": ("KmsKeyIdentifier",),
     "AWS::Events::EventBus": ("KmsKeyIdentifier",),
+    "AWS::Lambda::Function": ("KmsKeyArn",),
 }
 # What each function touches under the key: its tables, the queues it sends to or receives from, the topic.
 CONSUMER_ACTIONS = {*c.TABLE_KEY_ACTIONS, *c.QUEUE_KEY_ACTIONS, "kms:Decrypt"}
@@ -49,18 +49,6 @@ KEY_ACTIONS_BY_HANDLER = {
     "order_consumers.summary_handler.handler": CONSUMER_ACTIONS,
     "order_consumers.cancellations_handler.handler": CONSUMER_ACTIONS,
 }
-
-
-@pytest.fixture(scope="module")
-def customer_key(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
-    """The sample app as `cdk synth -c kms_key=customer` writes it, cdk-nag on (a finding fails the synth)."""
-    from infra.app import build_app
-    from infra.constants import STACK_ID
-
-    outdir: Path = tmp_path_factory.mktemp("cdk.out.kms")
-    app, stack = build_app({**cdk_json_context(), "kms_key": "customer"}, outdir=str(outdir))
-    template: dict[str, Any] = app.synth().get_stack_by_name(STACK_ID).template
-    return Synthesized(app=app, stack=stack, template=template, outdir=outdir)
 
 
 @pytest.fixture(scope="module")
@@ -95,8 +83,9 @@ def test_every_table_queue_topic_log_group_the_bus_and_its_archive_use_the_one_k
     # Given the template synthesized with the flag: one key, and everything that keeps data at rest
     key_id, _ = _the_key(template_with_key)
     kept = {k: r for k, r in template_with_key["Resources"].items() if r["Type"] in KEY_PROPERTY}
-    # (four tables, eight queues, the events and alarm topics, six log groups, the bus, the archive)
-    assert len(kept) == 22
+    # (four tables, eight queues, the events and alarm topics, six log groups, the bus, the archive, and the
+    # five functions' environment variables)
+    assert len(kept) == 27
 
     # When each one's key is read
     # Then it is that key, by its ARN
@@ -221,6 +210,8 @@ def test_without_the_flag_nothing_changes_keys(template: dict[str, Any]) -> None
         assert "KmsMasterKeyId" not in queue["Properties"]
     for log_group in resources(template, "AWS::Logs::LogGroup").values():
         assert "KmsKeyId" not in log_group["Properties"]
+    for function in resources(template, "AWS::Lambda::Function").values():
+        assert "KmsKeyArn" not in function["Properties"]
     assert "KmsKeyIdentifier" not in only(template, "AWS::Events::EventBus")[1]["Properties"]
     assert only(template, "AWS::Events::Archive")[1]["Properties"]["KmsKeyIdentifier"] == ""
     _, events_topic = only(template, "AWS::SNS::Topic", "OutboxDestinationsTopic")

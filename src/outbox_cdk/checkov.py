@@ -1,0 +1,162 @@
+"""checkov, the second rule set `make test` runs on the synthesized template: its findings that do not apply,
+acknowledged here, each with its reason.
+
+checkov reads an acknowledgement from the resource's own template metadata (`Metadata.checkov.skip`), so a
+user who scans their app's template sees these with their reasons too. A finding is acknowledged only where
+it arises: a function with reserved concurrency, or a resource under a customer-managed key, passes the
+check and carries no acknowledgement of it.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any, Final
+
+import jsii
+from aws_cdk import CfnResource, IAspect, Stack
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_sqs as sqs
+from constructs import IConstruct
+
+from outbox_cdk.errors import OutboxConstructError
+from outbox_cdk.nag import MIN_REASON_LENGTH
+
+METADATA_KEY: Final = "checkov"
+
+# The checks, by their checkov IDs.
+FUNCTION_IN_VPC: Final = "CKV_AWS_117"
+FUNCTION_DEAD_LETTER_QUEUE: Final = "CKV_AWS_116"
+FUNCTION_CONCURRENCY_LIMIT: Final = "CKV_AWS_115"
+FUNCTION_ENVIRONMENT_KEY: Final = "CKV_AWS_173"
+QUEUE_KEY: Final = "CKV_AWS_27"
+TABLE_CUSTOMER_KEY: Final = "CKV_AWS_119"
+LOG_GROUP_KEY: Final = "CKV_AWS_158"
+
+
+class Invocation(Enum):
+    """How a function is invoked, which decides whether a function dead-letter queue or a concurrency limit
+    means anything for it. Each value: (why no function DLQ, why no reserved concurrency)."""
+
+    STREAM = (
+        "Invoked synchronously by the stream's event source mapping: a batch that keeps failing goes to "
+        "the mapping's on-failure queue; a function DLQ only ever receives failed asynchronous invocations",
+        "Bounded by the stream: one batch per shard times ParallelizationFactor; a reserved limit below "
+        "that throttles delivery and lets the stream lag, one above it changes nothing",
+    )
+    QUEUE = (
+        "Invoked synchronously by the SQS event source mapping: a message that keeps failing goes to the "
+        "source queue's dead-letter queue; a function DLQ only ever receives failed asynchronous invocations",
+        "Bounded by the SQS event source mapping (InboxConsumerProps.max_concurrency); AWS advises that "
+        "over reserved concurrency, whose throttles count as receives and push messages to the DLQ",
+    )
+    SCHEDULE = (
+        "Invoked by a schedule whose input holds no data: a failed run leaves every row PENDING for the next "
+        "run and raises the errors alarm, so a function DLQ would keep only empty schedule events",
+        "Bounded by its schedule: one invocation per segment per tick, and a run ends before the next "
+        "tick (its timeout is shorter than the schedule), so nothing can pile up",
+    )
+    HTTP_API = (
+        "Invoked synchronously by API Gateway: the caller gets the error and retries with its idempotency "
+        "key; there is no event to keep, and a function DLQ only ever receives asynchronous invocations",
+        "Bounded by the HTTP API stage's throttling (rate and burst limits), which answers excess requests "
+        "with 429 before they reach the function",
+    )
+
+
+NO_VPC_REASON: Final = (
+    "Reaches only AWS APIs (DynamoDB, SNS, EventBridge, SQS) over TLS, each call authorized by its own "
+    "least-privilege role; a VPC adds NAT or endpoint cost and cold-start time without narrowing that"
+)
+# With no customer-managed key chosen, each resource keeps its service's own encryption at rest; checkov
+# reads only the property that names a KMS key. `customer_managed_key=True` (or a key of yours) passes each.
+AWS_KEY_REASONS: Final = {
+    "AWS::SQS::Queue": (
+        QUEUE_KEY,
+        "Encrypted at rest with SQS-managed SSE, set explicitly (SqsManagedSseEnabled); the check reads only "
+        "KmsMasterKeyId. A customer-managed key is the Outbox's customer_managed_key option",
+    ),
+    "AWS::DynamoDB::Table": (
+        TABLE_CUSTOMER_KEY,
+        "Encrypted at rest with the AWS-managed key aws/dynamodb (SSEEnabled); a customer-managed key is "
+        "the Outbox's customer_managed_key option (DataTableProps.encryption_key)",
+    ),
+    "AWS::Logs::LogGroup": (
+        LOG_GROUP_KEY,
+        "CloudWatch Logs encrypts every log group at rest with its own keys; a customer-managed key is the "
+        "Outbox's customer_managed_key option (FunctionSettings.encryption_key)",
+    ),
+    "AWS::Lambda::Function": (
+        FUNCTION_ENVIRONMENT_KEY,
+        "Lambda encrypts environment variables at rest with its AWS-managed key, and these hold only names "
+        "and settings, no secrets; a customer-managed key is FunctionSettings.encryption_key",
+    ),
+}
+
+
+def acknowledge_checkov(construct: IConstruct, check_id: str, reason: str) -> None:
+    """Acknowledge checkov's `check_id` on the CloudFormation resource `construct` is (or defines, for an L2
+    construct), in its template metadata.
+
+    Raises OutboxConstructError on a reason too short to explain anything, or a construct with no resource.
+    """
+    if len(reason.strip()) < MIN_REASON_LENGTH:
+        raise OutboxConstructError(f"acknowledgement of {check_id} needs a real reason, got {reason!r}")
+    resource = _resource_of(construct)
+    current: dict[str, Any] = resource.get_metadata(METADATA_KEY) or {}
+    if any(skip["id"] == check_id for skip in current.get("skip", [])):
+        return  # already acknowledged, e.g. by the aspect of an enclosing scope too
+    skips = [*current.get("skip", []), {"id": check_id, "comment": reason}]
+    resource.add_metadata(METADATA_KEY, {**current, "skip": skips})
+
+
+@jsii.implements(IAspect)
+class ServiceKeyAcknowledgements:
+    """On every table, queue, log group and function under the scope it is added to (`Aspects.of(scope)`) that
+    names no KMS key, acknowledges the customer-managed-key check (`AWS_KEY_REASONS`): decided from the
+    resource itself, so a resource under a key of yours carries no acknowledgement."""
+
+    def visit(self, node: IConstruct) -> None:
+        if (
+            isinstance(node, CfnResource)
+            and node.cfn_resource_type in AWS_KEY_REASONS
+            and not _names_a_key(node)
+        ):
+            acknowledge_checkov(node, *AWS_KEY_REASONS[node.cfn_resource_type])
+
+
+def _names_a_key(resource: CfnResource) -> bool:
+    if isinstance(resource, dynamodb.CfnTable):
+        sse = Stack.of(resource).resolve(resource.sse_specification) or {}
+        return sse.get("kmsMasterKeyId") is not None
+    if isinstance(resource, sqs.CfnQueue):
+        return resource.kms_master_key_id is not None
+    if isinstance(resource, logs.CfnLogGroup):
+        return resource.kms_key_id is not None
+    if isinstance(resource, lambda_.CfnFunction):
+        return resource.kms_key_arn is not None
+    raise OutboxConstructError(
+        f"{resource.node.path}: no key property known for {resource.cfn_resource_type}"
+    )
+
+
+def acknowledge_function_findings(
+    function: IConstruct, invocation: Invocation, *, reserved_concurrency: int | None
+) -> None:
+    """The function checks that do not apply to a function invoked as `invocation`: no VPC, no function DLQ,
+    and (when it has none) no reserved concurrency."""
+    no_dead_letter_queue, no_concurrency_limit = invocation.value
+    acknowledge_checkov(function, FUNCTION_IN_VPC, NO_VPC_REASON)
+    acknowledge_checkov(function, FUNCTION_DEAD_LETTER_QUEUE, no_dead_letter_queue)
+    if reserved_concurrency is None:
+        acknowledge_checkov(function, FUNCTION_CONCURRENCY_LIMIT, no_concurrency_limit)
+
+
+def _resource_of(construct: IConstruct) -> CfnResource:
+    if isinstance(construct, CfnResource):
+        return construct
+    child = construct.node.default_child
+    if isinstance(child, CfnResource):
+        return child
+    raise OutboxConstructError(f"{construct.node.path} defines no CloudFormation resource to acknowledge on")
