@@ -54,8 +54,8 @@ class Invocation(Enum):
     SCHEDULE = (
         "Invoked by a schedule whose input holds no data: a failed run leaves every row PENDING for the next "
         "run and raises the errors alarm, so a function DLQ would keep only empty schedule events",
-        "Bounded by its schedule: one invocation per segment per tick, and a run ends before the next "
-        "tick (its timeout is shorter than the schedule), so nothing can pile up",
+        "Bounded by its schedule: one invocation per segment per tick, each ending by its timeout, so at "
+        "most segments x (timeout / schedule, rounded up) run at once; overlapping runs lease their rows",
     )
     HTTP_API = (
         "Invoked synchronously by API Gateway: the caller gets the error and retries with its idempotency "
