@@ -14,7 +14,7 @@ import pytest
 from moto import mock_aws
 
 from tests.support.aws import REGION, Tables, create_tables
-from tests.support.synth import Synthesized, synthesize
+from tests.support.synth import CUSTOMER_KEY_CONTEXT, Synthesized, synthesize
 
 # Fake credentials and a fixed region for boto3 against moto; never a real account.
 os.environ.update(
@@ -92,6 +92,12 @@ def tables(dynamodb: Any) -> Tables:
 def synthesized(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
     """The sample app, synthesized once per session (cdk-nag on: a finding fails every user of it)."""
     return synthesize(tmp_path_factory.mktemp("cdk.out"))
+
+
+@pytest.fixture(scope="session")
+def customer_key(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
+    """The sample app as `cdk synth -c kms_key=customer` writes it, once per session (cdk-nag on)."""
+    return synthesize(tmp_path_factory.mktemp("cdk.out.kms"), CUSTOMER_KEY_CONTEXT)
 
 
 @pytest.fixture(scope="session")

@@ -4,7 +4,6 @@ clean. Without the flag the template keeps AWS's own keys (the alarm topic's key
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,7 +18,7 @@ from tests.infra.template_queries import (
     role_of,
     statements_of_role,
 )
-from tests.support.synth import Synthesized, cdk_json_context
+from tests.support.synth import Synthesized
 
 ACCOUNT = {"Ref": "AWS::AccountId"}
 # Where each type of resource that keeps data at rest names its key.
@@ -49,18 +48,6 @@ KEY_ACTIONS_BY_HANDLER = {
     "order_consumers.summary_handler.handler": CONSUMER_ACTIONS,
     "order_consumers.cancellations_handler.handler": CONSUMER_ACTIONS,
 }
-
-
-@pytest.fixture(scope="module")
-def customer_key(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
-    """The sample app as `cdk synth -c kms_key=customer` writes it, cdk-nag on (a finding fails the synth)."""
-    from infra.app import build_app
-    from infra.constants import STACK_ID
-
-    outdir: Path = tmp_path_factory.mktemp("cdk.out.kms")
-    app, stack = build_app({**cdk_json_context(), "kms_key": "customer"}, outdir=str(outdir))
-    template: dict[str, Any] = app.synth().get_stack_by_name(STACK_ID).template
-    return Synthesized(app=app, stack=stack, template=template, outdir=outdir)
 
 
 @pytest.fixture(scope="module")

@@ -63,11 +63,16 @@ def cdk_json_context() -> dict[str, Any]:
     return {**context, **CLI_CONTEXT}
 
 
-def synthesize(outdir: Path) -> Synthesized:
+# `cdk synth -c kms_key=customer`: one customer-managed key for every table, queue, topic, log group, the bus.
+CUSTOMER_KEY_CONTEXT = {"kms_key": "customer"}
+
+
+def synthesize(outdir: Path, context: dict[str, Any] | None = None) -> Synthesized:
+    """The sample app as `cdk synth` writes it, with `context` (`-c key=value`) over cdk.json's."""
     from infra.app import build_app
     from infra.constants import STACK_ID
 
-    app, stack = build_app(cdk_json_context(), outdir=str(outdir))
+    app, stack = build_app({**cdk_json_context(), **(context or {})}, outdir=str(outdir))
     assembly = app.synth()
     template: dict[str, Any] = assembly.get_stack_by_name(STACK_ID).template
     return Synthesized(app=app, stack=stack, template=template, outdir=outdir)

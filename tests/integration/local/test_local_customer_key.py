@@ -5,7 +5,6 @@ inbox consumers' read models (moto stores the key settings; it encrypts nothing)
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,24 +13,13 @@ from outbox import outputs
 from outbox_local.runtime import LocalRuntime, RuntimeOptions
 from tests.support.aws import scan_all
 from tests.support.inbox import cancelled, order_events
-from tests.support.synth import cdk_json_context
-
-
-@pytest.fixture(scope="module")
-def template_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from infra.app import build_app
-    from infra.constants import STACK_ID
-
-    outdir: Path = tmp_path_factory.mktemp("cdk.out.kms")
-    app, _ = build_app({**cdk_json_context(), "kms_key": "customer"}, outdir=str(outdir))
-    app.synth()
-    return outdir / f"{STACK_ID}.template.json"
+from tests.support.synth import Synthesized
 
 
 @pytest.fixture
-def runtime(template_path: Path) -> Iterator[LocalRuntime]:
+def runtime(customer_key: Synthesized) -> Iterator[LocalRuntime]:
     options = RuntimeOptions(
-        template_path=template_path,
+        template_path=customer_key.template_path,
         background=False,
         function_environment={"POWERTOOLS_METRICS_DISABLED": "true"},
     )
