@@ -1,6 +1,6 @@
 """The template `cdk synth -c kms_key=customer` writes runs locally as it is: the one key is provisioned
-(moto's KMS), every queue and topic is created under it, and events still go from the outbox table to both
-inbox consumers' read models (moto stores the key settings; it encrypts nothing)."""
+(moto's KMS), every table, queue and topic is created under it, and events still go from the outbox table
+to both inbox consumers' read models (moto stores the key settings; it encrypts nothing)."""
 
 from __future__ import annotations
 
@@ -33,9 +33,14 @@ def _items(runtime: LocalRuntime, output: str) -> dict[str, dict[str, Any]]:
 
 
 def test_the_customer_key_template_runs_locally_end_to_end(runtime: LocalRuntime) -> None:
-    # Given the customer-key template provisioned locally: one key, every queue and topic under it
+    # Given the customer-key template provisioned locally: one key, every table, queue and topic under it
     [key] = runtime.client("kms").list_keys()["Keys"]
-    sqs, sns = runtime.client("sqs"), runtime.client("sns")
+    dynamodb, sqs, sns = runtime.client("dynamodb"), runtime.client("sqs"), runtime.client("sns")
+    tables = dynamodb.list_tables()["TableNames"]
+    assert len(tables) == 4
+    for name in tables:
+        encryption = dynamodb.describe_table(TableName=name)["Table"]["SSEDescription"]
+        assert encryption == {"Status": "ENABLED", "SSEType": "KMS", "KMSMasterKeyArn": key["KeyArn"]}, name
     for url in sqs.list_queues()["QueueUrls"]:
         attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["KmsMasterKeyId"])["Attributes"]
         assert attributes["KmsMasterKeyId"] == key["KeyArn"], url
@@ -44,7 +49,6 @@ def test_the_customer_key_template_runs_locally_end_to_end(runtime: LocalRuntime
         assert attributes["KmsMasterKeyId"] == key["KeyArn"], topic
 
     # When an order's events are written to the outbox table and the streams drained
-    dynamodb = runtime.client("dynamodb")
     placed, confirmed, *_ = order_events("o-1")
     for written in (placed, confirmed, cancelled("o-1", 3)):
         dynamodb.put_item(TableName=runtime.outputs[outputs.OUTBOX_TABLE_NAME], Item=written.to_item())
