@@ -11,6 +11,7 @@ import pytest
 
 from outbox import outputs
 from outbox_local.runtime import LocalRuntime, RuntimeOptions
+from tests.infra.template_queries import resources
 from tests.support.aws import scan_all
 from tests.support.inbox import cancelled, order_events
 from tests.support.synth import Synthesized
@@ -30,6 +31,26 @@ def runtime(customer_key: Synthesized) -> Iterator[LocalRuntime]:
 def _items(runtime: LocalRuntime, output: str) -> dict[str, dict[str, Any]]:
     table = runtime.outputs[output]
     return {item["pk"]["S"]: item for item in scan_all(runtime.client("dynamodb"), table)}
+
+
+def test_each_function_keeps_its_environment_under_the_key_the_template_names(
+    runtime: LocalRuntime, customer_key: Synthesized
+) -> None:
+    # Given the customer-key template provisioned locally, and the KmsKeyArn each function sets (if any)
+    [key] = runtime.client("kms").list_keys()["Keys"]
+    functions = resources(customer_key.template, "AWS::Lambda::Function")
+    sets_a_key = {logical_id for logical_id, f in functions.items() if "KmsKeyArn" in f["Properties"]}
+
+    # When each hosted function's spec is read
+    assert runtime.host is not None
+    hosted = {spec.logical_id: spec.kms_key_arn for spec in runtime.host.functions}
+
+    # Then a function whose template sets KmsKeyArn carries the one key's ARN for its environment (its
+    # reference resolved to the provisioned key), and one that sets none carries none
+    assert set(hosted) == set(functions)
+    assert hosted == {
+        logical_id: key["KeyArn"] if logical_id in sets_a_key else None for logical_id in functions
+    }
 
 
 def test_the_customer_key_template_runs_locally_end_to_end(runtime: LocalRuntime) -> None:
