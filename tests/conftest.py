@@ -95,14 +95,14 @@ def synthesized(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
 
 
 @pytest.fixture(scope="session")
-def template(synthesized: Synthesized) -> dict[str, Any]:
-    return synthesized.template
+def customer_key(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
+    """The sample app as `cdk synth -c kms_key=customer` writes it, once per session (cdk-nag on)."""
+    return synthesize(tmp_path_factory.mktemp("cdk.out.kms"), CUSTOMER_KEY_CONTEXT)
 
 
 @pytest.fixture(scope="session")
-def customer_key(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
-    """The sample app as `cdk synth -c kms_key=customer` writes it, cdk-nag on (a finding fails the synth)."""
-    return synthesize(tmp_path_factory.mktemp("cdk.out.customer-key"), CUSTOMER_KEY_CONTEXT)
+def template(synthesized: Synthesized) -> dict[str, Any]:
+    return synthesized.template
 
 
 @pytest.fixture(autouse=True)

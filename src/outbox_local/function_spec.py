@@ -29,6 +29,9 @@ class FunctionSpec:
     reserved_concurrency: int | None = None
     """`ReservedConcurrentExecutions`: at most this many environments run the function at once; 0: every
     invocation is throttled, as AWS does."""
+    kms_key_arn: str | None = None
+    """`KmsKeyArn`: the key Lambda encrypts the function's environment variables with at rest (checked to
+    exist and be enabled at provisioning); the variables reach the handler as they are, as on AWS."""
 
 
 class LambdaContext:

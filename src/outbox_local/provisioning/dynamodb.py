@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from outbox_local.provisioning.context import Handler, ProvisioningContext, check
+from outbox_local.provisioning.context import Handler, ProvisioningContext, cfn_bool, check
 from outbox_local.template import ResolvedResource, Resource
 
 
@@ -46,6 +46,9 @@ def table(ctx: ProvisioningContext, resource: Resource, p: dict[str, Any]) -> Re
             request[key] = p[key]
     if "DeletionProtectionEnabled" in p:
         request["DeletionProtectionEnabled"] = bool(p["DeletionProtectionEnabled"])
+    encryption = _encryption(p.get("SSESpecification"))
+    if encryption:
+        request["SSESpecification"] = encryption
     stream = p.get("StreamSpecification")
     if stream:
         request["StreamSpecification"] = {
@@ -64,6 +67,18 @@ def table(ctx: ProvisioningContext, resource: Resource, p: dict[str, Any]) -> Re
     if "LatestStreamArn" in description:
         attributes["StreamArn"] = description["LatestStreamArn"]
     return ResolvedResource(ref=name, attributes=attributes)
+
+
+def _encryption(specification: dict[str, Any] | None) -> dict[str, Any] | None:
+    """CreateTable's SSESpecification for the template's: SSEEnabled alone is the AWS managed key
+    (alias/aws/dynamodb), with KMSMasterKeyId that key; disabled or absent, the AWS owned key (nothing to
+    pass). Stored so DescribeTable answers which key a table is under, as on AWS."""
+    if not specification or not cfn_bool(specification.get("SSEEnabled", False)):
+        return None
+    encryption: dict[str, Any] = {"Enabled": True, "SSEType": specification.get("SSEType", "KMS")}
+    if specification.get("KMSMasterKeyId"):
+        encryption["KMSMasterKeyId"] = specification["KMSMasterKeyId"]
+    return encryption
 
 
 HANDLERS: dict[str, Handler] = {

@@ -9,8 +9,10 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
+from botocore.exceptions import ClientError
+
 from outbox import stream_mapping
-from outbox_local.errors import UnsupportedResourceError
+from outbox_local.errors import ProvisioningError, UnsupportedResourceError
 from outbox_local.filtering import FilterCriteria
 from outbox_local.functions import FunctionSpec
 from outbox_local.provisioning import queue_mapping
@@ -39,6 +41,7 @@ def function(ctx: ProvisioningContext, resource: Resource, p: dict[str, Any]) ->
             "MemorySize",
             "FunctionName",
             "ReservedConcurrentExecutions",
+            "KmsKeyArn",
         },
         # Deployment and platform settings with no in-process equivalent: the function runs on this
         # interpreter with the project's installed dependencies (Powertools included, for layers).
@@ -52,7 +55,6 @@ def function(ctx: ProvisioningContext, resource: Resource, p: dict[str, Any]) ->
             "Tags",
             "DeadLetterConfig",
             "EphemeralStorage",
-            "KmsKeyArn",
             "RecursiveLoop",
         },
     )
@@ -77,6 +79,7 @@ def function(ctx: ProvisioningContext, resource: Resource, p: dict[str, Any]) ->
         environment=environment,
         # At most this many environments at once; 0 throttles every invocation (`FunctionHost.invoke`).
         reserved_concurrency=_reserved_concurrency(resource, p.get("ReservedConcurrentExecutions")),
+        kms_key_arn=_environment_key(ctx, resource, p.get("KmsKeyArn")),
     )
     ctx.stack.functions.append(spec)
     return ResolvedResource(ref=name, attributes={"Arn": arn})
@@ -89,6 +92,27 @@ def _reserved_concurrency(resource: Resource, value: Any) -> int | None:
     if reserved < 0:  # CloudFormation refuses it: the function would never deploy
         raise UnsupportedResourceError(f"{resource.logical_id}: ReservedConcurrentExecutions {reserved} < 0")
     return reserved
+
+
+def _environment_key(ctx: ProvisioningContext, resource: Resource, key: Any) -> str | None:
+    """The key named to encrypt the environment variables. Lambda's CreateFunction refuses one that does not
+    exist (KMSNotFoundException) or is not enabled (KMSDisabledException; KMSInvalidStateException pending
+    deletion), and CloudFormation fails the function: so does provisioning here. No key (or ""): Lambda's
+    own key."""
+    if not key:
+        return None
+    where = f"{resource.logical_id} (AWS::Lambda::Function): KmsKeyArn {key}"
+    try:
+        metadata = ctx.clients("kms").describe_key(KeyId=str(key))["KeyMetadata"]
+    except ClientError as error:
+        if error.response["Error"]["Code"] != "NotFoundException":
+            raise
+        raise ProvisioningError(f"{where} names no key (KMSNotFoundException)") from error
+    state = metadata["KeyState"]
+    if state != "Enabled":
+        refusal = "KMSDisabledException" if state == "Disabled" else "KMSInvalidStateException"
+        raise ProvisioningError(f"{where} is {state}, not Enabled ({refusal})")
+    return str(key)
 
 
 def _code_root(ctx: ProvisioningContext, resource: Resource) -> Path | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from outbox_local.provisioning.context import Handler, ProvisioningContext, check, json_text
+from outbox_local.provisioning.context import Handler, ProvisioningContext, cfn_bool, check, json_text
 from outbox_local.template import ResolvedResource, Resource
 
 
@@ -13,16 +13,19 @@ def kms_key(ctx: ProvisioningContext, resource: Resource, p: dict[str, Any]) -> 
     check(
         resource,
         p,
-        {"Description", "KeyPolicy", "KeyUsage", "KeySpec", "Tags"},
+        {"Description", "KeyPolicy", "KeyUsage", "KeySpec", "Tags", "Enabled"},
         # Rotation and deletion windows have no observable local effect.
-        {"EnableKeyRotation", "PendingWindowInDays", "Enabled", "RotationPeriodInDays", "MultiRegion"},
+        {"EnableKeyRotation", "PendingWindowInDays", "RotationPeriodInDays", "MultiRegion"},
     )
     request: dict[str, Any] = {}
     if "Description" in p:
         request["Description"] = p["Description"]
     if "KeyPolicy" in p:
         request["Policy"] = json_text(p["KeyPolicy"])
-    metadata = ctx.clients("kms").create_key(**request)["KeyMetadata"]
+    kms = ctx.clients("kms")
+    metadata = kms.create_key(**request)["KeyMetadata"]
+    if not cfn_bool(p.get("Enabled", True)):  # what uses it is refused, as on AWS (a function's KmsKeyArn)
+        kms.disable_key(KeyId=metadata["KeyId"])
     return ResolvedResource(
         ref=metadata["KeyId"], attributes={"Arn": metadata["Arn"], "KeyId": metadata["KeyId"]}
     )

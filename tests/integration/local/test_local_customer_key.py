@@ -1,37 +1,26 @@
 """The template `cdk synth -c kms_key=customer` writes runs locally as it is: the one key is provisioned
-(moto's KMS), every queue and topic is created under it, and events still go from the outbox table to both
-inbox consumers' read models (moto stores the key settings; it encrypts nothing)."""
+(moto's KMS), every table, queue and topic is created under it, and events still go from the outbox table
+to both inbox consumers' read models (moto stores the key settings; it encrypts nothing)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from outbox import outputs
 from outbox_local.runtime import LocalRuntime, RuntimeOptions
+from tests.infra.template_queries import resources
 from tests.support.aws import scan_all
 from tests.support.inbox import cancelled, order_events
-from tests.support.synth import cdk_json_context
-
-
-@pytest.fixture(scope="module")
-def template_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from infra.app import build_app
-    from infra.constants import STACK_ID
-
-    outdir: Path = tmp_path_factory.mktemp("cdk.out.kms")
-    app, _ = build_app({**cdk_json_context(), "kms_key": "customer"}, outdir=str(outdir))
-    app.synth()
-    return outdir / f"{STACK_ID}.template.json"
+from tests.support.synth import Synthesized
 
 
 @pytest.fixture
-def runtime(template_path: Path) -> Iterator[LocalRuntime]:
+def runtime(customer_key: Synthesized) -> Iterator[LocalRuntime]:
     options = RuntimeOptions(
-        template_path=template_path,
+        template_path=customer_key.template_path,
         background=False,
         function_environment={"POWERTOOLS_METRICS_DISABLED": "true"},
     )
@@ -44,10 +33,35 @@ def _items(runtime: LocalRuntime, output: str) -> dict[str, dict[str, Any]]:
     return {item["pk"]["S"]: item for item in scan_all(runtime.client("dynamodb"), table)}
 
 
-def test_the_customer_key_template_runs_locally_end_to_end(runtime: LocalRuntime) -> None:
-    # Given the customer-key template provisioned locally: one key, every queue and topic under it
+def test_each_function_keeps_its_environment_under_the_key_the_template_names(
+    runtime: LocalRuntime, customer_key: Synthesized
+) -> None:
+    # Given the customer-key template provisioned locally, and the KmsKeyArn each function sets (if any)
     [key] = runtime.client("kms").list_keys()["Keys"]
-    sqs, sns = runtime.client("sqs"), runtime.client("sns")
+    functions = resources(customer_key.template, "AWS::Lambda::Function")
+    sets_a_key = {logical_id for logical_id, f in functions.items() if "KmsKeyArn" in f["Properties"]}
+
+    # When each hosted function's spec is read
+    assert runtime.host is not None
+    hosted = {spec.logical_id: spec.kms_key_arn for spec in runtime.host.functions}
+
+    # Then a function whose template sets KmsKeyArn carries the one key's ARN for its environment (its
+    # reference resolved to the provisioned key), and one that sets none carries none
+    assert set(hosted) == set(functions)
+    assert hosted == {
+        logical_id: key["KeyArn"] if logical_id in sets_a_key else None for logical_id in functions
+    }
+
+
+def test_the_customer_key_template_runs_locally_end_to_end(runtime: LocalRuntime) -> None:
+    # Given the customer-key template provisioned locally: one key, every table, queue and topic under it
+    [key] = runtime.client("kms").list_keys()["Keys"]
+    dynamodb, sqs, sns = runtime.client("dynamodb"), runtime.client("sqs"), runtime.client("sns")
+    tables = dynamodb.list_tables()["TableNames"]
+    assert len(tables) == 4
+    for name in tables:
+        encryption = dynamodb.describe_table(TableName=name)["Table"]["SSEDescription"]
+        assert encryption == {"Status": "ENABLED", "SSEType": "KMS", "KMSMasterKeyArn": key["KeyArn"]}, name
     for url in sqs.list_queues()["QueueUrls"]:
         attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["KmsMasterKeyId"])["Attributes"]
         assert attributes["KmsMasterKeyId"] == key["KeyArn"], url
@@ -56,7 +70,6 @@ def test_the_customer_key_template_runs_locally_end_to_end(runtime: LocalRuntime
         assert attributes["KmsMasterKeyId"] == key["KeyArn"], topic
 
     # When an order's events are written to the outbox table and the streams drained
-    dynamodb = runtime.client("dynamodb")
     placed, confirmed, *_ = order_events("o-1")
     for written in (placed, confirmed, cancelled("o-1", 3)):
         dynamodb.put_item(TableName=runtime.outputs[outputs.OUTBOX_TABLE_NAME], Item=written.to_item())

@@ -1,7 +1,9 @@
 """Least privilege, provably: every function of the synthesized app runs through its paths in the local
 runtime while every AWS call it makes is recorded as the IAM action AWS would check; each role must grant
 each recorded action, and grant nothing its function never calls (bar what the Lambda service itself calls
-with the role, each named below with why)."""
+with the role, each named below with why). Run on the template with AWS's own keys, and on the one with a
+customer-managed key (`-c kms_key=customer`), where a call on a resource under the key also needs the KMS
+actions AWS checks for it (tests.support.iam.key_actions)."""
 
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ from outbox_sweeper.config import ENV_SWEEP_MAX_ROWS
 from tests.infra.template_queries import function_by_handler, role_of, statements_of_role
 from tests.support.aws import event_rows
 from tests.support.events import event
-from tests.support.iam import iam_actions
+from tests.support.iam import CustomerKeyed, customer_keyed, iam_actions, key_actions, mapping_key_actions
 from tests.support.orders import http_event, place_body
 from tests.support.synth import Synthesized
 
@@ -44,6 +46,9 @@ SERVICE_CALLS = {
     "sqs:GetQueueAttributes": "the SQS event source mapping",
     "sqs:GetQueueUrl": "the SQS event source mapping",
 }
+# What the Lambda service calls on a customer-managed key with a function's role, only for a function whose
+# event source is under the key (tests.support.iam.mapping_key_actions), not for every role as above.
+SERVICE_KEY_CALLS = {"kms:Decrypt": "an event source mapping decrypts what it reads from its queue or stream"}
 HANDLERS = {
     "orders_api.handler.handler": "orders api",
     "outbox_publisher.handler.handler": "publisher",
@@ -60,10 +65,17 @@ ROWS_PER_SWEEP = 1
 MOST_SWEEPS = 10
 
 
+@pytest.fixture(params=["synthesized", "customer_key"], ids=["aws-owned-keys", "customer-key"])
+def app(request: pytest.FixtureRequest) -> Synthesized:
+    """The sample app as `cdk synth` writes it, and as `cdk synth -c kms_key=customer` does."""
+    synthesized: Synthesized = request.getfixturevalue(request.param)
+    return synthesized
+
+
 @pytest.fixture
-def runtime(synthesized: Synthesized) -> Iterator[LocalRuntime]:
+def runtime(app: Synthesized) -> Iterator[LocalRuntime]:
     options = RuntimeOptions(
-        template_path=synthesized.template_path,
+        template_path=app.template_path,
         background=False,
         function_environment={"POWERTOOLS_METRICS_DISABLED": "true", ENV_SWEEP_MAX_ROWS: str(ROWS_PER_SWEEP)},
     )
@@ -72,8 +84,17 @@ def runtime(synthesized: Synthesized) -> Iterator[LocalRuntime]:
 
 
 @pytest.fixture
-def called(runtime: LocalRuntime, monkeypatch: pytest.MonkeyPatch) -> dict[str, set[str]]:
-    """Handler -> the IAM actions its invocations needed, recorded at botocore's call boundary."""
+def keyed(runtime: LocalRuntime) -> CustomerKeyed:
+    """What the provisioned stack holds under a customer-managed key (nothing, with AWS's own keys)."""
+    return customer_keyed(runtime.client)
+
+
+@pytest.fixture
+def called(
+    runtime: LocalRuntime, keyed: CustomerKeyed, monkeypatch: pytest.MonkeyPatch
+) -> dict[str, set[str]]:
+    """Handler -> the IAM actions its invocations needed, recorded at botocore's call boundary: each call's
+    own, and the KMS actions it implies on a resource under a customer-managed key."""
     assert runtime.host is not None
     host = runtime.host
     # A context variable, not a thread-local: the row updater's calls run on its threads, in a copy of the
@@ -88,7 +109,10 @@ def called(runtime: LocalRuntime, monkeypatch: pytest.MonkeyPatch) -> dict[str, 
         # The runtime's own clients (e.g. the EMF metrics it forwards) do what AWS itself would: not recorded.
         internal = INTERNAL_USER_AGENT in (client.meta.config.user_agent_extra or "")
         if handler is not None and not internal:
-            actions[handler].update(iam_actions(client.meta.service_model.service_name, operation, params))
+            service = client.meta.service_model.service_name
+            actions[handler].update(
+                iam_actions(service, operation, params), key_actions(service, operation, params, keyed)
+            )
         return make_api_call(client, operation, params)
 
     def invoking(name_or_arn: str, event: Any) -> Any:
@@ -171,12 +195,26 @@ def schedules(runtime: LocalRuntime) -> list[Schedule]:
     return runtime.schedules.schedules
 
 
+def service_key_needs(runtime: LocalRuntime, keyed: CustomerKeyed) -> dict[str, set[str]]:
+    """Handler -> what its event source mappings need on a customer-managed key (the Lambda service's calls
+    with its role)."""
+    assert runtime.host is not None
+    assert runtime.stack is not None
+    sources = [(m.function_arn, m.settings.stream_arn) for m in runtime.stack.mappings]
+    sources += [(m.settings.function_arn, m.settings.queue_arn) for m in runtime.stack.queue_mappings]
+    needs: dict[str, set[str]] = defaultdict(set)
+    for function_arn, source_arn in sources:
+        needs[runtime.host.find(function_arn).handler].update(mapping_key_actions(source_arn, keyed))
+    return needs
+
+
 def test_each_role_grants_exactly_what_its_function_calls(
-    runtime: LocalRuntime, called: dict[str, set[str]], synthesized: Synthesized
+    runtime: LocalRuntime, called: dict[str, set[str]], keyed: CustomerKeyed, app: Synthesized
 ) -> None:
     # Given every function run through its paths, its AWS calls recorded
     exercise(runtime)
-    template = synthesized.template
+    template = app.template
+    service_needs = service_key_needs(runtime, keyed)
     for handler, label in HANDLERS.items():
         # When the actions its role grants are compared with those its code called
         statements = statements_of_role(template, role_of(function_by_handler(template, handler)[1]))
@@ -186,8 +224,13 @@ def test_each_role_grants_exactly_what_its_function_calls(
             for action in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])
         }
         needed = called[handler]
+        service_needed = service_needs[handler]
+        assert service_needed <= set(SERVICE_KEY_CALLS), (
+            f"{label}: a service call on the key without a reason"
+        )
         # Then it was granted every one, and grants nothing else but what the Lambda service calls with it
         assert needed, f"{label} made no AWS call: the scenario does not exercise it"
         assert needed - granted == set(), f"{label} calls what its role lacks"
-        unused = granted - needed - set(SERVICE_CALLS)
+        assert service_needed - granted == set(), f"{label}'s event source needs what its role lacks"
+        unused = granted - needed - service_needed - set(SERVICE_CALLS)
         assert unused == set(), f"{label}'s role grants what its code never calls"
