@@ -10,6 +10,7 @@ TEMPLATE := cdk.out/OutboxStack.template.json
 CHECKOV_VENV := .venv-checkov
 CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
 CUSTOMER_KEY_TEMPLATE := build/cdk.out.customer-key/OutboxStack.template.json
+CHECKOV_REPORT := build/checkov.json
 
 # Offline, quiet toolchain (docs/deploy.md, "Synthesizing offline"): no telemetry, no version check, no Node EOL banner.
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
@@ -61,18 +62,22 @@ cfn-lint: synth
 	$(BIN)/cfn-lint --ignore-checks W3005 -- $(TEMPLATE)
 
 $(CHECKOV_STAMP): requirements-checkov.txt
+	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is required"'
 	test -x $(CHECKOV_VENV)/bin/python || $(PYTHON) -m venv $(CHECKOV_VENV)
 	$(CHECKOV_VENV)/bin/pip install --quiet -r requirements-checkov.txt 2> >(grep -v "is ignored: it is neither" >&2)
 	touch $@
 
 # The second rule set (docs/security.md): checkov on both variants of the template, AWS's own keys and one
-# customer-managed key; any finding not acknowledged with its reason (outbox_cdk.checkov) fails.
-# --skip-download: offline, no call to checkov's platform for guideline links.
+# customer-managed key; any finding not acknowledged with its reason (outbox_cdk.checkov) fails, and so does
+# a template it could not parse (checkov itself passes those). --skip-download: offline.
 checkov: synth $(CHECKOV_STAMP)
 	PATH="$(abspath $(BIN)):$$PATH" node_modules/.bin/cdk synth --quiet -c kms_key=customer \
 		--output $(dir $(CUSTOMER_KEY_TEMPLATE)) > /dev/null
 	$(CHECKOV_VENV)/bin/checkov --quiet --compact --skip-download --framework cloudformation \
-		-f $(TEMPLATE) -f $(CUSTOMER_KEY_TEMPLATE)
+		-f $(TEMPLATE) -f $(CUSTOMER_KEY_TEMPLATE) -o cli -o json --output-file-path console,$(CHECKOV_REPORT)
+	$(BIN)/python -c 'import json, sys; s = json.load(open(sys.argv[1]))["summary"]; \
+		sys.exit(f"checkov: {s}" if s["parsing_errors"] or not s["resource_count"] or s["failed"] else 0)' \
+		$(CHECKOV_REPORT)
 
 # Three workers on two cores: many tests wait on a runtime's schedules or a subprocess, and a third worker uses
 # that idle time (pytest 270 -> 237 s wall on a 2-core machine). Each worker gets whole modules, the slowest
@@ -109,4 +114,5 @@ reliability: $(PY_STAMP)
 		&& exit $$tests
 
 clean:
-	rm -rf $(VENV) $(CHECKOV_VENV) node_modules cdk.out build .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) $(CHECKOV_VENV) node_modules cdk.out $(dir $(CUSTOMER_KEY_TEMPLATE)) $(CHECKOV_REPORT) \
+		.mypy_cache .ruff_cache .pytest_cache

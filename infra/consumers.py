@@ -25,6 +25,7 @@ from constructs import Construct
 from infra import constants as sample
 from order_consumers.projections import CANCELLED_EVENT_TYPE, ORDER_EVENT_TYPES
 from outbox_cdk import constants as c
+from outbox_cdk.checkov import acknowledge_aws_apis_only
 from outbox_cdk.consumers import InboxConsumer, InboxConsumerProps, route_to_queue
 from outbox_cdk.nag import acknowledge
 from outbox_cdk.queues import secure_queue
@@ -86,6 +87,9 @@ class SampleConsumers(Construct):
             alarm_topic=alarm_topic,
             powertools_layer=powertools_layer,
         )
+        # The sample's handlers call DynamoDB and SQS alone (their tables, their dead-letter queues).
+        for consumer in (self.order_summary, self.cancellations):
+            acknowledge_aws_apis_only(consumer.function)
         self.cancellations.receive_from_rule(
             event_bus,
             events.EventPattern(source=[event_source], detail_type=[CANCELLED_EVENT_TYPE]),

@@ -20,8 +20,9 @@ from infra import constants as c
 from orders_api.config import ENV_ORDERS_TABLE_NAME, ENV_OUTBOX_TABLE_NAME
 from outbox import metrics
 from outbox_cdk import constants as cdk
-from outbox_cdk.checkov import Invocation
+from outbox_cdk.checkov import Invocation, acknowledge_aws_apis_only
 from outbox_cdk.functions import FunctionSettings, PythonFunction
+from outbox_cdk.grants import grant_key_use
 from outbox_cdk.nag import acknowledge
 
 # One JSON line per request: enough to trace a request to the function's logs by requestId.
@@ -98,6 +99,7 @@ class OrdersApi(Construct):
             invocation=Invocation.HTTP_API,
         )
         self.function: lambda_.Function = self._fn.function
+        acknowledge_aws_apis_only(self.function)
         self.role: iam.Role = self._fn.role
         # Explicit statements: table.grant_*() would add index ARNs and actions the API never calls.
         # Each statement is held to the partition keys the API writes (dynamodb:LeadingKeys): a compromised
@@ -118,8 +120,7 @@ class OrdersApi(Construct):
         )
         # Customer-managed keys: DynamoDB encrypts and decrypts the items with each table's key.
         for table in (orders_table, outbox_table):
-            if table.encryption_key is not None:
-                table.encryption_key.grant(self.role, *cdk.TABLE_KEY_ACTIONS)
+            grant_key_use(self.role, table.encryption_key, cdk.TABLE_KEY_ACTIONS, via=cdk.VIA_DYNAMODB)
 
         self.http_api = apigwv2.HttpApi(
             self,

@@ -24,6 +24,7 @@ Every construct takes safe defaults a caller can override; docs/your-stack.md ha
 examples (one `Outbox`, a writer function of yours, the finer constructs).
 """
 
+from outbox_cdk.checkov import Invocation, ServiceKeyAcknowledgements, acknowledge_checkov
 from outbox_cdk.destinations import DestinationsProps, OutboxDestinations
 from outbox_cdk.encryption import OutboxKey, allow_outbox_services
 from outbox_cdk.errors import OutboxConstructError
@@ -48,6 +49,7 @@ __all__ = [
     "FailureQueues",
     "FailureQueuesProps",
     "FunctionSettings",
+    "Invocation",
     "OperatorAccess",
     "Outbox",
     "OutboxConstructError",
@@ -63,10 +65,12 @@ __all__ = [
     "PublisherSettings",
     "PythonFunction",
     "Route",
+    "ServiceKeyAcknowledgements",
     "StreamMappingProps",
     "SweepSettings",
     "SweeperSettings",
     "acknowledge",
+    "acknowledge_checkov",
     "add_failed_index",
     "add_nag_checks",
     "allow_outbox_services",

@@ -15,7 +15,6 @@ from typing import Any, Final
 import jsii
 from aws_cdk import CfnResource, IAspect, Stack
 from aws_cdk import aws_dynamodb as dynamodb
-from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sqs as sqs
 from constructs import IConstruct
@@ -36,56 +35,56 @@ LOG_GROUP_KEY: Final = "CKV_AWS_158"
 
 
 class Invocation(Enum):
-    """How a function is invoked, which decides whether a function dead-letter queue or a concurrency limit
-    means anything for it. Each value: (why no function DLQ, why no reserved concurrency)."""
+    """How a function is invoked, which decides whether a function dead-letter queue or a reserved concurrency
+    limit means anything for it. Each value: (why no function DLQ, why no reserved concurrency)."""
 
     STREAM = (
         "Invoked synchronously by the stream's event source mapping: a batch that keeps failing goes to "
         "the mapping's on-failure queue; a function DLQ only ever receives failed asynchronous invocations",
         "Bounded by the stream: one batch per shard times ParallelizationFactor; a reserved limit below "
-        "that throttles delivery and lets the stream lag, one above it changes nothing",
+        "that throttles delivery and lets the stream lag behind",
     )
     QUEUE = (
         "Invoked synchronously by the SQS event source mapping: a message that keeps failing goes to the "
         "source queue's dead-letter queue; a function DLQ only ever receives failed asynchronous invocations",
-        "Bounded by the SQS event source mapping (InboxConsumerProps.max_concurrency); AWS advises that "
-        "over reserved concurrency, whose throttles count as receives and push messages to the DLQ",
+        "Invoked by an SQS event source mapping, where reserved concurrency throttles receives into the "
+        "dead-letter queue; its bound is the mapping's maximum concurrency (max_concurrency)",
     )
     SCHEDULE = (
         "Invoked by a schedule whose input holds no data: a failed run leaves every row PENDING for the next "
-        "run and raises the errors alarm, so a function DLQ would keep only empty schedule events",
-        "Bounded by its schedule: one invocation per segment per tick, each ending by its timeout, so at "
-        "most segments x (timeout / schedule, rounded up) run at once; overlapping runs lease their rows",
+        "run, and failed runs are counted and alarmed on, so a function DLQ would keep only empty inputs",
+        "Bounded by its schedule: one invocation per segment per tick (a throttled one is retried later by "
+        "Lambda), each ending by its timeout; overlapping runs lease their rows and never share one",
     )
     HTTP_API = (
-        "Invoked synchronously by API Gateway: the caller gets the error and retries with its idempotency "
-        "key; there is no event to keep, and a function DLQ only ever receives asynchronous invocations",
+        "Invoked synchronously by API Gateway: the caller gets the error and decides whether to retry; there "
+        "is no event to keep, and a function DLQ only ever receives failed asynchronous invocations",
         "Bounded by the HTTP API stage's throttling (rate and burst limits), which answers excess requests "
         "with 429 before they reach the function",
     )
 
 
-NO_VPC_REASON: Final = (
-    "Reaches only AWS APIs (DynamoDB, SNS, EventBridge, SQS) over TLS, each call authorized by its own "
-    "least-privilege role; a VPC adds NAT or endpoint cost and cold-start time without narrowing that"
+AWS_APIS_ONLY_REASON: Final = (
+    "Its code calls only AWS APIs (DynamoDB, SNS, EventBridge, SQS) over TLS, each authorized by its own "
+    "least-privilege role; egress control through a VPC (NAT or endpoints, at a fixed cost) is yours to add"
 )
 # With no customer-managed key chosen, each resource keeps its service's own encryption at rest; checkov
-# reads only the property that names a KMS key. `customer_managed_key=True` (or a key of yours) passes each.
+# reads only the property that names a KMS key. Each reason is written only where it is true of the resource.
 AWS_KEY_REASONS: Final = {
     "AWS::SQS::Queue": (
         QUEUE_KEY,
         "Encrypted at rest with SQS-managed SSE, set explicitly (SqsManagedSseEnabled); the check reads only "
-        "KmsMasterKeyId. A customer-managed key is the Outbox's customer_managed_key option",
+        "KmsMasterKeyId. A customer-managed key is the constructs' encryption_key option",
     ),
     "AWS::DynamoDB::Table": (
         TABLE_CUSTOMER_KEY,
-        "Encrypted at rest with the AWS-managed key aws/dynamodb (SSEEnabled); a customer-managed key is "
-        "the Outbox's customer_managed_key option (DataTableProps.encryption_key)",
+        "Encrypted at rest with the AWS-managed key aws/dynamodb (SSEEnabled); a customer-managed key is the "
+        "constructs' encryption_key option (DataTableProps.encryption_key)",
     ),
     "AWS::Logs::LogGroup": (
         LOG_GROUP_KEY,
         "CloudWatch Logs encrypts every log group at rest with its own keys; a customer-managed key is the "
-        "Outbox's customer_managed_key option (FunctionSettings.encryption_key)",
+        "constructs' encryption_key option (FunctionSettings.encryption_key)",
     ),
     "AWS::Lambda::Function": (
         FUNCTION_ENVIRONMENT_KEY,
@@ -111,46 +110,48 @@ def acknowledge_checkov(construct: IConstruct, check_id: str, reason: str) -> No
     resource.add_metadata(METADATA_KEY, {**current, "skip": skips})
 
 
-@jsii.implements(IAspect)
-class ServiceKeyAcknowledgements:
-    """On every table, queue, log group and function under the scope it is added to (`Aspects.of(scope)`) that
-    names no KMS key, acknowledges the customer-managed-key check (`AWS_KEY_REASONS`): decided from the
-    resource itself, so a resource under a key of yours carries no acknowledgement."""
-
-    def visit(self, node: IConstruct) -> None:
-        if (
-            isinstance(node, CfnResource)
-            and node.cfn_resource_type in AWS_KEY_REASONS
-            and not _names_a_key(node)
-        ):
-            acknowledge_checkov(node, *AWS_KEY_REASONS[node.cfn_resource_type])
-
-
-def _names_a_key(resource: CfnResource) -> bool:
-    if isinstance(resource, dynamodb.CfnTable):
-        sse = Stack.of(resource).resolve(resource.sse_specification) or {}
-        return sse.get("kmsMasterKeyId") is not None
-    if isinstance(resource, sqs.CfnQueue):
-        return resource.kms_master_key_id is not None
-    if isinstance(resource, logs.CfnLogGroup):
-        return resource.kms_key_id is not None
-    if isinstance(resource, lambda_.CfnFunction):
-        return resource.kms_key_arn is not None
-    raise OutboxConstructError(
-        f"{resource.node.path}: no key property known for {resource.cfn_resource_type}"
-    )
-
-
 def acknowledge_function_findings(
     function: IConstruct, invocation: Invocation, *, reserved_concurrency: int | None
 ) -> None:
-    """The function checks that do not apply to a function invoked as `invocation`: no VPC, no function DLQ,
-    and (when it has none) no reserved concurrency."""
+    """The function checks that do not apply to a function invoked as `invocation`: no function DLQ, and
+    (when it has none) no reserved concurrency."""
     no_dead_letter_queue, no_concurrency_limit = invocation.value
-    acknowledge_checkov(function, FUNCTION_IN_VPC, NO_VPC_REASON)
     acknowledge_checkov(function, FUNCTION_DEAD_LETTER_QUEUE, no_dead_letter_queue)
     if reserved_concurrency is None:
         acknowledge_checkov(function, FUNCTION_CONCURRENCY_LIMIT, no_concurrency_limit)
+
+
+def acknowledge_aws_apis_only(function: IConstruct) -> None:
+    """For a function whose code is known to call AWS APIs alone: no VPC needed (`AWS_APIS_ONLY_REASON`).
+    Not for a function running code of yours (an inbox consumer's handler): that one is yours to decide."""
+    acknowledge_checkov(function, FUNCTION_IN_VPC, AWS_APIS_ONLY_REASON)
+
+
+@jsii.implements(IAspect)
+class ServiceKeyAcknowledgements:
+    """On every table, queue and log group under the scope it is added to (`Aspects.of(scope)`) that keeps
+    its service's own encryption, acknowledges the customer-managed-key check (`AWS_KEY_REASONS`) where its
+    reason is true of the resource: a queue with SQS-managed SSE on, a table with SSE on and no key of its
+    own, a log group with no key. Anything else (an unencrypted queue, a table on AWS's owned key, a
+    resource this does not know) is left to the check. It reads the L1 resource's properties: a key set
+    through a raw property override is not seen. (A function's environment: `PythonFunction`, which knows
+    it.)"""
+
+    def visit(self, node: IConstruct) -> None:
+        if isinstance(node, CfnResource) and _keeps_service_encryption(node):
+            acknowledge_checkov(node, *AWS_KEY_REASONS[node.cfn_resource_type])
+
+
+def _keeps_service_encryption(resource: CfnResource) -> bool:
+    stack = Stack.of(resource)
+    if isinstance(resource, dynamodb.CfnTable):
+        sse = stack.resolve(resource.sse_specification) or {}
+        return sse.get("sseEnabled") is True and sse.get("kmsMasterKeyId") is None
+    if isinstance(resource, sqs.CfnQueue):
+        return resource.sqs_managed_sse_enabled is True and resource.kms_master_key_id is None
+    if isinstance(resource, logs.CfnLogGroup):
+        return resource.kms_key_id is None
+    return False
 
 
 def _resource_of(construct: IConstruct) -> CfnResource:

@@ -103,6 +103,23 @@ QUEUE_KEY_ACTIONS: Final = ("kms:Decrypt", "kms:GenerateDataKey")
 # Publishing to a topic under a customer-managed key (SNS developer guide: the publisher needs both).
 TOPIC_PUBLISH_ACTIONS: Final = ("sns:Publish",)  # PublishBatch is authorized as Publish
 TOPIC_KEY_ACTIONS: Final = ("kms:Decrypt", "kms:GenerateDataKey")
+# Reading alone (an operator's read-only policy): DynamoDB decrypts with the table's key, SQS with a queue's.
+TABLE_READ_KEY_ACTIONS: Final = ("kms:Decrypt", "kms:DescribeKey")
+QUEUE_RECEIVE_KEY_ACTIONS: Final = ("kms:Decrypt",)
+# Each role's use of a key is held to the requests one service makes for it (kms:ViaService): DynamoDB for a
+# table's key (its stream's records included), SQS for a queue's, SNS for a topic's. With that service's own
+# permissions scoped to the resources the role touches, the key serves those alone.
+VIA_DYNAMODB: Final = "dynamodb"
+VIA_SQS: Final = "sqs"
+VIA_SNS: Final = "sns"
+# What an SQS event source mapping does with the function's role (CDK's SqsEventSource grants the same).
+QUEUE_CONSUME_ACTIONS: Final = (
+    "sqs:ChangeMessageVisibility",
+    "sqs:DeleteMessage",
+    "sqs:GetQueueAttributes",
+    "sqs:GetQueueUrl",
+    "sqs:ReceiveMessage",
+)
 LOG_WRITE_ACTIONS: Final = ("logs:CreateLogStream", "logs:PutLogEvents")
 
 # --- The customer-managed key (outbox_cdk.encryption): what each AWS service may do with it ----------

@@ -22,14 +22,13 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from aws_cdk import CfnOutput, Duration, Stack
+from aws_cdk import Aspects, CfnOutput, Duration, Stack
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_lambda_event_sources as event_sources
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subscriptions
 from aws_cdk import aws_sqs as sqs
@@ -38,9 +37,10 @@ from constructs import Construct
 from outbox import metrics, outputs
 from outbox.errors import ConfigurationError
 from outbox_cdk import constants as c
-from outbox_cdk.checkov import Invocation
+from outbox_cdk.checkov import Invocation, ServiceKeyAcknowledgements
 from outbox_cdk.errors import OutboxConstructError
 from outbox_cdk.functions import FunctionSettings, PythonFunction
+from outbox_cdk.grants import grant_key_use
 from outbox_cdk.monitoring import queue_depth, runbook_link, threshold_alarm
 from outbox_cdk.queues import retain_if, secure_queue
 from outbox_cdk.table import DataTableProps, data_table_options
@@ -106,6 +106,8 @@ class InboxConsumer(Construct):
         dead_letter_queue_output: bool = True,
     ) -> None:
         super().__init__(scope, construct_id)
+        # Like Outbox: a checkov scan of your app says why its key findings on what is built here don't apply.
+        Aspects.of(self).add(ServiceKeyAcknowledgements())
         props = props or InboxConsumerProps()
         timeout_s = props.function.timeout.to_seconds()
         visibility_s = timeout_s * c.CONSUMER_VISIBILITY_TIMEOUT_FACTOR
@@ -168,23 +170,27 @@ class InboxConsumer(Construct):
         external = c.INBOX_EXTERNAL_EFFECT_ACTIONS if props.external_effects else ()
         actions = sorted({*c.INBOX_TABLE_ACTIONS, *props.effect_actions, *external})
         self.role.add_to_policy(iam.PolicyStatement(actions=actions, resources=[self.table.table_arn]))
-        if props.table.encryption_key is not None:
-            props.table.encryption_key.grant(self.role, *c.TABLE_KEY_ACTIONS)
+        grant_key_use(self.role, props.table.encryption_key, c.TABLE_KEY_ACTIONS, via=c.VIA_DYNAMODB)
         self.role.add_to_policy(
             iam.PolicyStatement(
                 actions=list(c.QUEUE_SEND_ACTIONS), resources=[self.dead_letter_queue.queue_arn]
             )
         )
-        if self.dead_letter_queue.encryption_master_key is not None:
-            self.dead_letter_queue.encryption_master_key.grant(self.role, *c.QUEUE_KEY_ACTIONS)
-        # Receiving from an encrypted queue: the event source grants kms:Decrypt on its key.
-        self.function.add_event_source(
-            event_sources.SqsEventSource(
-                self.queue,
-                batch_size=props.batch_size,
-                max_concurrency=props.max_concurrency,
-                report_batch_item_failures=True,
-            )
+        grant_key_use(
+            self.role, self.dead_letter_queue.encryption_master_key, c.QUEUE_KEY_ACTIONS, via=c.VIA_SQS
+        )
+        # The mapping made here rather than by CDK's SqsEventSource, which would grant kms:Decrypt on the
+        # queue's key through any service.
+        self.role.add_to_policy(
+            iam.PolicyStatement(actions=list(c.QUEUE_CONSUME_ACTIONS), resources=[self.queue.queue_arn])
+        )
+        grant_key_use(self.role, self.queue.encryption_master_key, c.QUEUE_RECEIVE_KEY_ACTIONS, via=c.VIA_SQS)
+        self.function.add_event_source_mapping(
+            "QueueMapping",
+            event_source_arn=self.queue.queue_arn,
+            batch_size=props.batch_size,
+            max_concurrency=props.max_concurrency,
+            report_batch_item_failures=True,
         )
         self.dead_letter_alarm = threshold_alarm(
             self,
@@ -315,6 +321,13 @@ def _check_settings(props: InboxConsumerProps, timeout_s: float) -> None:
         raise OutboxConstructError(
             f"max_concurrency must be from {limits[0]} to {limits[1]} (SQS event source mappings' limits), "
             f"got {props.max_concurrency}"
+        )
+    reserved = props.function.reserved_concurrency
+    if props.max_concurrency is not None and reserved is not None and props.max_concurrency > reserved:
+        raise OutboxConstructError(
+            f"max_concurrency {props.max_concurrency} is above the function's reserved concurrency "
+            f"{reserved}: the mapping would be throttled, and throttled receives push messages to the "
+            "dead-letter queue"
         )
     if props.external_effects:
         try:

@@ -38,7 +38,9 @@ class OutboxKey(Construct):
         self.key = kms.Key(
             self,
             "Key",
-            description="Outbox data at rest: tables, queues, topics, event archive, log groups",
+            description=(
+                "Outbox data at rest: tables, queues, topics, event archive, log groups, functions' settings"
+            ),
             enable_key_rotation=True,
             removal_policy=RemovalPolicy.RETAIN if retain else RemovalPolicy.DESTROY,
         )

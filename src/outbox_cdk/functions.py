@@ -26,7 +26,7 @@ from constructs import Construct
 
 from outbox_cdk import constants as c
 from outbox_cdk.assets import PROJECT_PACKAGES, function_code
-from outbox_cdk.checkov import Invocation, acknowledge_function_findings
+from outbox_cdk.checkov import AWS_KEY_REASONS, Invocation, acknowledge_checkov, acknowledge_function_findings
 from outbox_cdk.nag import CFN_VALIDATE, acknowledge
 
 RUNTIME = lambda_.Runtime.PYTHON_3_13
@@ -172,6 +172,8 @@ class PythonFunction(Construct):
             role=self.role,
             environment_encryption=settings.encryption_key,
         )
+        if environment and settings.encryption_key is None:
+            acknowledge_checkov(self.function, *AWS_KEY_REASONS["AWS::Lambda::Function"])
         if invocation is not None:
             acknowledge_function_findings(
                 self.function, invocation, reserved_concurrency=settings.reserved_concurrency

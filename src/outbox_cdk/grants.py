@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from aws_cdk import Stack
 from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -19,10 +20,11 @@ def grant_publishing(
     *,
     topic: sns.ITopic | None,
     event_bus: events.IEventBus | None,
-    keys: Sequence[tuple[kms.IKey | None, Sequence[str]]],
+    keys: Sequence[tuple[kms.IKey | None, Sequence[str], str]],
 ) -> None:
     """`statements` (actions on one resource each), publishing to `topic` and `event_bus` when given, and
-    the few actions each customer-managed key needs, on that key only (no wildcards), the topic's included.
+    the few actions each customer-managed key needs (key, actions, the service it is used through), on that
+    key only (no wildcards), the topic's included.
 
     Explicit statements instead of grant_*: table.grant() would add the table's index ARNs,
     grant_stream_read() puts dynamodb:ListStreams on "*", queue.grant_send_messages() adds two actions
@@ -36,10 +38,30 @@ def grant_publishing(
         )
     if event_bus is not None:
         event_bus.grant_put_events_to(function)
-    topic_keys = [(topic.master_key, c.TOPIC_KEY_ACTIONS)] if topic is not None else []
-    for key, key_actions in [*keys, *topic_keys]:
-        if key is not None and not aws_managed(key):
-            key.grant(function, *key_actions)
+    topic_keys = [(topic.master_key, c.TOPIC_KEY_ACTIONS, c.VIA_SNS)] if topic is not None else []
+    for key, key_actions, via in [*keys, *topic_keys]:
+        grant_key_use(function, key, key_actions, via=via)
+
+
+def grant_key_use(grantee: iam.IGrantable, key: kms.IKey | None, actions: Sequence[str], *, via: str) -> None:
+    """Let `grantee` use `key` (when it is a customer-managed one) for `actions` through the service `via`
+    alone (`key_use`)."""
+    statement = key_use(key, actions, via=via)
+    if statement is not None:
+        grantee.grant_principal.add_to_principal_policy(statement)
+
+
+def key_use(key: kms.IKey | None, actions: Sequence[str], *, via: str) -> iam.PolicyStatement | None:
+    """`actions` on `key`, held to requests the service `via` (dynamodb, sqs, sns) makes on the caller's
+    behalf (`kms:ViaService`); None without a key or for an AWS-managed one, which takes no grant."""
+    if key is None or aws_managed(key):
+        return None
+    stack = Stack.of(key)
+    return iam.PolicyStatement(
+        actions=list(actions),
+        resources=[key.key_arn],
+        conditions={"StringEquals": {"kms:ViaService": f"{via}.{stack.region}.{stack.url_suffix}"}},
+    )
 
 
 def aws_managed(key: kms.IKey) -> bool:

@@ -12,6 +12,7 @@ from constructs import Construct
 
 from outbox.model import FAILED_INDEX_NAME
 from outbox_cdk import constants as c
+from outbox_cdk.grants import key_use
 from outbox_cdk.nag import acknowledge
 from outbox_cdk.publisher import OutboxPublisher
 from outbox_ops import permissions as p
@@ -56,15 +57,19 @@ class OutboxOperatorPolicy(iam.ManagedPolicy):
             ),
             (p.ACCOUNT_WIDE, ["*"]),
         ]
-        # Customer-managed keys, where the table or a queue has one: reading them needs the key too.
-        keys = [
-            (table.encryption_key, c.TABLE_KEY_ACTIONS),
-            (publisher.poison_queue.encryption_master_key, c.QUEUE_KEY_ACTIONS),
-            (publisher.on_failure_queue.encryption_master_key, c.QUEUE_KEY_ACTIONS),
-        ]
-        statements += [(tuple(actions), [key.key_arn]) for key, actions in keys if key is not None]
         for actions, resources in statements:
             self.add_statements(iam.PolicyStatement(actions=list(actions), resources=resources))
+        # Customer-managed keys, where the table or a queue has one: reading them needs the key too, and
+        # writing (a redrive, a release) its encrypting actions.
+        table_key = c.TABLE_KEY_ACTIONS if writes else c.TABLE_READ_KEY_ACTIONS
+        queue_key = c.QUEUE_KEY_ACTIONS if writes else c.QUEUE_RECEIVE_KEY_ACTIONS
+        for key, actions, via in (
+            (table.encryption_key, table_key, c.VIA_DYNAMODB),
+            (publisher.poison_queue.encryption_master_key, queue_key, c.VIA_SQS),
+            (publisher.on_failure_queue.encryption_master_key, queue_key, c.VIA_SQS),
+        ):
+            if (statement := key_use(key, actions, via=via)) is not None:
+                self.add_statements(statement)
         acknowledge(
             self,
             "AwsSolutions-IAM5[Resource::*]",

@@ -30,6 +30,7 @@ from outbox_cdk.destinations import DestinationsProps, OutboxDestinations
 from outbox_cdk.encryption import OutboxKey
 from outbox_cdk.errors import OutboxConstructError
 from outbox_cdk.functions import FunctionSettings, powertools_layer
+from outbox_cdk.grants import grant_key_use
 from outbox_cdk.monitoring import AlarmThresholds, OutboxMonitoring
 from outbox_cdk.naming import outbox_name_for
 from outbox_cdk.operators import OperatorAccess, OutboxOperatorPolicy
@@ -223,8 +224,7 @@ class Outbox(Construct):
         grant = iam.Grant.add_to_principal(
             grantee=grantee, actions=list(c.WRITER_TABLE_ACTIONS), resource_arns=[self.table.table_arn]
         )
-        if self.table.encryption_key is not None:
-            self.table.encryption_key.grant(grantee, *c.TABLE_KEY_ACTIONS)
+        grant_key_use(grantee, self.table.encryption_key, c.TABLE_KEY_ACTIONS, via=c.VIA_DYNAMODB)
         return grant
 
     def _outputs(self) -> dict[str, CfnOutput]:

@@ -28,7 +28,7 @@ from outbox import stream_mapping as mapping
 from outbox.errors import ConfigurationError
 from outbox.numbers import MAX_DURATION
 from outbox_cdk import constants as c
-from outbox_cdk.checkov import Invocation
+from outbox_cdk.checkov import Invocation, acknowledge_aws_apis_only
 from outbox_cdk.errors import OutboxConstructError
 from outbox_cdk.functions import FunctionSettings, PythonFunction, powertools_layer
 from outbox_cdk.grants import grant_publishing
@@ -207,7 +207,7 @@ class OutboxPublisher(Construct):
         layer: lambda_.ILayerVersion | None,
     ) -> lambda_.Function:
         if function is None:
-            return PythonFunction(
+            created = PythonFunction(
                 self,
                 "Publisher",
                 handler=c.PUBLISHER_HANDLER,
@@ -217,6 +217,8 @@ class OutboxPublisher(Construct):
                 layer=layer,
                 invocation=Invocation.STREAM,
             ).function
+            acknowledge_aws_apis_only(created)
+            return created
         if settings.function is not None:
             raise OutboxConstructError(
                 "settings.function sizes the function created here; size your own function yourself"
@@ -274,9 +276,9 @@ class OutboxPublisher(Construct):
             topic=self.topic,
             event_bus=self.event_bus,
             keys=[
-                (self.table.encryption_key, c.TABLE_KEY_ACTIONS),
-                (self.poison_queue.encryption_master_key, c.QUEUE_KEY_ACTIONS),
-                (self.on_failure_queue.encryption_master_key, c.QUEUE_KEY_ACTIONS),
+                (self.table.encryption_key, c.TABLE_KEY_ACTIONS, c.VIA_DYNAMODB),
+                (self.poison_queue.encryption_master_key, c.QUEUE_KEY_ACTIONS, c.VIA_SQS),
+                (self.on_failure_queue.encryption_master_key, c.QUEUE_KEY_ACTIONS, c.VIA_SQS),
             ],
         )
 

@@ -18,7 +18,7 @@ from constructs import Construct
 from outbox import metrics
 from outbox.errors import ConfigurationError
 from outbox_cdk import constants as c
-from outbox_cdk.checkov import Invocation
+from outbox_cdk.checkov import Invocation, acknowledge_aws_apis_only
 from outbox_cdk.errors import OutboxConstructError
 from outbox_cdk.functions import FunctionSettings, PythonFunction
 from outbox_cdk.grants import grant_publishing
@@ -100,6 +100,7 @@ class OutboxSweeper(Construct):
             layer=powertools_layer,
             invocation=Invocation.SCHEDULE,
         ).function
+        acknowledge_aws_apis_only(self.function)
         # A failed run is not retried by Lambda: the next scheduled run does it (and a retry would overlap).
         self.function.configure_async_invoke(retry_attempts=0)
         self._grant()
@@ -138,7 +139,7 @@ class OutboxSweeper(Construct):
             topic=publisher.topic,
             event_bus=publisher.event_bus,
             keys=[
-                (table.encryption_key, c.TABLE_KEY_ACTIONS),
-                (publisher.poison_queue.encryption_master_key, c.QUEUE_KEY_ACTIONS),
+                (table.encryption_key, c.TABLE_KEY_ACTIONS, c.VIA_DYNAMODB),
+                (publisher.poison_queue.encryption_master_key, c.QUEUE_KEY_ACTIONS, c.VIA_SQS),
             ],
         )

@@ -130,32 +130,102 @@ def test_an_acknowledgement_needs_a_reason_and_a_resource() -> None:
     }
 
 
-def test_a_resource_under_your_own_key_is_not_acknowledged() -> None:
+def _key_acknowledgements_under_the_aspect(build: Any) -> dict[str, set[str]]:
+    """What the aspect acknowledges on the resources `build(stack)` adds: logical id -> check ids."""
     from aws_cdk import App, Aspects, Stack
-    from aws_cdk import aws_dynamodb as dynamodb
-    from aws_cdk import aws_kms as kms
     from aws_cdk.assertions import Template
 
     from outbox_cdk.checkov import ServiceKeyAcknowledgements
 
-    # Given a stack with the aspect, one table under a key of its own and one under AWS's
-    app = App()
-    stack = Stack(app, "S")
+    stack = Stack(App(), "S")
     Aspects.of(stack).add(ServiceKeyAcknowledgements())
-    key = kms.Key(stack, "Key")
-    partition = dynamodb.Attribute(name="pk", type=dynamodb.AttributeType.STRING)
-    dynamodb.Table(
+    build(stack)
+    found = Template.from_stack(stack).to_json()["Resources"]
+    return {logical_id: set(_skips(resource)) for logical_id, resource in found.items()}
+
+
+def test_the_aspect_acknowledges_only_where_its_reason_is_true() -> None:
+    from aws_cdk import CfnResource
+    from aws_cdk import aws_dynamodb as dynamodb
+    from aws_cdk import aws_kms as kms
+    from aws_cdk import aws_logs as logs
+    from aws_cdk import aws_sqs as sqs
+
+    def build(stack: Any) -> None:
+        key = kms.Key(stack, "Key")
+        partition = dynamodb.Attribute(name="pk", type=dynamodb.AttributeType.STRING)
+        managed, owned = dynamodb.TableEncryption.AWS_MANAGED, dynamodb.TableEncryption.DEFAULT
+        yours = dynamodb.TableEncryption.CUSTOMER_MANAGED
+        dynamodb.Table(stack, "TableAwsManaged", partition_key=partition, encryption=managed)
+        dynamodb.Table(stack, "TableAwsOwned", partition_key=partition, encryption=owned)
+        dynamodb.Table(stack, "TableYours", partition_key=partition, encryption=yours, encryption_key=key)
+        sqs.Queue(stack, "QueueSqsManaged", encryption=sqs.QueueEncryption.SQS_MANAGED)
+        sqs.Queue(stack, "QueueUnencrypted", encryption=sqs.QueueEncryption.UNENCRYPTED)
+        sqs.Queue(stack, "QueueYours", encryption=sqs.QueueEncryption.KMS, encryption_master_key=key)
+        logs.LogGroup(stack, "LogsServiceKey")
+        logs.LogGroup(stack, "LogsYours", encryption_key=key)
+        CfnResource(stack, "RawQueue", type="AWS::SQS::Queue", properties={"SqsManagedSseEnabled": True})
+
+    # Given a stack with the aspect and resources of each kind, encrypted each way (and one raw L1 resource)
+    # When it is synthesized (the raw resource does not stop it)
+    acknowledged = _key_acknowledgements_under_the_aspect(build)
+
+    # Then only a table on the AWS-managed key, a queue with SQS-managed SSE and a log group on CloudWatch
+    # Logs' keys say why the check does not apply; an unencrypted queue and a table on AWS's owned key are
+    # left to it, like what is under a key of yours and what the aspect does not know
+    by_name = {
+        name: checks
+        for name in (
+            "TableAwsManaged",
+            "TableAwsOwned",
+            "TableYours",
+            "QueueSqsManaged",
+            "QueueUnencrypted",
+            "QueueYours",
+            "LogsServiceKey",
+            "LogsYours",
+            "RawQueue",
+        )
+        for logical_id, checks in acknowledged.items()
+        if logical_id.startswith(name)
+    }
+    assert by_name == {
+        "TableAwsManaged": {"CKV_AWS_119"},
+        "TableAwsOwned": set(),
+        "TableYours": set(),
+        "QueueSqsManaged": {"CKV_AWS_27"},
+        "QueueUnencrypted": set(),
+        "QueueYours": set(),
+        "LogsServiceKey": {"CKV_AWS_158"},
+        "LogsYours": set(),
+        "RawQueue": set(),
+    }
+
+
+def test_an_inbox_consumer_acknowledges_its_key_findings_but_leaves_the_vpc_to_you() -> None:
+    from aws_cdk import App, Stack
+    from aws_cdk.assertions import Template
+
+    from outbox_cdk.consumers import InboxConsumer
+
+    # Given a user's inbox consumer in a stack of its own, on AWS's keys
+    stack = Stack(App(), "S")
+    InboxConsumer(
         stack,
-        "Yours",
-        partition_key=partition,
-        encryption=dynamodb.TableEncryption.CUSTOMER_MANAGED,
-        encryption_key=key,
+        "Consumer",
+        consumer_name="c",
+        handler="order_consumers.summary_handler.handler",
+        vendored=("outbox", "outbox_inbox", "order_consumers"),
+        description="a consumer",
     )
-    dynamodb.Table(stack, "Aws", partition_key=partition, encryption=dynamodb.TableEncryption.AWS_MANAGED)
+    template = dict(Template.from_stack(stack).to_json())
 
-    # When it is synthesized
-    tables = Template.from_stack(stack).find_resources("AWS::DynamoDB::Table")
-
-    # Then only the table on AWS's key acknowledges the customer-managed-key check
-    acknowledged = {logical_id[:3]: set(_skips(table)) for logical_id, table in tables.items()}
-    assert acknowledged == {"You": set(), "Aws": {"CKV_AWS_119"}}
+    # Then its table, queues and log group say which key keeps them, its function why it needs no DLQ, no
+    # reserved concurrency and no key for its environment; not why it needs no VPC: its handler is yours
+    acknowledged = {r["Type"]: set(_skips(r)) for r in template["Resources"].values() if _skips(r)}
+    assert acknowledged == {
+        "AWS::DynamoDB::Table": {"CKV_AWS_119"},
+        "AWS::SQS::Queue": {"CKV_AWS_27"},
+        "AWS::Logs::LogGroup": {"CKV_AWS_158"},
+        "AWS::Lambda::Function": {"CKV_AWS_116", "CKV_AWS_115", "CKV_AWS_173"},
+    }

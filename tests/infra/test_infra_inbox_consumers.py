@@ -190,6 +190,16 @@ def test_a_concurrency_an_sqs_mapping_does_not_take_is_refused(max_concurrency: 
         _consumer(InboxConsumerProps(max_concurrency=max_concurrency))
 
 
+def test_a_concurrency_above_the_functions_reserved_one_is_refused() -> None:
+    with pytest.raises(OutboxConstructError, match="above the function's reserved concurrency 4"):
+        _consumer(
+            InboxConsumerProps(
+                max_concurrency=5,
+                function=FunctionSettings(timeout=Duration.seconds(30), reserved_concurrency=4),
+            )
+        )
+
+
 def test_a_consumer_bounds_its_queue_mapping_when_asked() -> None:
     # Given a consumer with a concurrency limit, and one without
     # When their queue mappings are read

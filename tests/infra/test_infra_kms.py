@@ -31,9 +31,36 @@ KEY_PROPERTY = {
     "AWS::Events::EventBus": ("KmsKeyIdentifier",),
     "AWS::Lambda::Function": ("KmsKeyArn",),
 }
-# What each function touches under the key: its tables, the queues it sends to or receives from, the topic.
-CONSUMER_ACTIONS = {*c.TABLE_KEY_ACTIONS, *c.QUEUE_KEY_ACTIONS, "kms:Decrypt"}
-PUBLISHING_ACTIONS = {*c.TABLE_KEY_ACTIONS, *c.QUEUE_KEY_ACTIONS, *c.TOPIC_KEY_ACTIONS}
+# Every other resource type of the template, and why it keeps no data at rest of its own.
+HOLDS_NO_DATA = {
+    "AWS::KMS::Key": "the key itself",
+    "AWS::IAM::Role": "configuration: who may do what",
+    "AWS::IAM::Policy": "configuration: who may do what",
+    "AWS::IAM::ManagedPolicy": "configuration: who may do what",
+    "AWS::SQS::QueuePolicy": "configuration: who may send",
+    "AWS::SNS::TopicPolicy": "configuration: who may publish",
+    "AWS::SNS::Subscription": "configuration: a filter policy on event types, no payload",
+    "AWS::Lambda::Permission": "configuration: who may invoke",
+    "AWS::Lambda::EventInvokeConfig": "configuration: the sweeper's retry settings",
+    "AWS::Lambda::EventSourceMapping": "configuration: its filter patterns name event types and statuses, no "
+    "payload (their own key, FilterCriteria's KMSKeyArn, would also need a key statement for Lambda)",
+    "AWS::Events::Rule": "configuration: event patterns and targets",
+    "AWS::CloudWatch::Alarm": "configuration: thresholds on metrics",
+    "AWS::CloudWatch::Dashboard": "configuration: which metrics to show",
+    "AWS::ApiGatewayV2::Api": "configuration: the HTTP API",
+    "AWS::ApiGatewayV2::Route": "configuration: the HTTP API",
+    "AWS::ApiGatewayV2::Integration": "configuration: the HTTP API",
+    "AWS::ApiGatewayV2::Stage": "configuration: the HTTP API (its access log is a log group, under the key)",
+    "AWS::CDK::Metadata": "CDK's own record of the construct library versions",
+}
+# What each function touches under the key, by the service it uses the key through: its tables, the queues it
+# sends to or receives from, the topic it publishes to.
+PUBLISHING_ACTIONS = {
+    c.VIA_DYNAMODB: set(c.TABLE_KEY_ACTIONS),
+    c.VIA_SQS: set(c.QUEUE_KEY_ACTIONS),
+    c.VIA_SNS: set(c.TOPIC_KEY_ACTIONS),
+}
+CONSUMER_ACTIONS = {c.VIA_DYNAMODB: set(c.TABLE_KEY_ACTIONS), c.VIA_SQS: set(c.QUEUE_KEY_ACTIONS)}
 # The ARN condition of each service's statement in the key policy: (condition key, service, resource).
 ARNS_BY_SID = {
     encryption.SID_LOGS: ("kms:EncryptionContext:aws:logs:arn", "logs", "log-group:*"),
@@ -45,7 +72,7 @@ ARNS_BY_SID = {
 KEY_ACTIONS_BY_HANDLER = {
     c.PUBLISHER_HANDLER: PUBLISHING_ACTIONS,
     c.SWEEPER_HANDLER: PUBLISHING_ACTIONS,
-    "orders_api.handler.handler": set(c.TABLE_KEY_ACTIONS),
+    "orders_api.handler.handler": {c.VIA_DYNAMODB: set(c.TABLE_KEY_ACTIONS)},
     "order_consumers.summary_handler.handler": CONSUMER_ACTIONS,
     "order_consumers.cancellations_handler.handler": CONSUMER_ACTIONS,
 }
@@ -95,6 +122,17 @@ def test_every_table_queue_topic_log_group_the_bus_and_its_archive_use_the_one_k
         assert table["Properties"]["SSESpecification"]["SSEType"] == "KMS"
     for queue in resources(template_with_key, "AWS::SQS::Queue").values():
         assert "SqsManagedSseEnabled" not in queue["Properties"]
+
+
+def test_every_resource_type_either_keeps_its_data_under_the_key_or_holds_none(
+    template_with_key: dict[str, Any],
+) -> None:
+    # Given every resource type of the template synthesized with the flag
+    types = {resource["Type"] for resource in template_with_key["Resources"].values()}
+
+    # Then each is one the test above checks for the key, or one known to hold no data: a new type of
+    # resource must be placed in one or the other, with its reason
+    assert types - set(KEY_PROPERTY) - set(HOLDS_NO_DATA) == set()
 
 
 def test_the_key_rotates_and_is_kept_like_the_tables(template_with_key: dict[str, Any]) -> None:
@@ -177,6 +215,23 @@ def test_queues_take_deliveries_only_from_their_own_topic_or_rule(template_with_
         assert set(statement["Condition"]["ArnEquals"]) == {"aws:SourceArn"}
 
 
+def _via(statement: dict[str, Any]) -> str:
+    """The service a kms statement's `kms:ViaService` names (`dynamodb.<region>.<suffix>` -> `dynamodb`)."""
+    value = statement["Condition"]["StringEquals"]["kms:ViaService"]
+    assert value == {"Fn::Join": ["", [value["Fn::Join"][1][0], *VIA_SUFFIX]]}, value
+    return str(value["Fn::Join"][1][0]).removesuffix(".")
+
+
+VIA_SUFFIX = [{"Ref": "AWS::Region"}, ".", {"Ref": "AWS::URLSuffix"}]
+
+
+def _key_use(statements: list[dict[str, Any]]) -> dict[str, set[str]]:
+    used: dict[str, set[str]] = {}
+    for statement in _kms_statements(statements):
+        used.setdefault(_via(statement), set()).update(as_list(statement["Action"]))
+    return used
+
+
 def test_each_role_may_use_the_key_only_for_what_its_function_touches(
     template_with_key: dict[str, Any],
 ) -> None:
@@ -190,10 +245,41 @@ def test_each_role_may_use_the_key_only_for_what_its_function_touches(
         # When its kms statements are read
         kms = _kms_statements(statements)
 
-        # Then they name the key alone, with exactly the actions of what the function touches (no wildcard)
+        # Then they name the key alone, with exactly the actions of what the function touches (no wildcard),
+        # each only through the service of what it touches (kms:ViaService)
         assert kms, handler
         assert {str(r) for s in kms for r in as_list(s["Resource"])} == {str({"Fn::GetAtt": [key_id, "Arn"]})}
-        assert {a for s in kms for a in as_list(s["Action"])} == expected, handler
+        assert _key_use(statements) == expected, handler
+
+
+@pytest.mark.parametrize(
+    ("access", "expected"),
+    [
+        (
+            "read_only",
+            {c.VIA_DYNAMODB: set(c.TABLE_READ_KEY_ACTIONS), c.VIA_SQS: set(c.QUEUE_RECEIVE_KEY_ACTIONS)},
+        ),
+        ("operator", {c.VIA_DYNAMODB: set(c.TABLE_KEY_ACTIONS), c.VIA_SQS: set(c.QUEUE_KEY_ACTIONS)}),
+    ],
+)
+def test_the_operator_policy_may_use_the_key_only_to_read_unless_it_may_write(
+    access: str, expected: dict[str, set[str]]
+) -> None:
+    from aws_cdk import App, Stack
+    from aws_cdk.assertions import Template
+
+    from outbox_cdk import Outbox, OutboxProps
+    from outbox_cdk.operators import OperatorAccess
+
+    # Given an outbox under a key of its own, with an operator policy of each access
+    stack = Stack(App(), "S")
+    Outbox(stack, "Outbox", OutboxProps(customer_managed_key=True, operator_access=OperatorAccess(access)))
+    template = dict(Template.from_stack(stack).to_json())
+    _, policy = only(template, "AWS::IAM::ManagedPolicy", "OutboxOperatorPolicy")
+
+    # When its kms statements are read
+    # Then a read-only operator may only decrypt what it reads; an operator also encrypt what it redrives
+    assert _key_use(policy["Properties"]["PolicyDocument"]["Statement"]) == expected
 
 
 def test_without_the_flag_nothing_changes_keys(template: dict[str, Any]) -> None:
