@@ -96,11 +96,14 @@ class TraceContext(NamedTuple):
     @classmethod
     def of_item(cls, item: Mapping[str, Any]) -> TraceContext:
         """What a row (or a stream image) carries, well-formed parts only (see the module's docstring)."""
-        header = _string(item.get(TRACE_HEADER))
-        parent = _string(item.get(TRACEPARENT))
+        return cls.received(_string(item.get(TRACE_HEADER)), _string(item.get(TRACEPARENT)))
+
+    @classmethod
+    def received(cls, trace_header: object, traceparent: object) -> TraceContext:
+        """What another party sent (a row, an envelope), well-formed parts only: the others are left out."""
+        header = xray_header(trace_header) if isinstance(trace_header, str) else None
         return cls(
-            xray_header(header) if header is not None else None,
-            parent if parent is not None and is_traceparent(parent) else None,
+            header, traceparent if isinstance(traceparent, str) and is_traceparent(traceparent) else None
         )
 
 
