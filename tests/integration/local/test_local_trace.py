@@ -6,12 +6,29 @@ from __future__ import annotations
 
 import json
 import urllib.request
+from collections.abc import Iterator
 
 import pytest
 
 from outbox_cli.main import main
-from outbox_local.runtime import LocalRuntime
+from outbox_local.runtime import LocalRuntime, RuntimeOptions
 from tests.support.orders import place_body
+from tests.support.synth import Synthesized
+
+
+@pytest.fixture
+def app_runtime(synthesized: Synthesized) -> Iterator[LocalRuntime]:
+    """The sample app with each function in a worker process of its own, as `outbox local up` runs it: its
+    loggers are its own (in process, Powertools' loggers are shared with whatever created one of the same name
+    earlier in the process, and write where that one did)."""
+    options = RuntimeOptions(
+        template_path=synthesized.template_path,
+        background=False,
+        max_environments=1,
+        function_environment={"POWERTOOLS_METRICS_DISABLED": "true"},
+    )
+    with LocalRuntime(options) as started:
+        yield started
 
 
 def test_the_requests_trace_id_arrives_at_the_consumers_log_line(
