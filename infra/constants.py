@@ -40,7 +40,7 @@ ORDERS_TABLE_KEY_PATTERNS: Final = ("ORDER#*", "IDEMPOTENCY#*")
 OUTBOX_TABLE_KEY_PATTERNS: Final = ("Order#*",)
 
 # The sample's inbox consumers (infra.consumers); their packages ship with the library's.
-CONSUMER_PACKAGES: Final = ("outbox", "outbox_inbox", "order_consumers")
+CONSUMER_PACKAGES: Final = ("outbox", "outbox_tracing", "outbox_inbox", "order_consumers")
 ORDER_SUMMARY_CONSUMER: Final = "order-summary"
 ORDER_SUMMARY_HANDLER: Final = "order_consumers.summary_handler.handler"
 CANCELLATIONS_CONSUMER: Final = "order-cancellations"

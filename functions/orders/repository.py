@@ -18,6 +18,7 @@ request whose order condition ALSO fails is recognised as a replay, not as a con
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
@@ -34,6 +35,7 @@ from outbox.errors import (
     TransactionConflictError,
 )
 from outbox.limits import Item
+from outbox.trace_context import TraceContext, active_trace_context
 from outbox.transaction import TableKeys, Transaction, TransactionExecutor
 from outbox.writer import OutboxWriter
 
@@ -80,10 +82,11 @@ class DynamoDBOrderRepository:
         orders_table: str,
         outbox_table: str,
         executor: TransactionExecutor | None = None,
+        trace_context: Callable[[], TraceContext] = active_trace_context,
     ) -> None:
         self._client = client
         self._orders = TableKeys(orders_table, PARTITION_KEY)
-        self._outbox = OutboxWriter(outbox_table)
+        self._outbox = OutboxWriter(outbox_table, trace_context=trace_context)
         self._executor = executor if executor is not None else DynamoDBTransactionExecutor(client)
 
     def get(self, order_id: str) -> Order | None:

@@ -46,6 +46,7 @@ from orders.service import CommandResult, OrderService
 from orders_api.config import OrdersApiConfig
 from orders_api.http import Response, Router
 from outbox.aws import client
+from outbox.trace_context import TRACEPARENT, TraceContext, active_trace_context, is_traceparent
 
 MAX_BODY_BYTES = 16 * 1024
 IDEMPOTENCY_HEADER = "Idempotency-Key"
@@ -73,6 +74,7 @@ def get_service() -> OrderService:
             client("dynamodb"),
             orders_table=config.orders_table_name,
             outbox_table=config.outbox_table_name,
+            trace_context=_trace_context,
         )
         _service = OrderService(repository)
     return _service
@@ -288,6 +290,15 @@ _RESPONSE_ENCODER = json.JSONEncoder(separators=(",", ":"))
 def _idempotency_key() -> str | None:
     value = app.current.header(IDEMPOTENCY_HEADER)
     return None if value is None else value.strip()
+
+
+def _trace_context() -> TraceContext:
+    """What the order's event is saved with: the invocation's X-Ray header, and the caller's W3C `traceparent`
+    header when it sent a well-formed one (trace context is advisory: a malformed header is ignored, never a
+    400)."""
+    active = active_trace_context()
+    header = app.current.header(TRACEPARENT)
+    return active._replace(traceparent=header) if header is not None and is_traceparent(header) else active
 
 
 def _correlation_id() -> str:

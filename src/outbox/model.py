@@ -25,6 +25,7 @@ from outbox.errors import InvalidEventError, InvalidOutboxRowError
 from outbox.item_reader import ItemReader
 from outbox.limits import MAX_WHOLE_NUMBER, Item
 from outbox.payload import JsonObject, decode_payload, encode_payload
+from outbox.trace_context import NO_TRACE, TraceContext
 from outbox.transaction import TableKeys
 
 # --- The outbox table -------------------------------------------------------------------------
@@ -225,6 +226,9 @@ class OutboxEvent:
     attempts: int = 0
     last_error: str | None = None
     expires_at: int | None = None
+    # --- Trace context (outbox.trace_context): what the request that saved the event was traced as.
+    trace: TraceContext = NO_TRACE
+    # ---
     _payload_json: str = field(default="", repr=False, compare=False)
     aggregate_key: str = field(init=False, repr=False, compare=False)
     """aggregate_type#aggregate_id: the row's partition key, the key of its order (set once, read often)."""
@@ -253,6 +257,7 @@ class OutboxEvent:
         payload: JsonObject,
         schema_version: int = 1,
         correlation_id: str | None = None,
+        trace: TraceContext = NO_TRACE,
         clock: Clock = utc_now,
         new_id: Callable[[], uuid.UUID] = uuid.uuid4,
     ) -> OutboxEvent:
@@ -267,6 +272,7 @@ class OutboxEvent:
             occurred_at=format_timestamp(clock()),
             schema_version=schema_version,
             correlation_id=correlation_id,
+            trace=trace,
         )
 
     def with_status(self, status: OutboxStatus, **changes: Any) -> OutboxEvent:
@@ -286,7 +292,7 @@ class OutboxEvent:
             f'"aggregate_type":{_json_string(self.aggregate_type)},'
             f'"aggregate_id":{_json_string(self.aggregate_id)},"seq":{int.__repr__(self.seq)},'
             f'"occurred_at":{_json_string(self.occurred_at)},"correlation_id":{correlation_id},'
-            f'"payload":{self._payload_json}}}'
+            f'{self.trace.envelope_json() if self.trace else ""}"payload":{self._payload_json}}}'
         )
 
     @property
@@ -304,7 +310,7 @@ class OutboxEvent:
             "seq": self.seq,
             "occurred_at": self.occurred_at,
             "correlation_id": self.correlation_id,
-        }
+        } | self.trace.envelope_fields()
 
     def to_item(self) -> dict[str, dict[str, Any]]:
         """The row as a low-level DynamoDB item (the format of TransactWriteItems and streams)."""
@@ -327,6 +333,8 @@ class OutboxEvent:
             item["last_error"] = {"S": truncate_error(self.last_error)}
         if self.expires_at is not None:
             item[TTL_ATTRIBUTE] = {"N": str(self.expires_at)}
+        if self.trace:
+            item.update(self.trace.attributes())
         return item
 
     @classmethod
@@ -349,6 +357,9 @@ class OutboxEvent:
                 attempts=reader.integer("attempts") if "attempts" in item else 0,
                 last_error=reader.optional_string("last_error"),
                 expires_at=reader.integer("expires_at") if "expires_at" in item else None,
+                trace=TraceContext.of_item(item)
+                if _TRACE_HEADER in item or _TRACEPARENT in item
+                else NO_TRACE,
             )
         except InvalidOutboxRowError:
             raise
@@ -377,6 +388,7 @@ def _status(text: str) -> OutboxStatus:
 
 
 _STATUSES = {status.value: status for status in OutboxStatus}
+_TRACE_HEADER, _TRACEPARENT = TraceContext._fields
 _CANONICAL_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
@@ -406,6 +418,8 @@ def _broken_rule(event: OutboxEvent) -> tuple[str, str] | None:  # noqa: PLR0911
         isinstance(correlation_id, str) and 0 < len(correlation_id) <= _MAX_ID_LENGTH
     ):
         return "correlation_id", _CORRELATION_ID_RULE
+    if event.trace and event.trace != TraceContext.of_item(event.trace.attributes()):
+        return "trace", "trace must hold a well-formed X-Ray header and W3C traceparent (TraceContext.given)"
     if not (_is_int(event.attempts) and event.attempts >= 0):
         return "attempts", "attempts must be >= 0"
     # The TTL must never delete an event that has not left the outbox.

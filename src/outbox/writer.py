@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from outbox.errors import DuplicateEventError, InvalidEventError
 from outbox.limits import Item
 from outbox.model import PARTITION_KEY, OutboxEvent, OutboxStatus, outbox_table
+from outbox.trace_context import TraceContext, active_trace_context
 from outbox.transaction import Transaction
 
 
@@ -14,18 +17,33 @@ class OutboxWriter:
     The condition `attribute_not_exists(aggregate_key)` makes a (aggregate_key, seq) slot
     writable once: two writers that both computed the same next seq cannot both commit, so
     `seq` stays gap-free and unique per aggregate.
+
+    Each row carries the trace context active when it is appended (docs/publisher.md, "Tracing"): an event
+    built with a `trace` of its own keeps it; the others get `trace_context()`'s, which by default reads the
+    Lambda invocation's X-Ray header and the current OpenTelemetry span (`outbox.trace_context`). Pass
+    `trace_context=lambda: TraceContext.given(traceparent=...)` to take a caller's header instead, or
+    `lambda: NO_TRACE` to save none.
     """
 
-    def __init__(self, table_name: str) -> None:
+    def __init__(
+        self, table_name: str, *, trace_context: Callable[[], TraceContext] = active_trace_context
+    ) -> None:
         self.table = outbox_table(table_name)
+        self._trace_context = trace_context
 
     def append(self, transaction: Transaction, *events: OutboxEvent) -> None:
+        active: TraceContext | None = None
         for event in events:
             if event.status is not OutboxStatus.PENDING:
                 raise InvalidEventError("only PENDING events can be written to the outbox", field="status")
+            item = event.to_item()
+            if not event.trace:
+                # Checked as an explicit context is: a malformed one is refused before anything is saved.
+                active = TraceContext.given(*self._trace_context()) if active is None else active
+                item.update(active.attributes())
             transaction.put(
                 self.table,
-                event.to_item(),
+                item,
                 label=f"outbox {event.event_type} seq {event.seq}",
                 condition=f"attribute_not_exists({PARTITION_KEY})",
                 on_condition_failed=_duplicate_event,

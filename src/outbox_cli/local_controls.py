@@ -64,20 +64,20 @@ def add_commands(local_commands: Any) -> None:
         "--for", dest="for_", type=argument_types.duration, metavar="DURATION", help="then stop by itself"
     )
     fault.add_argument("--times", type=argument_types.times, help="fail only this many requests")
-    _endpoint(fault)
+    add_endpoint(fault)
     fault.set_defaults(run=arm)
 
     faults = local_commands.add_parser("faults", help="the armed faults of a running `outbox local up`")
     faults.add_argument("--clear", action="store_true", help="disarm them all")
     faults.add_argument("--json", action="store_true")
-    _endpoint(faults)
+    add_endpoint(faults)
     faults.set_defaults(run=list_faults)
 
     mappings = local_commands.add_parser(
         "mappings", help="each event source mapping's backlog, iterator age, invocations and failures"
     )
     mappings.add_argument("--json", action="store_true")
-    _endpoint(mappings)
+    add_endpoint(mappings)
     mappings.set_defaults(run=list_mappings)
 
 
@@ -152,17 +152,17 @@ def arm(arguments: argparse.Namespace, out: TextIO) -> int:
         request["duration_s"] = lasting.total_seconds()
     if arguments.times is not None:
         request["times"] = arguments.times
-    return _run(lambda: _render_faults(_call(_endpoint_of(arguments), "POST", "faults", request), out))
+    return run(lambda: _render_faults(call(endpoint_of(arguments), "POST", "faults", request), out))
 
 
 def list_faults(arguments: argparse.Namespace, out: TextIO) -> int:
     method = "DELETE" if arguments.clear else "GET"
-    return _run(lambda: _render_faults(_call(_endpoint_of(arguments), method, "faults"), out, arguments.json))
+    return run(lambda: _render_faults(call(endpoint_of(arguments), method, "faults"), out, arguments.json))
 
 
 def list_mappings(arguments: argparse.Namespace, out: TextIO) -> int:
     def render() -> None:
-        mappings = _call(_endpoint_of(arguments), "GET", "mappings")["mappings"]
+        mappings = call(endpoint_of(arguments), "GET", "mappings")["mappings"]
         if arguments.json:
             out.write(json.dumps(mappings, indent=2) + "\n")
             return
@@ -191,7 +191,7 @@ def list_mappings(arguments: argparse.Namespace, out: TextIO) -> int:
         ]
         out.write(rendering.table(headers, rows) + "\n")
 
-    return _run(render)
+    return run(render)
 
 
 def _render_faults(answer: dict[str, Any], out: TextIO, as_json: bool = False) -> None:
@@ -226,7 +226,7 @@ def _left(fault: dict[str, Any]) -> str:
     return ", ".join(parts) or "until cleared"
 
 
-def _endpoint(parser: argparse.ArgumentParser) -> None:
+def add_endpoint(parser: argparse.ArgumentParser) -> None:
     # A terminal pointed at the runtime (`eval "$(outbox local env)"`) has AWS_ENDPOINT_URL: use it (checked
     # as the argument is: argparse applies `type` to a default given as text).
     parser.add_argument(
@@ -238,7 +238,7 @@ def _endpoint(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _endpoint_of(arguments: argparse.Namespace) -> str:
+def endpoint_of(arguments: argparse.Namespace) -> str:
     """The endpoint given (or $AWS_ENDPOINT_URL); else the one runtime running now (`outbox_local.state`);
     else the default port."""
     if arguments.endpoint_url:
@@ -252,7 +252,7 @@ def _endpoint_of(arguments: argparse.Namespace) -> str:
     return running[0].endpoint_url if running else LOCAL_ENDPOINT
 
 
-def _call(endpoint: str, method: str, path: str, body: object = None) -> dict[str, Any]:
+def call(endpoint: str, method: str, path: str, body: object = None) -> dict[str, Any]:
     data = None if body is None else json.dumps(body).encode()
     request = urllib.request.Request(  # noqa: S310 - a developer's own local endpoint
         f"{endpoint.rstrip('/')}/_outbox/{path}",
@@ -276,7 +276,7 @@ def _call(endpoint: str, method: str, path: str, body: object = None) -> dict[st
         ) from None
 
 
-def _run(action: Callable[[], None]) -> int:
+def run(action: Callable[[], None]) -> int:
     try:
         action()
     except ControlError as error:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Mapping
+from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final, Protocol, runtime_checkable
@@ -27,6 +28,7 @@ from outbox.errors import ConfigurationError
 from outbox_inbox.adapters import DeadLetter, DeadLetters
 from outbox_inbox.envelope import Envelope, envelope_of
 from outbox_inbox.errors import GapNotFilledError, MalformedEnvelopeError
+from outbox_inbox.event_scope import EventScope, log_keys
 from outbox_inbox.inbox import (
     DEFAULT_MAX_GAP_WAIT_S,
     MAX_SKIPPED_SEQS,
@@ -102,7 +104,10 @@ class InboxConsumer:
         settings: ConsumerSettings | None = None,
         metrics: MetricsSink | None = None,
         clock: Clock = utc_now,
+        event_scope: EventScope | None = None,
     ) -> None:
+        """`event_scope`: entered around each event's handling (`outbox_inbox.event_scope`: its log keys and
+        trace)."""
         settings = settings or ConsumerSettings()
         if external is not None:
             check_external_ordering(inbox.settings.ordering, settings.on_gap_timeout)
@@ -113,6 +118,9 @@ class InboxConsumer:
         self.settings = settings
         self._metrics = metrics
         self._clock = clock
+        self._event_scope = event_scope
+        self._handling: tuple[str, Envelope] | None = None
+        """The message being handled and its envelope: its failure's log line names the event's keys too."""
 
     def register_lambda_context(self, context: Any) -> None:
         """Called once per invocation by the batch handler."""
@@ -138,6 +146,7 @@ class InboxConsumer:
             envelope = envelope_of(record)
         except MalformedEnvelopeError as error:
             return self._give_up(None, letter(f"malformed envelope: {error}"))
+        self._handling = (message_id, envelope)
         return self._consume(envelope, _first_received(attributes, self._clock), letter)
 
     def consume_eventbridge_event(self, event: Mapping[str, Any]) -> Outcome:
@@ -163,11 +172,12 @@ class InboxConsumer:
     def _consume(
         self, envelope: Envelope, first_received: datetime, letter: Callable[[str], DeadLetter]
     ) -> Outcome:
-        try:
-            return self._consume_envelope(envelope, first_received, letter)
-        except MalformedEnvelopeError as error:
-            # Raised by the effect: the payload breaks its event type's schema. Nothing was written.
-            return self._give_up(envelope, letter(f"malformed payload: {error}"))
+        with nullcontext() if self._event_scope is None else self._event_scope(envelope):
+            try:
+                return self._consume_envelope(envelope, first_received, letter)
+            except MalformedEnvelopeError as error:
+                # Raised by the effect: the payload breaks its event type's schema. Nothing was written.
+                return self._give_up(envelope, letter(f"malformed payload: {error}"))
 
     def _consume_envelope(
         self, envelope: Envelope, first_received: datetime, letter: Callable[[str], DeadLetter]
@@ -206,15 +216,16 @@ class InboxConsumer:
         return self.inbox.apply(envelope, self._effect, skip_after=skip_after)
 
     def observe_failure(self, message_id: str, error: Exception) -> None:
-        """A message that failed for another reason than a gap: handed back, logged with its id, counted."""
-        _log.warning(
-            "inbox message failed; handed back",
-            extra={
-                "consumer": self.inbox.settings.consumer,
-                "message_id": message_id,
-                "error": type(error).__name__,
-            },
-        )
+        """A message that failed for another reason than a gap: handed back, logged with its id (and its
+        event's keys, when it got that far), counted."""
+        details = {
+            "consumer": self.inbox.settings.consumer,
+            "message_id": message_id,
+            "error": type(error).__name__,
+        }
+        if self._handling is not None and self._handling[0] == message_id:
+            details.update(log_keys(self._handling[1]))
+        _log.warning("inbox message failed; handed back", extra=details)
         if self._metrics is not None:
             self._metrics.add_metric(name=FAILURES_METRIC, unit="Count", value=1)
 
@@ -241,6 +252,7 @@ class InboxConsumer:
         details: dict[str, Any] = {"consumer": self.inbox.settings.consumer, "outcome": outcome.value}
         if envelope is not None:
             details.update(event_id=envelope.event_id, aggregate_key=envelope.aggregate_key, seq=envelope.seq)
+            details.update(log_keys(envelope))  # also without an event scope (a consumer built by hand)
         if message_id is not None:
             details["message_id"] = message_id
         if reason:

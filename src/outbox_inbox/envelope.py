@@ -18,6 +18,7 @@ from typing import Any
 
 from outbox.limits import MAX_WHOLE_NUMBER
 from outbox.model import aggregate_key
+from outbox.trace_context import TraceContext
 from outbox_inbox.errors import MalformedEnvelopeError
 
 _UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
@@ -37,6 +38,15 @@ class Envelope:
     occurred_at: str
     correlation_id: str | None
     payload: Mapping[str, Any]
+    # --- Trace context (outbox.trace_context): the request that saved the event; None when not sent (or not
+    # well formed: trace context is advisory, it never makes a message malformed).
+    trace_header: str | None = None
+    traceparent: str | None = None
+    # ---
+
+    @property
+    def trace(self) -> TraceContext:
+        return TraceContext(self.trace_header, self.traceparent)
 
     @property
     def aggregate_key(self) -> str:
@@ -62,12 +72,15 @@ class Envelope:
         payload = document.get("payload")
         if not isinstance(payload, Mapping):
             raise MalformedEnvelopeError("payload is not a JSON object")
+        trace = TraceContext.received(document.get("trace_header"), document.get("traceparent"))
         return cls(
             event_id=event_id,
             schema_version=_whole(document.get("schema_version"), "schema_version"),
             seq=_whole(document.get("seq"), "seq"),
             correlation_id=correlation_id,
             payload=payload,
+            trace_header=trace.trace_header,
+            traceparent=trace.traceparent,
             **texts,
         )
 

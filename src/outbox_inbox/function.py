@@ -3,8 +3,10 @@
     summary = SqsConsumerFunction("order-summary", lambda config: Projection(config.inbox.table_name))
     handler = summary.handler
 
-Powertools logging (the inbox's log lines in the same JSON) and metrics (one count per outcome); the
-consumer is built from the environment once per process, on first use, and a bad configuration fails every
+Powertools logging (the inbox's log lines in the same JSON, each event's with its `correlation_id` and
+`trace_id`: `outbox_inbox.event_scope`), tracing when given a Powertools `Tracer` (each event a subsegment
+annotated with its request's trace id; `outbox_tracing.tracer` is one) and metrics (one count per outcome);
+the consumer is built from the environment once per process, on first use, and a bad configuration fails every
 invocation loudly (the messages stay in the queue); the answer is the partial batch response.
 """
 
@@ -14,13 +16,14 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 
 from outbox_inbox.batch import handle_sqs_batch
 from outbox_inbox.config import ConsumerConfig
 from outbox_inbox.consumer import InboxConsumer
 from outbox_inbox.envelope import Envelope
+from outbox_inbox.event_scope import powertools_scope
 from outbox_inbox.inbox import Effect, no_effect
 from outbox_inbox.wiring import aws_consumer
 
@@ -37,9 +40,11 @@ class SqsConsumerFunction:
         *,
         external_for: Callable[[ConsumerConfig], Callable[[Envelope], None]] | None = None,
         env: Mapping[str, str] = os.environ,
+        tracer: Tracer | None = None,
     ) -> None:
         self.logger = Logger(service=service)
         self.metrics = Metrics(service=service)
+        self.tracer = tracer
         copy_config_to_registered_loggers(source_logger=self.logger, include={"outbox", "outbox_inbox"})
         self._effect_for = effect_for
         self._external_for = external_for
@@ -56,6 +61,7 @@ class SqsConsumerFunction:
                 effect=self._effect_for(config),
                 external_call=self._external_for(config) if self._external_for else None,
                 metrics=self.metrics,
+                event_scope=powertools_scope(self.logger, self.tracer),
             )
         return self._consumer
 

@@ -11,6 +11,7 @@ from outbox_inbox.adapters import DynamoDBInboxReader, SqsDeadLetters
 from outbox_inbox.config import ConsumerConfig
 from outbox_inbox.consumer import InboxConsumer, MetricsSink
 from outbox_inbox.envelope import Envelope
+from outbox_inbox.event_scope import EventScope
 from outbox_inbox.external import IdempotentCall
 from outbox_inbox.inbox import Effect, Inbox, no_effect
 
@@ -22,6 +23,7 @@ def aws_consumer(
     external_call: Callable[[Envelope], None] | None = None,
     metrics: MetricsSink | None = None,
     clock: Clock = utc_now,
+    event_scope: EventScope | None = None,
 ) -> InboxConsumer:
     """Every call is one attempt with short timeouts (outbox.aws.invocation_client): a call that fails hands
     its message back to SQS, which retries it, rather than retrying inside the invocation's deadline."""
@@ -48,4 +50,5 @@ def aws_consumer(
         settings=config.consumer,
         metrics=metrics,
         clock=clock,
+        event_scope=event_scope,
     )

@@ -7,6 +7,8 @@
   all: backlog, iterator age, invocations, failures, discarded records.
 - `GET /_outbox/runtime`: what the runtime runs as (region, stack name): the `outbox` commands given this
   endpoint and no region ask it (`outbox_ops.clients`).
+- `GET /_outbox/trace/<event_id>`: one event's trace, request -> row -> publish -> consumer
+  (`outbox_local.trace_journal`): what `outbox trace` prints.
 
 Plain JSON over the loopback endpoint, unsigned: like moto's own `/moto-api/`, it is a local developer tool.
 """
@@ -24,16 +26,24 @@ from outbox_local.stream_poller import StreamMappingRunner
 PREFIX = "/_outbox/"
 MappingReport = Callable[[], list[dict[str, Any]]]
 RuntimeReport = Callable[[], dict[str, Any]]
+TraceReport = Callable[[str], dict[str, Any] | None]
 _ARM_FIELDS = {"service", "operation", "error_code", "http_status", "times", "duration_s", "message"}
 _MAX_TIMES = 2**31 - 1
 _MAX_S = 36_500 * 86_400
 
 
 class ControlApi:
-    def __init__(self, faults: FaultInjector, mappings: MappingReport, runtime: RuntimeReport = dict) -> None:
+    def __init__(
+        self,
+        faults: FaultInjector,
+        mappings: MappingReport,
+        runtime: RuntimeReport = dict,
+        trace: TraceReport = lambda _event_id: None,
+    ) -> None:
         self._faults = faults
         self._mappings = mappings
         self._runtime = runtime
+        self._trace = trace
 
     def wrap(self, app: WsgiApp) -> WsgiApp:
         def middleware(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
@@ -47,9 +57,17 @@ class ControlApi:
                 return _json(start_response, 200, {"mappings": self._mappings()})
             if path == f"{PREFIX}runtime" and method == "GET":
                 return _json(start_response, 200, self._runtime())
+            if path.startswith(f"{PREFIX}trace/") and method == "GET":
+                return self._trace_route(path.removeprefix(f"{PREFIX}trace/"), start_response)
             return _json(start_response, 404, {"error": f"no {method} {path} here"})
 
         return middleware
+
+    def _trace_route(self, event_id: str, start_response: Callable[..., Any]) -> Iterable[bytes]:
+        chain = self._trace(event_id)
+        if chain is None:
+            return _json(start_response, 404, {"error": f"the runtime has seen no event {event_id}"})
+        return _json(start_response, 200, chain)
 
     def _faults_route(
         self, method: str, environ: dict[str, Any], start_response: Callable[..., Any]

@@ -10,7 +10,8 @@ log, kept and handed back with each answer (the runtime reads its EMF metrics). 
 file descriptors, a lifeline's (never written: end-of-file means the runtime is gone, and the worker ends even
 mid-invocation), then the function's name (unused: it tells `ps` whose this is). First request
 `{"code_root", "sys_path", "handler"}`, answered `{"ready": true}` or the import error; then `{"event",
-"context"}`, answered `{"payload"}` or `{"error_type", "error_message", "trace"}`, with `"output"`.
+"context", "trace_header"}`, answered `{"payload"}` or `{"error_type", "error_message", "trace"}`, with
+`"output"`.
 A handler that exits the process ends the worker; the runtime reports `Runtime.ExitError`, as Lambda does.
 """
 
@@ -87,6 +88,11 @@ def _load(init: dict[str, Any]) -> Handler:
 
 def _invoke(handler: Handler, request: dict[str, Any], output: _KeptOutput) -> str:
     context = LambdaContext(request["context"])
+    # As the Lambda runtime does before each invocation: the invocation's X-Ray header, or none.
+    if request.get("trace_header"):
+        os.environ["_X_AMZN_TRACE_ID"] = str(request["trace_header"])
+    else:
+        os.environ.pop("_X_AMZN_TRACE_ID", None)
     try:
         payload = handler(request["event"], context)
     except Exception as error:  # a handler's exception is the invocation's result

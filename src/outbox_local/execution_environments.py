@@ -94,14 +94,15 @@ class Environment:
             raise EnvironmentLostError(_failure(answer))
         return str(answer.get("output") or "")
 
-    def invoke(self, event_json: str, context: LambdaContext) -> Outcome:
+    def invoke(self, event_json: str, context: LambdaContext, trace_header: str = "") -> Outcome:
         """One invocation of the event (already JSON: what cannot be serialized never reaches a worker),
-        killed at the context's deadline."""
+        killed at the context's deadline, with the invocation's X-Ray header (`_X_AMZN_TRACE_ID`)."""
         remaining_s = context.get_remaining_time_in_millis() / 1000
         # The deadline as Lambda's runtime API gives it (epoch milliseconds): the worker's context counts
         # down from what the host's clock says is left.
         fields = {**context.fields(), "deadline_ms": time.time() * 1000 + remaining_s * 1000}
-        request = f'{{"event": {event_json}, "context": {json.dumps(fields)}}}'
+        header = json.dumps(trace_header)
+        request = f'{{"event": {event_json}, "context": {json.dumps(fields)}, "trace_header": {header}}}'
         answer = self._exchange(request, remaining_s)
         output = str(answer.get("output") or "")
         if "error_type" in answer:
@@ -235,7 +236,7 @@ class ExecutionEnvironments:
         self.cold_starts: Counter[str] = Counter()
         """Environments started, by function name: each one was a cold start."""
 
-    def invoke(self, spec: FunctionSpec, event: Any) -> Outcome:
+    def invoke(self, spec: FunctionSpec, event: Any, trace_header: str = "") -> Outcome:
         try:
             event_json = json.dumps(event)
         except (TypeError, ValueError) as error:  # as in process: the invocation fails, nothing is started
@@ -245,7 +246,7 @@ class ExecutionEnvironments:
         except EnvironmentLostError as failed:
             return Outcome(_STOPPED if self._closed else failed.result)
         try:
-            outcome = environment.invoke(event_json, LambdaContext(spec, self._clock))
+            outcome = environment.invoke(event_json, LambdaContext(spec, self._clock), trace_header)
         except EnvironmentLostError as lost:
             self._discard(spec, environment)
             return Outcome(_STOPPED if self._closed else lost.result, cold_output)

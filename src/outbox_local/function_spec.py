@@ -4,6 +4,7 @@ shared by the two ways the runtime runs functions (`outbox_local.in_process`,
 
 from __future__ import annotations
 
+import secrets
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -64,6 +65,17 @@ class LambdaContext:
             "log_group_name": self.log_group_name,
             "log_stream_name": self.log_stream_name,
         }
+
+
+TRACE_VARIABLE = "_X_AMZN_TRACE_ID"
+"""Where the Lambda runtime puts each invocation's X-Ray header."""
+
+
+def invocation_trace_header() -> str:
+    """A new X-Ray header for one invocation, as Lambda starts a trace for a request that carries none
+    (`Sampled=0`: locally no trace is recorded, but its id still ties the invocation's logs and rows
+    together)."""
+    return f"Root=1-{int(time.time()):08x}-{secrets.token_hex(12)};Parent={secrets.token_hex(8)};Sampled=0"
 
 
 def function_variables(

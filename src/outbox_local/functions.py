@@ -27,7 +27,13 @@ from typing import Any
 
 from outbox_local.errors import FunctionNotFoundError, RuntimeStateError
 from outbox_local.execution_environments import ExecutionEnvironments
-from outbox_local.function_spec import FunctionSpec, Handler, LambdaContext, function_variables
+from outbox_local.function_spec import (
+    FunctionSpec,
+    Handler,
+    LambdaContext,
+    function_variables,
+    invocation_trace_header,
+)
 from outbox_local.in_process import InProcessFunctions
 from outbox_local.invocation import THROTTLED, InvocationResult, Outcome
 
@@ -37,6 +43,9 @@ logger = logging.getLogger("outbox_local.functions")
 
 OutputListener = Callable[[str, str], None]
 """Called after each invocation with the function's name and what it printed on stdout."""
+InvocationListener = Callable[[str, str, Any, Outcome], None]
+"""Called after each invocation with the function's name, the invocation's X-Ray header, its event and its
+outcome (what it returned and printed)."""
 
 
 class FunctionHost:
@@ -50,12 +59,14 @@ class FunctionHost:
         on_output: OutputListener | None = None,
         *,
         max_environments: int | None = None,
+        on_invocation: InvocationListener | None = None,
     ) -> None:
         """`max_environments`: run functions in worker processes, at most that many at once per function
         (fewer if its ReservedConcurrentExecutions says so); None: in this process, one at a time."""
         self._base_environment = dict(base_environment)
         self._overrides = dict(overrides or {})
         self._on_output = on_output
+        self._on_invocation = on_invocation
         self._functions: dict[str, FunctionSpec] = {}
         self.errors: Counter[str] = Counter()
         """Failed invocations by function name, as Lambda's `Errors` metric counts them."""
@@ -68,7 +79,7 @@ class FunctionHost:
             self._base_environment,
             self._overrides,
             clock,
-            keep_output=on_output is not None,
+            keep_output=on_output is not None or on_invocation is not None,
         )
         self.environments = (
             ExecutionEnvironments(self._process_environment, max_per_function=max_environments, clock=clock)
@@ -116,15 +127,23 @@ class FunctionHost:
             with self._errors_lock:
                 self.throttles[spec.name] += 1
             return THROTTLED
+        # Each invocation gets its own X-Ray header, as the Lambda runtime sets one per invocation.
+        trace_header = invocation_trace_header()
         if self.environments is not None and self._in_worker(spec):
-            outcome = self.environments.invoke(spec, event)
+            outcome = self.environments.invoke(spec, event, trace_header)
             self._echo(outcome.output)
         else:
-            outcome = self._in_process.invoke(spec, event)  # its output reached stdout as it was printed
+            # Its output reached stdout as it was printed.
+            outcome = self._in_process.invoke(spec, event, trace_header)
         if outcome.result.failed:
             with self._errors_lock:
                 self.errors[spec.name] += 1
         self._hand_over_output(spec, outcome)
+        if self._on_invocation is not None:
+            try:
+                self._on_invocation(spec.name, trace_header, event, outcome)
+            except Exception:  # what watches invocations must never fail one
+                logger.warning("the invocation of %s could not be recorded", spec.name, exc_info=True)
         return outcome.result
 
     def concurrency(self, name_or_arn: str) -> int:

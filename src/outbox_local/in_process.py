@@ -27,7 +27,13 @@ from contextlib import contextmanager
 from types import ModuleType
 from typing import Any, TextIO, cast
 
-from outbox_local.function_spec import FunctionSpec, Handler, LambdaContext, function_variables
+from outbox_local.function_spec import (
+    TRACE_VARIABLE,
+    FunctionSpec,
+    Handler,
+    LambdaContext,
+    function_variables,
+)
 from outbox_local.invocation import InvocationResult, Outcome
 
 logger = logging.getLogger("outbox_local.functions")
@@ -78,14 +84,14 @@ class InProcessFunctions:
                 for name, module in self._modules.get(spec.logical_id, {}).items()
             }
 
-    def invoke(self, spec: FunctionSpec, event: Any) -> Outcome:
+    def invoke(self, spec: FunctionSpec, event: Any, trace_header: str = "") -> Outcome:
         with self._lock:
             if not self._keep_output:
-                return Outcome(self._run(spec, event))
-            tee = _StdoutTee(sys.stdout)
+                return Outcome(self._run(spec, event, trace_header))
+            tee = _shared_tee(sys.stdout)
             installed = sys.stdout = cast(TextIO, tee)
             try:
-                result = self._run(spec, event)
+                result = self._run(spec, event, trace_header)
             finally:
                 if sys.stdout is installed:  # not if something else replaced it meanwhile: theirs stays
                     sys.stdout = tee.target
@@ -102,8 +108,8 @@ class InProcessFunctions:
                 )
         return {name for name in names if name and not name.startswith((".", "_"))}
 
-    def _run(self, spec: FunctionSpec, event: Any) -> InvocationResult:
-        with self._environment(spec), self._own_modules(spec):
+    def _run(self, spec: FunctionSpec, event: Any, trace_header: str = "") -> InvocationResult:
+        with self._environment(spec, trace_header), self._own_modules(spec):
             context = LambdaContext(spec, self._clock)
             started = self._clock()
             try:
@@ -153,8 +159,10 @@ class InProcessFunctions:
             sys.modules.update(host)
 
     @contextmanager
-    def _environment(self, spec: FunctionSpec) -> Iterator[None]:
+    def _environment(self, spec: FunctionSpec, trace_header: str = "") -> Iterator[None]:
         wanted = function_variables(spec, self._base_environment, self._overrides)
+        if trace_header:
+            wanted[TRACE_VARIABLE] = trace_header
         hidden = {
             key: os.environ[key] for key in list(os.environ) if key.startswith("AWS_") and key not in wanted
         }
@@ -174,15 +182,24 @@ class InProcessFunctions:
 
 
 class _StdoutTee:
-    """Stands in for `sys.stdout` during one invocation: every write goes through to the stream it
-    replaced; what the invoking thread writes is also kept, until `release()`. A handler may keep a
-    reference (a logger created during its first invocation does): writes through it still reach the
-    stream afterwards, and are no longer kept."""
+    """Stands in for `sys.stdout` during each invocation: every write goes through to the stream it
+    replaced; what the invoking thread writes is also kept, until `release()`. One for the whole process
+    (`_shared_tee`): a handler may keep a reference (a logger created during an invocation keeps the stream it
+    was created with, as Powertools' Logger does, for the life of the process), and what later invocations
+    write through it is theirs, kept too; between invocations such writes still reach the stream."""
 
     def __init__(self, target: TextIO) -> None:
         self.target = target
-        self._owner: int | None = threading.get_ident()
+        self._owner: int | None = None
         self._kept: list[str] = []
+
+    def arm(self, target: TextIO) -> _StdoutTee:
+        """Keep what this thread writes from now on, passing it to `target` (the stream it replaces)."""
+        if target is not cast(TextIO, self):
+            self.target = target
+        self._owner = threading.get_ident()
+        self._kept = []
+        return self
 
     def write(self, text: str) -> int:
         if self._owner == threading.get_ident():
@@ -200,6 +217,16 @@ class _StdoutTee:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.target, name)  # encoding, isatty, fileno...: the real stream's
+
+
+_TEE: _StdoutTee | None = None
+
+
+def _shared_tee(target: TextIO) -> _StdoutTee:
+    global _TEE  # noqa: PLW0603 - one per process: see _StdoutTee
+    if _TEE is None:
+        _TEE = _StdoutTee(target)
+    return _TEE.arm(target)
 
 
 def _top(module_name: str) -> str:

@@ -42,6 +42,7 @@ from outbox_local.schedules import ScheduleRunner
 from outbox_local.stream_mapping import NOTHING_DONE, StepKind
 from outbox_local.stream_poller import StreamMappingRunner, destination_sender, iterator_age_ms
 from outbox_local.template import Resolver, Template
+from outbox_local.trace_journal import TraceJournal
 
 __all__ = ["ALARM_TICK_S", "LocalRuntime", "RuntimeOptions", "VirtualClock"]
 
@@ -60,6 +61,7 @@ class LocalRuntime:
         self.clock = VirtualClock()
         self._clock = self.clock
         self.faults = FaultInjector()
+        self.traces = TraceJournal()  # what `outbox trace EVENT_ID` shows
         self.event_source_mappings = EventSourceMappingApi()
         """What the AWS endpoint answers to Lambda's ListEventSourceMappings and GetEventSourceMapping."""
         self._server: LocalAwsServer | None = None
@@ -112,6 +114,7 @@ class LocalRuntime:
                 self.faults,
                 lambda: mapping_report(self.mappings, self.queue_mappings),
                 lambda: {"region": self.options.region, "stack_name": self.options.stack_name},
+                self.traces.chain,
             ),
         )
         try:
@@ -275,6 +278,7 @@ class LocalRuntime:
             self.options.function_environment,
             on_output=metrics.forward,
             max_environments=self.options.max_environments,
+            on_invocation=self.traces.record,
         )
         for spec in self.stack.functions:
             self.host.register(spec)

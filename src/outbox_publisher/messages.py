@@ -65,12 +65,20 @@ def entry_id(position: int) -> str:
 
 
 def sns_attributes(event: OutboxEvent) -> dict[str, dict[str, str]]:
-    """For subscription filter policies (docs/contracts.md, "Published envelope")."""
-    return {
+    """For subscription filter policies, and the event's trace context when it has one (docs/contracts.md,
+    "Published envelope"): SNS takes no trace header per message (a PublishBatch entry has no system
+    attributes, and the request's HTTP header is one for the whole batch), so it travels as message attributes
+    named as the envelope's fields, which SNS hands to SQS subscribers (as SQS message attributes with raw
+    delivery)."""
+    attributes = {
         "event_type": {"DataType": _STRING, "StringValue": event.event_type},
         "aggregate_type": {"DataType": _STRING, "StringValue": event.aggregate_type},
         "event_id": {"DataType": _STRING, "StringValue": event.event_id},
     }
+    if event.trace:
+        for name, value in event.trace.envelope_fields().items():
+            attributes[name] = {"DataType": _STRING, "StringValue": value}
+    return attributes
 
 
 def sns_entry(message: Message, position: int, *, fifo: bool) -> dict[str, Any]:
@@ -91,6 +99,10 @@ def sns_size(message: Message) -> int:
     """Body plus each attribute's name, data type and value, in UTF-8 bytes."""
     event = message.event
     values = _utf8_bytes(event.event_type) + _utf8_bytes(event.aggregate_type) + _utf8_bytes(event.event_id)
+    if event.trace:
+        values += sum(
+            len(name) + len(_STRING) + len(value) for name, value in event.trace.envelope_fields().items()
+        )
     return message.body_bytes + _SNS_ATTRIBUTE_NAMES_AND_TYPES_BYTES + values
 
 
@@ -122,16 +134,22 @@ def message_group_id(aggregate_key: str) -> str:
 
 
 def eventbridge_entry(message: Message, *, source: str, event_bus_name: str) -> dict[str, Any]:
-    return {
+    entry = {
         "Source": source,
         "DetailType": message.event.event_type,
         "Detail": message.body,
         "EventBusName": event_bus_name,
     }
+    header = message.event.trace.trace_header
+    if header is not None:
+        # The entry's own X-Ray header: EventBridge passes it on to the rule's targets (an SQS target's
+        # AWSTraceHeader, a function's trace), where one call's HTTP header would name the publisher's trace.
+        entry["TraceHeader"] = header
+    return entry
 
 
 def eventbridge_size(message: Message, *, source: str) -> int:
-    # No Time and no Resources are sent, so only these three count.
+    # No Time and no Resources are sent, so only these three count (a TraceHeader does not count either).
     return len(source.encode()) + len(message.event.event_type.encode()) + message.body_bytes
 
 

@@ -80,7 +80,7 @@ def outbox(dynamodb: Any, tables: Tables) -> Iterator[Outbox]:
         # No runtime runs here: `local up` and `demo` would start one, `local fault` would reach another
         # session's. What their arguments passed to stands in: a runtime that answers nothing.
         patch.setattr(cli, "_local_command", _no_runtime)
-        patch.setattr(local_controls, "_call", _no_runtime_answers)
+        patch.setattr(local_controls, "call", _no_runtime_answers)
         yield Outbox(
             dynamodb,
             tables,

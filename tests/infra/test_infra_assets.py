@@ -146,9 +146,9 @@ def test_the_publisher_ships_no_sample_code_and_the_api_no_publishing_code(
     for function in ("outbox_publisher.handler", "outbox_sweeper.handler"):
         assert tops[function] == {"outbox", "outbox_tracing", "outbox_publisher", "outbox_sweeper"}
     assert tops["orders_api.handler"] == {"outbox", "outbox_tracing", "orders", "orders_api"}
-    # and each consumer the library, the inbox and its own projections
+    # and each consumer the library, the tracer, the inbox and its own projections
     for consumer in ("order_consumers.summary_handler", "order_consumers.cancellations_handler"):
-        assert tops[consumer] == {"outbox", "outbox_inbox", "order_consumers"}
+        assert tops[consumer] == {"outbox", "outbox_tracing", "outbox_inbox", "order_consumers"}
     # and the API does not carry what only publishing needs (the claims of rows), which the publisher does
     assert "outbox_publisher.leases" in by_handler["outbox_publisher.handler"]
     assert "outbox_publisher.leases" not in by_handler["orders_api.handler"]

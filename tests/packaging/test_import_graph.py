@@ -48,6 +48,7 @@ CONTRACT = {
     "outputs",  # stack output names shared by the stack and the CLI
     "payload",
     "stream_mapping",  # the stream filter contract, shared by the CDK, the publisher and the local runtime
+    "trace_context",  # the row's trace_header/traceparent: what the writer captures and every hop forwards
     "transaction",
     "writer",
 }

@@ -17,6 +17,8 @@ from tests.support.aws import Tables
 from tests.support.orders import call, create, outbox_rows, place_body, snapshot
 
 ROOT = Path(__file__).resolve().parents[3]
+HEADER = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
+TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 
 # Every test runs inside moto with the deployed tables: the handler must never reach real AWS.
 pytestmark = pytest.mark.usefixtures("tables")
@@ -57,6 +59,22 @@ def test_a_valid_correlation_header_wins_and_an_invalid_one_is_ignored(dynamodb:
     [bad_row] = outbox_rows(dynamodb, tables, bad["order_id"])
     assert good_row["correlation_id"] == {"S": "trace-123"}
     assert bad_row["correlation_id"] == {"S": "req-b"}
+
+
+def test_the_event_is_saved_with_the_invocations_trace_and_the_callers_traceparent(
+    dynamodb: Any, tables: Tables, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given the invocation's X-Ray header, as the Lambda runtime sets it
+    monkeypatch.setenv("_X_AMZN_TRACE_ID", f"{HEADER};Lineage=a87bd80c:0")
+    # When one order is placed with a caller's W3C traceparent header and one with a malformed one
+    traced = create(headers={"traceparent": TRACEPARENT})
+    malformed = create(headers={"traceparent": "00-not-a-trace"})
+    # Then the first's row holds both, the second's the X-Ray header alone: the malformed header is ignored
+    [traced_row] = outbox_rows(dynamodb, tables, traced["order_id"])
+    [malformed_row] = outbox_rows(dynamodb, tables, malformed["order_id"])
+    assert (traced_row["trace_header"], traced_row["traceparent"]) == ({"S": HEADER}, {"S": TRACEPARENT})
+    assert malformed_row["trace_header"] == {"S": HEADER}
+    assert "traceparent" not in malformed_row
 
 
 def test_get_confirm_cancel_walk_the_order_through_its_life(dynamodb: Any, tables: Tables) -> None:

@@ -28,7 +28,7 @@ def no_calls(monkeypatch: pytest.MonkeyPatch) -> None:
         raise AssertionError("called before the arguments were refused")
 
     monkeypatch.setattr(operations, "_connect", called)
-    monkeypatch.setattr(local_controls, "_call", called)
+    monkeypatch.setattr(local_controls, "call", called)
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
 
 

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from outbox_local.functions import FunctionHost, FunctionSpec
+from outbox_local.invocation import Outcome
 
 
 def _asset(root: Path, value: str, *, extra: bool) -> Path:
@@ -55,3 +56,39 @@ def test_two_functions_shipping_different_copies_of_one_package_each_run_their_o
         assert str(first) not in sys.path
     finally:
         host.close()
+
+
+def test_in_process_each_invocation_has_its_own_trace_header_and_a_logger_made_earlier_is_still_heard(
+    tmp_path: Path,
+) -> None:
+    # Given a function whose module makes a logger on stdout at import (in its first invocation), as
+    # Powertools' Logger does, and logs the invocation's X-Ray header
+    package = tmp_path / "traced"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "handler.py").write_text(
+        "import logging, os, sys\n"
+        "log = logging.getLogger('traced-test')\n"
+        "log.addHandler(logging.StreamHandler(sys.stdout))\n"
+        "log.setLevel(logging.INFO)\n"
+        "log.propagate = False\n"
+        "def handle(event, context):\n"
+        "    log.info('header %s', os.environ['_X_AMZN_TRACE_ID'])\n"
+    )
+    seen: list[tuple[str, str]] = []
+
+    def record(name: str, header: str, _event: object, outcome: Outcome) -> None:
+        seen.append((header, outcome.output))
+
+    host = FunctionHost({}, on_invocation=record)
+    host.register(FunctionSpec("T", "t", "arn:t", "traced.handler.handle", tmp_path))
+    host.open()
+    try:
+        # When it is invoked twice
+        host.invoke("t", {})
+        host.invoke("t", {})
+    finally:
+        host.close()
+    # Then each invocation had a header of its own, and what each logged is handed over with it
+    assert len({header for header, _ in seen}) == 2
+    assert [output for _, output in seen] == [f"header {header}\n" for header, _ in seen]

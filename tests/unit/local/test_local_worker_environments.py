@@ -6,6 +6,7 @@ host. Overlap is proven with a rendezvous (`tests.unit.local.rendezvous`), never
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -51,6 +52,7 @@ def report(event, context):
         "remaining_ms": context.get_remaining_time_in_millis(),
         "request_id": context.aws_request_id,
         "pid": os.getpid(),
+        "trace_header": os.environ.get("_X_AMZN_TRACE_ID"),
     }
 
 
@@ -265,6 +267,12 @@ def test_a_worker_runs_with_the_functions_own_environment_its_code_first_and_han
     # and a Lambda context counting down from its timeout
     assert 0 < report["remaining_ms"] <= 30_000
     assert report["request_id"]
+    # and an X-Ray header of its own for each invocation, as the Lambda runtime sets one
+    assert re.fullmatch(
+        r"Root=1-[0-9a-f]{8}-[0-9a-f]{24};Parent=[0-9a-f]{16};Sampled=0", report["trace_header"]
+    )
+    assert host.invoke("report", {}).payload["trace_header"] != report["trace_header"]
+    outputs.pop()
     # and what it printed reached this process's stdout and the output listener
     assert outputs == [("report", "printed by report\n")]
     assert "printed by report" in capsys.readouterr().out

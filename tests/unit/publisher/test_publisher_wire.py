@@ -110,6 +110,12 @@ def test_sizes_count_utf8_bytes_of_everything_sent() -> None:
         {"event_type": {"S": "Order.Placed_v2-x"}, "aggregate_type": {"S": "A" * 64}},
         {"event_id": {"S": "0000000A-0000-0000-0000-00000000000B"}},  # a UUID as another writer spells it
         {"aggregate_id": {"S": "ü" * 256}, "payload": {"S": '{"note":"é€😀"}'}},
+        {  # trace context travels as two more attributes
+            "trace_header": {
+                "S": "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
+            },
+            "traceparent": {"S": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
+        },
     ],
 )
 def test_the_sns_size_is_what_the_entry_it_sends_weighs(row: dict[str, Any]) -> None:
