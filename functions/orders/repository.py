@@ -34,6 +34,7 @@ from outbox.errors import (
     TransactionConflictError,
 )
 from outbox.limits import Item
+from outbox.schemas import SchemaRegistry
 from outbox.transaction import TableKeys, Transaction, TransactionExecutor
 from outbox.writer import OutboxWriter
 
@@ -80,10 +81,11 @@ class DynamoDBOrderRepository:
         orders_table: str,
         outbox_table: str,
         executor: TransactionExecutor | None = None,
+        schemas: SchemaRegistry | None = None,
     ) -> None:
         self._client = client
         self._orders = TableKeys(orders_table, PARTITION_KEY)
-        self._outbox = OutboxWriter(outbox_table)
+        self._outbox = OutboxWriter(outbox_table, schemas=schemas)
         self._executor = executor if executor is not None else DynamoDBTransactionExecutor(client)
 
     def get(self, order_id: str) -> Order | None:

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from outbox.errors import DuplicateEventError, InvalidEventError
 from outbox.limits import Item
 from outbox.model import PARTITION_KEY, OutboxEvent, OutboxStatus, outbox_table
 from outbox.transaction import Transaction
+
+if TYPE_CHECKING:
+    from outbox.schemas import SchemaRegistry
 
 
 class OutboxWriter:
@@ -16,10 +21,16 @@ class OutboxWriter:
     `seq` stays gap-free and unique per aggregate.
     """
 
-    def __init__(self, table_name: str) -> None:
+    def __init__(self, table_name: str, *, schemas: SchemaRegistry | None = None) -> None:
         self.table = outbox_table(table_name)
+        # Schemas: every event is checked against its (event_type, schema_version) schema before any of
+        # them joins the transaction, so a refused payload leaves the transaction as it was.
+        self.schemas = schemas
 
     def append(self, transaction: Transaction, *events: OutboxEvent) -> None:
+        if self.schemas is not None:
+            for event in events:
+                self.schemas.check_json(event.event_type, event.schema_version, event.payload_json)
         for event in events:
             if event.status is not OutboxStatus.PENDING:
                 raise InvalidEventError("only PENDING events can be written to the outbox", field="status")
