@@ -1,5 +1,5 @@
 """The `outbox` command: operate an outbox (`status`, `failed`, `redrive`, `skip`, `audit`), run
-the stack locally (`local up`), or watch a narrated scenario on it (`demo`).
+the stack locally (`local up`), watch a narrated scenario on it (`demo`), or check event schemas (`schemas`).
 
 Each command imports what it needs when it runs: `outbox --help`, and every command that talks to AWS,
 loads neither the local runtime nor moto. The local commands need the `local` extra
@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import TextIO
 
 from outbox_cli import arguments as argument_types
-from outbox_cli import local_controls, operations
+from outbox_cli import local_controls, operations, schemas
 from outbox_cli.local import add_up_arguments
 
 # What the local commands import beyond the base install.
@@ -50,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     _runtime_arguments(demo, aws_port=0, api_port=0)
     demo.set_defaults(run=_demo)
     operations.add_commands(commands)
+    schemas.add_commands(commands)
     operations.name_by_choices(commands)
     return parser
 
@@ -80,7 +81,7 @@ def _runtime_arguments(parser: argparse.ArgumentParser, *, aws_port: int, api_po
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = build_parser().parse_args(argv)
     command: Command = arguments.run
-    if arguments.command in {"local", "demo"}:
+    if arguments.command in {"local", "demo", "schemas"}:
         return command(arguments, sys.stdout)
     return operations.run(command, arguments, sys.stdout)
 
