@@ -22,6 +22,7 @@ from typing import Any, TextIO
 from outbox.errors import ConfigurationError
 from outbox.schemas import SCHEMA_FILE, SchemaFile, read_schema_files
 from outbox_cli import arguments as argument_types
+from outbox_cli.operations import name_by_choices
 from outbox_ops.schema_compatibility import breaches
 
 EXIT_BREAKING = 1
@@ -45,6 +46,7 @@ def add_commands(commands: Any) -> None:
         help="a folder of <event_type>.v<N>.json files (default: every `schemas` folder under this one)",
     )
     check.set_defaults(run=check_command)
+    name_by_choices(schema_commands)
 
 
 def check_command(arguments: argparse.Namespace, out: TextIO) -> int:
