@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 
+from outbox.schemas import SchemaRegistry
 from outbox_inbox.batch import handle_sqs_batch
 from outbox_inbox.config import ConsumerConfig
 from outbox_inbox.consumer import InboxConsumer
@@ -36,6 +38,7 @@ class SqsConsumerFunction:
         effect_for: Callable[[ConsumerConfig], Effect] = lambda _config: no_effect,
         *,
         external_for: Callable[[ConsumerConfig], Callable[[Envelope], None]] | None = None,
+        schema_directory: str | Path | None = None,
         env: Mapping[str, str] = os.environ,
     ) -> None:
         self.logger = Logger(service=service)
@@ -43,6 +46,9 @@ class SqsConsumerFunction:
         copy_config_to_registered_loggers(source_logger=self.logger, include={"outbox", "outbox_inbox"})
         self._effect_for = effect_for
         self._external_for = external_for
+        # Validate every payload on receipt against the producer's schema files, shipped in this function's
+        # code (docs/schemas.md); None: no validation.
+        self._schema_directory = schema_directory
         self._env = env
         self._consumer: InboxConsumer | None = None
         handle: Handler = self.metrics.log_metrics(self._handle)
@@ -56,6 +62,11 @@ class SqsConsumerFunction:
                 effect=self._effect_for(config),
                 external_call=self._external_for(config) if self._external_for else None,
                 metrics=self.metrics,
+                schemas=(
+                    None
+                    if self._schema_directory is None
+                    else SchemaRegistry.from_directory(self._schema_directory)
+                ),
             )
         return self._consumer
 
