@@ -1,6 +1,6 @@
 """Lambda code assets built without Docker: the function's vendored packages, whole, as Python source.
 
-A function's asset is every `.py` file (and `.json`: event schemas) of the packages it vendors (this
+A function's asset is every `.py` file (and event schemas: `schemas/*.json`) of the packages it vendors (this
 project's own, plus e.g. a sample domain), read from wherever Python finds them (the source tree in
 development, site-packages once installed) and staged in one directory for `aws_lambda.Code.from_asset`;
 what else a handler imports comes from the Lambda runtime (boto3, botocore) or the Powertools layer.
@@ -30,8 +30,9 @@ if TYPE_CHECKING:
 PROJECT_PACKAGES = ("outbox", "outbox_tracing", "outbox_publisher", "outbox_sweeper")
 """This distribution's Lambda code."""
 _STAGING_DIR = ".outbox-assets"
-_CODE_FILES = ("*.py", "*.json")
-"""What an asset takes of a package: its modules, and the data they read beside them (event schemas)."""
+_CODE_FILES = ("*.py", "schemas/*.json")
+"""What an asset takes of a package: its modules, and the event schemas of a `schemas` folder (outbox.schemas)
+beside the code that loads them. No other data file."""
 
 
 class AssetError(OutboxConstructError):
@@ -39,7 +40,8 @@ class AssetError(OutboxConstructError):
 
 
 def package_files(handler_module: str, vendored: Collection[str]) -> dict[str, Path]:
-    """Every `.py` and `.json` file of the vendored packages, by its path in the asset (`outbox/model.py`)."""
+    """Every `.py` file and `schemas/*.json` file of the vendored packages, by its path in the asset
+    (`outbox/model.py`)."""
     files: dict[str, Path] = {}
     for name in vendored:
         package = _package_dir(name)

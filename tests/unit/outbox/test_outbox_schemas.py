@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from orders.event_schemas import SCHEMA_DIRECTORY
 from outbox.errors import ConfigurationError, InvalidEventError, SchemaViolationError, UnknownSchemaError
 from outbox.model import OutboxEvent
 from outbox.schemas import DRAFT_04, SchemaKey, SchemaRegistry, read_schema_files
 from outbox.transaction import Transaction
 from outbox.writer import OutboxWriter
+from tests.support.doc_commands import REPOSITORY
+from tests.support.readme import python_example
 
 PLACED_V1: dict[str, Any] = {
     "$schema": DRAFT_04,
@@ -182,3 +186,17 @@ def test_a_bad_schema_file_is_a_configuration_error(
 def test_a_missing_directory_is_a_configuration_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigurationError, match="does not exist"):
         read_schema_files(tmp_path / "nowhere")
+
+
+def test_the_docs_writer_example_prints_the_refusal_it_shows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given docs/schemas.md's example, run from a folder holding the sample's schemas as `schemas`
+    example = python_example("## The writer checks every event", document=REPOSITORY / "docs" / "schemas.md")
+    shutil.copytree(SCHEMA_DIRECTORY, tmp_path / "schemas")
+    monkeypatch.chdir(tmp_path)
+    # When it runs
+    exec(compile(example, "docs/schemas.md", "exec"), {})  # noqa: S102 - the doc's own example
+    # Then it prints what its comment says it prints
+    shown = example.rsplit("# ", 1)[1].strip()
+    assert capsys.readouterr().out == f"{shown}\n"
