@@ -94,7 +94,11 @@ class SchemaRegistry:
         self, schemas: Mapping[SchemaKey, Mapping[str, Any]], *, allow_unknown_types: bool = False
     ) -> None:
         self._documents = dict(schemas)
-        self._validators = {key: _compile(key, document) for key, document in self._documents.items()}
+        fastjsonschema = _fastjsonschema()
+        self._mismatch: type[Exception] = fastjsonschema.JsonSchemaValueException
+        self._validators = {
+            key: _compile(fastjsonschema, key, document) for key, document in self._documents.items()
+        }
         self._types = frozenset(key.event_type for key in self._validators)
         self.allow_unknown_types = allow_unknown_types
 
@@ -120,22 +124,19 @@ class SchemaRegistry:
             if event_type not in self._types and self.allow_unknown_types:
                 return
             raise UnknownSchemaError(event_type, schema_version)
-        from fastjsonschema import JsonSchemaValueException  # noqa: PLC0415 - present once a registry exists
-
         try:
             validate(payload)
-        except JsonSchemaValueException as error:
-            path = json_path(self._documents[key], error.path or [])
-            raise SchemaViolationError(
-                event_type, schema_version, path=path, rule=str(error.rule or "schema")
-            ) from None
+        except self._mismatch as error:
+            path = json_path(self._documents[key], getattr(error, "path", None) or [])
+            rule = getattr(error, "rule", None) or "schema"
+            raise SchemaViolationError(event_type, schema_version, path=path, rule=str(rule)) from None
 
     def check_json(self, event_type: str, schema_version: int, payload_json: str) -> None:
         """`check` on a payload's JSON text: what consumers will parse, not the Python values it came from."""
         self.check(event_type, schema_version, _VALIDATION_DECODER.decode(payload_json))
 
 
-def _compile(key: SchemaKey, document: Mapping[str, Any]) -> Validator:
+def _fastjsonschema() -> Any:
     try:
         import fastjsonschema  # noqa: PLC0415 - only a service with schemas needs it
     except ModuleNotFoundError:
@@ -143,6 +144,10 @@ def _compile(key: SchemaKey, document: Mapping[str, Any]) -> Validator:
             "event schemas need fastjsonschema: use the Powertools layer, or pip install "
             "'dynamodb-outbox[schemas]'"
         ) from None
+    return fastjsonschema
+
+
+def _compile(fastjsonschema: Any, key: SchemaKey, document: Mapping[str, Any]) -> Validator:
     try:
         # use_default=False: validation must never change the payload it checks (fastjsonschema fills in
         # `default` values by default).

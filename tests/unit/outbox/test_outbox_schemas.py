@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -200,3 +201,15 @@ def test_the_docs_writer_example_prints_the_refusal_it_shows(
     # Then it prints what its comment says it prints
     shown = example.rsplit("# ", 1)[1].strip()
     assert capsys.readouterr().out == f"{shown}\n"
+
+
+def test_without_fastjsonschema_a_registry_fails_at_start_up_saying_what_to_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Given a function with neither the Powertools layer nor the schemas extra
+    monkeypatch.setitem(sys.modules, "fastjsonschema", None)
+    # Then building a registry is a configuration error that says where fastjsonschema comes from
+    with pytest.raises(
+        ConfigurationError, match=r"Powertools layer, or pip install 'dynamodb-outbox\[schemas\]'"
+    ):
+        SchemaRegistry({SchemaKey("OrderPlaced", 1): PLACED_V1})
