@@ -39,7 +39,7 @@ $(PY_STAMP): requirements-dev.txt constraints.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet -r requirements-dev.txt 2> >(grep -v "is ignored: it is neither" >&2)
 	$(BIN)/pip install --quiet -c constraints.txt --no-build-isolation --config-settings editable_mode=compat \
-		-e '.[cdk,local]' 2> >(grep -v "is ignored: it is neither" >&2)
+		-e '.[cdk,local,schemas]' 2> >(grep -v "is ignored: it is neither" >&2)
 	touch $@
 
 $(NODE_STAMP): package.json package-lock.json

@@ -10,6 +10,7 @@ from aws_cdk import App
 from infra import constants as c
 from infra.orders_api import OrdersApiSettings
 from infra.stack import OutboxStack, OutboxStackProps
+from orders.event_schemas import SCHEMA_DIRECTORY
 from outbox_cdk import constants as cdk
 from outbox_cdk.destinations import DestinationsProps
 from outbox_cdk.errors import OutboxConstructError
@@ -17,6 +18,7 @@ from outbox_cdk.functions import FunctionSettings
 from outbox_cdk.nag import add_nag_checks
 from outbox_cdk.outbox import OutboxProps
 from outbox_cdk.queues import FailureQueuesProps
+from outbox_cdk.schema_registry import SchemaRegistryProps
 from outbox_cdk.table import DataTableProps
 
 # Context keys (`cdk deploy -c key=value`), documented in docs/deploy.md.
@@ -91,6 +93,8 @@ def props_from_context(app: App) -> OutboxStackProps:
                 event_source=_optional_text(app, CTX_EVENT_SOURCE) or cdk.DEFAULT_EVENT_SOURCE,
             ),
             customer_managed_key=_customer_managed_key(app),
+            # The Orders events' schemas, the files the Orders API's writer checks, for consumers to find.
+            schema_registry=SchemaRegistryProps(directory=SCHEMA_DIRECTORY),
         ),
         tables=DataTableProps(retain_data=retain_data),
         orders_api=OrdersApiSettings(

@@ -35,6 +35,7 @@ from outbox.errors import (
     TransactionConflictError,
 )
 from outbox.limits import Item
+from outbox.schemas import SchemaRegistry
 from outbox.trace_context import TraceContext, active_trace_context
 from outbox.transaction import TableKeys, Transaction, TransactionExecutor
 from outbox.writer import OutboxWriter
@@ -83,10 +84,11 @@ class DynamoDBOrderRepository:
         outbox_table: str,
         executor: TransactionExecutor | None = None,
         trace_context: Callable[[], TraceContext] = active_trace_context,
+        schemas: SchemaRegistry | None = None,
     ) -> None:
         self._client = client
         self._orders = TableKeys(orders_table, PARTITION_KEY)
-        self._outbox = OutboxWriter(outbox_table, trace_context=trace_context)
+        self._outbox = OutboxWriter(outbox_table, schemas=schemas, trace_context=trace_context)
         self._executor = executor if executor is not None else DynamoDBTransactionExecutor(client)
 
     def get(self, order_id: str) -> Order | None:

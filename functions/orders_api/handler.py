@@ -40,6 +40,7 @@ from orders.errors import (
     OrderValidationError,
     PreconditionFailedError,
 )
+from orders.event_schemas import load_schemas
 from orders.model import Command, Order, StatusChange
 from orders.repository import DynamoDBOrderRepository
 from orders.service import CommandResult, OrderService
@@ -75,6 +76,7 @@ def get_service() -> OrderService:
             orders_table=config.orders_table_name,
             outbox_table=config.outbox_table_name,
             trace_context=_trace_context,
+            schemas=load_schemas(),
         )
         _service = OrderService(repository)
     return _service

@@ -27,14 +27,18 @@ from outbox.errors import (
     OutboxError,
     OutboxValidationError,
     RetryableError,
+    SchemaError,
+    SchemaViolationError,
     ThrottledError,
     TooManyActionsError,
     TransactionCancelledError,
     TransactionConflictError,
     TransactionTooLargeError,
     TransactionValidationError,
+    UnknownSchemaError,
 )
 from outbox.model import OutboxEvent, OutboxStatus
+from outbox.schemas import SchemaRegistry
 from outbox.transaction import TableKeys, Transaction, TransactionExecutor
 from outbox.writer import OutboxWriter
 
@@ -56,6 +60,9 @@ __all__ = [
     "OutboxValidationError",
     "OutboxWriter",
     "RetryableError",
+    "SchemaError",
+    "SchemaRegistry",
+    "SchemaViolationError",
     "TableKeys",
     "ThrottledError",
     "TooManyActionsError",
@@ -65,4 +72,5 @@ __all__ = [
     "TransactionExecutor",
     "TransactionTooLargeError",
     "TransactionValidationError",
+    "UnknownSchemaError",
 ]

@@ -30,6 +30,41 @@ class InvalidPayloadError(InvalidEventError):
     """The payload is not a JSON object (or holds values JSON cannot represent)."""
 
 
+class SchemaError(InvalidEventError):
+    """An event's payload is refused by the service's schemas; `event_type` and `schema_version` say which."""
+
+    def __init__(self, message: str, *, event_type: str, schema_version: int) -> None:
+        super().__init__(message, field="payload")
+        self.event_type = event_type
+        self.schema_version = schema_version
+
+
+class UnknownSchemaError(SchemaError):
+    """No schema describes this event type and version, and the service's registry does not let it through."""
+
+    def __init__(self, event_type: str, schema_version: int) -> None:
+        super().__init__(
+            f"no schema for {event_type} v{schema_version}: add its file or fix the event's type or version",
+            event_type=event_type,
+            schema_version=schema_version,
+        )
+
+
+class SchemaViolationError(SchemaError):
+    """The payload does not match its schema. `path` is the JSON path of the first mismatch (`$.lines[0].sku`;
+    a key the schema does not declare shows as `*`), `rule` the JSON Schema keyword it broke (`type`,
+    `required`, `enum`...): the value itself is never named."""
+
+    def __init__(self, event_type: str, schema_version: int, *, path: str, rule: str) -> None:
+        super().__init__(
+            f"{event_type} v{schema_version} payload does not match its schema at {path} ({rule})",
+            event_type=event_type,
+            schema_version=schema_version,
+        )
+        self.path = path
+        self.rule = rule
+
+
 class TooManyActionsError(OutboxValidationError):
     """A transaction would exceed DynamoDB's 100-action limit."""
 

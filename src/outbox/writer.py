@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from outbox.errors import DuplicateEventError, InvalidEventError
 from outbox.limits import Item
 from outbox.model import PARTITION_KEY, OutboxEvent, OutboxStatus, outbox_table
 from outbox.trace_context import TraceContext, active_trace_context
 from outbox.transaction import Transaction
+
+if TYPE_CHECKING:
+    from outbox.schemas import SchemaRegistry
 
 
 class OutboxWriter:
@@ -26,20 +30,30 @@ class OutboxWriter:
     """
 
     def __init__(
-        self, table_name: str, *, trace_context: Callable[[], TraceContext] = active_trace_context
+        self,
+        table_name: str,
+        *,
+        schemas: SchemaRegistry | None = None,
+        trace_context: Callable[[], TraceContext] = active_trace_context,
     ) -> None:
         self.table = outbox_table(table_name)
+        # Schemas: every event is checked against its (event_type, schema_version) schema before any of
+        # them joins the transaction, so a refused payload leaves the transaction as it was.
+        self.schemas = schemas
         self._trace_context = trace_context
 
     def append(self, transaction: Transaction, *events: OutboxEvent) -> None:
-        active: TraceContext | None = None
+        if self.schemas is not None:
+            for event in events:
+                self.schemas.check_json(event.event_type, event.schema_version, event.payload_json)
+        # Checked as an explicit context is, before any event joins the transaction: a malformed one is
+        # refused with nothing added.
+        active = TraceContext.given(*self._trace_context()) if any(not e.trace for e in events) else None
         for event in events:
             if event.status is not OutboxStatus.PENDING:
                 raise InvalidEventError("only PENDING events can be written to the outbox", field="status")
             item = event.to_item()
-            if not event.trace:
-                # Checked as an explicit context is: a malformed one is refused before anything is saved.
-                active = TraceContext.given(*self._trace_context()) if active is None else active
+            if active is not None and not event.trace:
                 item.update(active.attributes())
             transaction.put(
                 self.table,

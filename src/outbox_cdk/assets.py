@@ -1,12 +1,13 @@
 """Lambda code assets built without Docker: the function's vendored packages, whole, as Python source.
 
-A function's asset is every `.py` file of the packages it vendors (this project's own, plus e.g. a sample
-domain), read from wherever Python finds them (the source tree in development, site-packages once
-installed) and staged in one directory for `aws_lambda.Code.from_asset`; what else a handler imports comes
-from the Lambda runtime (boto3, botocore) or the Powertools layer. Whole packages rather than only the
-modules a handler imports: each asset is 12-33% larger zipped (65 KB for the Orders API, 125 KB the
-largest), functions that vendor the same packages share one (3 assets of 254 KB in the sample app, not 5 of
-371 KB), and a function imports, so pays at a cold start for, the same modules either way.
+A function's asset is every `.py` file (and event schemas: `schemas/*.json`) of the packages it vendors (this
+project's own, plus e.g. a sample domain), read from wherever Python finds them (the source tree in
+development, site-packages once installed) and staged in one directory for `aws_lambda.Code.from_asset`;
+what else a handler imports comes from the Lambda runtime (boto3, botocore) or the Powertools layer.
+Whole packages rather than only the modules a handler imports: each asset is 12-33% larger zipped (65 KB
+for the Orders API, 125 KB the largest), functions that vendor the same packages share one (3 assets of
+254 KB in the sample app, not 5 of 371 KB), and a function imports, so pays at a cold start for, the same
+modules either way.
 """
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ if TYPE_CHECKING:
 PROJECT_PACKAGES = ("outbox", "outbox_tracing", "outbox_publisher", "outbox_sweeper")
 """This distribution's Lambda code."""
 _STAGING_DIR = ".outbox-assets"
+_CODE_FILES = ("*.py", "schemas/*.json")
+"""What an asset takes of a package: its modules, and the event schemas of a `schemas` folder (outbox.schemas)
+beside the code that loads them. No other data file."""
 
 
 class AssetError(OutboxConstructError):
@@ -36,12 +40,14 @@ class AssetError(OutboxConstructError):
 
 
 def package_files(handler_module: str, vendored: Collection[str]) -> dict[str, Path]:
-    """Every `.py` file of the vendored packages, by its path inside the asset (`outbox/model.py`)."""
+    """Every `.py` file and `schemas/*.json` file of the vendored packages, by its path in the asset
+    (`outbox/model.py`)."""
     files: dict[str, Path] = {}
     for name in vendored:
         package = _package_dir(name)
-        for path in package.rglob("*.py"):
-            files[path.relative_to(package.parent).as_posix()] = path
+        for suffix in _CODE_FILES:
+            for path in package.rglob(suffix):
+                files[path.relative_to(package.parent).as_posix()] = path
     handler_file = handler_module.replace(".", "/")
     if f"{handler_file}.py" not in files and f"{handler_file}/__init__.py" not in files:
         raise AssetError(f"{handler_module} is not a module of the vendored packages {sorted(vendored)}")

@@ -41,6 +41,7 @@ from outbox_cdk.publisher import (
     default_publisher_function,
 )
 from outbox_cdk.queues import FailureQueues, FailureQueuesProps
+from outbox_cdk.schema_registry import OutboxSchemaRegistry, SchemaRegistryProps
 from outbox_cdk.sweeper import OutboxSweeper, SweeperSettings, default_sweeper_function
 from outbox_cdk.table import DataTableProps, OutboxTable
 from outbox_publisher.config import DEFAULT_SWEEP_GRACE_SECONDS, ENV_OUTBOX_TABLE_NAME
@@ -89,6 +90,9 @@ class OutboxProps:
     # Prefix of every stack output written here: a second outbox in one stack needs its own
     # (`outbox status --outbox PREFIX` selects it).
     outputs_prefix: str = ""
+    # Schemas: publish the writer's schema files to an EventBridge schema registry for consumers to
+    # discover (outbox_cdk.schema_registry). None: no registry.
+    schema_registry: SchemaRegistryProps | None = None
 
     def __post_init__(self) -> None:
         if self.table is not None and self.table_props is not None:
@@ -210,6 +214,9 @@ class Outbox(Construct):
         self.operator_policy = OutboxOperatorPolicy(
             self, "OperatorPolicy", publisher=self.publisher, access=props.operator_access
         )
+        self.schema_registry: OutboxSchemaRegistry | None = None
+        if props.schema_registry is not None:
+            self.schema_registry = OutboxSchemaRegistry(self, "SchemaRegistry", props.schema_registry)
         self.outputs: dict[str, CfnOutput] = self._outputs()
 
     @property

@@ -1,6 +1,6 @@
 """The `outbox` command: operate an outbox (`status`, `failed`, `redrive`, `skip`, `audit`), run
-the stack locally (`local up`), watch a narrated scenario on it (`demo`), or follow one event's trace in it
-(`trace`).
+the stack locally (`local up`), watch a narrated scenario on it (`demo`), follow one event's trace in it
+(`trace`), or check event schemas (`schemas`).
 
 Each command imports what it needs when it runs: `outbox --help`, and every command that talks to AWS,
 loads neither the local runtime nor moto. The local commands need the `local` extra
@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import TextIO
 
 from outbox_cli import arguments as argument_types
-from outbox_cli import local_controls, operations, trace
+from outbox_cli import local_controls, operations, schemas, trace
 from outbox_cli.local import add_up_arguments
 
 # What the local commands import beyond the base install.
@@ -52,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(run=_demo)
     trace.add_command(commands)
     operations.add_commands(commands)
+    schemas.add_commands(commands)
     operations.name_by_choices(commands)
     return parser
 
@@ -82,7 +83,7 @@ def _runtime_arguments(parser: argparse.ArgumentParser, *, aws_port: int, api_po
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = build_parser().parse_args(argv)
     command: Command = arguments.run
-    if arguments.command in {"local", "demo", "trace"}:
+    if arguments.command in {"local", "demo", "trace", "schemas"}:
         return command(arguments, sys.stdout)
     return operations.run(command, arguments, sys.stdout)
 

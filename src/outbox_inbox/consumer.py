@@ -7,8 +7,8 @@ to the function directly). It never lets a message vanish:
   hands it back after its visibility timeout, until its predecessor has been applied. Once it has waited
   `max_gap_wait_s` since its first receipt, it goes to the dead-letter queue with the reason, or (by
   configuration) is applied with the skipped seqs recorded;
-- not an envelope at all: to the dead-letter queue with the reason (it can never be applied, and must not
-  fail its batch over and over);
+- not an envelope at all, or (when the consumer validates on receipt) a payload its schema refuses: to the
+  dead-letter queue with the reason (it can never be applied, and must not fail its batch over and over);
 - anything else (throttling, the effect's own condition failing): raised, nothing written, handed back.
 Every outcome is logged with ids only and counted.
 """
@@ -24,7 +24,8 @@ from datetime import UTC, datetime
 from typing import Any, Final, Protocol, runtime_checkable
 
 from outbox.clock import Clock, utc_now
-from outbox.errors import ConfigurationError
+from outbox.errors import ConfigurationError, SchemaError
+from outbox.schemas import SchemaRegistry
 from outbox_inbox.adapters import DeadLetter, DeadLetters
 from outbox_inbox.envelope import Envelope, envelope_of
 from outbox_inbox.errors import GapNotFilledError, MalformedEnvelopeError
@@ -105,6 +106,7 @@ class InboxConsumer:
         metrics: MetricsSink | None = None,
         clock: Clock = utc_now,
         event_scope: EventScope | None = None,
+        schemas: SchemaRegistry | None = None,
     ) -> None:
         """`event_scope`: entered around each event's handling (`outbox_inbox.event_scope`: its log keys and
         trace)."""
@@ -121,6 +123,8 @@ class InboxConsumer:
         self._event_scope = event_scope
         self._handling: tuple[str, Envelope] | None = None
         """The message being handled and its envelope: its failure's log line names the event's keys too."""
+        # Validation on receipt (off by default): the producer's schema files, checked before the inbox.
+        self._schemas = schemas
 
     def register_lambda_context(self, context: Any) -> None:
         """Called once per invocation by the batch handler."""
@@ -173,6 +177,13 @@ class InboxConsumer:
         self, envelope: Envelope, first_received: datetime, letter: Callable[[str], DeadLetter]
     ) -> Outcome:
         with nullcontext() if self._event_scope is None else self._event_scope(envelope):
+            if self._schemas is not None:
+                try:
+                    self._schemas.check(envelope.event_type, envelope.schema_version, envelope.payload)
+                except SchemaError as error:
+                    # It can never apply: dead-lettered with the reason (type, version, path, rule; no
+                    # value), before the inbox records anything, so a corrected redrive applies it.
+                    return self._give_up(envelope, letter(f"schema: {error}"))
             try:
                 return self._consume_envelope(envelope, first_received, letter)
             except MalformedEnvelopeError as error:

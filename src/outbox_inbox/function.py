@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 
+from outbox.schemas import SchemaRegistry
 from outbox_inbox.batch import handle_sqs_batch
 from outbox_inbox.config import ConsumerConfig
 from outbox_inbox.consumer import InboxConsumer
@@ -39,6 +41,7 @@ class SqsConsumerFunction:
         effect_for: Callable[[ConsumerConfig], Effect] = lambda _config: no_effect,
         *,
         external_for: Callable[[ConsumerConfig], Callable[[Envelope], None]] | None = None,
+        schema_directory: str | Path | None = None,
         env: Mapping[str, str] = os.environ,
         tracer: Tracer | None = None,
     ) -> None:
@@ -48,6 +51,9 @@ class SqsConsumerFunction:
         copy_config_to_registered_loggers(source_logger=self.logger, include={"outbox", "outbox_inbox"})
         self._effect_for = effect_for
         self._external_for = external_for
+        # Validate every payload on receipt against the producer's schema files, shipped in this function's
+        # code (docs/schemas.md); None: no validation.
+        self._schema_directory = schema_directory
         self._env = env
         self._consumer: InboxConsumer | None = None
         handle: Handler = self.metrics.log_metrics(self._handle)
@@ -62,6 +68,11 @@ class SqsConsumerFunction:
                 external_call=self._external_for(config) if self._external_for else None,
                 metrics=self.metrics,
                 event_scope=powertools_scope(self.logger, self.tracer),
+                schemas=(
+                    None
+                    if self._schema_directory is None
+                    else SchemaRegistry.from_directory(self._schema_directory)
+                ),
             )
         return self._consumer
 

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from outbox.aws import invocation_client
 from outbox.clock import Clock, utc_now
 from outbox.dynamodb import DynamoDBTransactionExecutor
+from outbox.schemas import SchemaRegistry
 from outbox_inbox.adapters import DynamoDBInboxReader, SqsDeadLetters
 from outbox_inbox.config import ConsumerConfig
 from outbox_inbox.consumer import InboxConsumer, MetricsSink
@@ -24,6 +25,7 @@ def aws_consumer(
     metrics: MetricsSink | None = None,
     clock: Clock = utc_now,
     event_scope: EventScope | None = None,
+    schemas: SchemaRegistry | None = None,
 ) -> InboxConsumer:
     """Every call is one attempt with short timeouts (outbox.aws.invocation_client): a call that fails hands
     its message back to SQS, which retries it, rather than retrying inside the invocation's deadline."""
@@ -51,4 +53,5 @@ def aws_consumer(
         metrics=metrics,
         clock=clock,
         event_scope=event_scope,
+        schemas=schemas,
     )

@@ -40,6 +40,7 @@ RUN_BY = {
         0,
     ): "tests/integration/inbox/test_inbox_readme_example.py",
     ("docs/inbox.md", "# Consuming events: the inbox", 1): "tests/infra/test_infra_readme_example.py",
+    ("docs/schemas.md", "## The writer checks every event", 0): "tests/unit/outbox/test_outbox_schemas.py",
 }
 """Blocks that another test runs or synthesizes: (document, the heading they are under, their place there from
 0) and that test. The README's own-stack app is synthesized once, there, as an app is here, and checked for

@@ -34,6 +34,8 @@ _PROBE = """
 import json, sys
 handler_module, asset, first_party = sys.argv[1], sys.argv[2], set(sys.argv[3].split(","))
 __import__(handler_module)
+for start_up in sys.argv[4:]:  # functions of the module to call, as the handler does at start-up
+    getattr(sys.modules[handler_module], start_up)()
 loaded = {}
 for name, module in list(sys.modules.items()):
     if name.partition(".")[0] in first_party:
@@ -55,7 +57,7 @@ def _functions(synthesized: Synthesized) -> dict[str, tuple[str, Path]]:
     return found
 
 
-def _import_alone(handler_module: str, asset: Path) -> dict[str, str | None]:
+def _import_alone(handler_module: str, asset: Path, *start_up: str) -> dict[str, str | None]:
     """Import the handler with only the asset and Lambda's own packages importable; what got loaded."""
     # What a `-S` interpreter starts with (the standard library), then the asset first; then third-party
     # packages (boto3, botocore, Powertools) from the venv's site-packages: `-S` skips its .pth files, so
@@ -63,7 +65,17 @@ def _import_alone(handler_module: str, asset: Path) -> dict[str, str | None]:
     path = [str(asset), *[entry for entry in _base_path() if entry], sysconfig.get_path("purelib")]
     script = f"import sys; sys.path[:] = {path!r}\n{_PROBE}"
     result = subprocess.run(  # noqa: S603 - this interpreter, our own probe
-        [sys.executable, "-S", "-B", "-c", script, handler_module, str(asset), ",".join(sorted(FIRST_PARTY))],
+        [
+            sys.executable,
+            "-S",
+            "-B",
+            "-c",
+            script,
+            handler_module,
+            str(asset),
+            ",".join(sorted(FIRST_PARTY)),
+            *start_up,
+        ],
         capture_output=True,
         text=True,
         check=False,
@@ -91,6 +103,10 @@ def _shipped_modules(asset: Path) -> dict[str, Path]:
     for path in asset.rglob("*"):
         if path.is_file():
             relative = path.relative_to(asset)
+            if path.suffix == ".json":
+                # The one kind of data an asset ships: event schemas, beside the code that loads them.
+                assert relative.parent.name == "schemas", f"{relative} is data outside a schemas folder"
+                continue
             assert path.suffix == ".py", f"{relative} is not Python source: assets hold code only"
             parts = relative.with_suffix("").parts
             shipped[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
@@ -152,3 +168,20 @@ def test_the_publisher_ships_no_sample_code_and_the_api_no_publishing_code(
     # and the API does not carry what only publishing needs (the claims of rows), which the publisher does
     assert "outbox_publisher.leases" in by_handler["outbox_publisher.handler"]
     assert "outbox_publisher.leases" not in by_handler["orders_api.handler"]
+
+
+def test_the_orders_api_loads_its_event_schemas_from_its_asset_with_the_layers_fastjsonschema(
+    functions: dict[str, tuple[str, Path]],
+) -> None:
+    # Given the Orders API's asset alone on the path (and the Powertools layer's packages)
+    asset = next(asset for module, asset in functions.values() if module == "orders_api.handler")
+    # When its schemas are loaded as the handler loads them at start-up
+    loaded = _import_alone("orders.event_schemas", asset, "load_schemas")
+    # Then they load and compile, from the asset's files and code
+    assert loaded["outbox.schemas"] == str(asset / "outbox" / "schemas.py")
+    assert loaded["orders.event_schemas"] == str(asset / "orders" / "event_schemas.py")
+    assert sorted(path.name for path in (asset / "orders" / "schemas").iterdir()) == [
+        "OrderCancelled.v1.json",
+        "OrderConfirmed.v1.json",
+        "OrderPlaced.v1.json",
+    ]

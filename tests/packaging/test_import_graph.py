@@ -47,6 +47,7 @@ CONTRACT = {
     "numbers",
     "outputs",  # stack output names shared by the stack and the CLI
     "payload",
+    "schemas",  # the event schemas the writer checks every event against before saving (docs/schemas.md)
     "stream_mapping",  # the stream filter contract, shared by the CDK, the publisher and the local runtime
     "trace_context",  # the row's trace_header/traceparent: what the writer captures and every hop forwards
     "transaction",

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from outbox_local.errors import EndpointUnavailableError, ProvisioningError, UnsupportedResourceError
-from outbox_local.provisioning import apigateway, dynamodb, events, lambda_, platform, sns, sqs
+from outbox_local.provisioning import apigateway, dynamodb, events, eventschemas, lambda_, platform, sns, sqs
 from outbox_local.provisioning.context import (
     Clients,
     Handler,
@@ -43,6 +43,7 @@ HANDLERS: dict[str, Handler] = {
     **sqs.HANDLERS,
     **sns.HANDLERS,
     **events.HANDLERS,
+    **eventschemas.HANDLERS,
     **platform.HANDLERS,
     **lambda_.HANDLERS,
     **apigateway.HANDLERS,

@@ -9,10 +9,12 @@ from typing import Any
 
 import pytest
 
+from orders.event_schemas import load_schemas
 from orders.repository import DynamoDBOrderRepository
 from orders.service import OrderService
 from orders_api import handler as api
 from outbox.aws import client as cached_client
+from outbox.schemas import SchemaRegistry
 from tests.support.aws import Tables
 from tests.support.clock import FakeClock
 from tests.support.orders import SequentialIds
@@ -38,9 +40,17 @@ def clock() -> FakeClock:
     return FakeClock()
 
 
+@pytest.fixture(scope="session")
+def order_schemas() -> SchemaRegistry:
+    """The sample's event schemas, as the Orders API loads them: every test's events are checked by them."""
+    return load_schemas()
+
+
 @pytest.fixture
-def repository(dynamodb: Any, tables: Tables) -> DynamoDBOrderRepository:
-    return DynamoDBOrderRepository(dynamodb, orders_table=tables.orders, outbox_table=tables.outbox)
+def repository(dynamodb: Any, tables: Tables, order_schemas: SchemaRegistry) -> DynamoDBOrderRepository:
+    return DynamoDBOrderRepository(
+        dynamodb, orders_table=tables.orders, outbox_table=tables.outbox, schemas=order_schemas
+    )
 
 
 @pytest.fixture

@@ -40,11 +40,14 @@ def test_an_asset_holds_every_python_module_of_the_vendored_packages_and_nothing
     (root / "shop" / "__pycache__").mkdir()
     (root / "shop" / "__pycache__" / "model.cpython-311.pyc").write_bytes(b"")
     (root / "shop" / "prices.json").write_text("{}")
+    # and event schemas in a `schemas` folder, which ship with the code that loads them
+    (root / "shop" / "schemas").mkdir()
+    (root / "shop" / "schemas" / "OrderPlaced.v1.json").write_text("{}")
 
     # When the handler's files are listed
     found = package_files("shop.handler", ["shop", "money"])
 
-    # Then they are every module of both packages, by their path in the asset, and no other file
+    # Then they are every module of both packages and the schemas, by their path in the asset, no other file
     assert found == {
         relative: root / relative
         for relative in (
@@ -56,6 +59,7 @@ def test_an_asset_holds_every_python_module_of_the_vendored_packages_and_nothing
             "shop/sub/rules.py",
             "money/__init__.py",
             "money/currency.py",
+            "shop/schemas/OrderPlaced.v1.json",
         )
     }
 

@@ -20,7 +20,8 @@ from outbox_cli import rendering
 from outbox_cli.main import main
 
 USAGE_CASES = [
-    ([], "the following arguments are required: {local,demo,trace,status,failed,redrive,skip,audit}"),
+    ([], "the following arguments are required: {local,demo,trace,status,failed,redrive,skip,audit,schemas}"),
+    (["schemas"], "the following arguments are required: {check}"),
     (["failed"], "the following arguments are required: {list,show}"),
     (["local"], "the following arguments are required: {up,env,fault,faults,mappings}"),
     (["failed", "show"], "the following arguments are required: EVENT_ID"),
