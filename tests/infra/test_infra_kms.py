@@ -53,7 +53,7 @@ HOLDS_NO_DATA = {
     "AWS::ApiGatewayV2::Stage": "configuration: the HTTP API (its access log is a log group, under the key)",
     "AWS::CDK::Metadata": "CDK's own record of the construct library versions",
     "AWS::EventSchemas::Registry": "configuration: where the event schemas are published",
-    "AWS::EventSchemas::Schema": "configuration: an event type's JSON Schema, the shape of payloads, none of them",
+    "AWS::EventSchemas::Schema": "configuration: an event type's JSON Schema, no payload",
 }
 # What each function touches under the key, by the service it uses the key through: its tables, the queues it
 # sends to or receives from, the topic it publishes to.
