@@ -1,0 +1,64 @@
+"""Reading the envelopes that rows name instead of holding their payload (outbox.payload_refs), before an
+event is planned: read whole when a destination takes it inline, only checked to exist when every
+destination gets a claim check. A read that failed is retried later (the event is left PENDING, never
+poison); an object that is not there, or is not the envelope the row names, is poison with its reason."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import NamedTuple
+
+from outbox.payload_refs import MAX_STORED_ENVELOPE_BYTES
+from outbox.payload_store import PayloadMissingError, PayloadStore, PayloadUnavailableError
+from outbox_publisher.candidates import Candidate
+from outbox_publisher.messages import Message
+from outbox_publisher.poison import PoisonReason, Rejection
+from outbox_publisher.ports import DestinationPort
+from outbox_publisher.routing import Destination, Router
+
+
+class EnvelopeUnavailable(NamedTuple):
+    """The stored envelope could not be read now: the event waits for a later attempt."""
+
+    code: str
+    detail: str
+
+
+def resolve(
+    candidate: Candidate,
+    router: Router,
+    ports: Mapping[Destination, DestinationPort],
+    store: PayloadStore | None,
+) -> Candidate | EnvelopeUnavailable:
+    """The candidate with its stored envelope read (or checked); rejected when the object is missing."""
+    event = candidate.event
+    stored = event.stored if event is not None else None
+    if event is None or stored is None or stored.text is not None or candidate.rejection is not None:
+        return candidate
+    if store is None:
+        return EnvelopeUnavailable("NoPayloadStore", "the row names a stored envelope and no store is wired")
+    message = Message.of(event)
+    routed = router.destinations_for(event.aggregate_type, event.event_type)
+    delivered = candidate.delivered_to
+    inline = any(
+        ports[destination].size_of(message) <= ports[destination].max_entry_bytes
+        for destination in routed
+        if destination.value not in delivered and destination in ports
+    )
+    try:
+        if inline:
+            text = store.read(stored.ref, max_bytes=MAX_STORED_ENVELOPE_BYTES)
+            size = len(text.encode())
+        else:
+            text, size = None, store.size(stored.ref)
+    except PayloadMissingError as error:
+        return candidate.but(rejection=Rejection(PoisonReason.INVALID_ROW, "PayloadMissing", str(error)))
+    except PayloadUnavailableError as error:
+        return EnvelopeUnavailable(f"Payload{error.code}", str(error))
+    if size != stored.size:
+        detail = f"the stored envelope is {size} bytes, the row's payload_bytes says {stored.size}"
+        return candidate.but(rejection=Rejection(PoisonReason.INVALID_ROW, "PayloadMismatch", detail))
+    return candidate.but(
+        event=replace(event, stored=stored._replace(text=text)) if text is not None else event
+    )
