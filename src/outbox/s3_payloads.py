@@ -3,10 +3,12 @@ through boto3. AWS errors are read by code (outbox.aws_errors) and become the st
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from outbox.aws import invocation_client
 from outbox.aws_errors import error_code, http_status
 from outbox.errors import ConfigurationError
 from outbox.payload_refs import PayloadRef
@@ -26,11 +28,17 @@ class S3PayloadStore:
     the bucket's default encryption (SSE-S3, or SSE-KMS under the customer-managed key): no key is named
     here, so the writer's role needs only kms:GenerateDataKey through the bucket's key."""
 
-    def __init__(self, client: Any, bucket: str = "", *, prefix: str = "") -> None:
-        """`bucket`: where `put` writes (a reader needs none)."""
-        self._client = client
+    def __init__(self, client: Any = None, bucket: str = "", *, prefix: str = "") -> None:
+        """`client`: None for outbox.aws's invocation client, built on first use (most invocations read no
+        stored envelope, and a client costs a cold start 5-15 ms). `bucket`: where `put` writes (a reader
+        needs none)."""
+        self._given_client = client
         self.bucket = bucket
         self.prefix = prefix
+
+    @functools.cached_property
+    def _client(self) -> Any:
+        return self._given_client if self._given_client is not None else invocation_client("s3")
 
     def put(self, key: str, body: str) -> PayloadRef:
         if not self.bucket:

@@ -24,6 +24,7 @@ from typing import Any, Final, Protocol, runtime_checkable
 
 from outbox.clock import Clock, utc_now
 from outbox.errors import ConfigurationError
+from outbox.payload_store import PayloadStore
 from outbox_inbox.adapters import DeadLetter, DeadLetters
 from outbox_inbox.envelope import Envelope, envelope_of
 from outbox_inbox.errors import GapNotFilledError, MalformedEnvelopeError
@@ -102,7 +103,9 @@ class InboxConsumer:
         settings: ConsumerSettings | None = None,
         metrics: MetricsSink | None = None,
         clock: Clock = utc_now,
+        payloads: PayloadStore | None = None,
     ) -> None:
+        """`payloads`: where claim checks are read (outbox_inbox.claim_checks)."""
         settings = settings or ConsumerSettings()
         if external is not None:
             check_external_ordering(inbox.settings.ordering, settings.on_gap_timeout)
@@ -113,6 +116,7 @@ class InboxConsumer:
         self.settings = settings
         self._metrics = metrics
         self._clock = clock
+        self._payloads = payloads
 
     def register_lambda_context(self, context: Any) -> None:
         """Called once per invocation by the batch handler."""
@@ -135,7 +139,7 @@ class InboxConsumer:
         if not isinstance(attributes, Mapping):  # Lambda always sends a map: this record is made up
             return self._give_up(None, letter("malformed record: its attributes are not a map"))
         try:
-            envelope = envelope_of(record)
+            envelope = envelope_of(record, payloads=self._payloads)
         except MalformedEnvelopeError as error:
             return self._give_up(None, letter(f"malformed envelope: {error}"))
         return self._consume(envelope, _first_received(attributes, self._clock), letter)
@@ -155,7 +159,7 @@ class InboxConsumer:
             return DeadLetter(json.dumps(event, default=str), reason, message_id)
 
         try:
-            envelope = envelope_of(event)
+            envelope = envelope_of(event, payloads=self._payloads)
         except MalformedEnvelopeError as error:
             return self._give_up(None, letter(f"malformed envelope: {error}"))
         return self._consume(envelope, _event_time(event, self._clock), letter)

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from outbox.aws import invocation_client
 from outbox.clock import Clock, utc_now
 from outbox.dynamodb import DynamoDBTransactionExecutor
+from outbox.s3_payloads import S3PayloadStore
 from outbox_inbox.adapters import DynamoDBInboxReader, SqsDeadLetters
 from outbox_inbox.config import ConsumerConfig
 from outbox_inbox.consumer import InboxConsumer, MetricsSink
@@ -48,4 +49,6 @@ def aws_consumer(
         settings=config.consumer,
         metrics=metrics,
         clock=clock,
+        # Claim checks name their bucket; the client is one attempt with short waits, like the others.
+        payloads=S3PayloadStore(),
     )

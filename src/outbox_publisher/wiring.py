@@ -117,5 +117,5 @@ def build_engine(
         random=random,
         lookahead=lookahead,
         # Reads only, each ref naming its bucket; the client is built when a row first names one.
-        payloads=payloads or S3PayloadStore(ClientOnFirstCall("s3")),
+        payloads=payloads or S3PayloadStore(),
     )

@@ -1,0 +1,46 @@
+"""Large payloads on moto: the publisher's world (tests/integration/publisher/publisher_world.py) plus an S3
+bucket for stored envelopes, and queues that take SQS's largest message."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import boto3
+import pytest
+
+from outbox.s3_payloads import S3PayloadStore
+from outbox_local.pytest_plugin import outbox_moto  # noqa: F401 - the corrected moto, a fixture
+from tests.integration.publisher.publisher_world import World, build_world
+from tests.support.aws import REGION, Tables
+
+BUCKET = "outbox-payloads"
+LARGEST_SQS_MESSAGE = 1_048_576
+
+
+@pytest.fixture
+def s3(outbox_moto: None) -> Any:
+    client = boto3.client("s3", region_name=REGION)
+    client.create_bucket(Bucket=BUCKET)
+    return client
+
+
+@pytest.fixture
+def store(s3: Any) -> S3PayloadStore:
+    return S3PayloadStore(s3, BUCKET, prefix="events/")
+
+
+@pytest.fixture
+def dynamodb(s3: Any) -> Any:
+    """In the corrected moto (outbox_local.pytest_plugin): a cancelled transaction streams nothing, and a
+    topic takes what its MaximumMessageSize allows."""
+    return boto3.client("dynamodb", region_name=REGION)
+
+
+@pytest.fixture
+def world(tables: Tables, dynamodb: Any, s3: Any) -> World:
+    world = build_world(tables, dynamodb)
+    for queue in (world.topic_queue, world.bus_queue, world.poison_queue):
+        world.sqs.set_queue_attributes(
+            QueueUrl=queue, Attributes={"MaximumMessageSize": str(LARGEST_SQS_MESSAGE)}
+        )
+    return world
