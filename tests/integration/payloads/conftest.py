@@ -3,13 +3,16 @@ bucket for stored envelopes, and queues that take SQS's largest message."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import boto3
 import pytest
+from moto import mock_aws
 
 from outbox.s3_payloads import S3PayloadStore
-from outbox_local.pytest_plugin import outbox_moto  # noqa: F401 - the corrected moto, a fixture
+from outbox_local.moto_sns_sizes import topic_message_sizes
+from outbox_local.moto_transactions import atomic_transactions
 from tests.integration.publisher.publisher_world import World, build_world
 from tests.support.aws import REGION, Tables
 
@@ -18,7 +21,15 @@ LARGEST_SQS_MESSAGE = 1_048_576
 
 
 @pytest.fixture
-def s3(outbox_moto: None) -> Any:
+def corrected_moto() -> Iterator[None]:
+    """moto as the `outbox_moto` fixture gives it (outbox_local.pytest_plugin): a cancelled transaction streams
+    nothing, and a topic takes what its MaximumMessageSize allows."""
+    with mock_aws(), atomic_transactions(), topic_message_sizes():
+        yield
+
+
+@pytest.fixture
+def s3(corrected_moto: None) -> Any:
     client = boto3.client("s3", region_name=REGION)
     client.create_bucket(Bucket=BUCKET)
     return client
@@ -31,8 +42,7 @@ def store(s3: Any) -> S3PayloadStore:
 
 @pytest.fixture
 def dynamodb(s3: Any) -> Any:
-    """In the corrected moto (outbox_local.pytest_plugin): a cancelled transaction streams nothing, and a
-    topic takes what its MaximumMessageSize allows."""
+    """On the corrected moto."""
     return boto3.client("dynamodb", region_name=REGION)
 
 

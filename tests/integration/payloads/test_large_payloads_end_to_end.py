@@ -43,7 +43,7 @@ def consumed(store: S3PayloadStore, body: str) -> Envelope:
 
 
 @pytest.mark.parametrize(
-    ("size", "topic_bytes", "inline_on_sns"),
+    "case",
     [
         (300 * KB, None, False),  # the topic's default 256 KiB: a claim check on both destinations
         (300 * KB, ONE_MIB, True),  # a topic raised to 1 MiB takes it whole; EventBridge's 256 KB does not
@@ -51,8 +51,9 @@ def consumed(store: S3PayloadStore, body: str) -> Envelope:
     ],
 )
 def test_a_large_event_reaches_both_destinations_and_a_consumer_whole_and_in_order(
-    world: World, store: S3PayloadStore, s3: Any, size: int, topic_bytes: int | None, inline_on_sns: bool
+    world: World, store: S3PayloadStore, s3: Any, case: tuple[int, int | None, bool]
 ) -> None:
+    size, topic_bytes, inline_on_sns = case
     # Given a large event between two small ones of the same order, written with a payload store
     first, big, last = event("A", 1), large("A", 2, size), event("A", 3)
     write(world, store, first, big, last)
