@@ -22,8 +22,8 @@ LARGEST_SQS_MESSAGE = 1_048_576
 
 @pytest.fixture
 def corrected_moto() -> Iterator[None]:
-    """moto as the `outbox_moto` fixture gives it (outbox_local.pytest_plugin): a cancelled transaction streams
-    nothing, and a topic takes what its MaximumMessageSize allows."""
+    """moto as the `outbox_moto` fixture gives it (outbox_local.pytest_plugin): a cancelled transaction
+    streams nothing, and a topic takes what its MaximumMessageSize allows."""
     with mock_aws(), atomic_transactions(), topic_message_sizes():
         yield
 
