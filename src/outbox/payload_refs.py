@@ -40,6 +40,8 @@ LEGACY_SIZE_ATTRIBUTE = "SQSLargePayloadSize"
 _BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 _MAX_KEY_BYTES = 1024
 _SCHEME = "s3://"
+_POINTER_HEAD_CHARS = 64
+"""Where a pointer's class name ends, with room for whitespace before it."""
 
 
 class PayloadRef(NamedTuple):
@@ -132,11 +134,13 @@ def sns_pointer_message(ref: PayloadRef) -> str:
 
 def sns_pointer_ref(text: str) -> PayloadRef | None:
     """The ref an SNS/SQS message body holds when it is a claim check of either extended-client format."""
-    if not text.startswith("["):
+    # Only text that opens as a pointer is parsed: any other body is the caller's to read (and refuse).
+    head = text[:_POINTER_HEAD_CHARS]
+    if not head.startswith("[") or (POINTER_CLASS not in head and LEGACY_POINTER_CLASS not in head):
         return None
     try:
         value: Any = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     if isinstance(value, list) and len(value) == 2 and value[0] in (POINTER_CLASS, LEGACY_POINTER_CLASS):
         return PayloadRef.of_pointer(value[1])
