@@ -4,14 +4,16 @@ through boto3. AWS errors are read by code (outbox.aws_errors) and become the st
 from __future__ import annotations
 
 import functools
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, NamedTuple
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from outbox.aws import invocation_client
 from outbox.aws_errors import error_code, http_status
+from outbox.config import optional
 from outbox.errors import ConfigurationError
-from outbox.payload_refs import PayloadRef
+from outbox.payload_refs import DEFAULT_OFFLOAD_THRESHOLD_BYTES, MAX_STORED_ENVELOPE_BYTES, PayloadRef
 from outbox.payload_store import PayloadMissingError, PayloadUnavailableError
 
 # What S3 answers for an object that is not there: GetObject's NoSuchKey; HeadObject has no body, so 404.
@@ -92,3 +94,39 @@ def _unavailable(error: Exception, operation: str) -> PayloadUnavailableError:
         return PayloadUnavailableError(f"{operation} failed ({code})", code=code)
     name = type(error).__name__
     return PayloadUnavailableError(f"{operation} did not answer ({name})", code=name)
+
+
+ENV_PAYLOAD_BUCKET = "OUTBOX_PAYLOAD_BUCKET"
+"""A writer's bucket for stored envelopes (the constructs' `writer_environment` sets it)."""
+ENV_PAYLOAD_PREFIX = "OUTBOX_PAYLOAD_PREFIX"
+ENV_OFFLOAD_ABOVE_BYTES = "OUTBOX_OFFLOAD_ABOVE_BYTES"
+
+
+class PayloadStoreConfig(NamedTuple):
+    """A writer's payload store, from its environment (None: no bucket set, rows hold every payload)."""
+
+    bucket: str
+    prefix: str
+    offload_above_bytes: int
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> PayloadStoreConfig | None:
+        bucket = optional(env, ENV_PAYLOAD_BUCKET)
+        if bucket is None:
+            return None
+        threshold = _setting_bytes(env)
+        return cls(bucket, optional(env, ENV_PAYLOAD_PREFIX) or "", threshold)
+
+    def store(self, client: Any) -> S3PayloadStore:
+        return S3PayloadStore(client, self.bucket, prefix=self.prefix)
+
+
+def _setting_bytes(env: Mapping[str, str]) -> int:
+    text = optional(env, ENV_OFFLOAD_ABOVE_BYTES)
+    if text is None:
+        return DEFAULT_OFFLOAD_THRESHOLD_BYTES
+    if not (text.isascii() and text.isdigit()) or int(text) > MAX_STORED_ENVELOPE_BYTES:
+        raise ConfigurationError(
+            f"{ENV_OFFLOAD_ABOVE_BYTES} must be a whole number of bytes up to {MAX_STORED_ENVELOPE_BYTES}"
+        )
+    return int(text)
