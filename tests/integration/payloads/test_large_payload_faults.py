@@ -131,9 +131,7 @@ def test_a_row_naming_a_missing_object_is_poison_with_its_reason_and_blocks_its_
     assert world.row(after)["status"]["S"] == "PENDING"
 
 
-@pytest.mark.parametrize(
-    ("code", "status"), [("SlowDown", 503), ("AccessDenied", 403)]
-)
+@pytest.mark.parametrize(("code", "status"), [("SlowDown", 503), ("AccessDenied", 403)])
 def test_a_stored_envelope_that_cannot_be_read_is_retried_not_poison(
     world: World, store: S3PayloadStore, s3: Any, code: str, status: int
 ) -> None:
