@@ -16,6 +16,7 @@ from outbox_cdk.errors import OutboxConstructError
 from outbox_cdk.functions import FunctionSettings
 from outbox_cdk.nag import add_nag_checks
 from outbox_cdk.outbox import OutboxProps
+from outbox_cdk.payloads import PayloadStoreProps
 from outbox_cdk.queues import FailureQueuesProps
 from outbox_cdk.table import DataTableProps
 
@@ -91,6 +92,9 @@ def props_from_context(app: App) -> OutboxStackProps:
                 event_source=_optional_text(app, CTX_EVENT_SOURCE) or cdk.DEFAULT_EVENT_SOURCE,
             ),
             customer_managed_key=_customer_managed_key(app),
+            # Events of any size from other writers of the outbox (the Orders API's bodies, at most 16 KB,
+            # stay in their rows): the publisher and the sample consumers read the envelopes stored here.
+            payloads=PayloadStoreProps(retain_data=retain_data),
         ),
         tables=DataTableProps(retain_data=retain_data),
         orders_api=OrdersApiSettings(

@@ -1,8 +1,9 @@
 """S3 buckets and bucket policies: the payload store of large events (outbox_cdk.payloads).
 
-moto keeps a bucket's encryption, public access block, ownership controls, lifecycle and policy as given, and
-stores objects; it never runs the lifecycle (expired objects stay, like DynamoDB's TTL; docs/local.md, "Where
-moto differs from AWS") and enforces no bucket policy, so TLS-only is AWS's to check.
+moto keeps a bucket's encryption, public access block, ownership controls and lifecycle as given, and stores
+objects; it never runs the lifecycle (expired objects stay, like DynamoDB's TTL; docs/local.md, "Where moto
+differs from AWS"). A bucket policy is checked here and kept, not applied: moto evaluates its conditions, and
+the runtime's endpoint is plain HTTP, so the constructs' TLS-only statement would refuse every call.
 """
 
 from __future__ import annotations
@@ -95,8 +96,8 @@ def _encryption(template: dict[str, Any]) -> dict[str, Any]:
 
 def bucket_policy(ctx: ProvisioningContext, resource: Resource, p: dict[str, Any]) -> ResolvedResource:
     check(resource, p, {"Bucket", "PolicyDocument"}, set())
-    ctx.clients("s3").put_bucket_policy(Bucket=p["Bucket"], Policy=json_text(p["PolicyDocument"]))
-    return ResolvedResource(ref=str(p["Bucket"]))
+    ctx.clients("s3").head_bucket(Bucket=p["Bucket"])  # the bucket it names exists
+    return ResolvedResource(ref=str(p["Bucket"]), attributes={"Policy": json_text(p["PolicyDocument"])})
 
 
 HANDLERS: dict[str, Handler] = {

@@ -89,8 +89,10 @@ def test_the_bucket_its_policy_and_a_large_topic_are_provisioned_as_the_template
     assert s3.get_public_access_block(Bucket=name)["PublicAccessBlockConfiguration"]["BlockPublicAcls"]
     encryption = s3.get_bucket_encryption(Bucket=name)["ServerSideEncryptionConfiguration"]["Rules"]
     assert encryption[0]["ApplyServerSideEncryptionByDefault"]["SSEAlgorithm"] == "AES256"
-    policy = json.loads(s3.get_bucket_policy(Bucket=name)["Policy"])
-    assert policy["Statement"][0]["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+    # and its TLS-only policy is kept, not applied: the runtime's endpoint is plain HTTP
+    _, policy = stack.resources["PayloadsPolicy"]
+    assert json.loads(policy.attributes["Policy"])["Statement"][0]["Effect"] == "Deny"
+    s3.put_object(Bucket=name, Key="envelopes/e.json", Body=b"{}")
     # and the topic takes a 900 KB message
     _, topic = stack.resources["Topic"]
     clients("sns").publish(TopicArn=topic.ref, Message="x" * 900_000)
