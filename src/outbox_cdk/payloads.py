@@ -21,7 +21,13 @@ from constructs import Construct
 from outbox.payload_refs import DEFAULT_OFFLOAD_THRESHOLD_BYTES, MAX_STORED_ENVELOPE_BYTES
 from outbox.s3_payloads import ENV_OFFLOAD_ABOVE_BYTES, ENV_PAYLOAD_BUCKET, ENV_PAYLOAD_PREFIX
 from outbox_cdk import constants as c
-from outbox_cdk.checkov import acknowledge_checkov
+from outbox_cdk.checkov import (
+    BUCKET_ACCESS_LOGS,
+    BUCKET_KEY,
+    BUCKET_REPLICATION,
+    BUCKET_VERSIONING,
+    acknowledge_checkov,
+)
 from outbox_cdk.errors import OutboxConstructError
 from outbox_cdk.nag import acknowledge
 
@@ -108,11 +114,11 @@ class OutboxPayloadBucket(Construct):
             removal_policy=RemovalPolicy.RETAIN if props.retain_data else RemovalPolicy.DESTROY,
         )
         acknowledge(bucket, "AwsSolutions-S1", ACCESS_LOGS_REASON)
-        acknowledge_checkov(bucket, "CKV_AWS_18", ACCESS_LOGS_REASON)
-        acknowledge_checkov(bucket, "CKV_AWS_21", NO_VERSIONING_REASON)
-        acknowledge_checkov(bucket, "CKV_AWS_144", NO_REPLICATION_REASON)
+        acknowledge_checkov(bucket, BUCKET_ACCESS_LOGS, ACCESS_LOGS_REASON)
+        acknowledge_checkov(bucket, BUCKET_VERSIONING, NO_VERSIONING_REASON)
+        acknowledge_checkov(bucket, BUCKET_REPLICATION, NO_REPLICATION_REASON)
         if key is None:
-            acknowledge_checkov(bucket, "CKV_AWS_145", S3_KEY_REASON)
+            acknowledge_checkov(bucket, BUCKET_KEY, S3_KEY_REASON)
         return bucket
 
 
