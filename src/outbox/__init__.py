@@ -35,6 +35,13 @@ from outbox.errors import (
     TransactionValidationError,
 )
 from outbox.model import OutboxEvent, OutboxStatus
+from outbox.payload_store import (
+    PayloadMissingError,
+    PayloadStore,
+    PayloadStoreError,
+    PayloadTooLargeError,
+    PayloadUnavailableError,
+)
 from outbox.transaction import TableKeys, Transaction, TransactionExecutor
 from outbox.writer import OutboxWriter
 
@@ -55,6 +62,11 @@ __all__ = [
     "OutboxStatus",
     "OutboxValidationError",
     "OutboxWriter",
+    "PayloadMissingError",
+    "PayloadStore",
+    "PayloadStoreError",
+    "PayloadTooLargeError",
+    "PayloadUnavailableError",
     "RetryableError",
     "TableKeys",
     "ThrottledError",

@@ -9,6 +9,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import NamedTuple
 
+from outbox.errors import InvalidPayloadError
+from outbox.payload import decode_payload
 from outbox.payload_refs import MAX_STORED_ENVELOPE_BYTES
 from outbox.payload_store import PayloadMissingError, PayloadStore, PayloadUnavailableError
 from outbox_publisher.candidates import Candidate
@@ -56,9 +58,28 @@ def resolve(
         return candidate.but(rejection=Rejection(PoisonReason.INVALID_ROW, "PayloadMissing", str(error)))
     except PayloadUnavailableError as error:
         return EnvelopeUnavailable(f"Payload{error.code}", str(error))
-    if size != stored.size:
-        detail = f"the stored envelope is {size} bytes, the row's payload_bytes says {stored.size}"
-        return candidate.but(rejection=Rejection(PoisonReason.INVALID_ROW, "PayloadMismatch", detail))
+    mismatch = _mismatch(text, size, stored.size, event.event_id)
+    if mismatch is not None:
+        return candidate.but(rejection=Rejection(PoisonReason.INVALID_ROW, "PayloadMismatch", mismatch))
     return candidate.but(
         event=replace(event, stored=stored._replace(text=text)) if text is not None else event
     )
+
+
+def _mismatch(text: str | None, size: int, expected_size: int, event_id: str) -> str | None:
+    """Why the stored object is not the envelope the row names (None: it is). Read whole, it is forwarded as
+    is, so it must be this event's JSON envelope: consumers parse what they get."""
+    if size != expected_size:
+        return f"the stored envelope is {size} bytes, the row's payload_bytes says {expected_size}"
+    if text is not None and not _is_envelope_of(text, event_id):
+        return "the stored envelope is not this event's JSON envelope"
+    return None
+
+
+def _is_envelope_of(text: str, event_id: str) -> bool:
+    """Whether `text` is a JSON object (duplicate keys refused, as for a row's payload) of this event."""
+    try:
+        document = decode_payload(text)
+    except InvalidPayloadError:
+        return False
+    return document.get("event_id") == event_id and isinstance(document.get("payload"), dict)

@@ -209,3 +209,40 @@ def test_a_store_that_fails_stops_the_write_before_the_transaction(world: World,
     with pytest.raises(PayloadUnavailableError, match="PutObject"):
         OutboxWriter(world.tables.outbox, payload_store=store).append(transaction, large("A", 1))
     assert len(transaction) == 0
+
+
+def test_a_stored_object_that_is_not_the_row_s_envelope_is_poison_and_never_forwarded(
+    world: World, store: S3PayloadStore, s3: Any
+) -> None:
+    # Given a 100 KB event (stored, and small enough to go whole to both destinations) whose object was
+    # overwritten with text of the same size that is no envelope
+    middle = large("A", 1, size=100 * KB)
+    write(world, store, middle)
+    key = f"events/{middle.event_id}.json"
+    size = s3.head_object(Bucket=BUCKET, Key=key)["ContentLength"]
+    s3.put_object(Bucket=BUCKET, Key=key, Body=b"x" * size)
+
+    # When the publisher handles the stream
+    world.invoke(world.publisher(), world.stream_event())
+
+    # Then the text is forwarded nowhere, and the event is poison with its reason, its row FAILED
+    assert published(world) == ([], [])
+    assert [(m["reason"], m["error_code"]) for m in world.poison()] == [("invalid_row", "PayloadMismatch")]
+    assert world.row(middle)["status"]["S"] == "FAILED"
+
+
+def test_a_100_kb_event_is_stored_yet_published_whole_on_both_destinations(
+    world: World, store: S3PayloadStore
+) -> None:
+    # Given a 100 KB event: above the 64 KiB threshold, below both destinations' 256 KB
+    middle = large("A", 1, size=100 * KB)
+    write(world, store, middle)
+    assert "payload_ref" in world.row(middle)
+
+    # When it is published
+    world.invoke(world.publisher(), world.stream_event())
+
+    # Then both destinations carry the envelope itself, exactly as stored
+    topic, bus = published(world)
+    assert [message["Body"] for message in topic] == [middle.envelope_json()]
+    assert [json.loads(message["Body"])["detail"] for message in bus] == [json.loads(middle.envelope_json())]
