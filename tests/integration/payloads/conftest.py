@@ -10,7 +10,11 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from outbox.dynamodb import DynamoDBTransactionExecutor
+from outbox.model import OutboxEvent
 from outbox.s3_payloads import S3PayloadStore
+from outbox.transaction import Transaction
+from outbox.writer import OutboxWriter
 from outbox_local.moto_sns_sizes import topic_message_sizes
 from outbox_local.moto_transactions import atomic_transactions
 from tests.integration.publisher.publisher_world import World, build_world
@@ -54,3 +58,12 @@ def world(tables: Tables, dynamodb: Any, s3: Any) -> World:
             QueueUrl=queue, Attributes={"MaximumMessageSize": str(LARGEST_SQS_MESSAGE)}
         )
     return world
+
+
+def write(world: World, store: S3PayloadStore, *events: OutboxEvent) -> None:
+    """Each event in a transaction of its own, written with the payload store."""
+    writer = OutboxWriter(world.tables.outbox, payload_store=store)
+    for one in events:
+        transaction = Transaction()
+        writer.append(transaction, one)
+        DynamoDBTransactionExecutor(world.dynamodb).execute(transaction)

@@ -21,7 +21,7 @@ from outbox_inbox.envelope import envelope_of
 from outbox_inbox.errors import MalformedEnvelopeError
 from outbox_publisher.config import PublisherConfig
 from outbox_publisher.handler import build_publisher
-from tests.integration.payloads.conftest import BUCKET
+from tests.integration.payloads.conftest import BUCKET, write
 from tests.integration.publisher.publisher_world import World
 from tests.support.aws import event_rows
 from tests.support.events import event
@@ -32,14 +32,6 @@ KB = 1024
 
 def large(aggregate_id: str, seq: int, size: int = 300 * KB) -> OutboxEvent:
     return event(aggregate_id, seq, payload={"document": "x" * size})
-
-
-def write(world: World, store: Any, *events: OutboxEvent) -> None:
-    writer = OutboxWriter(world.tables.outbox, payload_store=store)
-    for one in events:
-        transaction = Transaction()
-        writer.append(transaction, one)
-        DynamoDBTransactionExecutor(world.dynamodb).execute(transaction)
 
 
 def object_keys(s3: Any) -> list[str]:

@@ -8,14 +8,11 @@ from typing import Any
 
 import pytest
 
-from outbox.dynamodb import DynamoDBTransactionExecutor
 from outbox.model import OutboxEvent
 from outbox.payload_refs import POINTER_CLASS, SIZE_ATTRIBUTE
 from outbox.s3_payloads import S3PayloadStore
-from outbox.transaction import Transaction
-from outbox.writer import OutboxWriter
 from outbox_inbox.envelope import Envelope, envelope_of
-from tests.integration.payloads.conftest import BUCKET
+from tests.integration.payloads.conftest import BUCKET, write
 from tests.integration.publisher.publisher_world import World
 from tests.support.events import event
 from tests.support.inbox import sns_notification, sqs_record
@@ -27,14 +24,6 @@ ONE_MIB = 1_048_576
 def large(aggregate_id: str, seq: int, size: int) -> OutboxEvent:
     """An event whose envelope is about `size` bytes."""
     return event(aggregate_id, seq, payload={"document": "x" * size, "note": "große Bestellung"})
-
-
-def write(world: World, store: S3PayloadStore, *events: OutboxEvent) -> None:
-    writer = OutboxWriter(world.tables.outbox, payload_store=store)
-    for one in events:
-        transaction = Transaction()
-        writer.append(transaction, one)
-        DynamoDBTransactionExecutor(world.dynamodb).execute(transaction)
 
 
 def consumed(store: S3PayloadStore, body: str) -> Envelope:
