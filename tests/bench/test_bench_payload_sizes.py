@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench import payload_sizes
+from bench import payload_sizes, prices
 from bench.payload_sizes import PATHS, SIZES, cost
 
 KB = 1024
@@ -47,7 +47,8 @@ def test_a_1_mb_event_on_a_1_mib_topic_pays_sns_for_every_chunk() -> None:
     assert small_topic is not None
     assert large_topic is not None
     # A claim check on both destinations (two consumer GETs) against a whole message on SNS (one)
-    assert (
-        small_topic["S3 GET (consumers' claim checks)"] == 2 * large_topic["S3 GET (consumers' claim checks)"]
-    )
-    assert large_topic["SNS publish"] == 16 * small_topic["SNS publish"]
+    claim_gets = "S3 GET (consumers' claim checks)"
+    assert small_topic[claim_gets] == pytest.approx(2 * large_topic[claim_gets])
+    # and the whole message is 16 chunks of 64 KB, the pointer a tenth of a batched request
+    assert large_topic["SNS publish"] == pytest.approx(16 * prices.SNS_REQUEST.per_unit)
+    assert small_topic["SNS publish"] == pytest.approx(prices.SNS_REQUEST.per_unit / 10)
