@@ -187,3 +187,28 @@ ALL = {
 def dollars(usd: float) -> str:
     """A price as written on AWS's pages: no exponent (0.0000133334, not 1.33334e-05)."""
     return f"{usd:.10f}".rstrip("0").rstrip(".")
+
+
+S3_PUT_REQUEST = Price(
+    0.005,
+    1_000,
+    "S3 Standard PUT, COPY, POST, LIST requests",
+    "https://aws.amazon.com/s3/pricing/",
+    (
+        "https://www.cloudkaramchari.com/blog/understanding-per-1000-put-copy-post-or-list-requests-in-amazon-s3-pricing/",
+    ),
+)
+S3_GET_REQUEST = Price(
+    0.0004,
+    1_000,
+    "S3 Standard GET, SELECT and all other requests (HeadObject included)",
+    "https://aws.amazon.com/s3/pricing/",
+    ("https://handbook.vantage.sh/aws/services/s3-pricing",),
+)
+S3_STANDARD_GB_MONTH = Price(
+    0.023,
+    1,
+    "S3 Standard storage, first 50 TB, per GB-month (objects are billed until their lifecycle expiration)",
+    "https://aws.amazon.com/s3/pricing/",
+    ("https://handbook.vantage.sh/aws/services/s3-pricing",),
+)

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from bench import payload_sizes
 from bench.figures import floor_text, number, ratio_text
 from bench.prices import dollars
 
@@ -157,6 +158,8 @@ SECTIONS: dict[str, Callable[[Results], str]] = {
     "figures": figures_section,
     "misses": misses_section,
     "cost": cost_section,
+    # Priced from bench.prices, not measured: the same on every run.
+    "payload_sizes": lambda _results: payload_sizes.table(),
 }
 
 

@@ -17,6 +17,7 @@ from outbox_cdk.errors import OutboxConstructError
 from outbox_cdk.functions import FunctionSettings
 from outbox_cdk.nag import add_nag_checks
 from outbox_cdk.outbox import OutboxProps
+from outbox_cdk.payloads import PayloadStoreProps
 from outbox_cdk.queues import FailureQueuesProps
 from outbox_cdk.schema_registry import SchemaRegistryProps
 from outbox_cdk.table import DataTableProps
@@ -95,6 +96,9 @@ def props_from_context(app: App) -> OutboxStackProps:
             customer_managed_key=_customer_managed_key(app),
             # The Orders events' schemas, the files the Orders API's writer checks, for consumers to find.
             schema_registry=SchemaRegistryProps(directory=SCHEMA_DIRECTORY),
+            # Events of any size from other writers of the outbox (the Orders API's bodies, at most 16 KB,
+            # stay in their rows): the publisher and the sample consumers read the envelopes stored here.
+            payloads=PayloadStoreProps(retain_data=retain_data),
         ),
         tables=DataTableProps(retain_data=retain_data),
         orders_api=OrdersApiSettings(

@@ -93,6 +93,8 @@ class OutboxStack(Stack):
             )
             for consumer in (self.sample_consumers.order_summary, self.sample_consumers.cancellations):
                 self.outbox.operator_policy.allow_reading_dead_letters(consumer.dead_letter_queue)
+                # Claim checks: the envelopes of large events, read where the outbox stored them.
+                self.outbox.grant_read_payloads(consumer.role)
         self._outputs()
 
     def _outputs(self) -> None:

@@ -38,6 +38,13 @@ from outbox.errors import (
     UnknownSchemaError,
 )
 from outbox.model import OutboxEvent, OutboxStatus
+from outbox.payload_store import (
+    PayloadMissingError,
+    PayloadStore,
+    PayloadStoreError,
+    PayloadTooLargeError,
+    PayloadUnavailableError,
+)
 from outbox.schemas import SchemaRegistry
 from outbox.transaction import TableKeys, Transaction, TransactionExecutor
 from outbox.writer import OutboxWriter
@@ -59,6 +66,11 @@ __all__ = [
     "OutboxStatus",
     "OutboxValidationError",
     "OutboxWriter",
+    "PayloadMissingError",
+    "PayloadStore",
+    "PayloadStoreError",
+    "PayloadTooLargeError",
+    "PayloadUnavailableError",
     "RetryableError",
     "SchemaError",
     "SchemaRegistry",

@@ -25,6 +25,7 @@ from outbox.errors import InvalidEventError, InvalidOutboxRowError
 from outbox.item_reader import ItemReader
 from outbox.limits import MAX_WHOLE_NUMBER, Item
 from outbox.payload import JsonObject, decode_payload, encode_payload
+from outbox.payload_refs import StoredEnvelope
 from outbox.trace_context import NO_TRACE, TraceContext
 from outbox.transaction import TableKeys
 
@@ -228,7 +229,9 @@ class OutboxEvent:
     expires_at: int | None = None
     # --- Trace context (outbox.trace_context): what the request that saved the event was traced as.
     trace: TraceContext = NO_TRACE
-    # ---
+    # --- Large payloads (outbox.payload_refs): read from a row whose envelope is in the payload store, the
+    # event holds where it is (and, once a publisher read it, its text) and an empty `payload`.
+    stored: StoredEnvelope | None = field(default=None, repr=False, compare=False)
     _payload_json: str = field(default="", repr=False, compare=False)
     aggregate_key: str = field(init=False, repr=False, compare=False)
     """aggregate_type#aggregate_id: the row's partition key, the key of its order (set once, read often)."""
@@ -284,7 +287,10 @@ class OutboxEvent:
         return self._envelope_head() | {"payload": dict(self.payload)}
 
     def envelope_json(self) -> str:
-        """The envelope as compact JSON text, with the payload's text spliced in unchanged (see from_item)."""
+        """The envelope as compact JSON text, with the payload's text spliced in unchanged (see from_item);
+        for a stored envelope, its text as stored (ValueError until it was read)."""
+        if self.stored is not None:
+            return self.stored.envelope_text()
         correlation_id = "null" if self.correlation_id is None else _json_string(self.correlation_id)
         return (
             f'{{"event_id":{_json_string(self.event_id)},"event_type":{_json_string(self.event_type)},'
@@ -327,6 +333,9 @@ class OutboxEvent:
             "status": {"S": self.status.value},
             "attempts": {"N": str(self.attempts)},
         }
+        if self.stored is not None:
+            del item["payload"]
+            item.update(self.stored.attributes())
         if self.correlation_id is not None:
             item["correlation_id"] = {"S": self.correlation_id}
         if self.last_error is not None:
@@ -342,7 +351,8 @@ class OutboxEvent:
         """Read a row back. Any breach of the contract raises InvalidOutboxRowError naming the field."""
         reader = ItemReader(item)
         try:
-            stored_payload = reader.string("payload")
+            stored = StoredEnvelope.of_item(item)
+            stored_payload = _STORED_ELSEWHERE if stored is not None else reader.string("payload")
             event = cls(
                 aggregate_type=reader.string("aggregate_type"),
                 aggregate_id=reader.string("aggregate_id"),
@@ -360,6 +370,7 @@ class OutboxEvent:
                 trace=TraceContext.of_item(item)
                 if _TRACE_HEADER in item or _TRACEPARENT in item
                 else NO_TRACE,
+                stored=stored,
             )
         except InvalidOutboxRowError:
             raise
@@ -377,6 +388,10 @@ class OutboxEvent:
         # round numbers beyond double precision and change their spelling.
         object.__setattr__(event, "_payload_json", stored_payload)
         return event
+
+
+_STORED_ELSEWHERE = "{}"
+"""The `payload` of an event whose envelope is in the payload store: its row holds none."""
 
 
 def _status(text: str) -> OutboxStatus:

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from outbox.errors import DuplicateEventError, InvalidEventError
 from outbox.limits import Item
 from outbox.model import PARTITION_KEY, OutboxEvent, OutboxStatus, outbox_table
+from outbox.offloading import Offloader
+from outbox.payload_refs import DEFAULT_OFFLOAD_THRESHOLD_BYTES
+from outbox.payload_store import PayloadStore
 from outbox.trace_context import TraceContext, active_trace_context
 from outbox.transaction import Transaction
 
@@ -35,12 +39,23 @@ class OutboxWriter:
         *,
         schemas: SchemaRegistry | None = None,
         trace_context: Callable[[], TraceContext] = active_trace_context,
+        payload_store: PayloadStore | None = None,
+        offload_above_bytes: int = DEFAULT_OFFLOAD_THRESHOLD_BYTES,
     ) -> None:
+        """`payload_store`: where envelopes larger than `offload_above_bytes` are kept (outbox.offloading),
+        up to outbox.payload_refs.MAX_STORED_ENVELOPE_BYTES; without one, every row holds its payload and is
+        limited by DynamoDB's 400 KB item size."""
         self.table = outbox_table(table_name)
         # Schemas: every event is checked against its (event_type, schema_version) schema before any of
-        # them joins the transaction, so a refused payload leaves the transaction as it was.
+        # them joins the transaction (and before any envelope is stored), so a refused payload leaves the
+        # transaction as it was and stores nothing.
         self.schemas = schemas
         self._trace_context = trace_context
+        self._offloader = (
+            Offloader(payload_store, threshold_bytes=offload_above_bytes)
+            if payload_store is not None
+            else None
+        )
 
     def append(self, transaction: Transaction, *events: OutboxEvent) -> None:
         if self.schemas is not None:
@@ -49,12 +64,12 @@ class OutboxWriter:
         # Checked as an explicit context is, before any event joins the transaction: a malformed one is
         # refused with nothing added.
         active = TraceContext.given(*self._trace_context()) if any(not e.trace for e in events) else None
-        for event in events:
-            if event.status is not OutboxStatus.PENDING:
+        for given in events:
+            if given.status is not OutboxStatus.PENDING:
                 raise InvalidEventError("only PENDING events can be written to the outbox", field="status")
-            item = event.to_item()
-            if active is not None and not event.trace:
-                item.update(active.attributes())
+            # The trace on the event itself, so that an envelope kept in the payload store carries it too.
+            event = replace(given, trace=active) if active is not None and not given.trace else given
+            item = event.to_item() if self._offloader is None else self._offloader.row_of(event)
             transaction.put(
                 self.table,
                 item,

@@ -32,6 +32,12 @@ FUNCTION_ENVIRONMENT_KEY: Final = "CKV_AWS_173"
 QUEUE_KEY: Final = "CKV_AWS_27"
 TABLE_CUSTOMER_KEY: Final = "CKV_AWS_119"
 LOG_GROUP_KEY: Final = "CKV_AWS_158"
+BUCKET_ACCESS_LOGS: Final = "CKV_AWS_18"
+BUCKET_VERSIONING: Final = "CKV_AWS_21"
+BUCKET_REPLICATION: Final = "CKV_AWS_144"
+BUCKET_KEY: Final = "CKV_AWS_145"
+BUCKET_CHECKS: Final = frozenset({BUCKET_ACCESS_LOGS, BUCKET_VERSIONING, BUCKET_REPLICATION})
+"""Acknowledged on the payload bucket (outbox_cdk.payloads) in either variant: none is about encryption."""
 
 
 class Invocation(Enum):

@@ -112,6 +112,7 @@ QUEUE_RECEIVE_KEY_ACTIONS: Final = ("kms:Decrypt",)
 VIA_DYNAMODB: Final = "dynamodb"
 VIA_SQS: Final = "sqs"
 VIA_SNS: Final = "sns"
+VIA_S3: Final = "s3"
 # What an SQS event source mapping does with the function's role (CDK's SqsEventSource grants the same).
 QUEUE_CONSUME_ACTIONS: Final = (
     "sqs:ChangeMessageVisibility",
@@ -158,3 +159,20 @@ CONSUMER_SPARE_RECEIVES: Final = 3
 # (GetItem, PutItem, UpdateItem, DeleteItem).
 INBOX_TABLE_ACTIONS: Final = ("dynamodb:PutItem", "dynamodb:UpdateItem")
 INBOX_EXTERNAL_EFFECT_ACTIONS: Final = ("dynamodb:DeleteItem", "dynamodb:GetItem")
+
+# --- Large payloads (outbox_cdk.payloads) -------------------------------------------------------------
+# A stored envelope must outlive everything that may still read it: a consumer's queue and its dead-letter
+# queue (14 days at most, counted from the first enqueue), and a replay from the bus's archive (30 days) that
+# then waits in a queue; plus a day for the stream and the sweeper. A FAILED row must be redriven within it,
+# else its redrive finds no object and marks it FAILED again, with that reason.
+PAYLOAD_RETENTION_DAYS: Final = EVENT_ARCHIVE_RETENTION_DAYS + QUEUE_RETENTION_DAYS + 1
+# The bucket's prefix for stored envelopes (outbox.payload_refs.object_key names each by its event id).
+PAYLOAD_PREFIX: Final = "envelopes/"
+# Writers put objects; readers (publisher, sweeper, consumers) get them, and list the bucket, without which
+# S3 answers a missing key with 403 AccessDenied (retried forever) instead of 404 NoSuchKey (poison).
+PAYLOAD_WRITE_ACTIONS: Final = ("s3:PutObject",)
+PAYLOAD_READ_ACTIONS: Final = ("s3:GetObject",)
+PAYLOAD_LIST_ACTIONS: Final = ("s3:ListBucket",)
+# SSE-KMS under a customer-managed key: a PutObject needs a data key, a GetObject its decryption.
+PAYLOAD_WRITE_KEY_ACTIONS: Final = ("kms:GenerateDataKey",)
+PAYLOAD_READ_KEY_ACTIONS: Final = ("kms:Decrypt",)

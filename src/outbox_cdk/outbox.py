@@ -13,12 +13,14 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import cast
 
 from aws_cdk import Aspects, CfnOutput, Stack
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
+from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
@@ -34,6 +36,12 @@ from outbox_cdk.grants import grant_key_use
 from outbox_cdk.monitoring import AlarmThresholds, OutboxMonitoring
 from outbox_cdk.naming import outbox_name_for
 from outbox_cdk.operators import OperatorAccess, OutboxOperatorPolicy
+from outbox_cdk.payloads import (
+    OutboxPayloadBucket,
+    PayloadStoreProps,
+    grant_payload_reads,
+    grant_payload_writes,
+)
 from outbox_cdk.publisher import (
     OutboxPublisher,
     PublisherSettings,
@@ -45,6 +53,11 @@ from outbox_cdk.schema_registry import OutboxSchemaRegistry, SchemaRegistryProps
 from outbox_cdk.sweeper import OutboxSweeper, SweeperSettings, default_sweeper_function
 from outbox_cdk.table import DataTableProps, OutboxTable
 from outbox_publisher.config import DEFAULT_SWEEP_GRACE_SECONDS, ENV_OUTBOX_TABLE_NAME
+from outbox_publisher.messages import (
+    EVENTBRIDGE_MAX_CONFIGURABLE_BYTES,
+    SNS_MAX_CONFIGURABLE_BYTES,
+    SNS_MIN_CONFIGURABLE_BYTES,
+)
 from outbox_publisher.routing import Destination, Route
 
 # Output keys are CloudFormation logical IDs: letters and digits only.
@@ -93,6 +106,16 @@ class OutboxProps:
     # Schemas: publish the writer's schema files to an EventBridge schema registry for consumers to
     # discover (outbox_cdk.schema_registry). None: no registry.
     schema_registry: SchemaRegistryProps | None = None
+    # --- Large payloads (outbox_cdk.payloads; docs/contracts.md, "Claim checks") ---
+    # A payload store: envelopes larger than its threshold go to S3 (your bucket or one created here), the
+    # row names them. None: every row holds its payload (DynamoDB's 400 KB item limit).
+    payloads: PayloadStoreProps | None = None
+    # The created topic's MaximumMessageSize (1,024 to 1,048,576; None: SNS's 262,144), which the publisher
+    # is told; above 256 KiB a topic takes only SQS, Lambda and Firehose subscriptions, at most 100. With a
+    # topic of yours, its size as you set it.
+    topic_max_message_bytes: int | None = None
+    # PutEvents' entry limit (None: the API reference's 262,144; newer AWS material cites 1 MiB).
+    eventbridge_max_entry_bytes: int | None = None
 
     def __post_init__(self) -> None:
         if self.table is not None and self.table_props is not None:
@@ -103,6 +126,17 @@ class OutboxProps:
             raise OutboxConstructError(
                 "pass either customer_managed_key=True (a key created here) or encryption_key (yours), "
                 "not both"
+            )
+        size = self.topic_max_message_bytes
+        if size is not None and not SNS_MIN_CONFIGURABLE_BYTES <= size <= SNS_MAX_CONFIGURABLE_BYTES:
+            raise OutboxConstructError(
+                f"topic_max_message_bytes must be between {SNS_MIN_CONFIGURABLE_BYTES} and "
+                f"{SNS_MAX_CONFIGURABLE_BYTES}"
+            )
+        entry = self.eventbridge_max_entry_bytes
+        if entry is not None and not 0 < entry <= EVENTBRIDGE_MAX_CONFIGURABLE_BYTES:
+            raise OutboxConstructError(
+                f"eventbridge_max_entry_bytes must be between 1 and {EVENTBRIDGE_MAX_CONFIGURABLE_BYTES}"
             )
         if not _OUTPUTS_PREFIX.match(self.outputs_prefix):
             raise OutboxConstructError(
@@ -126,6 +160,11 @@ def under_key(props: OutboxProps, key: kms.IKey) -> OutboxProps:
             else replace(props.table_props or DataTableProps(), encryption_key=key)
         ),
         queues=replace(props.queues, encryption_key=key),
+        payloads=(
+            replace(props.payloads, encryption_key=key)
+            if props.payloads is not None and props.payloads.bucket is None
+            else props.payloads
+        ),
         destinations=replace(props.destinations, encryption_key=key),
         publisher_function=functions_under_key(props.publisher_function or default_publisher_function()),
         sweeper=replace(
@@ -172,6 +211,13 @@ class Outbox(Construct):
         self.topic: sns.ITopic | None = props.topic or (created.topic if created else None)
         self.event_bus: events.IEventBus | None = props.event_bus or (created.event_bus if created else None)
         self.event_source = props.destinations.event_source
+        if created is not None and created.topic is not None and props.topic_max_message_bytes is not None:
+            cfn_topic = cast(sns.CfnTopic, created.topic.node.default_child)
+            cfn_topic.maximum_message_size = props.topic_max_message_bytes
+        self.payloads: OutboxPayloadBucket | None = (
+            OutboxPayloadBucket(self, "Payloads", props.payloads) if props.payloads is not None else None
+        )
+        self.payload_bucket: s3.IBucket | None = self.payloads.bucket if self.payloads is not None else None
         self.failure_queues = FailureQueues(self, "FailureQueues", props.queues)
         self.poison_queue: sqs.IQueue = self.failure_queues.poison_queue
         self.on_failure_queue: sqs.IQueue = self.failure_queues.on_failure_queue
@@ -190,9 +236,12 @@ class Outbox(Construct):
                 sweep_grace_seconds=props.sweep_grace_seconds,
                 stream=props.stream,
                 function=props.publisher_function,
+                topic_max_message_bytes=props.topic_max_message_bytes,
+                eventbridge_max_entry_bytes=props.eventbridge_max_entry_bytes,
             ),
             powertools_layer=layer,
             outbox_name=self.outbox_name,
+            payload_bucket=self.payload_bucket,
         )
         self.sweeper = OutboxSweeper(
             self, "Sweeper", publisher=self.publisher, settings=props.sweeper, powertools_layer=layer
@@ -222,17 +271,30 @@ class Outbox(Construct):
     @property
     def writer_environment(self) -> Mapping[str, str]:
         """The environment a writer function needs: the outbox table's name under the variable the library's
-        functions read (``OUTBOX_TABLE_NAME``)."""
-        return {ENV_OUTBOX_TABLE_NAME: self.table.table_name}
+        functions read (``OUTBOX_TABLE_NAME``), and with a payload store its bucket, prefix and threshold
+        (outbox.s3_payloads.PayloadStoreConfig)."""
+        environment = {ENV_OUTBOX_TABLE_NAME: self.table.table_name}
+        if self.payloads is not None:
+            environment.update(self.payloads.writer_environment)
+        return environment
 
     def grant_write(self, grantee: iam.IGrantable) -> iam.Grant:
         """Let `grantee` append outbox rows (`outbox.OutboxWriter`: a conditional Put in its transaction)
-        and nothing else: ``dynamodb:PutItem`` on the table, and the key's few actions when it has one."""
+        and nothing else: ``dynamodb:PutItem`` on the table, and the key's few actions when it has one; with a
+        payload store, ``s3:PutObject`` on its envelopes."""
         grant = iam.Grant.add_to_principal(
             grantee=grantee, actions=list(c.WRITER_TABLE_ACTIONS), resource_arns=[self.table.table_arn]
         )
         grant_key_use(grantee, self.table.encryption_key, c.TABLE_KEY_ACTIONS, via=c.VIA_DYNAMODB)
+        if self.payload_bucket is not None:
+            grant_payload_writes(grantee, self.payload_bucket)
         return grant
+
+    def grant_read_payloads(self, grantee: iam.IGrantable) -> None:
+        """Let a consumer of yours resolve claim checks (`outbox_inbox.envelope_of`): read the stored
+        envelopes, nothing else. Nothing to grant without a payload store."""
+        if self.payload_bucket is not None:
+            grant_payload_reads(grantee, self.payload_bucket)
 
     def _outputs(self) -> dict[str, CfnOutput]:
         described: dict[str, tuple[str, str]] = {

@@ -19,6 +19,7 @@ from aws_cdk import Duration
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
 from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
@@ -33,6 +34,7 @@ from outbox_cdk.errors import OutboxConstructError
 from outbox_cdk.functions import FunctionSettings, PythonFunction, powertools_layer
 from outbox_cdk.grants import grant_publishing
 from outbox_cdk.naming import outbox_name_for
+from outbox_cdk.payloads import grant_payload_reads
 from outbox_cdk.queues import FailureQueuesProps, create_on_failure_queue, create_poison_queue
 from outbox_cdk.table import DataTableProps, OutboxTable, check_outbox_table
 from outbox_publisher import config as env
@@ -112,6 +114,10 @@ class PublisherSettings:
     stream: StreamMappingProps = field(default_factory=StreamMappingProps)
     # Sizing of the function the construct creates. None: 512 MB, 60 s, no reserved concurrency.
     function: FunctionSettings | None = None
+    # Large payloads: the topic's MaximumMessageSize and EventBridge's entry limit (None: AWS's defaults,
+    # 256 KiB and the PutEvents reference's 256 KB); larger stored envelopes go as claim checks.
+    topic_max_message_bytes: int | None = None
+    eventbridge_max_entry_bytes: int | None = None
 
     def __post_init__(self) -> None:
         # The function refuses to start past MAX_DURATION (outbox.numbers): said here, at synth, instead.
@@ -167,8 +173,11 @@ class OutboxPublisher(Construct):
         settings: PublisherSettings | None = None,
         powertools_layer: lambda_.ILayerVersion | None = None,
         outbox_name: str | None = None,
+        payload_bucket: s3.IBucket | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
+        self.payload_bucket = payload_bucket
+        """Where stored envelopes are read (outbox_cdk.payloads); the sweeper reads them too."""
         self.outbox_name = outbox_name_for(scope, outbox_name)
         self.service = metrics.service_name(self.outbox_name, metrics.PUBLISHER)
         settings = settings or PublisherSettings()
@@ -249,6 +258,10 @@ class OutboxPublisher(Construct):
         if self.event_bus is not None:
             environment[routing.ENV_EVENT_BUS_NAME] = self.event_bus.event_bus_name
             environment[env.ENV_EVENT_SOURCE] = settings.event_source
+        if settings.topic_max_message_bytes is not None:
+            environment[env.ENV_TOPIC_MAX_MESSAGE_BYTES] = str(settings.topic_max_message_bytes)
+        if settings.eventbridge_max_entry_bytes is not None:
+            environment[env.ENV_EVENTBRIDGE_MAX_ENTRY_BYTES] = str(settings.eventbridge_max_entry_bytes)
         if settings.routes_configured:
             routes = routes_json(settings.routes, settings.default_destinations)
             configured = configured_destinations(
@@ -281,6 +294,8 @@ class OutboxPublisher(Construct):
                 (self.on_failure_queue.encryption_master_key, c.QUEUE_KEY_ACTIONS, c.VIA_SQS),
             ],
         )
+        if self.payload_bucket is not None:
+            grant_payload_reads(self.function, self.payload_bucket)
 
     def _stream_mapping(self, stream: StreamMappingProps) -> lambda_.EventSourceMapping:
         source_mapping = lambda_.EventSourceMapping(

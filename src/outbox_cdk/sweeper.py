@@ -22,6 +22,7 @@ from outbox_cdk.checkov import Invocation, acknowledge_aws_apis_only
 from outbox_cdk.errors import OutboxConstructError
 from outbox_cdk.functions import FunctionSettings, PythonFunction
 from outbox_cdk.grants import grant_publishing
+from outbox_cdk.payloads import grant_payload_reads
 from outbox_cdk.publisher import OutboxPublisher
 from outbox_sweeper.config import SweepSettings
 
@@ -143,3 +144,5 @@ class OutboxSweeper(Construct):
                 (publisher.poison_queue.encryption_master_key, c.QUEUE_KEY_ACTIONS, c.VIA_SQS),
             ],
         )
+        if publisher.payload_bucket is not None:
+            grant_payload_reads(self.function, publisher.payload_bucket)

@@ -25,6 +25,7 @@ from typing import Any, Final, Protocol, runtime_checkable
 
 from outbox.clock import Clock, utc_now
 from outbox.errors import ConfigurationError, SchemaError
+from outbox.payload_store import PayloadStore
 from outbox.schemas import SchemaRegistry
 from outbox_inbox.adapters import DeadLetter, DeadLetters
 from outbox_inbox.envelope import Envelope, envelope_of
@@ -107,9 +108,10 @@ class InboxConsumer:
         clock: Clock = utc_now,
         event_scope: EventScope | None = None,
         schemas: SchemaRegistry | None = None,
+        payloads: PayloadStore | None = None,
     ) -> None:
         """`event_scope`: entered around each event's handling (`outbox_inbox.event_scope`: its log keys and
-        trace)."""
+        trace). `payloads`: where claim checks are read (outbox_inbox.claim_checks)."""
         settings = settings or ConsumerSettings()
         if external is not None:
             check_external_ordering(inbox.settings.ordering, settings.on_gap_timeout)
@@ -125,6 +127,7 @@ class InboxConsumer:
         """The message being handled and its envelope: its failure's log line names the event's keys too."""
         # Validation on receipt (off by default): the producer's schema files, checked before the inbox.
         self._schemas = schemas
+        self._payloads = payloads
 
     def register_lambda_context(self, context: Any) -> None:
         """Called once per invocation by the batch handler."""
@@ -147,7 +150,7 @@ class InboxConsumer:
         if not isinstance(attributes, Mapping):  # Lambda always sends a map: this record is made up
             return self._give_up(None, letter("malformed record: its attributes are not a map"))
         try:
-            envelope = envelope_of(record)
+            envelope = envelope_of(record, payloads=self._payloads)
         except MalformedEnvelopeError as error:
             return self._give_up(None, letter(f"malformed envelope: {error}"))
         self._handling = (message_id, envelope)
@@ -168,7 +171,7 @@ class InboxConsumer:
             return DeadLetter(json.dumps(event, default=str), reason, message_id)
 
         try:
-            envelope = envelope_of(event)
+            envelope = envelope_of(event, payloads=self._payloads)
         except MalformedEnvelopeError as error:
             return self._give_up(None, letter(f"malformed envelope: {error}"))
         return self._consume(envelope, _event_time(event, self._clock), letter)

@@ -18,7 +18,9 @@ from typing import Any
 
 from outbox.limits import MAX_WHOLE_NUMBER
 from outbox.model import aggregate_key
+from outbox.payload_store import PayloadStore
 from outbox.trace_context import TraceContext
+from outbox_inbox import claim_checks
 from outbox_inbox.errors import MalformedEnvelopeError
 
 _UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
@@ -85,28 +87,43 @@ class Envelope:
         )
 
 
-def envelope_of(message: object) -> Envelope:
-    """The envelope in an SQS record (any body shape above) or an EventBridge event given to a function."""
+def envelope_of(message: object, *, payloads: PayloadStore | None = None) -> Envelope:
+    """The envelope in an SQS record (any body shape above) or an EventBridge event given to a function. A
+    claim check (outbox_inbox.claim_checks) is resolved through `payloads`: one bounded read."""
     if isinstance(message, Mapping) and message.get("eventSource") == "aws:sqs":
         body = message.get("body")
         if not isinstance(body, str):
             raise MalformedEnvelopeError("the SQS record has no text body")
-        return _from_body(_decode(body, "the SQS message body"))
+        ref = claim_checks.pointer_in(body)
+        if ref is not None:
+            return Envelope.from_document(claim_checks.resolve(ref, payloads))
+        return _from_body(_decode(body, "the SQS message body"), payloads)
     if isinstance(message, Mapping) and _is_eventbridge_event(message):
         # Lambda's runtime decoded this event before the handler got it, floats as floats.
-        return Envelope.from_document(_decimal_floats(message["detail"]))
+        return _from_detail(_decimal_floats(message["detail"]), payloads)
     raise MalformedEnvelopeError("neither an SQS record nor an EventBridge event")
 
 
-def _from_body(document: object) -> Envelope:
+def _from_body(document: object, payloads: PayloadStore | None) -> Envelope:
     if isinstance(document, Mapping) and document.get("Type") == "Notification" and "Message" in document:
         message = document["Message"]
         if not isinstance(message, str):
             raise MalformedEnvelopeError("the SNS notification's Message is not text")
+        ref = claim_checks.pointer_in(message)
+        if ref is not None:
+            return Envelope.from_document(claim_checks.resolve(ref, payloads))
         return Envelope.from_document(_decode(message, "the SNS notification's Message"))
     if isinstance(document, Mapping) and _is_eventbridge_event(document):
-        return Envelope.from_document(document["detail"])
+        return _from_detail(document["detail"], payloads)
     return Envelope.from_document(document)
+
+
+def _from_detail(detail: object, payloads: PayloadStore | None) -> Envelope:
+    ref = claim_checks.eventbridge_claim(detail)
+    if ref is None:
+        return Envelope.from_document(detail)
+    event_id = detail.get("event_id") if isinstance(detail, Mapping) else None
+    return Envelope.from_document(claim_checks.resolve(ref, payloads, event_id=event_id))
 
 
 def _is_eventbridge_event(document: Mapping[str, Any]) -> bool:

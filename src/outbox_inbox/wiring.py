@@ -7,6 +7,7 @@ from collections.abc import Callable
 from outbox.aws import invocation_client
 from outbox.clock import Clock, utc_now
 from outbox.dynamodb import DynamoDBTransactionExecutor
+from outbox.s3_payloads import S3PayloadStore
 from outbox.schemas import SchemaRegistry
 from outbox_inbox.adapters import DynamoDBInboxReader, SqsDeadLetters
 from outbox_inbox.config import ConsumerConfig
@@ -54,4 +55,6 @@ def aws_consumer(
         clock=clock,
         event_scope=event_scope,
         schemas=schemas,
+        # Claim checks name their bucket; the client is one attempt with short waits, like the others.
+        payloads=S3PayloadStore(),
     )

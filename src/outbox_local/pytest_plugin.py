@@ -20,12 +20,14 @@ from collections.abc import Iterator
 import pytest
 from moto import mock_aws
 
+from outbox_local.moto_sns_sizes import topic_message_sizes
 from outbox_local.moto_transactions import atomic_transactions
 
 
 @pytest.fixture
 def outbox_moto() -> Iterator[None]:
     """moto (`mock_aws`) with TransactWriteItems as DynamoDB does it: a cancelled transaction writes and
-    streams nothing."""
-    with mock_aws(), atomic_transactions():
+    streams nothing; and SNS topics that take messages up to their MaximumMessageSize
+    (outbox_local.moto_sns_sizes)."""
+    with mock_aws(), atomic_transactions(), topic_message_sizes():
         yield

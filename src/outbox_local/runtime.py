@@ -32,6 +32,7 @@ from outbox_local.http_api import HttpApiServer, Route
 from outbox_local.invocation import InvocationResult
 from outbox_local.moto_isolation import isolated_requests
 from outbox_local.moto_performance import lighter_moto
+from outbox_local.moto_sns_sizes import topic_message_sizes
 from outbox_local.moto_streams import InProcessStreams
 from outbox_local.moto_transactions import atomic_transactions
 from outbox_local.provisioning import ProvisionedStack, Provisioner
@@ -104,6 +105,7 @@ class LocalRuntime:
         self._corrections = contextlib.ExitStack()
         self._corrections.enter_context(atomic_transactions())
         self._corrections.enter_context(isolated_requests())
+        self._corrections.enter_context(topic_message_sizes())
         self._corrections.enter_context(lighter_moto())
         self._server = LocalAwsServer(
             self.faults,

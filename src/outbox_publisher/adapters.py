@@ -27,7 +27,6 @@ from outbox_publisher.errors import DestinationCallError, FailureKind, PoisonQue
 from outbox_publisher.messages import (
     EVENTBRIDGE_MAX_BATCH_BYTES,
     EVENTBRIDGE_MAX_ENTRY_BYTES,
-    SNS_MAX_BATCH_BYTES,
     SNS_MAX_MESSAGE_BYTES,
     SQS_MAX_MESSAGE_BYTES,
     Message,
@@ -177,12 +176,16 @@ def _call_error(error: Exception, operation: str) -> DestinationCallError:
 
 class SnsDestination:
     destination = Destination.SNS
-    max_entry_bytes = SNS_MAX_MESSAGE_BYTES
-    max_batch_bytes = SNS_MAX_BATCH_BYTES
 
-    def __init__(self, client: Any, topic_arn: str) -> None:
+    def __init__(
+        self, client: Any, topic_arn: str, *, max_message_bytes: int = SNS_MAX_MESSAGE_BYTES
+    ) -> None:
+        """`max_message_bytes`: the topic's MaximumMessageSize, which bounds each message and a PublishBatch's
+        total alike."""
         self._client = client
         self._topic_arn = topic_arn
+        self.max_entry_bytes = max_message_bytes
+        self.max_batch_bytes = max_message_bytes
         # A FIFO topic's ARN ends in .fifo; it needs group and deduplication ids on every entry.
         self._fifo = is_fifo(topic_arn)
 
@@ -220,10 +223,19 @@ class SnsDestination:
 
 class EventBridgeDestination:
     destination = Destination.EVENTBRIDGE
-    max_entry_bytes = EVENTBRIDGE_MAX_ENTRY_BYTES
-    max_batch_bytes = EVENTBRIDGE_MAX_BATCH_BYTES
 
-    def __init__(self, client: Any, event_bus_name: str, source: str) -> None:
+    def __init__(
+        self,
+        client: Any,
+        event_bus_name: str,
+        source: str,
+        *,
+        max_entry_bytes: int = EVENTBRIDGE_MAX_ENTRY_BYTES,
+    ) -> None:
+        """`max_entry_bytes`: PutEvents' entry limit as configured (outbox_publisher.config); a request's
+        total is held to the same figure."""
+        self.max_entry_bytes = max_entry_bytes
+        self.max_batch_bytes = max(max_entry_bytes, EVENTBRIDGE_MAX_BATCH_BYTES)
         self._client = client
         self._bus = event_bus_name
         self._source = source

@@ -14,9 +14,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 
-from outbox.config import optional, positive_duration, require
+from outbox.config import optional, positive_duration, positive_int, require
 from outbox.errors import ConfigurationError
-from outbox_publisher.messages import is_fifo
+from outbox_publisher.messages import (
+    EVENTBRIDGE_MAX_CONFIGURABLE_BYTES,
+    EVENTBRIDGE_MAX_ENTRY_BYTES,
+    SNS_MAX_CONFIGURABLE_BYTES,
+    SNS_MAX_MESSAGE_BYTES,
+    SNS_MIN_CONFIGURABLE_BYTES,
+    is_fifo,
+)
 from outbox_publisher.routing import (
     ENV_EVENT_BUS_NAME,
     ENV_TOPIC_ARN,
@@ -30,6 +37,11 @@ ENV_EVENT_SOURCE = "EVENT_SOURCE"
 ENV_POISON_QUEUE_URL = "POISON_QUEUE_URL"
 ENV_OUTBOX_ROUTES = "OUTBOX_ROUTES"
 ENV_SWEEP_GRACE_SECONDS = "SWEEP_GRACE_SECONDS"
+ENV_TOPIC_MAX_MESSAGE_BYTES = "TOPIC_MAX_MESSAGE_BYTES"
+"""The topic's MaximumMessageSize (the construct sets both from one prop): larger events go as claim
+checks."""
+ENV_EVENTBRIDGE_MAX_ENTRY_BYTES = "EVENTBRIDGE_MAX_ENTRY_BYTES"
+"""PutEvents' entry limit: the API reference's 256 KB unless set (newer AWS material cites 1 MiB)."""
 DEFAULT_SWEEP_GRACE_SECONDS = 60
 # The stream publisher keeps a 20 s horizon for the rows it publishes without a claim
 # (outbox_publisher.stream): a grace below 30 s would leave almost no row young enough to go without one.
@@ -70,6 +82,8 @@ class PublisherConfig:
     event_bus_name: str | None = None
     event_source: str | None = None
     sweep_grace: timedelta = timedelta(seconds=DEFAULT_SWEEP_GRACE_SECONDS)
+    topic_max_message_bytes: int = SNS_MAX_MESSAGE_BYTES
+    eventbridge_max_entry_bytes: int = EVENTBRIDGE_MAX_ENTRY_BYTES
 
     @property
     def fifo_topic(self) -> bool:
@@ -106,6 +120,17 @@ class PublisherConfig:
         )
         if grace < timedelta(seconds=MIN_SWEEP_GRACE_SECONDS):
             raise ConfigurationError(f"{ENV_SWEEP_GRACE_SECONDS} must be at least {MIN_SWEEP_GRACE_SECONDS}")
+        topic_bytes = positive_int(env, ENV_TOPIC_MAX_MESSAGE_BYTES, default=SNS_MAX_MESSAGE_BYTES)
+        if not SNS_MIN_CONFIGURABLE_BYTES <= topic_bytes <= SNS_MAX_CONFIGURABLE_BYTES:
+            raise ConfigurationError(
+                f"{ENV_TOPIC_MAX_MESSAGE_BYTES} must be between {SNS_MIN_CONFIGURABLE_BYTES} and "
+                f"{SNS_MAX_CONFIGURABLE_BYTES} (the topic's MaximumMessageSize)"
+            )
+        bus_bytes = positive_int(env, ENV_EVENTBRIDGE_MAX_ENTRY_BYTES, default=EVENTBRIDGE_MAX_ENTRY_BYTES)
+        if bus_bytes > EVENTBRIDGE_MAX_CONFIGURABLE_BYTES:
+            raise ConfigurationError(
+                f"{ENV_EVENTBRIDGE_MAX_ENTRY_BYTES} must be at most {EVENTBRIDGE_MAX_CONFIGURABLE_BYTES}"
+            )
         return cls(
             table_name=table_name,
             poison_queue_url=poison_queue_url,
@@ -114,4 +139,6 @@ class PublisherConfig:
             event_bus_name=event_bus_name,
             event_source=event_source,
             sweep_grace=grace,
+            topic_max_message_bytes=topic_bytes,
+            eventbridge_max_entry_bytes=bus_bytes,
         )

@@ -22,6 +22,7 @@ from datetime import datetime
 
 from outbox.clock import Clock, utc_now
 from outbox.errors import ConfigurationError
+from outbox.payload_store import PayloadStore
 from outbox_publisher.candidates import Candidate
 from outbox_publisher.deadline import Deadline, NoDeadline
 from outbox_publisher.memory import RowMemory
@@ -51,6 +52,7 @@ class PublishingEngine:
         random: Random = system_random,
         lookahead: int = LOOKAHEAD,
         memory: RowMemory | None = None,
+        payloads: PayloadStore | None = None,
     ) -> None:
         if lookahead < 0:
             raise ValueError("lookahead must not be negative")
@@ -69,6 +71,8 @@ class PublishingEngine:
         self._sleep = sleep
         self._random = random
         self._lookahead = lookahead
+        self._payloads = payloads
+        """Where rows' stored envelopes are read (outbox_publisher.stored_envelopes)."""
         self.memory = memory if memory is not None else RowMemory()
         """The rows this engine settled and parked lately (outbox_publisher.memory)."""
 

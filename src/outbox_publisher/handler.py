@@ -20,6 +20,7 @@ import outbox_tracing as tracing
 from outbox import metrics as metric_names
 from outbox.aws import invocation_client
 from outbox.clock import Clock, utc_now
+from outbox.payload_store import PayloadStore
 from outbox_publisher.config import PublisherConfig
 from outbox_publisher.deadline import LambdaDeadline
 from outbox_publisher.errors import InvalidStreamEventError, StreamConfigurationError
@@ -64,6 +65,7 @@ def build_publisher(
     sleep: Sleep = system_sleep,
     random: Random = system_random,
     retry: RetryPolicy | None = None,
+    payloads: PayloadStore | None = None,
     lookahead: int = LOOKAHEAD,
 ) -> Publisher:
     """Wires the publisher; tests pass their own ports, clock and sleep (and the bench a `lookahead`)."""
@@ -78,6 +80,7 @@ def build_publisher(
         random=random,
         retry=retry,
         lookahead=lookahead,
+        payloads=payloads,
     )
     stream = StreamPublisher(
         engine,

@@ -9,22 +9,32 @@ over the limit fails as a whole, which would hide which entry was at fault.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any, NamedTuple
 
 from outbox.model import OutboxEvent
+from outbox.payload import decode_payload
+from outbox.payload_refs import SIZE_ATTRIBUTE, sns_pointer_message
 
 # Both services cap a batch call at 10 entries.
 MAX_ENTRIES_PER_CALL = 10
-# SNS PublishBatch: each message and the whole batch (bodies plus attributes) within 256 KiB.
+# SNS PublishBatch: each message and the whole batch (bodies plus attributes) within the topic's
+# MaximumMessageSize: 256 KiB by default, 1,024 bytes to 1 MiB when set ("Publishing large messages with
+# Amazon SNS"). The publisher is told the topic's size (outbox_publisher.config).
 SNS_MAX_MESSAGE_BYTES = 262_144
 SNS_MAX_BATCH_BYTES = 262_144
-# EventBridge PutEvents: each entry and the whole request within 256 KB, sized per "Calculating
-# PutEvents event entry size" (Source, DetailType, Detail in UTF-8, 14 bytes for Time, each Resource).
+SNS_MIN_CONFIGURABLE_BYTES = 1_024
+SNS_MAX_CONFIGURABLE_BYTES = 1_048_576
+# EventBridge PutEvents: each entry and the whole request within 256 KB by the API reference, sized per
+# "Calculating PutEvents event entry size" (Source, DetailType, Detail in UTF-8, 14 bytes for Time, each
+# Resource). Newer material cites 1 MiB: the limit is configurable (outbox_publisher.config); this is the
+# default.
 EVENTBRIDGE_MAX_ENTRY_BYTES = 262_144
 EVENTBRIDGE_MAX_BATCH_BYTES = 262_144
+EVENTBRIDGE_MAX_CONFIGURABLE_BYTES = 1_048_576
 
 # EventBridge PutEvents: JSON integers only within the signed 64-bit range ("Amazon EventBridge events",
 # "Valid values"); SNS takes any text.
@@ -43,33 +53,75 @@ ENTRY_ID = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
 # FIFO MessageGroupId (SNS and SQS alike): up to 128 ASCII letters, digits and punctuation.
 GROUP_ID = re.compile(r"[A-Za-z0-9!\"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~]{1,128}")
 _STRING = "String"
+_NUMBER = "Number"
 
 
 class Message(NamedTuple):
     """One event, ready to publish: the event and its envelope as JSON text (built once); build it
-    with `of`."""
+    with `of`, or `claim_check` for a stored envelope too large for a destination."""
 
     event: OutboxEvent
     body: str
     body_bytes: int
     """The body's size in UTF-8 bytes (what SNS and EventBridge count), measured once for both."""
+    claim: bool = False
+    """The body is a claim check (outbox.payload_refs) for the envelope the event's row names."""
 
     @classmethod
     def of(cls, event: OutboxEvent) -> Message:
+        stored = event.stored
+        if stored is not None and stored.text is None:
+            # Not read (yet): sized from the row, so the plan can tell which destinations take it whole.
+            return cls(event, "", stored.size)
         body = event.envelope_json()
         return cls(event, body, _utf8_bytes(body))
+
+    @classmethod
+    def claim_check(cls, event: OutboxEvent, *, sns: bool) -> Message:
+        """The claim check of the event's stored envelope: the extended clients' pointer on SNS, the envelope
+        without its payload plus `payload_ref` on EventBridge (docs/contracts.md, "Claim checks")."""
+        if event.stored is None:
+            raise ValueError("only an event whose envelope is stored has a claim check")
+        body = sns_pointer_message(event.stored.ref) if sns else eventbridge_claim_detail(event)
+        return cls(event, body, _utf8_bytes(body), claim=True)
+
+
+def eventbridge_claim_detail(event: OutboxEvent) -> str:
+    """The EventBridge claim check: the envelope's fields but `payload` (its trace fields included),
+    `payload_ref` (the extended clients' pointer object) and `payload_bytes` (the stored envelope's size).
+    Rules match on the same fields."""
+    if event.stored is None:
+        raise ValueError("only an event whose envelope is stored has a claim check")
+    head = {
+        "event_id": event.event_id,
+        "event_type": event.event_type,
+        "schema_version": event.schema_version,
+        "aggregate_type": event.aggregate_type,
+        "aggregate_id": event.aggregate_id,
+        "seq": event.seq,
+        "occurred_at": event.occurred_at,
+        "correlation_id": event.correlation_id,
+        **event.trace.envelope_fields(),
+        "payload_ref": event.stored.ref.pointer(),
+        "payload_bytes": event.stored.size,
+    }
+    return _CLAIM_ENCODER.encode(head)
+
+
+_CLAIM_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 
 
 def entry_id(position: int) -> str:
     return f"m{position}"
 
 
-def sns_attributes(event: OutboxEvent) -> dict[str, dict[str, str]]:
+def sns_attributes(event: OutboxEvent, *, claim: bool = False) -> dict[str, dict[str, str]]:
     """For subscription filter policies, and the event's trace context when it has one (docs/contracts.md,
     "Published envelope"): SNS takes no trace header per message (a PublishBatch entry has no system
     attributes, and the request's HTTP header is one for the whole batch), so it travels as message attributes
     named as the envelope's fields, which SNS hands to SQS subscribers (as SQS message attributes with raw
-    delivery)."""
+    delivery). A claim check also carries the stored envelope's size, by which the extended clients
+    recognise it."""
     attributes = {
         "event_type": {"DataType": _STRING, "StringValue": event.event_type},
         "aggregate_type": {"DataType": _STRING, "StringValue": event.aggregate_type},
@@ -78,6 +130,8 @@ def sns_attributes(event: OutboxEvent) -> dict[str, dict[str, str]]:
     if event.trace:
         for name, value in event.trace.envelope_fields().items():
             attributes[name] = {"DataType": _STRING, "StringValue": value}
+    if claim and event.stored is not None:
+        attributes[SIZE_ATTRIBUTE] = {"DataType": _NUMBER, "StringValue": str(event.stored.size)}
     return attributes
 
 
@@ -85,7 +139,7 @@ def sns_entry(message: Message, position: int, *, fifo: bool) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "Id": entry_id(position),
         "Message": message.body,
-        "MessageAttributes": sns_attributes(message.event),
+        "MessageAttributes": sns_attributes(message.event, claim=message.claim),
     }
     if fifo:
         # Order is kept per group: one group per aggregate. Dedup by event_id covers redeliveries
@@ -103,7 +157,10 @@ def sns_size(message: Message) -> int:
         values += sum(
             len(name) + len(_STRING) + len(value) for name, value in event.trace.envelope_fields().items()
         )
-    return message.body_bytes + _SNS_ATTRIBUTE_NAMES_AND_TYPES_BYTES + values
+    size = message.body_bytes + _SNS_ATTRIBUTE_NAMES_AND_TYPES_BYTES + values
+    if message.claim and event.stored is not None:
+        size += len(SIZE_ATTRIBUTE) + len(_NUMBER) + len(str(event.stored.size))
+    return size
 
 
 def _utf8_bytes(text: str) -> int:
@@ -162,7 +219,9 @@ def eventbridge_refusal(event: OutboxEvent, text: str | None = None) -> str | No
     contiguous), so text with no such run holds none, and the payload is not walked."""
     if text is not None and not _LONG_MANTISSA.search(text):
         return None
-    for number in _integers(event.payload):
+    # A stored envelope is walked whole, from its text (the event read from its row holds no payload).
+    value = decode_payload(text) if event.stored is not None and text is not None else event.payload
+    for number in _integers(value):
         if not EVENTBRIDGE_MIN_INTEGER <= number <= EVENTBRIDGE_MAX_INTEGER:
             return "the payload holds an integer outside EventBridge's signed 64-bit range"
     return None

@@ -4,6 +4,7 @@ events may share one batch call. Pure: no I/O."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import NamedTuple
 
 from outbox.model import OutboxEvent
@@ -25,6 +26,12 @@ class Planned(NamedTuple):
     destinations: tuple[Destination, ...]
     """Where it still goes: its route's destinations that have not taken it yet (none: it is out already)."""
     sizes: Mapping[Destination, int]
+    claims: Mapping[Destination, Message] = MappingProxyType({})
+    """The claim checks sent instead of `message` where a stored envelope does not fit
+    (outbox.payload_refs)."""
+
+    def message_for(self, destination: Destination) -> Message:
+        return self.claims.get(destination, self.message)
 
 
 def plan(
@@ -48,9 +55,14 @@ def plan(
     destinations = tuple(destination for destination in routed if destination.value not in delivered)
     message = Message.of(event)
     sizes: dict[Destination, int] = {}
+    claims: dict[Destination, Message] = {}
     for destination in destinations:
         port = ports[destination]
         size = port.size_of(message)
+        if size > port.max_entry_bytes and event.stored is not None:
+            claim = Message.claim_check(event, sns=destination is Destination.SNS)
+            claims[destination] = claim
+            size = port.size_of(claim)
         if size > port.max_entry_bytes:
             return Rejection(
                 PoisonReason.TOO_LARGE,
@@ -59,13 +71,15 @@ def plan(
             )
         sizes[destination] = size
         refusal = (
-            eventbridge_refusal(event, event.payload_json) if destination is Destination.EVENTBRIDGE else None
+            eventbridge_refusal(event, message.body if event.stored is not None else event.payload_json)
+            if destination is Destination.EVENTBRIDGE and destination not in claims
+            else None
         )
         if refusal is not None:
             return Rejection(
                 PoisonReason.REJECTED, "InvalidEventBridgeDetail", f"{destination.value}: {refusal}"
             )
-    return Planned(index, candidate, event, message, destinations, sizes)
+    return Planned(index, candidate, event, message, destinations, sizes, claims)
 
 
 class CallGroup:

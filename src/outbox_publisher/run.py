@@ -25,6 +25,7 @@ from outbox_publisher.predecessors import PredecessorState
 from outbox_publisher.report import EventOutcome, PublishReport, Status
 from outbox_publisher.routing import DESTINATION_ORDER, Destination
 from outbox_publisher.row_updates import RowUpdate, RowUpdatesReport
+from outbox_publisher.stored_envelopes import EnvelopeUnavailable, resolve
 from outbox_publisher.verdicts import judge
 from outbox_publisher.waves import Waves
 from outbox_publisher.writer_contract import reject_reused_event_ids
@@ -139,11 +140,13 @@ class EngineRun:
             group = self._flushed(group)
             if self.stopped_at is not None:
                 return group
-        plan = planning.plan(index, candidate, self.engine._router, self.engine._destinations)
-        if isinstance(plan, Rejection):
+        candidate, plan = self._plan(index, candidate)
+        if not isinstance(plan, Planned):
             # Earlier events go first.
             group = self._flushed(group)
-            if self.stopped_at is not None or self._contract_break(index, candidate, plan):
+            if self.stopped_at is not None or (
+                isinstance(plan, Rejection) and self._contract_break(index, candidate, plan)
+            ):
                 return group
         try:
             # Poison too waits for its predecessor: on a route that continues past poison, poisoning it lets
@@ -156,8 +159,8 @@ class EngineRun:
             return group
         if hold is not None:
             self._hold(index, candidate, hold)
-        elif isinstance(plan, Rejection):
-            self._poison(index, candidate, plan, attempts=0, delivered_to=())
+        elif not isinstance(plan, Planned):
+            self._not_planned(index, candidate, plan)
         elif not plan.destinations:
             # Every destination of its route took it already (its row says so): out, with nothing to send.
             self._published(plan.position, candidate, 0, ())
@@ -168,6 +171,25 @@ class EngineRun:
                     return group
             group.add(plan)
         return group
+
+    def _not_planned(self, index: int, candidate: Candidate, why: Rejection | EnvelopeUnavailable) -> None:
+        """Poison; or, when its stored envelope could not be read, left PENDING: not the event's fault, and no
+        destination was tried, so the sweeper does not count it against the row (never poison)."""
+        if isinstance(why, Rejection):
+            self._poison(index, candidate, why, attempts=0, delivered_to=())
+            return
+        _log.warning("stored envelope not read: left for a later attempt", extra={"code": why.code})
+        self._undelivered(index, candidate, why.code, why.detail, attempts=0, delivered_to=(), tried=False)
+
+    def _plan(
+        self, index: int, candidate: Candidate
+    ) -> tuple[Candidate, Planned | Rejection | EnvelopeUnavailable]:
+        """The candidate with its stored envelope read (outbox_publisher.stored_envelopes), and its plan."""
+        engine = self.engine
+        resolved = resolve(candidate, engine._router, engine._destinations, engine._payloads)
+        if not isinstance(resolved, Candidate):
+            return candidate, resolved
+        return resolved, planning.plan(index, resolved, engine._router, engine._destinations)
 
     def _flushed(self, group: CallGroup) -> CallGroup:
         self._flush(group)
@@ -221,7 +243,8 @@ class EngineRun:
                 results = [down] * len(sending)
             else:
                 results = self.deliverer.deliver(
-                    self.engine._destinations[destination], [member.message for member in sending]
+                    self.engine._destinations[destination],
+                    [member.message_for(destination) for member in sending],
                 )
                 if _destination_failed(results):
                     # Later events are not sent to it: not tried, so not counted against them.

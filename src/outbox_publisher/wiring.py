@@ -14,6 +14,8 @@ from typing import Any
 import outbox_tracing as tracing
 from outbox.aws import invocation_client
 from outbox.clock import Clock, utc_now
+from outbox.payload_store import PayloadStore
+from outbox.s3_payloads import S3PayloadStore
 from outbox_publisher.adapters import (
     EventBridgeDestination,
     SnsDestination,
@@ -70,10 +72,15 @@ class ClientOnFirstCall:
 def aws_destinations(config: PublisherConfig) -> dict[Destination, DestinationPort]:
     ports: dict[Destination, DestinationPort] = {}
     if config.topic_arn is not None:
-        ports[Destination.SNS] = SnsDestination(publishing_client("sns"), config.topic_arn)
+        ports[Destination.SNS] = SnsDestination(
+            publishing_client("sns"), config.topic_arn, max_message_bytes=config.topic_max_message_bytes
+        )
     if config.event_bus_name is not None and config.event_source is not None:
         ports[Destination.EVENTBRIDGE] = EventBridgeDestination(
-            publishing_client("events"), config.event_bus_name, config.event_source
+            publishing_client("events"),
+            config.event_bus_name,
+            config.event_source,
+            max_entry_bytes=config.eventbridge_max_entry_bytes,
         )
     return ports
 
@@ -90,6 +97,7 @@ def build_engine(
     random: Random = system_random,
     retry: RetryPolicy | None = None,
     lookahead: int = LOOKAHEAD,
+    payloads: PayloadStore | None = None,
 ) -> PublishingEngine:
     """The engine for `config`, on AWS for every port not given."""
     ports = destinations if destinations is not None else aws_destinations(config)
@@ -108,4 +116,6 @@ def build_engine(
         sleep=sleep,
         random=random,
         lookahead=lookahead,
+        # Reads only, each ref naming its bucket; the client is built when a row first names one.
+        payloads=payloads or S3PayloadStore(),
     )

@@ -21,6 +21,7 @@ from outbox import metrics as metric_names
 from outbox.aws import invocation_client
 from outbox.clock import Clock, utc_now
 from outbox.errors import ConfigurationError
+from outbox.payload_store import PayloadStore
 from outbox_publisher.deadline import LambdaDeadline
 from outbox_publisher.leases import DynamoDBRowClaimer, RowClaimer
 from outbox_publisher.ports import DestinationPort, PoisonQueue
@@ -61,6 +62,7 @@ def build_sweeper(
     sleep: Sleep = system_sleep,
     random: Random = system_random,
     retry: RetryPolicy | None = None,
+    payloads: PayloadStore | None = None,
 ) -> Sweeper:
     """Wires the sweeper; tests pass their own ports, clock and sleep."""
     table = config.publisher.table_name
@@ -75,6 +77,7 @@ def build_sweeper(
         sleep=sleep,
         random=random,
         retry=retry,
+        payloads=payloads,
     )
     return Sweeper(
         engine=engine,

@@ -12,6 +12,7 @@ import pytest
 
 from outbox_cdk.checkov import (
     AWS_KEY_REASONS,
+    BUCKET_CHECKS,
     FUNCTION_CONCURRENCY_LIMIT,
     FUNCTION_DEAD_LETTER_QUEUE,
     FUNCTION_IN_VPC,
@@ -83,9 +84,10 @@ def test_with_aws_keys_each_table_queue_log_group_and_function_says_which_key_ke
 
 def test_with_the_customer_key_nothing_about_encryption_is_acknowledged(customer_key: Synthesized) -> None:
     acknowledged = _acknowledged(customer_key.template)
+    # (the payload bucket's are about logs, versions and replication)
     assert {check for skips in acknowledged.values() for check in skips} == FUNCTION_CHECKS | {
         FUNCTION_CONCURRENCY_LIMIT
-    }
+    } | BUCKET_CHECKS
 
 
 def test_the_security_page_lists_every_acknowledged_check(

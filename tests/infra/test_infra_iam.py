@@ -4,6 +4,7 @@ from typing import Any
 
 import pytest
 
+from outbox_cdk.constants import PAYLOAD_PREFIX
 from tests.infra.template_queries import (
     actions_by_resource,
     function_by_handler,
@@ -65,6 +66,7 @@ def test_publisher_role_has_exactly_its_actions(template: dict[str, Any]) -> Non
     on_failure, _ = only(template, "AWS::SQS::Queue", "OutboxFailureQueuesOnFailureQueue")
     topic, _ = only(template, "AWS::SNS::Topic", "OutboxDestinationsTopic")
     bus, _ = only(template, "AWS::Events::EventBus", "OutboxDestinationsEventBus")
+    bucket, _ = only(template, "AWS::S3::Bucket", "OutboxPayloads")
 
     # When every statement reaching it is grouped by resource
     granted = _granted(template, "outbox_publisher.handler.handler")
@@ -84,6 +86,7 @@ def test_publisher_role_has_exactly_its_actions(template: dict[str, Any]) -> Non
         f"GetAtt:{bus}.Arn": {"events:PutEvents"},
         f"GetAtt:{poison}.Arn": {"sqs:SendMessage"},
         f"GetAtt:{on_failure}.Arn": {"sqs:SendMessage"},
+        **_envelope_reads(bucket),
         _log_group_of(template, "outbox_publisher.handler.handler"): LOGS,
         "*": XRAY,
     }
@@ -107,6 +110,7 @@ def test_sweeper_role_has_exactly_its_actions(template: dict[str, Any]) -> None:
         f"Ref:{topic}": {"sns:Publish"},
         f"GetAtt:{bus}.Arn": {"events:PutEvents"},
         f"GetAtt:{poison}.Arn": {"sqs:SendMessage"},
+        **_envelope_reads(only(template, "AWS::S3::Bucket", "OutboxPayloads")[0]),
         _log_group_of(template, "outbox_sweeper.handler.handler"): LOGS,
         "*": XRAY,
     }
@@ -121,10 +125,22 @@ def test_no_function_has_a_wildcard_beyond_what_aws_requires(template: dict[str,
     wildcard_actions = {a for actions in granted.values() for a in actions if "*" in a}
 
     # Then "*" carries only the X-Ray calls (which have no resource-level permissions), no action
-    # is a wildcard, and no resource ARN is a pattern
+    # is a wildcard, and no resource ARN is a pattern but the stored envelopes' prefix of the payload bucket
+    # (named by event ids, unknown before each event is written), which only reads or writes objects
     assert granted.get("*", set()) == XRAY
     assert wildcard_actions == set()
-    assert [r for r in granted if r != "*" and "*" in r] == []
+    bucket, _ = only(template, "AWS::S3::Bucket", "OutboxPayloads")
+    envelopes = f"Join:GetAtt:{bucket}.Arn/{PAYLOAD_PREFIX}*"
+    assert [r for r in granted if r not in ("*", envelopes) and "*" in r] == []
+    assert granted.get(envelopes, {"s3:GetObject"}) <= {"s3:GetObject", "s3:PutObject"}
+
+
+def _envelope_reads(bucket: str) -> dict[str, set[str]]:
+    """What a reader of stored envelopes holds (outbox_cdk.payloads.grant_payload_reads)."""
+    return {
+        f"Join:GetAtt:{bucket}.Arn/{PAYLOAD_PREFIX}*": {"s3:GetObject"},
+        f"GetAtt:{bucket}.Arn": {"s3:ListBucket"},
+    }
 
 
 @pytest.mark.parametrize("handler", HANDLERS)

@@ -22,7 +22,7 @@ from tests.support.synth import Synthesized
 
 ACCOUNT = {"Ref": "AWS::AccountId"}
 # Where each type of resource that keeps data at rest names its key.
-KEY_PROPERTY = {
+KEY_PROPERTY: dict[str, tuple[str | int, ...]] = {
     "AWS::DynamoDB::Table": ("SSESpecification", "KMSMasterKeyId"),
     "AWS::SQS::Queue": ("KmsMasterKeyId",),
     "AWS::SNS::Topic": ("KmsMasterKeyId",),
@@ -30,6 +30,13 @@ KEY_PROPERTY = {
     "AWS::Events::Archive": ("KmsKeyIdentifier",),
     "AWS::Events::EventBus": ("KmsKeyIdentifier",),
     "AWS::Lambda::Function": ("KmsKeyArn",),
+    "AWS::S3::Bucket": (
+        "BucketEncryption",
+        "ServerSideEncryptionConfiguration",
+        0,
+        "ServerSideEncryptionByDefault",
+        "KMSMasterKeyID",
+    ),
 }
 # Every other resource type of the template, and why it keeps no data at rest of its own.
 HOLDS_NO_DATA = {
@@ -98,7 +105,7 @@ def _key_statements(template: dict[str, Any]) -> list[dict[str, Any]]:
 def _key_reference(resource: dict[str, Any]) -> Any:
     value: Any = resource["Properties"]
     for name in KEY_PROPERTY[resource["Type"]]:
-        value = value.get(name)
+        value = value[name] if isinstance(name, int) else value.get(name)
     return value
 
 
@@ -112,9 +119,9 @@ def test_every_table_queue_topic_log_group_the_bus_and_its_archive_use_the_one_k
     # Given the template synthesized with the flag: one key, and everything that keeps data at rest
     key_id, _ = _the_key(template_with_key)
     kept = {k: r for k, r in template_with_key["Resources"].items() if r["Type"] in KEY_PROPERTY}
-    # (four tables, eight queues, the events and alarm topics, six log groups, the bus, the archive, and the
-    # five functions' environment variables)
-    assert len(kept) == 27
+    # (four tables, eight queues, the events and alarm topics, six log groups, the bus, the archive, the
+    # five functions' environment variables, and the payload bucket)
+    assert len(kept) == 28
 
     # When each one's key is read
     # Then it is that key, by its ARN

@@ -19,6 +19,8 @@ _BATCH_ACTIONS = {
     "ChangeMessageVisibilityBatch": "ChangeMessageVisibility",
     "PublishBatch": "Publish",
 }
+# S3 authorizes a few operations as another's action ("Policy actions for Amazon S3").
+_S3_ACTIONS = {"HeadObject": "GetObject", "HeadBucket": "ListBucket"}
 _IAM_PREFIX = {"dynamodbstreams": "dynamodb"}
 _FREE = {"sts:GetCallerIdentity"}
 """Allowed to every principal: no policy grants or denies it."""
@@ -32,6 +34,8 @@ def iam_actions(service: str, operation: str, params: Mapping[str, Any]) -> set[
         return {f"dynamodb:{_TRANSACTION_ACTIONS[kind]}" for item in params["TransactItems"] for kind in item}
     if operation in ("BatchExecuteStatement", "ExecuteStatement", "ExecuteTransaction"):
         return _partiql_actions(params)
+    if service == "s3":
+        operation = _S3_ACTIONS.get(operation, operation)
     action = f"{prefix}:{_BATCH_ACTIONS.get(operation, operation)}"
     return set() if action in _FREE else {action}
 

@@ -16,7 +16,17 @@ from pathlib import Path
 from typing import Any
 
 from outbox_local.errors import EndpointUnavailableError, ProvisioningError, UnsupportedResourceError
-from outbox_local.provisioning import apigateway, dynamodb, events, eventschemas, lambda_, platform, sns, sqs
+from outbox_local.provisioning import (
+    apigateway,
+    dynamodb,
+    events,
+    eventschemas,
+    lambda_,
+    platform,
+    s3,
+    sns,
+    sqs,
+)
 from outbox_local.provisioning.context import (
     Clients,
     Handler,
@@ -47,6 +57,7 @@ HANDLERS: dict[str, Handler] = {
     **platform.HANDLERS,
     **lambda_.HANDLERS,
     **apigateway.HANDLERS,
+    **s3.HANDLERS,
 }
 
 # Resource types that need nothing locally, and why. Listing them is a decision, not an oversight.

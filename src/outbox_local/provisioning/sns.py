@@ -25,6 +25,7 @@ def topic(ctx: ProvisioningContext, resource: Resource, p: dict[str, Any]) -> Re
             "TracingConfig",
             "SignatureVersion",
             "ArchivePolicy",
+            "MaximumMessageSize",
         },
         {"DeliveryStatusLogging", "DataProtectionPolicy"},  # logging/redaction: no local behaviour
     )
@@ -41,6 +42,8 @@ def topic(ctx: ProvisioningContext, resource: Resource, p: dict[str, Any]) -> Re
             "KmsMasterKeyId",
             "TracingConfig",
             "SignatureVersion",
+            # Honoured locally by outbox_local.moto_sns_sizes.
+            "MaximumMessageSize",
         )
         if key in p
     }

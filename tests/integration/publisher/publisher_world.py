@@ -115,10 +115,15 @@ class World:
     ) -> dict[str, Any]:
         destinations: dict[Destination, Any] = {}
         if config.topic_arn:
-            destinations[Destination.SNS] = SnsDestination(sns_client or self.sns, config.topic_arn)
+            destinations[Destination.SNS] = SnsDestination(
+                sns_client or self.sns, config.topic_arn, max_message_bytes=config.topic_max_message_bytes
+            )
         if config.event_bus_name:
             destinations[Destination.EVENTBRIDGE] = EventBridgeDestination(
-                events_client or self.events, config.event_bus_name, SOURCE
+                events_client or self.events,
+                config.event_bus_name,
+                SOURCE,
+                max_entry_bytes=config.eventbridge_max_entry_bytes,
             )
         dynamodb = dynamodb_client or self.dynamodb
         return {

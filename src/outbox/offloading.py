@@ -1,0 +1,48 @@
+"""Keeping an envelope too large for its row in the payload store, before the transaction that saves the row.
+
+The object is written first: if the transaction then commits, the row names an object that exists; if it is
+cancelled (or never run), no row names the object and the bucket's lifecycle rule removes it
+(docs/contracts.md, "Claim checks"). Nothing is published for an object no row names.
+"""
+
+from __future__ import annotations
+
+from outbox.model import OutboxEvent
+from outbox.payload_refs import (
+    DEFAULT_OFFLOAD_THRESHOLD_BYTES,
+    MAX_STORED_ENVELOPE_BYTES,
+    StoredEnvelope,
+    object_key,
+)
+from outbox.payload_store import PayloadStore, PayloadTooLargeError
+
+
+class Offloader:
+    """Stores the envelopes larger than `threshold_bytes` in `store`; the row then names the object."""
+
+    def __init__(
+        self, store: PayloadStore, *, threshold_bytes: int = DEFAULT_OFFLOAD_THRESHOLD_BYTES
+    ) -> None:
+        if not 0 <= threshold_bytes <= MAX_STORED_ENVELOPE_BYTES:
+            raise ValueError(f"threshold_bytes must be between 0 and {MAX_STORED_ENVELOPE_BYTES}")
+        self._store = store
+        self._threshold = threshold_bytes
+
+    def row_of(self, event: OutboxEvent) -> dict[str, dict[str, str]]:
+        """The event's row: as it is when its envelope fits the threshold, else naming the stored envelope.
+        Raises PayloadTooLargeError over the maximum and PayloadUnavailableError when the store failed: in
+        both cases nothing names the object, and the caller's transaction must not run."""
+        item = event.to_item()
+        envelope = event.envelope_json()
+        size = len(envelope) if envelope.isascii() else len(envelope.encode())
+        if size <= self._threshold:
+            return item
+        if size > MAX_STORED_ENVELOPE_BYTES:
+            raise PayloadTooLargeError(
+                f"the event's envelope is {size} bytes, over the {MAX_STORED_ENVELOPE_BYTES}-byte maximum",
+                field="payload",
+            )
+        ref = self._store.put(object_key(event.event_id), envelope)
+        del item["payload"]
+        item.update(StoredEnvelope(ref, size).attributes())
+        return item
