@@ -59,6 +59,7 @@ HOLDS_NO_DATA = {
     "AWS::ApiGatewayV2::Integration": "configuration: the HTTP API",
     "AWS::ApiGatewayV2::Stage": "configuration: the HTTP API (its access log is a log group, under the key)",
     "AWS::CDK::Metadata": "CDK's own record of the construct library versions",
+    "AWS::S3::BucketPolicy": "configuration: TLS only",
     "AWS::EventSchemas::Registry": "configuration: where the event schemas are published",
     "AWS::EventSchemas::Schema": "configuration: an event type's JSON Schema, no payload",
 }
@@ -68,8 +69,13 @@ PUBLISHING_ACTIONS = {
     c.VIA_DYNAMODB: set(c.TABLE_KEY_ACTIONS),
     c.VIA_SQS: set(c.QUEUE_KEY_ACTIONS),
     c.VIA_SNS: set(c.TOPIC_KEY_ACTIONS),
+    c.VIA_S3: set(c.PAYLOAD_READ_KEY_ACTIONS),
 }
-CONSUMER_ACTIONS = {c.VIA_DYNAMODB: set(c.TABLE_KEY_ACTIONS), c.VIA_SQS: set(c.QUEUE_KEY_ACTIONS)}
+CONSUMER_ACTIONS = {
+    c.VIA_DYNAMODB: set(c.TABLE_KEY_ACTIONS),
+    c.VIA_SQS: set(c.QUEUE_KEY_ACTIONS),
+    c.VIA_S3: set(c.PAYLOAD_READ_KEY_ACTIONS),
+}
 # The ARN condition of each service's statement in the key policy: (condition key, service, resource).
 ARNS_BY_SID = {
     encryption.SID_LOGS: ("kms:EncryptionContext:aws:logs:arn", "logs", "log-group:*"),
