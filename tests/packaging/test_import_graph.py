@@ -45,8 +45,12 @@ CONTRACT = {
     "generation",  # the redrive counter every conditional write of a row compares
     "model",
     "numbers",
+    "offloading",  # the writer's side of large payloads: an envelope over the threshold goes to the store
     "outputs",  # stack output names shared by the stack and the CLI
     "payload",
+    "payload_refs",  # a row's payload_ref/payload_bytes: what the writer writes and every reader follows
+    "payload_store",  # the payload store's port (no boto3) and its typed errors
+    "s3_payloads",  # the store's S3 adapter, which writers, the publisher and the inbox share
     "schemas",  # the event schemas the writer checks every event against before saving (docs/schemas.md)
     "stream_mapping",  # the stream filter contract, shared by the CDK, the publisher and the local runtime
     "trace_context",  # the row's trace_header/traceparent: what the writer captures and every hop forwards
