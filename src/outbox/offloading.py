@@ -7,6 +7,8 @@ cancelled (or never run), no row names the object and the bucket's lifecycle rul
 
 from __future__ import annotations
 
+import uuid
+
 from outbox.model import OutboxEvent
 from outbox.payload_refs import (
     DEFAULT_OFFLOAD_THRESHOLD_BYTES,
@@ -42,7 +44,7 @@ class Offloader:
                 f"the event's envelope is {size} bytes, over the {MAX_STORED_ENVELOPE_BYTES}-byte maximum",
                 field="payload",
             )
-        ref = self._store.put(object_key(event.event_id), envelope)
+        ref = self._store.put(object_key(event.event_id, uuid.uuid4().hex), envelope)
         del item["payload"]
         item.update(StoredEnvelope(ref, size).attributes())
         return item

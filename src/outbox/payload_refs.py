@@ -83,10 +83,34 @@ def _valid(bucket: str, key: str) -> bool:
     return bool(_BUCKET.fullmatch(bucket)) and 0 < len(key.encode()) <= _MAX_KEY_BYTES
 
 
-def object_key(event_id: str) -> str:
-    """Where a writer stores an event's envelope: one object per event, named by its id (no payload data,
-    and a retried write of the same event writes the same object)."""
-    return f"{event_id}.json"
+def object_key(event_id: str, write_id: str) -> str:
+    """Where a writer stores an event's envelope: one object per write, named by the event's id and the
+    write's (no payload data). Never the same for two writes: a write of the same event id whose transaction
+    is then cancelled (a retried command, a slot already taken) must not replace the object a committed row
+    names."""
+    return f"{event_id}/{write_id}.json"
+
+
+ENVELOPE_HEAD_FIELDS = (
+    "event_id",
+    "event_type",
+    "schema_version",
+    "aggregate_type",
+    "aggregate_id",
+    "seq",
+    "occurred_at",
+    "correlation_id",
+)
+"""The envelope's fields besides `payload` (and the trace) that name the event: a stored envelope must hold
+the same as the row or claim that names it."""
+
+
+def head_mismatch(document: Mapping[str, Any], expected: Mapping[str, Any]) -> str | None:
+    """The first of `expected`'s head fields in which the stored envelope `document` differs (None: none)."""
+    for name in ENVELOPE_HEAD_FIELDS:
+        if name in expected and document.get(name) != expected[name]:
+            return name
+    return None
 
 
 class StoredEnvelope(NamedTuple):

@@ -58,18 +58,23 @@ class OutboxWriter:
         )
 
     def append(self, transaction: Transaction, *events: OutboxEvent) -> None:
+        """Adds one conditional Put per event, in three steps so that a refusal adds nothing: every event is
+        checked first (status, schema, trace context), then each envelope too large for its row is stored,
+        then the rows join the transaction. A failure in the second step (the store, or an envelope over the
+        maximum) leaves the transaction as it was, and the envelopes already stored unnamed by any row, for
+        the bucket's lifecycle to delete (docs/contracts.md, "Claim checks")."""
+        for event in events:
+            if event.status is not OutboxStatus.PENDING:
+                raise InvalidEventError("only PENDING events can be written to the outbox", field="status")
         if self.schemas is not None:
             for event in events:
                 self.schemas.check_json(event.event_type, event.schema_version, event.payload_json)
-        # Checked as an explicit context is, before any event joins the transaction: a malformed one is
-        # refused with nothing added.
+        # Checked as an explicit context is: a malformed one is refused with nothing added.
         active = TraceContext.given(*self._trace_context()) if any(not e.trace for e in events) else None
-        for given in events:
-            if given.status is not OutboxStatus.PENDING:
-                raise InvalidEventError("only PENDING events can be written to the outbox", field="status")
-            # The trace on the event itself, so that an envelope kept in the payload store carries it too.
-            event = replace(given, trace=active) if active is not None and not given.trace else given
-            item = event.to_item() if self._offloader is None else self._offloader.row_of(event)
+        # The trace on the event itself, so that an envelope kept in the payload store carries it too.
+        traced = [replace(e, trace=active) if active is not None and not e.trace else e for e in events]
+        rows = [e.to_item() if self._offloader is None else self._offloader.row_of(e) for e in traced]
+        for event, item in zip(traced, rows, strict=True):
             transaction.put(
                 self.table,
                 item,

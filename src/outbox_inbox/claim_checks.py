@@ -12,9 +12,10 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from decimal import Decimal
+from typing import Any
 
 from outbox.errors import ConfigurationError
-from outbox.payload_refs import MAX_STORED_ENVELOPE_BYTES, PayloadRef, sns_pointer_ref
+from outbox.payload_refs import MAX_STORED_ENVELOPE_BYTES, PayloadRef, head_mismatch, sns_pointer_ref
 from outbox.payload_store import PayloadMissingError, PayloadStore
 from outbox_inbox.errors import MalformedEnvelopeError
 
@@ -36,8 +37,9 @@ def eventbridge_claim(detail: object) -> PayloadRef | None:
     return ref
 
 
-def resolve(ref: PayloadRef, store: PayloadStore | None, *, event_id: object = None) -> object:
-    """The envelope document stored at `ref`; `event_id`, when the claim names one, must be its event's."""
+def resolve(ref: PayloadRef, store: PayloadStore | None, *, claim: Mapping[str, Any] | None = None) -> object:
+    """The envelope document stored at `ref`; the envelope head fields the claim holds (an EventBridge claim
+    holds them all), when it holds any, must be its event's."""
     if store is None:
         raise ConfigurationError("a claim check arrived and the consumer has no payload store to read it")
     try:
@@ -48,6 +50,9 @@ def resolve(ref: PayloadRef, store: PayloadStore | None, *, event_id: object = N
         document = _DECODER.decode(text)
     except (ValueError, RecursionError):
         raise MalformedEnvelopeError("the claim check's stored envelope is not JSON") from None
-    if event_id is not None and (not isinstance(document, Mapping) or document.get("event_id") != event_id):
-        raise MalformedEnvelopeError("the claim check's stored envelope is another event's")
+    if not isinstance(document, Mapping):
+        raise MalformedEnvelopeError("the claim check's stored envelope is not a JSON object")
+    differs = head_mismatch(document, claim or {})
+    if differs is not None:
+        raise MalformedEnvelopeError(f"the claim check's stored envelope has another {differs}")
     return document

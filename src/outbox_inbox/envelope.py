@@ -96,7 +96,10 @@ def envelope_of(message: object, *, payloads: PayloadStore | None = None) -> Env
             raise MalformedEnvelopeError("the SQS record has no text body")
         ref = claim_checks.pointer_in(body)
         if ref is not None:
-            return Envelope.from_document(claim_checks.resolve(ref, payloads))
+            # Raw delivery: the event_id message attribute the publisher set names the event.
+            attributes = message.get("messageAttributes")
+            event_id = _attribute(attributes, "stringValue")
+            return Envelope.from_document(claim_checks.resolve(ref, payloads, claim=event_id))
         return _from_body(_decode(body, "the SQS message body"), payloads)
     if isinstance(message, Mapping) and _is_eventbridge_event(message):
         # Lambda's runtime decoded this event before the handler got it, floats as floats.
@@ -111,7 +114,8 @@ def _from_body(document: object, payloads: PayloadStore | None) -> Envelope:
             raise MalformedEnvelopeError("the SNS notification's Message is not text")
         ref = claim_checks.pointer_in(message)
         if ref is not None:
-            return Envelope.from_document(claim_checks.resolve(ref, payloads))
+            event_id = _attribute(document.get("MessageAttributes"), "Value")
+            return Envelope.from_document(claim_checks.resolve(ref, payloads, claim=event_id))
         return Envelope.from_document(_decode(message, "the SNS notification's Message"))
     if isinstance(document, Mapping) and _is_eventbridge_event(document):
         return _from_detail(document["detail"], payloads)
@@ -122,8 +126,15 @@ def _from_detail(detail: object, payloads: PayloadStore | None) -> Envelope:
     ref = claim_checks.eventbridge_claim(detail)
     if ref is None:
         return Envelope.from_document(detail)
-    event_id = detail.get("event_id") if isinstance(detail, Mapping) else None
-    return Envelope.from_document(claim_checks.resolve(ref, payloads, event_id=event_id))
+    claim = detail if isinstance(detail, Mapping) else None
+    return Envelope.from_document(claim_checks.resolve(ref, payloads, claim=claim))
+
+
+def _attribute(attributes: object, value_key: str) -> dict[str, str] | None:
+    """The `event_id` message attribute, as SQS (`stringValue`) or an SNS notification (`Value`) spells it."""
+    entry = attributes.get("event_id") if isinstance(attributes, Mapping) else None
+    value = entry.get(value_key) if isinstance(entry, Mapping) else None
+    return {"event_id": value} if isinstance(value, str) else None
 
 
 def _is_eventbridge_event(document: Mapping[str, Any]) -> bool:

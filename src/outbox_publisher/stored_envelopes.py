@@ -10,8 +10,9 @@ from dataclasses import replace
 from typing import NamedTuple
 
 from outbox.errors import InvalidPayloadError
+from outbox.model import OutboxEvent
 from outbox.payload import decode_payload
-from outbox.payload_refs import MAX_STORED_ENVELOPE_BYTES
+from outbox.payload_refs import ENVELOPE_HEAD_FIELDS, MAX_STORED_ENVELOPE_BYTES, head_mismatch
 from outbox.payload_store import PayloadMissingError, PayloadStore, PayloadUnavailableError
 from outbox_publisher.candidates import Candidate
 from outbox_publisher.messages import Message
@@ -58,7 +59,7 @@ def resolve(
         return candidate.but(rejection=Rejection(PoisonReason.INVALID_ROW, "PayloadMissing", str(error)))
     except PayloadUnavailableError as error:
         return EnvelopeUnavailable(f"Payload{error.code}", str(error))
-    mismatch = _mismatch(text, size, stored.size, event.event_id)
+    mismatch = _mismatch(text, size, stored.size, event)
     if mismatch is not None:
         return candidate.but(rejection=Rejection(PoisonReason.INVALID_ROW, "PayloadMismatch", mismatch))
     return candidate.but(
@@ -66,20 +67,20 @@ def resolve(
     )
 
 
-def _mismatch(text: str | None, size: int, expected_size: int, event_id: str) -> str | None:
+def _mismatch(text: str | None, size: int, expected_size: int, event: OutboxEvent) -> str | None:
     """Why the stored object is not the envelope the row names (None: it is). Read whole, it is forwarded as
     is, so it must be this event's JSON envelope: consumers parse what they get."""
     if size != expected_size:
         return f"the stored envelope is {size} bytes, the row's payload_bytes says {expected_size}"
-    if text is not None and not _is_envelope_of(text, event_id):
-        return "the stored envelope is not this event's JSON envelope"
-    return None
-
-
-def _is_envelope_of(text: str, event_id: str) -> bool:
-    """Whether `text` is a JSON object (duplicate keys refused, as for a row's payload) of this event."""
+    if text is None:
+        return None
     try:
-        document = decode_payload(text)
+        document = decode_payload(text)  # duplicate keys refused, as for a row's payload
     except InvalidPayloadError:
-        return False
-    return document.get("event_id") == event_id and isinstance(document.get("payload"), dict)
+        return "the stored envelope is not a JSON object"
+    if not isinstance(document.get("payload"), dict):
+        return "the stored envelope has no payload object"
+    differs = head_mismatch(document, {name: getattr(event, name) for name in ENVELOPE_HEAD_FIELDS})
+    if differs is not None:
+        return f"the stored envelope's {differs} is not the row's"
+    return None

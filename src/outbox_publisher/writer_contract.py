@@ -30,6 +30,8 @@ EVENT_FIELDS: Final = (
     "aggregate_type",
     "aggregate_id",
     "payload",
+    "payload_ref",  # a stored envelope's: a slot rewritten between two stored rows shows here
+    "payload_bytes",
     "occurred_at",
     "correlation_id",
 )

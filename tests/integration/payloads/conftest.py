@@ -67,3 +67,11 @@ def write(world: World, store: S3PayloadStore, *events: OutboxEvent) -> None:
         transaction = Transaction()
         writer.append(transaction, one)
         DynamoDBTransactionExecutor(world.dynamodb).execute(transaction)
+
+
+def stored_key(s3: Any, stored: OutboxEvent) -> str:
+    """The key of the one object a write of `stored` left (outbox.payload_refs.object_key: the event's id,
+    then the write's)."""
+    listed = s3.list_objects_v2(Bucket=BUCKET, Prefix=f"events/{stored.event_id}/").get("Contents", [])
+    [key] = [item["Key"] for item in listed]
+    return str(key)

@@ -21,7 +21,7 @@ from outbox_inbox.envelope import envelope_of
 from outbox_inbox.errors import MalformedEnvelopeError
 from outbox_publisher.config import PublisherConfig
 from outbox_publisher.handler import build_publisher
-from tests.integration.payloads.conftest import BUCKET, write
+from tests.integration.payloads.conftest import BUCKET, stored_key, write
 from tests.integration.publisher.publisher_world import World
 from tests.support.aws import event_rows
 from tests.support.events import event
@@ -91,7 +91,7 @@ def test_a_cancelled_transaction_leaves_an_object_no_row_names_and_publishes_not
 
     # Then no row was written, but the body stored before the transaction is there for the lifecycle to remove
     assert event_rows(world.dynamodb, world.tables.outbox) == []
-    assert object_keys(s3) == [f"events/{big.event_id}.json"]
+    assert object_keys(s3) == [stored_key(s3, big)]
     # and the stream holds nothing, so nothing is published
     assert world.stream_event()["Records"] == []
     assert published(world) == ([], [])
@@ -103,7 +103,7 @@ def test_a_row_naming_a_missing_object_is_poison_with_its_reason_and_blocks_its_
     # Given a large event whose stored envelope was deleted, and the next event of the same order
     big, after = large("A", 1), event("A", 2)
     write(world, store, big, after)
-    s3.delete_object(Bucket=BUCKET, Key=f"events/{big.event_id}.json")
+    s3.delete_object(Bucket=BUCKET, Key=stored_key(s3, big))
 
     # When the publisher handles the stream
     response = world.invoke(world.publisher(), world.stream_event())
@@ -152,7 +152,7 @@ def test_a_stored_envelope_that_cannot_be_read_is_retried_not_poison(
     assert [
         json.loads(message["Body"])[1]["s3Key"] if message["Body"].startswith("[") else "inline"
         for message in topic
-    ] == [f"events/{big.event_id}.json", "inline"]
+    ] == [stored_key(s3, big), "inline"]
     assert [json.loads(message["Body"])["detail"]["seq"] for message in bus] == [1, 2]
     assert world.poison() == []
     assert world.stored(big) is None
@@ -172,7 +172,7 @@ def test_a_consumer_dead_letters_a_claim_check_whose_object_is_gone_and_retries_
     with pytest.raises(PayloadUnavailableError):
         envelope_of(sqs_record(pointer), payloads=S3PayloadStore(S3ClientFailing(s3, "SlowDown", 503)))
     # and when the object is gone, the envelope is malformed (dead-lettered with its reason)
-    s3.delete_object(Bucket=BUCKET, Key=f"events/{big.event_id}.json")
+    s3.delete_object(Bucket=BUCKET, Key=stored_key(s3, big))
     with pytest.raises(MalformedEnvelopeError, match="cannot be read"):
         envelope_of(sqs_record(pointer), payloads=store)
 
@@ -210,7 +210,7 @@ def test_a_stored_object_that_is_not_the_row_s_envelope_is_poison_and_never_forw
     # overwritten with text of the same size that is no envelope
     middle = large("A", 1, size=100 * KB)
     write(world, store, middle)
-    key = f"events/{middle.event_id}.json"
+    key = stored_key(s3, middle)
     size = s3.head_object(Bucket=BUCKET, Key=key)["ContentLength"]
     s3.put_object(Bucket=BUCKET, Key=key, Body=b"x" * size)
 

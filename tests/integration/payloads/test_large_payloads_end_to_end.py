@@ -12,7 +12,7 @@ from outbox.model import OutboxEvent
 from outbox.payload_refs import POINTER_CLASS, SIZE_ATTRIBUTE
 from outbox.s3_payloads import S3PayloadStore
 from outbox_inbox.envelope import Envelope, envelope_of
-from tests.integration.payloads.conftest import BUCKET, write
+from tests.integration.payloads.conftest import BUCKET, stored_key, write
 from tests.integration.publisher.publisher_world import World
 from tests.support.events import event
 from tests.support.inbox import sns_notification, sqs_record
@@ -49,10 +49,10 @@ def test_a_large_event_reaches_both_destinations_and_a_consumer_whole_and_in_ord
     # whose row names its stored envelope instead of holding its payload
     row = world.row(big)
     assert "payload" not in row
-    assert row["payload_ref"]["S"] == f"s3://{BUCKET}/events/{big.event_id}.json"
+    assert row["payload_ref"]["S"] == f"s3://{BUCKET}/{stored_key(s3, big)}"
     envelope_text = big.envelope_json()
     assert int(row["payload_bytes"]["N"]) == len(envelope_text.encode())
-    stored = s3.get_object(Bucket=BUCKET, Key=f"events/{big.event_id}.json")["Body"].read().decode()
+    stored = s3.get_object(Bucket=BUCKET, Key=stored_key(s3, big))["Body"].read().decode()
     assert stored == envelope_text
 
     # and a topic whose MaximumMessageSize is set (or left at its default), which the publisher is told
@@ -81,7 +81,7 @@ def test_a_large_event_reaches_both_destinations_and_a_consumer_whole_and_in_ord
     else:
         assert json.loads(middle["Body"]) == [
             POINTER_CLASS,
-            {"s3BucketName": BUCKET, "s3Key": f"events/{big.event_id}.json"},
+            {"s3BucketName": BUCKET, "s3Key": stored_key(s3, big)},
         ]
         assert middle["MessageAttributes"][SIZE_ATTRIBUTE] == {
             "DataType": "Number",
@@ -93,7 +93,7 @@ def test_a_large_event_reaches_both_destinations_and_a_consumer_whole_and_in_ord
     assert [message["detail"]["seq"] for message in bus] == [1, 2, 3]
     claim = bus[1]["detail"]
     assert "payload" not in claim
-    assert claim["payload_ref"] == {"s3BucketName": BUCKET, "s3Key": f"events/{big.event_id}.json"}
+    assert claim["payload_ref"] == {"s3BucketName": BUCKET, "s3Key": stored_key(s3, big)}
     assert claim["payload_bytes"] == len(envelope_text.encode())
     assert {key: claim[key] for key in ("event_id", "event_type", "seq")} == {
         "event_id": big.event_id,
