@@ -12,6 +12,7 @@ import uuid
 from outbox.model import OutboxEvent
 from outbox.payload_refs import (
     DEFAULT_OFFLOAD_THRESHOLD_BYTES,
+    MAX_OFFLOAD_THRESHOLD_BYTES,
     MAX_STORED_ENVELOPE_BYTES,
     StoredEnvelope,
     object_key,
@@ -25,8 +26,8 @@ class Offloader:
     def __init__(
         self, store: PayloadStore, *, threshold_bytes: int = DEFAULT_OFFLOAD_THRESHOLD_BYTES
     ) -> None:
-        if not 0 <= threshold_bytes <= MAX_STORED_ENVELOPE_BYTES:
-            raise ValueError(f"threshold_bytes must be between 0 and {MAX_STORED_ENVELOPE_BYTES}")
+        if not 0 <= threshold_bytes <= MAX_OFFLOAD_THRESHOLD_BYTES:
+            raise ValueError(f"threshold_bytes must be between 0 and {MAX_OFFLOAD_THRESHOLD_BYTES}")
         self._store = store
         self._threshold = threshold_bytes
 

@@ -25,6 +25,9 @@ DEFAULT_OFFLOAD_THRESHOLD_BYTES = 64 * 1024
 """Envelopes larger than this go to the payload store. Below it, the row is cheaper: a transactional write
 costs 2 WRU per KB (64 KB: 128 WRU, $0.00008), an S3 PUT and GET together $0.0000054; above it, the row's
 cost grows with its size and the S3 path's does not (docs/BENCHMARKS.md prices both)."""
+MAX_OFFLOAD_THRESHOLD_BYTES = 384 * 1024
+"""The highest threshold a writer takes: an envelope kept in its row must fit DynamoDB's 400 KB item with the
+row's other attributes, so a higher one would let envelopes through that no row can hold."""
 MAX_STORED_ENVELOPE_BYTES = 10 * 1024 * 1024
 """The largest envelope a writer stores (and a publisher or consumer reads back in one bounded GET): every
 reader holds it in a Lambda's memory, so it is bounded well below what S3 holds."""

@@ -13,7 +13,7 @@ from outbox.aws import invocation_client
 from outbox.aws_errors import error_code, http_status
 from outbox.config import optional
 from outbox.errors import ConfigurationError
-from outbox.payload_refs import DEFAULT_OFFLOAD_THRESHOLD_BYTES, MAX_STORED_ENVELOPE_BYTES, PayloadRef
+from outbox.payload_refs import DEFAULT_OFFLOAD_THRESHOLD_BYTES, MAX_OFFLOAD_THRESHOLD_BYTES, PayloadRef
 from outbox.payload_store import PayloadMissingError, PayloadUnavailableError
 
 # What S3 answers for an object that is not there: GetObject's NoSuchKey; HeadObject has no body, so 404.
@@ -125,8 +125,9 @@ def _setting_bytes(env: Mapping[str, str]) -> int:
     text = optional(env, ENV_OFFLOAD_ABOVE_BYTES)
     if text is None:
         return DEFAULT_OFFLOAD_THRESHOLD_BYTES
-    if not (text.isascii() and text.isdigit()) or int(text) > MAX_STORED_ENVELOPE_BYTES:
+    if not (text.isascii() and text.isdigit()) or int(text) > MAX_OFFLOAD_THRESHOLD_BYTES:
         raise ConfigurationError(
-            f"{ENV_OFFLOAD_ABOVE_BYTES} must be a whole number of bytes up to {MAX_STORED_ENVELOPE_BYTES}"
+            f"{ENV_OFFLOAD_ABOVE_BYTES} must be a whole number of bytes up to {MAX_OFFLOAD_THRESHOLD_BYTES} "
+            "(an envelope below it stays in its row, which DynamoDB holds to 400 KB)"
         )
     return int(text)

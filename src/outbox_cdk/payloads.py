@@ -18,7 +18,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from outbox.payload_refs import DEFAULT_OFFLOAD_THRESHOLD_BYTES, MAX_STORED_ENVELOPE_BYTES
+from outbox.payload_refs import DEFAULT_OFFLOAD_THRESHOLD_BYTES, MAX_OFFLOAD_THRESHOLD_BYTES
 from outbox.s3_payloads import ENV_OFFLOAD_ABOVE_BYTES, ENV_PAYLOAD_BUCKET, ENV_PAYLOAD_PREFIX
 from outbox_cdk import constants as c
 from outbox_cdk.checkov import (
@@ -69,9 +69,10 @@ class PayloadStoreProps:
     def __post_init__(self) -> None:
         if self.bucket is not None and self.encryption_key is not None:
             raise OutboxConstructError("encryption_key applies to the bucket created here, not to yours")
-        if not 0 <= self.offload_above_bytes <= MAX_STORED_ENVELOPE_BYTES:
+        if not 0 <= self.offload_above_bytes <= MAX_OFFLOAD_THRESHOLD_BYTES:
             raise OutboxConstructError(
-                f"offload_above_bytes must be between 0 and {MAX_STORED_ENVELOPE_BYTES}"
+                f"offload_above_bytes must be between 0 and {MAX_OFFLOAD_THRESHOLD_BYTES} (an envelope below "
+                "it stays in its row, which DynamoDB holds to 400 KB)"
             )
         if self.retention.to_days() < 1:
             raise OutboxConstructError("retention must be at least one day (S3 expires objects by days)")
