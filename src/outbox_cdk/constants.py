@@ -176,3 +176,5 @@ PAYLOAD_LIST_ACTIONS: Final = ("s3:ListBucket",)
 # SSE-KMS under a customer-managed key: a PutObject needs a data key, a GetObject its decryption.
 PAYLOAD_WRITE_KEY_ACTIONS: Final = ("kms:GenerateDataKey",)
 PAYLOAD_READ_KEY_ACTIONS: Final = ("kms:Decrypt",)
+# Denied to everyone on the stored envelopes of a retained bucket (outbox_cdk.payloads).
+PAYLOAD_DELETE_ACTIONS: Final = ("s3:DeleteObject", "s3:DeleteObjectVersion")

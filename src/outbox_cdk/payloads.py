@@ -115,6 +115,19 @@ class OutboxPayloadBucket(Construct):
             ],
             removal_policy=RemovalPolicy.RETAIN if props.retain_data else RemovalPolicy.DESTROY,
         )
+        if props.retain_data:
+            # A stored envelope is read by every destination's consumers, archive replays and redrives: no
+            # one deletes it (an SQS Extended Client deletes its message's object by default), the lifecycle
+            # rule alone, which no bucket policy stops. A dev stack's bucket must be emptied to be deleted.
+            bucket.add_to_resource_policy(
+                iam.PolicyStatement(
+                    sid="EnvelopesAreDeletedByTheLifecycleRuleOnly",
+                    effect=iam.Effect.DENY,
+                    principals=[iam.AnyPrincipal()],
+                    actions=list(c.PAYLOAD_DELETE_ACTIONS),
+                    resources=[bucket.arn_for_objects(f"{c.PAYLOAD_PREFIX}*")],
+                )
+            )
         acknowledge(bucket, "AwsSolutions-S1", ACCESS_LOGS_REASON)
         acknowledge_checkov(bucket, BUCKET_ACCESS_LOGS, ACCESS_LOGS_REASON)
         acknowledge_checkov(bucket, BUCKET_VERSIONING, NO_VERSIONING_REASON)

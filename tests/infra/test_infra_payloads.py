@@ -107,11 +107,17 @@ def test_the_bucket_is_private_tls_only_encrypted_and_expires_what_no_one_reads_
     assert rule["AbortIncompleteMultipartUpload"] == {"DaysAfterInitiation": 1}
     assert rule["Status"] == "Enabled"
     assert "Prefix" not in rule
-    # and its policy refuses any request without TLS
+    # and its policy refuses any request without TLS, and any delete of a stored envelope (an extended
+    # client deletes its message's object by default; the lifecycle rule is not subject to the policy)
     _, policy = only(template, "AWS::S3::BucketPolicy")
-    [deny] = [s for s in policy["Properties"]["PolicyDocument"]["Statement"] if s["Effect"] == "Deny"]
-    assert deny["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
-    assert deny["Action"] == "s3:*"
+    denied = [s for s in policy["Properties"]["PolicyDocument"]["Statement"] if s["Effect"] == "Deny"]
+    [tls] = [s for s in denied if "Condition" in s]
+    assert tls["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+    assert tls["Action"] == "s3:*"
+    [deletes] = [s for s in denied if s.get("Sid") == "EnvelopesAreDeletedByTheLifecycleRuleOnly"]
+    assert deletes["Principal"] == {"AWS": "*"}
+    assert sorted(deletes["Action"]) == sorted(c.PAYLOAD_DELETE_ACTIONS)
+    assert deletes["Resource"] == {"Fn::Join": ["", [{"Fn::GetAtt": [bucket_id, "Arn"]}, "/envelopes/*"]]}
     assert bucket["DeletionPolicy"] == "Retain"
     assert bucket_id.startswith("OutboxPayloads")
 
