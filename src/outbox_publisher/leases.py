@@ -91,9 +91,11 @@ class RowClaimer(Protocol):
         next_attempt_at: datetime,
         error: str,
         delivered_to: frozenset[str] = frozenset(),
+        counted: bool = True,
     ) -> bool:
         """Record a failed sweep (`attempts` tries, the destinations that took the event) and when to try
-        again, and drop the lease; False if the lease was lost."""
+        again, and drop the lease; False if the lease was lost. `counted=False`: the reason and the wait only,
+        the failure not counted towards giving up (the event was not tried)."""
         ...
 
     def release(self, key: RowKey, lease: Lease) -> bool:
@@ -135,24 +137,27 @@ class DynamoDBRowClaimer:
         next_attempt_at: datetime,
         error: str,
         delivered_to: frozenset[str] = frozenset(),
+        counted: bool = True,
     ) -> bool:
         values: dict[str, Any] = {
             ":pending": {"S": OutboxStatus.PENDING.value},
             ":owner": {"S": lease.owner},
             ":next": {"N": str(math.ceil(next_attempt_at.timestamp()))},
             ":error": {"S": truncate_error(error)},
-            ":attempts": {"N": str(attempts)},
-            ":one": {"N": "1"},
         }
-        added = ""
+        added = []
+        if counted:
+            added += ["attempts :attempts", f"{SWEEP_FAILURES} :one"]
+            values |= {":attempts": {"N": str(attempts)}, ":one": {"N": "1"}}
         if delivered_to:
-            added = f", {DELIVERED_TO} :delivered"
+            added.append(f"{DELIVERED_TO} :delivered")
             values[":delivered"] = {"SS": sorted(delivered_to)}
+        add = f"ADD {', '.join(added)} " if added else ""
+        expression = f"SET {NEXT_ATTEMPT_AT} = :next, last_error = :error {add}"
         try:
             self._update(
                 key,
-                f"SET {NEXT_ATTEMPT_AT} = :next, last_error = :error "
-                f"ADD attempts :attempts, {SWEEP_FAILURES} :one{added} REMOVE {LEASE_OWNER}, {LEASE_UNTIL}",
+                f"{expression}REMOVE {LEASE_OWNER}, {LEASE_UNTIL}",
                 _HELD_CONDITION,
                 values,
             )

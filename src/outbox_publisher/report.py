@@ -40,8 +40,12 @@ class EventOutcome(NamedTuple):
     poison_reason: PoisonReason | None = None
     """POISONED only: why."""
     tried: bool = True
-    """UNDELIVERED only: False when the destinations that did not take it were never tried (no time was left):
-    nothing failed, so the sweeper does not count it against the row."""
+    """UNDELIVERED only: False when the destinations that did not take it were never tried (no time was left,
+    or its stored envelope could not be read): nothing failed, so the sweeper does not count it against the
+    row."""
+    envelope_unavailable: bool = False
+    """UNDELIVERED only: its stored envelope could not be read (its code says why): the sweeper records the
+    reason and waits before the next try, without counting it against the row."""
 
     @property
     def done(self) -> bool:

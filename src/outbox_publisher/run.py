@@ -179,14 +179,22 @@ class EngineRun:
             self._poison(index, candidate, why, attempts=0, delivered_to=())
             return
         _log.warning("stored envelope not read: left for a later attempt", extra={"code": why.code})
-        self._undelivered(index, candidate, why.code, why.detail, attempts=0, delivered_to=(), tried=False)
+        self._undelivered(
+            index, candidate, why.code, why.detail, attempts=0, delivered_to=(), tried=False, unreadable=True
+        )
 
     def _plan(
         self, index: int, candidate: Candidate
     ) -> tuple[Candidate, Planned | Rejection | EnvelopeUnavailable]:
         """The candidate with its stored envelope read (outbox_publisher.stored_envelopes), and its plan."""
         engine = self.engine
-        resolved = resolve(candidate, engine._router, engine._destinations, engine._payloads)
+        resolved = resolve(
+            candidate,
+            engine._router,
+            engine._destinations,
+            engine._payloads,
+            may_read=lambda: engine._retry.has_time_for(self.deadline),
+        )
         if not isinstance(resolved, Candidate):
             return candidate, resolved
         return resolved, planning.plan(index, resolved, engine._router, engine._destinations)
@@ -314,6 +322,7 @@ class EngineRun:
         attempts: int,
         delivered_to: tuple[Destination, ...],
         tried: bool = True,
+        unreadable: bool = False,
     ) -> None:
         """Left PENDING for later; its aggregate's later events in the run wait behind it."""
         self.gate.held(candidate.key, HoldReason.PREDECESSOR_PENDING)
@@ -325,6 +334,7 @@ class EngineRun:
             detail=detail,
             delivered_to=delivered_to,
             tried=tried,
+            envelope_unavailable=unreadable,
         )
 
     def _poison(

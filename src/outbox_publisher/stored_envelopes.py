@@ -5,7 +5,7 @@ poison); an object that is not there, or is not the envelope the row names, is p
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import NamedTuple
 
@@ -33,14 +33,19 @@ def resolve(
     router: Router,
     ports: Mapping[Destination, DestinationPort],
     store: PayloadStore | None,
+    *,
+    may_read: Callable[[], bool] = lambda: True,
 ) -> Candidate | EnvelopeUnavailable:
-    """The candidate with its stored envelope read (or checked); rejected when the object is missing."""
+    """The candidate with its stored envelope read (or checked); rejected when the object is missing.
+    `may_read`: whether the invocation has time left for the read (one bounded S3 call); if not, the event
+    waits for a later attempt like one whose read failed."""
     event = candidate.event
     stored = event.stored if event is not None else None
     if event is None or stored is None or stored.text is not None or candidate.rejection is not None:
         return candidate
-    if store is None:
-        return EnvelopeUnavailable("NoPayloadStore", "the row names a stored envelope and no store is wired")
+    unavailable = _cannot_read(store, may_read)
+    if unavailable is not None or store is None:
+        return unavailable or EnvelopeUnavailable("NoPayloadStore", "no payload store")
     message = Message.of(event)
     routed = router.destinations_for(event.aggregate_type, event.event_type)
     delivered = candidate.delivered_to
@@ -65,6 +70,14 @@ def resolve(
     return candidate.but(
         event=replace(event, stored=stored._replace(text=text)) if text is not None else event
     )
+
+
+def _cannot_read(store: PayloadStore | None, may_read: Callable[[], bool]) -> EnvelopeUnavailable | None:
+    if store is None:
+        return EnvelopeUnavailable("NoPayloadStore", "the row names a stored envelope and no store is wired")
+    if not may_read():
+        return EnvelopeUnavailable("DeadlineExceeded", "too little time left to read its stored envelope")
+    return None
 
 
 def _mismatch(text: str | None, size: int, expected_size: int, event: OutboxEvent) -> str | None:

@@ -278,9 +278,11 @@ class Sweeper:
                     report.gave_up += 1
             elif key is None:
                 continue
-            elif outcome.status is Status.UNDELIVERED and outcome.tried:
+            elif outcome.status is Status.UNDELIVERED and (outcome.tried or outcome.envelope_unavailable):
+                # A stored envelope S3 would not give (throttled, denied, down) is not the event's fault: its
+                # reason is recorded and the row waits, but the failure does not count towards giving up.
                 if deadline.remaining_ms() >= UPDATE_CALL_MS:
-                    self._back_off(key, outcome, failed_at, lease)
+                    self._back_off(key, outcome, failed_at, lease, counted=outcome.tried)
                     report.backed_off += 1
                 # else: its lease expires with the invocation, and a later run tries it again
             elif outcome.status is Status.UNDELIVERED and (park := park_for(outcome)) is not None:
@@ -309,10 +311,12 @@ class Sweeper:
             # The lease expires with this invocation anyway.
             _log.warning("could not release a lease", extra={"row": _ref(key), "error": str(error)})
 
-    def _back_off(self, key: RowKey, outcome: EventOutcome, now: datetime, lease: Lease) -> None:
-        tried = max(1, outcome.attempts)
+    def _back_off(
+        self, key: RowKey, outcome: EventOutcome, now: datetime, lease: Lease, *, counted: bool = True
+    ) -> None:
+        tried = max(1, outcome.attempts) if counted else 0
         code = outcome.code or "Failed"
-        failures = stored_count(outcome.candidate.row, SWEEP_FAILURES) + 1
+        failures = stored_count(outcome.candidate.row, SWEEP_FAILURES) + (1 if counted else 0)
         delay = backoff(failures, self._settings, self._random())
         try:
             self._claimer.back_off(
@@ -322,6 +326,7 @@ class Sweeper:
                 next_attempt_at=now + delay,
                 error=code,
                 delivered_to=outcome.delivered_so_far,
+                counted=counted,
             )
         except OutboxError as error:
             # The lease expires on its own; the row is tried again by a later sweep.

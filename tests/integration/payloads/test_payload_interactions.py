@@ -168,3 +168,60 @@ def test_a_consumer_refuses_a_claim_whose_stored_envelope_names_another_event(
     # When the consumer resolves the EventBridge claim, Then it is a malformed envelope naming the field
     with pytest.raises(MalformedEnvelopeError, match="another seq"):
         envelope_of(sqs_record(on_bus["Body"]), payloads=store)
+
+
+def test_a_sweep_that_cannot_read_a_stored_envelope_records_why_and_waits_without_counting_it(
+    world: World, store: S3PayloadStore, s3: Any
+) -> None:
+    from outbox_sweeper.config import SweeperConfig
+    from outbox_sweeper.handler import build_sweeper
+    from tests.integration.payloads.test_large_payload_faults import S3ClientFailing
+
+    # Given a large event the stream path could not publish, and S3 denying every read to the sweeper
+    big = large("A", 1)
+    write(world, store, big)
+    world.clock.advance(seconds=600)
+    config = SweeperConfig.from_env(world.env())
+    ports = world._ports(config.publisher, None, None, None, None)
+    denied = S3PayloadStore(S3ClientFailing(s3, "AccessDenied", 403))
+    sweeper = build_sweeper(config, payloads=denied, **{**ports, **world.sweeper_tables(config)})
+
+    attempts_before = world.row(big).get("attempts")
+
+    # When a sweep runs
+    world.sweep(sweeper)
+
+    # Then the row is still PENDING, saying why and when it is tried again, its failures not counted
+    row = world.row(big)
+    assert row["status"]["S"] == "PENDING"
+    assert row["last_error"]["S"] == "PayloadAccessDenied"
+    assert "next_attempt_at" in row
+    assert "sweep_failures" not in row
+    assert row.get("attempts") == attempts_before
+    assert published(world) == ([], [])
+
+    # When S3 answers again and a sweep runs after the wait, Then it is out
+    world.clock.advance(seconds=600)
+    world.sweep(world.sweeper())
+    assert [json.loads(m["Body"])["detail"]["seq"] for m in published(world)[1]] == [1]
+    assert world.stored(big) is None
+
+
+def test_a_stored_envelope_is_not_read_without_the_time_for_it(
+    world: World, store: S3PayloadStore, s3: Any
+) -> None:
+    from tests.integration.payloads.test_large_payload_faults import S3ClientFailing, publisher_reading
+
+    # Given a large event, and an invocation with too little time left for one more bounded call
+    big = large("A", 1)
+    write(world, store, big)
+    counting = S3ClientFailing(s3, "SlowDown", 503)
+
+    # When the publisher handles the stream
+    world.invoke(publisher_reading(world, counting), world.stream_event(), remaining_ms=1_000)
+
+    # Then S3 was not called, nothing was published or poisoned, and the row waits for a later attempt
+    assert counting.calls == 0
+    assert published(world) == ([], [])
+    assert world.poison() == []
+    assert world.row(big)["status"]["S"] == "PENDING"

@@ -92,15 +92,21 @@ class World:
     ) -> Sweeper:
         """The sweeper as deployed, on the same real adapters, fake clock and sleep."""
         config = SweeperConfig.from_env(self.env(**env))
-        dynamodb = dynamodb_client or self.dynamodb
-        table = config.publisher.table_name
         return build_sweeper(
             config,
-            scan=DynamoDBTableScan(dynamodb, table),
-            cursors=DynamoDBCursorStore(dynamodb, table),
-            indexer=DynamoDBFailedIndexer(dynamodb, table),
+            **self.sweeper_tables(config, dynamodb_client),
             **self._ports(config.publisher, sns_client, events_client, sqs_client, dynamodb_client),
         )
+
+    def sweeper_tables(self, config: SweeperConfig, dynamodb_client: Any = None) -> dict[str, Any]:
+        """The sweeper's own ports on the outbox table: its scan, its saved position, the failed index."""
+        dynamodb = dynamodb_client or self.dynamodb
+        table = config.publisher.table_name
+        return {
+            "scan": DynamoDBTableScan(dynamodb, table),
+            "cursors": DynamoDBCursorStore(dynamodb, table),
+            "indexer": DynamoDBFailedIndexer(dynamodb, table),
+        }
 
     def sweep(self, sweeper: Sweeper, *, remaining_ms: int = 60_000, segment: int = 0) -> SweepReport:
         return sweeper.run(LambdaDeadline(FakeLambdaContext(remaining_ms)), segment)

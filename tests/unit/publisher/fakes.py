@@ -229,6 +229,7 @@ class FakeClaimer:
         next_attempt_at: datetime,
         error: str,
         delivered_to: frozenset[str] = frozenset(),
+        counted: bool = True,
     ) -> bool:
         self.backed_off.append((key, attempts, next_attempt_at, error))
         self.delivered[key] = delivered_to
