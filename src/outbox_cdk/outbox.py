@@ -114,7 +114,7 @@ class OutboxProps:
     # is told; above 256 KiB a topic takes only SQS, Lambda and Firehose subscriptions, at most 100. With a
     # topic of yours, its size as you set it.
     topic_max_message_bytes: int | None = None
-    # PutEvents' entry limit (None: the API reference's 262,144; newer AWS material cites 1 MiB).
+    # PutEvents' entry limit (None: the API reference's 262,144; the AWS Compute Blog reports 1 MB).
     eventbridge_max_entry_bytes: int | None = None
 
     def __post_init__(self) -> None:

@@ -41,7 +41,7 @@ ENV_TOPIC_MAX_MESSAGE_BYTES = "TOPIC_MAX_MESSAGE_BYTES"
 """The topic's MaximumMessageSize (the construct sets both from one prop): larger events go as claim
 checks."""
 ENV_EVENTBRIDGE_MAX_ENTRY_BYTES = "EVENTBRIDGE_MAX_ENTRY_BYTES"
-"""PutEvents' entry limit: the API reference's 256 KB unless set (newer AWS material cites 1 MiB)."""
+"""PutEvents' entry limit: the API reference's 256 KB unless set (the AWS Compute Blog reports 1 MB)."""
 DEFAULT_SWEEP_GRACE_SECONDS = 60
 # The stream publisher keeps a 20 s horizon for the rows it publishes without a claim
 # (outbox_publisher.stream): a grace below 30 s would leave almost no row young enough to go without one.
