@@ -17,7 +17,8 @@ models and dead letters), `check` says:
   consumer message dead-lettered;
 - **invented**: a publication without its committed event (unknown event_id, another aggregate or seq,
   another payload than the row held), a row in the table that no writer committed, an order's event beyond
-  its last_seq, an effect applied for an event never delivered;
+  its last_seq, an effect applied for an event never delivered, a claim check published whose stored
+  envelope could not be read (a consumer gets no event from it);
 - **out of order**: per aggregate and destination, an event first published before its predecessor's first
   publication, unless an operator skipped the predecessor or its route let the events behind it go on
   (`released`);
@@ -97,6 +98,8 @@ class History:
     invocations: Mapping[int, Invocation] = field(default_factory=dict)
     expected_reasons: Mapping[str, str] = field(default_factory=dict)
     """Injected poison whose FAILED reason must name a code (event_id -> code, e.g. PayloadMissing)."""
+    unreadable_claims: Sequence[str] = ()
+    """event_id of every claim check a destination accepted whose stored envelope could not be read."""
     failed_reasons: Mapping[str, str] = field(default_factory=dict)
     """event_id -> the `last_error` its row held when it was seen FAILED (by the operator, or after the
     drain)."""
@@ -251,6 +254,10 @@ def _invented(history: History, committed: Mapping[str, Committed], verdict: Ver
             stored = None
         if payload != stored:
             verdict.invented.append(f"{where}: the payload is not the row's")
+    verdict.invented.extend(
+        f"a claim check of {event_id} went out, its stored envelope unreadable"
+        for event_id in history.unreadable_claims
+    )
     for row in history.rows:
         if row.event_id not in committed:
             where = f"{row.aggregate_key} seq {row.seq} ({row.event_id})"

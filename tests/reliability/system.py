@@ -955,6 +955,7 @@ class System:
             dead_letters={function: self.dead_lettered(function) for function in CONSUMERS},
             invocations={invocation.number: invocation for invocation in self.wire.invocations},
             expected_reasons=dict(self.missing_objects),
+            unreadable_claims=list(self.wire.unreadable),
             failed_reasons=self._failed_reasons(),
         )
 

@@ -177,6 +177,14 @@ def test_a_deleted_stored_envelope_must_end_failed_naming_payload_missing() -> N
     assert check(history).lost == ["p-1 should have been FAILED (PayloadMissing) and never was"]
 
 
+def test_a_claim_check_published_whose_envelope_cannot_be_read_is_invented() -> None:
+    # Given a destination accepted a claim check of e-2 whose stored envelope was gone
+    history = clean()
+    history.unreadable_claims = ["e-2"]
+    # Then it is invented: no consumer gets the event from it
+    assert check(history).invented == ["a claim check of e-2 went out, its stored envelope unreadable"]
+
+
 def test_an_order_without_its_event_is_lost_and_an_event_without_its_order_is_invented() -> None:
     history = clean()
     history.orders = [OrderState("o-1", "CANCELLED", 3)]

@@ -33,6 +33,7 @@ from typing import Any
 
 from outbox.payload_store import PayloadStore
 from outbox_inbox import claim_checks
+from outbox_inbox.errors import MalformedEnvelopeError
 
 Clock = Callable[[], float]
 
@@ -192,6 +193,8 @@ class Wire:
     """Where the recorder reads the envelopes claim checks point to (no fault reaches it)."""
     claims: Counter[str] = field(default_factory=Counter)
     """Claim checks the destinations accepted, by event_id."""
+    unreadable: list[str] = field(default_factory=list)
+    """event_id of every claim check a destination accepted whose stored envelope could not be read."""
 
     # --- invocations -----------------------------------------------------------------------------------
 
@@ -343,13 +346,13 @@ class Wire:
         self, function: str, service: str, operation: str, parsed: dict[str, Any], context: dict[str, Any]
     ) -> None:
         sent: list[dict[str, Any]] = context.get("reliability_sent", [])
-        accepted: list[str] = []
+        accepted: list[dict[str, Any]] = []
         if service == SNS and operation == "PublishBatch":
             ok = {entry["Id"] for entry in parsed.get("Successful", [])}
-            accepted = [e["Message"] for e in sent if e["Id"] in ok]
+            accepted = [e for e in sent if e["Id"] in ok]
         elif service == EVENTBRIDGE and operation == "PutEvents":
             answers = parsed.get("Entries", [])
-            accepted = [e["Detail"] for e, answer in zip(sent, answers, strict=False) if "EventId" in answer]
+            accepted = [e for e, answer in zip(sent, answers, strict=False) if "EventId" in answer]
         elif service == "sqs" and operation == "SendMessage":
             params = context.get("reliability_params", {})
             if "poison" in str(params.get("QueueUrl", "")):
@@ -363,8 +366,14 @@ class Wire:
         else:
             return
         invocation = self.current.number if self.current is not None else 0
-        for body in accepted:
-            envelope, stored = self._envelope(service, body)
+        for entry in accepted:
+            body = str(entry["Message" if service == SNS else "Detail"])
+            try:
+                envelope, stored = self._envelope(service, body)
+            except MalformedEnvelopeError:
+                # A claim check whose envelope no consumer could read: published without its body.
+                self.unreadable.append(_event_id_of(service, entry))
+                continue
             if stored is not None:
                 self.claims[str(envelope["event_id"])] += 1
             publication = Publication(
