@@ -11,11 +11,14 @@ models and dead letters), `check` says:
 - **lost**: a committed event whose row is still PENDING after the drain, or FAILED without being injected
   poison, without a reason, or without having reached the poison queue; a committed event whose row left the
   table without reaching every destination, unless an operator skipped it (its audit record); injected
-  poison that never reached the poison queue; an order whose committed events are not exactly seq
-  1..last_seq (the business write and its event commit together); a consumer message dead-lettered;
+  poison that never reached the poison queue; injected poison whose FAILED reason does not name the fault
+  injected (a stored envelope that was deleted: `PayloadMissing`), or that was never FAILED; an order whose
+  committed events are not exactly seq 1..last_seq (the business write and its event commit together); a
+  consumer message dead-lettered;
 - **invented**: a publication without its committed event (unknown event_id, another aggregate or seq,
   another payload than the row held), a row in the table that no writer committed, an order's event beyond
-  its last_seq, an effect applied for an event never delivered;
+  its last_seq, an effect applied for an event never delivered, a claim check published whose stored
+  envelope could not be read (a consumer gets no event from it);
 - **out of order**: per aggregate and destination, an event first published before its predecessor's first
   publication, unless an operator skipped the predecessor or its route let the events behind it go on
   (`released`);
@@ -93,6 +96,13 @@ class History:
     """The cancellations ledger: the order ids it holds."""
     dead_letters: Mapping[str, int] = field(default_factory=dict)
     invocations: Mapping[int, Invocation] = field(default_factory=dict)
+    expected_reasons: Mapping[str, str] = field(default_factory=dict)
+    """Injected poison whose FAILED reason must name a code (event_id -> code, e.g. PayloadMissing)."""
+    unreadable_claims: Sequence[str] = ()
+    """event_id of every claim check a destination accepted whose stored envelope could not be read."""
+    failed_reasons: Mapping[str, str] = field(default_factory=dict)
+    """event_id -> the `last_error` its row held when it was seen FAILED (by the operator, or after the
+    drain)."""
     destinations: tuple[str, ...] = (SNS, EVENTBRIDGE)
     summary_consumer: str = "order-summary"
     ledger_consumer: str = "order-cancellations"
@@ -186,7 +196,17 @@ def _lost(history: History, published: Mapping[str, list[Publication]], verdict:
             and event.event_id not in history.poison_sent
         ):
             verdict.lost.append(f"{where} is injected poison that never reached the poison queue")
+    _expected_reasons(history, verdict)
     _orders_and_dead_letters(history, verdict)
+
+
+def _expected_reasons(history: History, verdict: Verdict) -> None:
+    for event_id, code in sorted(history.expected_reasons.items()):
+        reason = history.failed_reasons.get(event_id)
+        if reason is None:
+            verdict.lost.append(f"{event_id} should have been FAILED ({code}) and never was")
+        elif code not in reason:
+            verdict.lost.append(f"{event_id} is FAILED ({reason}), not for {code}")
 
 
 def _failed(history: History, row: Row, where: str, verdict: Verdict) -> None:
@@ -234,6 +254,10 @@ def _invented(history: History, committed: Mapping[str, Committed], verdict: Ver
             stored = None
         if payload != stored:
             verdict.invented.append(f"{where}: the payload is not the row's")
+    verdict.invented.extend(
+        f"a claim check of {event_id} went out, its stored envelope unreadable"
+        for event_id in history.unreadable_claims
+    )
     for row in history.rows:
         if row.event_id not in committed:
             where = f"{row.aggregate_key} seq {row.seq} ({row.event_id})"

@@ -13,6 +13,8 @@ EFFECTIVE_UNITS: dict[str, str] = {
     "dynamodb_outage": "requests failed",
     "dynamodb_row_updates": "requests failed",
     "both_5xx": "requests failed",
+    "s3_5xx": "requests failed",
+    "s3_throttled": "requests failed",
     "sns_outage": "requests failed",
     "eventbridge_outage": "requests failed",
     "sns_entries": "entries failed",
@@ -24,6 +26,8 @@ EFFECTIVE_UNITS: dict[str, str] = {
     "stream_gap": "stream records trimmed",
     "foreign_poison": "poison rows parked",
     "foreign_unstreamed": "unstreamed rows swept",
+    "large_payloads": "claim checks published",
+    "s3_missing": "poison rows parked",
     "duplicate_deliveries": "extra copies delivered",
     "reordered_deliveries": "deliveries overtaken",
 }

@@ -29,6 +29,18 @@ CRASH_ARMED_INTO_DRAIN_S = 600
 """A crash point that has not fired when the faults clear stays armed this long into the drain (it still fires
 at most once): the sweeper's and the consumers' matching calls mostly come then."""
 OPERATOR_ROUND_S = 120
+S3 = "s3"
+S3_READS = frozenset({"GetObject", "HeadObject"})
+KB = 1000
+STORED_SIZES: dict[int, tuple[int, ...]] = {
+    # A step's `nth` -> the payload sizes of another writer's aggregate, one row each. Over the writer's
+    # 64 KiB threshold the envelope is stored; 100 KB goes inline on both destinations, 300 KB inline on the
+    # topic (1 MiB) and as a claim check on the bus (256 KB), 1.2 MB as a claim check on both (its object
+    # only checked to exist).
+    1: (100 * KB, 300 * KB),
+    2: (300 * KB, 1200 * KB),
+    3: (1 * KB, 100 * KB, 300 * KB, 1200 * KB),
+}
 RETRIED = ("crash", "OrderStoreUnavailableError", "ClientError")
 """What a client retries (same idempotency key) once the faults clear: it cannot know whether it committed."""
 
@@ -56,7 +68,13 @@ CALL_FAULTS: dict[str, tuple[str, frozenset[str] | None, str, int, frozenset[str
         500,
         frozenset({PUBLISHER, SWEEPER}),
     ),
+    # The reads of stored envelopes (GetObject: read whole; HeadObject: checked to exist) by every function
+    # that reads them: the publisher, the sweeper, the consumers. Arming one also has another writer commit
+    # an aggregate of stored envelopes (`STORED_SIZES`), so there is something to read while it lasts.
+    "s3_5xx": (S3, S3_READS, "InternalError", 500, None),
+    "s3_throttled": (S3, S3_READS, "SlowDown", 503, None),
 }
+S3_FAULTS = frozenset({"s3_5xx", "s3_throttled"})
 OUTAGES: dict[str, tuple[str, str, str, int]] = {
     # kind -> (destination, operation, code, status): every call of every function refused, for
     # `OUTAGE_SECONDS`, far longer than the engine's retries and the mapping's.
@@ -76,10 +94,13 @@ CRASHES: dict[str, tuple[str, str, str, str, bool]] = {
     "sweeper_crash": (SWEEPER, SNS, "PublishBatch", "before", False),
     "consumer_crash": (SUMMARY, "dynamodb", "TransactWriteItems", "after", False),
 }
+WRITER_FAULTS = frozenset({"foreign_poison", "foreign_unstreamed", "large_payloads", "s3_missing"})
 OTHER_FAULTS = (
     "stream_gap",
     "foreign_poison",
     "foreign_unstreamed",
+    "large_payloads",
+    "s3_missing",
     "duplicate_deliveries",
     "reordered_deliveries",
 )
@@ -180,6 +201,8 @@ def arm(system: System, step: Step) -> None:
         if kind == "dynamodb_outage":
             functions = frozenset({PUBLISHER, SWEEPER, SUMMARY, LEDGER, API})
         wire.call_faults.append(CallFault(kind, service, operations, code, status, functions, until=until))
+        if kind in S3_FAULTS:
+            system.write_stored_rows(f"{kind}-{system.fault_log[kind]}", STORED_SIZES[step.nth])
     elif kind in OUTAGES:
         destination, operation, code, status = OUTAGES[kind]
         fault = CallFault(kind, destination, frozenset({operation}), code, status, until=until)
@@ -203,7 +226,19 @@ def arm(system: System, step: Step) -> None:
     elif kind == "stream_gap":
         system.stream_stalled = True
         system.pending_trim_at = until
-    elif kind == "foreign_poison":
+    elif kind in WRITER_FAULTS:
+        _arm_writer(system, step)
+    elif kind == "duplicate_deliveries":
+        system.duplicate_deliveries += 2 * step.nth
+    elif kind == "reordered_deliveries":
+        system.reorder_deliveries += 2 * step.nth
+    system.fault_log[kind] += 1
+
+
+def _arm_writer(system: System, step: Step) -> None:
+    """The faults that are rows another writer commits."""
+    kind = step.kind
+    if kind == "foreign_poison":
         ids = system.write_foreign_rows(f"inv-{len(system.injected_poison)}", poison_first=True)
         system.operator_plan[ids[0]] = "redrive" if step.redrive else "skip"
     elif kind == "foreign_unstreamed":
@@ -214,11 +249,16 @@ def arm(system: System, step: Step) -> None:
             count=UNSTREAMED_ROWS,
             discard=dropped.__contains__,
         )
-    elif kind == "duplicate_deliveries":
-        system.duplicate_deliveries += 2 * step.nth
-    elif kind == "reordered_deliveries":
-        system.reorder_deliveries += 2 * step.nth
-    system.fault_log[kind] += 1
+    elif kind == "large_payloads":
+        ids = system.write_stored_rows(f"large-{system.fault_log[kind]}", STORED_SIZES[step.nth])
+        system.large_payloads.update(ids)
+    elif kind == "s3_missing":
+        # Its seq 1's object gone: FAILED (PayloadMissing), never published; seq 2 waits behind it until the
+        # operator restores the object and redrives, or skips.
+        ids = system.write_stored_rows(
+            f"missing-{system.fault_log[kind]}", (300 * KB, 100 * KB), missing=lambda seq: seq == 1
+        )
+        system.operator_plan[ids[0]] = "restore" if step.redrive else "skip"
 
 
 def effective_counts(system: System) -> Counter[str]:
@@ -228,10 +268,16 @@ def effective_counts(system: System) -> Counter[str]:
     for kind in (*CALL_FAULTS, *OUTAGES, "both_5xx", *ENTRY_FAULTS, *CRASHES):
         effective[kind] = system.wire.injected[kind]
     effective["stream_gap"] = system.streams.trimmed
-    effective["foreign_poison"] = len(set(system.wire.poison_sent) & system.injected_poison)
+    effective["foreign_poison"] = len(
+        set(system.wire.poison_sent) & (system.injected_poison - set(system.missing_objects))
+    )
     effective["foreign_unstreamed"] = len(
         {p.event_id for p in system.wire.published if p.function == SWEEPER} & system.unstreamed
     )
+    effective["large_payloads"] = sum(
+        count for event_id, count in system.wire.claims.items() if event_id in system.large_payloads
+    )
+    effective["s3_missing"] = len(set(system.wire.poison_sent) & set(system.missing_objects))
     effective["duplicate_deliveries"] = sum(q.duplicates_sent for q in system.queues.values())
     effective["reordered_deliveries"] = sum(q.reordered for q in system.queues.values())
     effective.update(system.operator_actions)
@@ -318,8 +364,13 @@ def operate(system: System) -> None:
     for row in system.failed_rows():
         event_id = row["event_id"]["S"]
         plan = system.operator_plan.pop(event_id, None)
+        if event_id in system.injected_poison and "last_error" in row:
+            system.failed_reasons.setdefault(event_id, row["last_error"]["S"])
         if plan == "redrive":
             system.operator_fix_and_redrive(row)
+            system.operator_actions["operator_redrive"] += 1
+        elif plan == "restore":
+            system.operator_restore_and_redrive(row)
             system.operator_actions["operator_redrive"] += 1
         elif plan == "skip":
             system.operator_skip(row)

@@ -25,7 +25,16 @@ away, so the next invocation builds a fresh one (a new Lambda container). A `Cra
 
 A settled event's row leaves the table, so the events that were committed are recorded as the writers commit
 them (`committed`): the outbox rows of every TransactWriteItems the Orders API got an answer to (read from the
-call's parameters by a hook on its client), and every row another writer puts (`write_foreign_rows`).
+call's parameters by a hook on its client), and every row another writer puts (`write_foreign_rows`,
+`write_stored_rows`).
+
+Large payloads: another writer's events can be larger than the writer's offload threshold (64 KiB), so its
+writer (outbox.offloading) stores their envelopes in the payload bucket and the rows name them; the topic is
+raised to 1 MiB (moto corrected by outbox_local.moto_sns_sizes), the bus keeps the reference's 256 KB, so an
+envelope goes inline or as a claim check per destination. The publisher, the sweeper and the consumers read
+stored envelopes through their own S3 clients (where the S3 faults land); the wire resolves claim checks
+through an S3 client no fault reaches. A committed stored event's payload is read from its object when it
+commits.
 """
 
 from __future__ import annotations
@@ -61,7 +70,10 @@ from orders.service import OrderService
 from outbox.clock import format_timestamp
 from outbox.dynamodb import DynamoDBTransactionExecutor
 from outbox.errors import OutboxError
-from outbox.model import AUDIT_KEY_PREFIX, RELEASED_AT, RowKey, is_reserved
+from outbox.model import AUDIT_KEY_PREFIX, RELEASED_AT, OutboxEvent, RowKey, is_reserved
+from outbox.offloading import Offloader
+from outbox.payload_refs import MAX_STORED_ENVELOPE_BYTES, StoredEnvelope
+from outbox.s3_payloads import S3PayloadStore
 from outbox.stream_mapping import PUBLISHER_FILTER_PATTERNS
 from outbox.transaction import TableKeys, Transaction
 from outbox_inbox.adapters import DynamoDBInboxReader, SqsDeadLetters
@@ -71,6 +83,7 @@ from outbox_inbox.envelope import Envelope
 from outbox_inbox.inbox import Effect, Inbox, InboxSettings, Ordering
 from outbox_local.filtering import FilterCriteria
 from outbox_local.invocation import InvocationResult
+from outbox_local.moto_sns_sizes import topic_message_sizes
 from outbox_local.moto_streams import InProcessStreams
 from outbox_local.moto_transactions import atomic_transactions
 from outbox_local.schedules import ScheduleRunner
@@ -107,7 +120,12 @@ SUMMARY = "order-summary"
 LEDGER = "order-cancellations"
 CONSUMERS = (SUMMARY, LEDGER)
 FUNCTIONS = (API, PUBLISHER, SWEEPER, *CONSUMERS)
-SERVICES = {"dynamodb": "dynamodb", "sns": SNS, "events": EVENTBRIDGE, "sqs": "sqs"}
+SERVICES = {"dynamodb": "dynamodb", "sns": SNS, "events": EVENTBRIDGE, "sqs": "sqs", "s3": "s3"}
+PAYLOAD_BUCKET = "outbox-payloads"
+PAYLOAD_PREFIX = "envelopes/"
+TOPIC_MAX_MESSAGE_BYTES = 1_048_576
+"""The topic's MaximumMessageSize, raised (the construct's option): a 300 KB envelope goes inline on SNS and
+as a claim check on the bus (256 KB)."""
 
 # The deployed template's values (cdk.out/OutboxStack.template.json; outbox.stream_mapping, outbox_cdk).
 PUBLISHER_TIMEOUT_S = 60
@@ -275,8 +293,11 @@ class System:
         self.wire = Wire(self.clock.seconds)
         self.random = random.Random(seed)  # noqa: S311 - a schedule's choices, not secrets
         self.session = boto3.session.Session(region_name=REGION, **_CREDENTIALS)
-        self.admin = {name: self.session.client(name) for name in ("dynamodb", "sqs", "sns", "events")}
+        self.admin = {name: self.session.client(name) for name in ("dynamodb", "sqs", "sns", "events", "s3")}
         self.resources = self._provision()
+        self.payloads = S3PayloadStore(self.admin["s3"], PAYLOAD_BUCKET, prefix=PAYLOAD_PREFIX)
+        """Another writer's store, and what the wire resolves claim checks with (no fault reaches it)."""
+        self.wire.payloads = self.payloads
         self.env = {
             "OUTBOX_TABLE_NAME": self.resources.tables.outbox,
             "TOPIC_ARN": self.resources.topic_arn,
@@ -284,6 +305,7 @@ class System:
             "EVENT_SOURCE": SOURCE,
             "POISON_QUEUE_URL": self.resources.poison_queue,
             "SWEEP_GRACE_SECONDS": str(sweep_grace_s),
+            "TOPIC_MAX_MESSAGE_BYTES": str(TOPIC_MAX_MESSAGE_BYTES),
         }
         self._instances: dict[str, Any] = {}
         self.restarts: dict[str, int] = dict.fromkeys(FUNCTIONS, 0)
@@ -299,6 +321,15 @@ class System:
         self.committed: dict[str, Committed] = {}
         """Every event a writer committed, by event_id, in commit order (see the module's docstring)."""
         self.unstreamed: set[str] = set()
+        self.stored: dict[str, str] = {}
+        """Envelopes another writer stored in the payload bucket, by event_id (what an operator restores)."""
+        self.large_payloads: set[str] = set()
+        """The events of `large_payloads` steps (tests.reliability.schedules)."""
+        self.missing_objects: dict[str, str] = {}
+        """Stored envelopes deleted after their row committed, by event_id: the code the row's FAILED reason
+        must name (`write_stored_rows(missing=...)`)."""
+        self.failed_reasons: dict[str, str] = {}
+        """The `last_error` of each injected poison row the operator found FAILED."""
         """Foreign rows whose stream records the mapping never got (`write_foreign_rows(discard=...)`)."""
         self.commands: list[CommandOutcome] = []
         self.retry_later: list[tuple[Any, str, str | None, CommandOutcome]] = []
@@ -359,7 +390,10 @@ class System:
             ]
             return str(url), str(arn)
 
-        topic_arn = sns.create_topic(Name="outbox-events")["TopicArn"]
+        topic_arn = sns.create_topic(
+            Name="outbox-events", Attributes={"MaximumMessageSize": str(TOPIC_MAX_MESSAGE_BYTES)}
+        )["TopicArn"]
+        self.admin["s3"].create_bucket(Bucket=PAYLOAD_BUCKET)
         events.create_event_bus(Name=BUS)
         poison_queue, _ = queue("outbox-poison")
         on_failure_queue, on_failure_arn = queue("outbox-on-failure")
@@ -424,6 +458,7 @@ class System:
             "updater": DynamoDBRowUpdater(dynamodb, table, sleep=self.sleep, random=lambda: 0.5, workers=1),
             "predecessors": DynamoDBPredecessorReader(dynamodb, table),
             "claimer": DynamoDBRowClaimer(dynamodb, table),
+            "payloads": S3PayloadStore(_ClientOnFirstUse(lambda: self.client(function, "s3"))),
             "clock": self.clock,
             "sleep": self.sleep,
             "random": lambda: 0.5,
@@ -447,6 +482,7 @@ class System:
             ),
             effect=CountedEffect(projection, table),
             clock=self.clock,
+            payloads=S3PayloadStore(_ClientOnFirstUse(lambda: self.client(function, "s3"))),
         )
 
     def _new_id(self) -> uuid.UUID:
@@ -566,9 +602,9 @@ class System:
         """SNS -> the summary's queue (raw delivery, its filter policy on Order event types); the bus ->
         the ledger's queue (its rule: OrderCancelled), as the body EventBridge gives an SQS target."""
         if publication.destination == SNS and publication.event_type in ORDER_EVENT_TYPES:
-            self._enqueue(SUMMARY, publication.body, publication.event_id)
+            self._enqueue(SUMMARY, publication.wire_body, publication.event_id)
         elif publication.destination == EVENTBRIDGE and publication.event_type == CANCELLED_EVENT_TYPE:
-            envelope = json.loads(publication.body)
+            envelope = json.loads(publication.wire_body)
             body = json.dumps(
                 {
                     "version": "0",
@@ -640,12 +676,19 @@ class System:
                 self._commit(put["Item"])
 
     def _commit(self, item: dict[str, Any]) -> None:
+        stored = StoredEnvelope.of_item(item)
+        if stored is None:
+            payload = item.get("payload", {}).get("S", "")
+        else:
+            # A stored envelope is committed as its object holds it when the row commits.
+            text = self.payloads.read(stored.ref, max_bytes=MAX_STORED_ENVELOPE_BYTES)
+            payload = json.dumps(json.loads(text)["payload"])
         event = Committed(
             aggregate_key=item["aggregate_key"]["S"],
             seq=int(item["seq"]["N"]),
             event_id=item["event_id"]["S"],
             event_type=item.get("event_type", {}).get("S", ""),
-            payload=item.get("payload", {}).get("S", ""),
+            payload=payload,
         )
         self.committed[event.event_id] = event
 
@@ -677,19 +720,58 @@ class System:
                 "occurred_at": {"S": format_timestamp(self.clock())},
                 "status": {"S": "PENDING"},
             }
-            written = self.streams.written()
-            self.admin["dynamodb"].put_item(
-                TableName=self.resources.tables.outbox,
-                Item=item,
-                ConditionExpression="attribute_not_exists(aggregate_key)",
-            )
-            self._commit(item)
-            if discard(seq):
-                self.streams.discard(range(written, self.streams.written()))
-                self.unstreamed.add(event_id)
+            self._put_foreign_row(item, discard=discard(seq))
             if poison_first and seq == 1:
                 self.injected_poison.add(event_id)
         return ids
+
+    def write_stored_rows(
+        self,
+        aggregate_id: str,
+        sizes: tuple[int, ...],
+        *,
+        missing: Callable[[int], bool] = lambda _seq: False,
+    ) -> list[str]:
+        """Another writer's `Invoice` aggregate, one row per size (its payload's bytes), written as the
+        library's writer writes them with a payload store (outbox.offloading): an envelope over 64 KiB is
+        stored in the payload bucket first, and the row names it. The objects of the rows whose seq `missing`
+        names are deleted once their rows committed (gone, as after the bucket's lifecycle): that event is
+        poison, FAILED with `PayloadMissing` in its reason, and never published."""
+        offloader = Offloader(self.payloads)
+        ids = []
+        for seq, size in enumerate(sizes, start=1):
+            event = OutboxEvent.new(
+                aggregate_type="Invoice",
+                aggregate_id=aggregate_id,
+                seq=seq,
+                event_type="InvoiceIssued",
+                payload={"n": seq, "document": "x" * size},
+                clock=self.clock,
+                new_id=self._new_id,
+            )
+            ids.append(event.event_id)
+            item = offloader.row_of(event)
+            stored = StoredEnvelope.of_item(item)
+            if stored is not None:
+                self.stored[event.event_id] = event.envelope_json()
+            self._put_foreign_row(item)
+            if stored is not None and missing(seq):
+                self.admin["s3"].delete_object(Bucket=stored.ref.bucket, Key=stored.ref.key)
+                self.missing_objects[event.event_id] = "PayloadMissing"
+                self.injected_poison.add(event.event_id)
+        return ids
+
+    def _put_foreign_row(self, item: dict[str, Any], *, discard: bool = False) -> None:
+        written = self.streams.written()
+        self.admin["dynamodb"].put_item(
+            TableName=self.resources.tables.outbox,
+            Item=item,
+            ConditionExpression="attribute_not_exists(aggregate_key)",
+        )
+        self._commit(item)
+        if discard:
+            self.streams.discard(range(written, self.streams.written()))
+            self.unstreamed.add(item["event_id"]["S"])
 
     def failed_rows(self) -> list[dict[str, Any]]:
         return [row for row in self.outbox_rows() if row["status"]["S"] == "FAILED"]
@@ -711,6 +793,24 @@ class System:
             self.resources.tables.outbox,
             key,
             reason="fixed",
+            actor="ops",
+            now=self.clock(),
+        )
+
+    def operator_restore_and_redrive(self, row: dict[str, Any]) -> None:
+        """The operator puts the stored envelope back (from a backup), then redrives: same event_id."""
+        stored = StoredEnvelope.of_item(row)
+        if stored is None:
+            raise ValueError("the row names no stored envelope")
+        self.admin["s3"].put_object(
+            Bucket=stored.ref.bucket, Key=stored.ref.key, Body=self.stored[row["event_id"]["S"]].encode()
+        )
+        key = RowKey(row["aggregate_key"]["S"], int(row["seq"]["N"]))
+        redrive(
+            self.admin["dynamodb"],
+            self.resources.tables.outbox,
+            key,
+            reason="restored",
             actor="ops",
             now=self.clock(),
         )
@@ -854,7 +954,18 @@ class System:
             ledger=frozenset(ledger),
             dead_letters={function: self.dead_lettered(function) for function in CONSUMERS},
             invocations={invocation.number: invocation for invocation in self.wire.invocations},
+            expected_reasons=dict(self.missing_objects),
+            unreadable_claims=list(self.wire.unreadable),
+            failed_reasons=self._failed_reasons(),
         )
+
+    def _failed_reasons(self) -> dict[str, str]:
+        """The reason of every injected poison row: as the operator found it FAILED, or as it is now."""
+        reasons = dict(self.failed_reasons)
+        for row in self.failed_rows():
+            if "last_error" in row:
+                reasons.setdefault(row["event_id"]["S"], row["last_error"]["S"])
+        return reasons
 
     def verdict(self) -> Verdict:
         return check(self.history())
@@ -865,6 +976,21 @@ class System:
             AttributeNames=["ApproximateNumberOfMessages"],
         )["Attributes"]
         return int(attributes["ApproximateNumberOfMessages"]) + len(self.queues[function].dead_letters)
+
+
+class _ClientOnFirstUse:
+    """A function's real S3 client (its hooks on), built when the function first reads a stored envelope, as
+    the product's own store builds its client (outbox.s3_payloads): most invocations read none, and building
+    an S3 client for every function instance of thousands of schedules costs seconds."""
+
+    def __init__(self, build: Callable[[], Any]) -> None:
+        self._build = build
+        self._client: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._client is None:
+            self._client = self._build()
+        return getattr(self._client, name)
 
 
 class _TrimmableStreams(InProcessStreams):
@@ -942,7 +1068,7 @@ def running_system(*, seed: int = 0, sweep_grace_s: int = 60) -> Iterator[System
     for logger in loggers:
         logger.setLevel(logging.ERROR)
     try:
-        with mock_aws(), atomic_transactions():
+        with mock_aws(), atomic_transactions(), topic_message_sizes():
             yield System(seed=seed, sweep_grace_s=sweep_grace_s)
     finally:
         for logger, level in zip(loggers, levels, strict=True):

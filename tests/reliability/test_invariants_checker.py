@@ -158,6 +158,33 @@ def test_injected_poison_that_never_reached_the_poison_queue_is_lost_even_once_s
     assert check(history).ok
 
 
+def test_a_deleted_stored_envelope_must_end_failed_naming_payload_missing() -> None:
+    # Given a stored envelope deleted after its row committed: poison, parked, the operator skipped it
+    missing = Committed("Invoice#i-1", 1, "p-1", "InvoiceIssued", json.dumps({"n": 1}))
+    history = clean()
+    history.committed = [*history.committed, missing]
+    history.injected_poison = frozenset({"p-1"})
+    history.poison_sent = frozenset({"p-1"})
+    history.skipped = frozenset({"p-1"})
+    history.expected_reasons = {"p-1": "PayloadMissing"}
+    # When it was seen FAILED naming the missing object, Then every promise held
+    history.failed_reasons = {"p-1": "invalid_row: PayloadMissing: S3 GetObject: gone (NoSuchKey)"}
+    assert check(history).ok
+    # When it was FAILED for another reason, or never FAILED, Then it is lost
+    history.failed_reasons = {"p-1": "invalid_row: PayloadMismatch"}
+    assert check(history).lost == ["p-1 is FAILED (invalid_row: PayloadMismatch), not for PayloadMissing"]
+    history.failed_reasons = {}
+    assert check(history).lost == ["p-1 should have been FAILED (PayloadMissing) and never was"]
+
+
+def test_a_claim_check_published_whose_envelope_cannot_be_read_is_invented() -> None:
+    # Given a destination accepted a claim check of e-2 whose stored envelope was gone
+    history = clean()
+    history.unreadable_claims = ["e-2"]
+    # Then it is invented: no consumer gets the event from it
+    assert check(history).invented == ["a claim check of e-2 went out, its stored envelope unreadable"]
+
+
 def test_an_order_without_its_event_is_lost_and_an_event_without_its_order_is_invented() -> None:
     history = clean()
     history.orders = [OrderState("o-1", "CANCELLED", 3)]

@@ -13,6 +13,10 @@ in process), never by changing product code:
 
 The entries a call fault refused are recorded too (`refused`): which events a destination outage kept out.
 
+A claim check (docs/contracts.md, "Claim checks") carries no aggregate or seq: the recorder resolves it with
+the inbox's own resolution (`outbox_inbox.claim_checks`) through `payloads`, a store no fault reaches, and
+records the envelope it points to (`body`) beside what went on the wire (`sent`).
+
 `Crash` derives from BaseException: no `except Exception` in the product catches it, so it ends the
 invocation exactly where it was raised, as a process killed there would. The invoker turns it into a
 function error and throws the function's instance away (its clients, its wiring: module state), so the next
@@ -26,6 +30,10 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from outbox.payload_store import PayloadStore
+from outbox_inbox import claim_checks
+from outbox_inbox.errors import MalformedEnvelopeError
 
 Clock = Callable[[], float]
 
@@ -53,10 +61,18 @@ class Publication:
     seq: int
     event_type: str
     body: str
-    """The envelope as published (JSON text)."""
+    """The envelope as published (JSON text); for a claim check, the stored envelope it points to."""
     invocation: int
     function: str
     at: float
+    sent: str = ""
+    """What went on the wire when it was a claim check (the extended clients' pointer, the bus's claim);
+    empty when `body` itself went."""
+
+    @property
+    def wire_body(self) -> str:
+        """What the destination delivers to its subscribers."""
+        return self.sent or self.body
 
 
 @dataclass(frozen=True)
@@ -173,6 +189,12 @@ class Wire:
     on_publication: list[Callable[[Publication], None]] = field(default_factory=list)
     on_call: list[Callable[[str, str, str, dict[str, Any]], None]] = field(default_factory=list)
     """Told (function, service, operation, parameters) of every call that returned without an error."""
+    payloads: PayloadStore | None = None
+    """Where the recorder reads the envelopes claim checks point to (no fault reaches it)."""
+    claims: Counter[str] = field(default_factory=Counter)
+    """Claim checks the destinations accepted, by event_id."""
+    unreadable: list[str] = field(default_factory=list)
+    """event_id of every claim check a destination accepted whose stored envelope could not be read."""
 
     # --- invocations -----------------------------------------------------------------------------------
 
@@ -270,11 +292,9 @@ class Wire:
     def _refused(self, service: str, operation: str, kind: str, context: dict[str, Any]) -> None:
         if DESTINATION_OPERATIONS.get(service) != operation:
             return
-        field_name = "Message" if service == SNS else "Detail"
         now = self.clock()
         for entry in context.get("reliability_sent", []):
-            event_id = json.loads(entry[field_name])["event_id"]
-            self.refused.append(Refusal(service, str(event_id), kind, now))
+            self.refused.append(Refusal(service, _event_id_of(service, entry), kind, now))
 
     def _take_out_entries(
         self, service: str, operation: str, params: dict[str, Any], context: dict[str, Any]
@@ -326,13 +346,13 @@ class Wire:
         self, function: str, service: str, operation: str, parsed: dict[str, Any], context: dict[str, Any]
     ) -> None:
         sent: list[dict[str, Any]] = context.get("reliability_sent", [])
-        accepted: list[str] = []
+        accepted: list[dict[str, Any]] = []
         if service == SNS and operation == "PublishBatch":
             ok = {entry["Id"] for entry in parsed.get("Successful", [])}
-            accepted = [e["Message"] for e in sent if e["Id"] in ok]
+            accepted = [e for e in sent if e["Id"] in ok]
         elif service == EVENTBRIDGE and operation == "PutEvents":
             answers = parsed.get("Entries", [])
-            accepted = [e["Detail"] for e, answer in zip(sent, answers, strict=False) if "EventId" in answer]
+            accepted = [e for e, answer in zip(sent, answers, strict=False) if "EventId" in answer]
         elif service == "sqs" and operation == "SendMessage":
             params = context.get("reliability_params", {})
             if "poison" in str(params.get("QueueUrl", "")):
@@ -346,22 +366,56 @@ class Wire:
         else:
             return
         invocation = self.current.number if self.current is not None else 0
-        for body in accepted:
-            envelope = json.loads(body)
+        for entry in accepted:
+            body = str(entry["Message" if service == SNS else "Detail"])
+            try:
+                envelope, stored = self._envelope(service, body)
+            except MalformedEnvelopeError:
+                # A claim check whose envelope no consumer could read: published without its body.
+                self.unreadable.append(_event_id_of(service, entry))
+                continue
+            if stored is not None:
+                self.claims[str(envelope["event_id"])] += 1
             publication = Publication(
                 destination=service,
                 event_id=str(envelope["event_id"]),
                 aggregate_key=f"{envelope['aggregate_type']}#{envelope['aggregate_id']}",
                 seq=int(envelope["seq"]),
                 event_type=str(envelope["event_type"]),
-                body=body,
+                body=body if stored is None else stored,
                 invocation=invocation,
                 function=function,
                 at=self.clock(),
+                sent="" if stored is None else body,
             )
             self.published.append(publication)
             for listener in self.on_publication:
                 listener(publication)
+
+    def _envelope(self, service: str, body: str) -> tuple[dict[str, Any], str | None]:
+        """The envelope an accepted entry carries, and its JSON text when the entry was a claim check (None:
+        the entry is the envelope). Resolved as a consumer resolves it (outbox_inbox.claim_checks)."""
+        if service == SNS:
+            ref = claim_checks.pointer_in(body)
+            document = json.loads(body) if ref is None else claim_checks.resolve(ref, self.payloads)
+        else:
+            detail = json.loads(body)
+            ref = claim_checks.eventbridge_claim(detail)
+            if ref is not None:
+                document = claim_checks.resolve(ref, self.payloads, event_id=detail.get("event_id"))
+            else:
+                document = detail
+        if not isinstance(document, dict):
+            raise TypeError(f"{service} accepted an entry that is no envelope")
+        return document, None if ref is None else json.dumps(document, default=float)
+
+
+def _event_id_of(service: str, entry: dict[str, Any]) -> str:
+    """The event an entry carries, from what every entry holds (a claim check too): SNS's `event_id` message
+    attribute, the bus's Detail."""
+    if service == SNS:
+        return str(entry["MessageAttributes"]["event_id"]["StringValue"])
+    return str(json.loads(entry["Detail"])["event_id"])
 
 
 def _find_event_id(document: Any) -> str | None:
