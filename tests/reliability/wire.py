@@ -402,7 +402,7 @@ class Wire:
             detail = json.loads(body)
             ref = claim_checks.eventbridge_claim(detail)
             if ref is not None:
-                document = claim_checks.resolve(ref, self.payloads, event_id=detail.get("event_id"))
+                document = claim_checks.resolve(ref, self.payloads, claim=detail)
             else:
                 document = detail
         if not isinstance(document, dict):
