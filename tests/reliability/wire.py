@@ -401,10 +401,8 @@ class Wire:
         else:
             detail = json.loads(body)
             ref = claim_checks.eventbridge_claim(detail)
-            if ref is not None:
-                document = claim_checks.resolve(ref, self.payloads, claim=detail)
-            else:
-                document = detail
+            claim = claim_checks.resolve(ref, self.payloads, claim=detail) if ref is not None else None
+            document = detail if claim is None else claim
         if not isinstance(document, dict):
             raise TypeError(f"{service} accepted an entry that is no envelope")
         return document, None if ref is None else json.dumps(document, default=float)
