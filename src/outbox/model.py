@@ -52,6 +52,9 @@ NEXT_ATTEMPT_AT = "next_attempt_at"
 """Epoch seconds: the sweeper backs off a row it could not publish until then."""
 SWEEP_FAILURES = "sweep_failures"
 """Sweeps that failed to publish the row: the exponent of its backoff."""
+ENVELOPE_WAITS = "envelope_waits"
+"""Sweeps that could not read the row's stored envelope: the exponent of their wait, never counted towards
+giving up."""
 DELIVERED_TO = "delivered_to"
 """String set: the destinations that already accepted the event while another did not. Written only on that
 partial path; the publishing paths never send the event to them again."""

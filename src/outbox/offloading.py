@@ -31,21 +31,31 @@ class Offloader:
         self._store = store
         self._threshold = threshold_bytes
 
+    def check(self, event: OutboxEvent) -> None:
+        """Raises PayloadTooLargeError when the event's envelope is over the maximum the store keeps: checked
+        for every event of a write before any envelope is stored."""
+        size = _utf8_size(event.envelope_json())
+        if size > MAX_STORED_ENVELOPE_BYTES:
+            raise PayloadTooLargeError(
+                f"the event's envelope is {size} bytes, over the {MAX_STORED_ENVELOPE_BYTES}-byte maximum",
+                field="payload",
+            )
+
     def row_of(self, event: OutboxEvent) -> dict[str, dict[str, str]]:
         """The event's row: as it is when its envelope fits the threshold, else naming the stored envelope.
         Raises PayloadTooLargeError over the maximum and PayloadUnavailableError when the store failed: in
         both cases nothing names the object, and the caller's transaction must not run."""
         item = event.to_item()
         envelope = event.envelope_json()
-        size = len(envelope) if envelope.isascii() else len(envelope.encode())
+        size = _utf8_size(envelope)
         if size <= self._threshold:
             return item
-        if size > MAX_STORED_ENVELOPE_BYTES:
-            raise PayloadTooLargeError(
-                f"the event's envelope is {size} bytes, over the {MAX_STORED_ENVELOPE_BYTES}-byte maximum",
-                field="payload",
-            )
+        self.check(event)
         ref = self._store.put(object_key(event.event_id, uuid.uuid4().hex), envelope)
         del item["payload"]
         item.update(StoredEnvelope(ref, size).attributes())
         return item
+
+
+def _utf8_size(text: str) -> int:
+    return len(text) if text.isascii() else len(text.encode())

@@ -8,7 +8,8 @@ means, so the executor can translate DynamoDB's CancellationReasons without read
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
@@ -87,6 +88,18 @@ class Transaction:
     def transact_items(self) -> list[dict[str, Any]]:
         """The `TransactItems` argument of TransactWriteItems."""
         return [action.request for action in self._actions]
+
+    @contextmanager
+    def all_or_nothing(self) -> Iterator[Transaction]:
+        """Actions added inside are kept only if the block ends without an error: a refusal of the third
+        leaves out the first two as well."""
+        count, targets, size = len(self._actions), set(self._targets), self._bytes
+        try:
+            yield self
+        except BaseException:
+            del self._actions[count:]
+            self._targets, self._bytes = targets, size
+            raise
 
     def on_condition_failed(self, index: int) -> ConditionFailure:
         return self._actions[index].on_condition_failed

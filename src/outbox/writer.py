@@ -58,11 +58,12 @@ class OutboxWriter:
         )
 
     def append(self, transaction: Transaction, *events: OutboxEvent) -> None:
-        """Adds one conditional Put per event, in three steps so that a refusal adds nothing: every event is
-        checked first (status, schema, trace context), then each envelope too large for its row is stored,
-        then the rows join the transaction. A failure in the second step (the store, or an envelope over the
-        maximum) leaves the transaction as it was, and the envelopes already stored unnamed by any row, for
-        the bucket's lifecycle to delete (docs/contracts.md, "Claim checks")."""
+        """Adds one conditional Put per event, all or none: every event is checked first (status, schema,
+        trace context, an envelope within the store's maximum), then each envelope too large for its row is
+        stored, then the rows join the transaction together. A failure after an envelope was stored (the
+        store, or the transaction refusing a row: a slot twice, over its limits) leaves the transaction as it
+        was, and the stored envelopes unnamed by any row, for the bucket's lifecycle rule to delete
+        (docs/contracts.md, "Claim checks")."""
         for event in events:
             if event.status is not OutboxStatus.PENDING:
                 raise InvalidEventError("only PENDING events can be written to the outbox", field="status")
@@ -73,15 +74,19 @@ class OutboxWriter:
         active = TraceContext.given(*self._trace_context()) if any(not e.trace for e in events) else None
         # The trace on the event itself, so that an envelope kept in the payload store carries it too.
         traced = [replace(e, trace=active) if active is not None and not e.trace else e for e in events]
+        if self._offloader is not None:
+            for event in traced:
+                self._offloader.check(event)
         rows = [e.to_item() if self._offloader is None else self._offloader.row_of(e) for e in traced]
-        for event, item in zip(traced, rows, strict=True):
-            transaction.put(
-                self.table,
-                item,
-                label=f"outbox {event.event_type} seq {event.seq}",
-                condition=f"attribute_not_exists({PARTITION_KEY})",
-                on_condition_failed=_duplicate_event,
-            )
+        with transaction.all_or_nothing():
+            for event, item in zip(traced, rows, strict=True):
+                transaction.put(
+                    self.table,
+                    item,
+                    label=f"outbox {event.event_type} seq {event.seq}",
+                    condition=f"attribute_not_exists({PARTITION_KEY})",
+                    on_condition_failed=_duplicate_event,
+                )
 
 
 def _duplicate_event(label: str, index: int, _old: Item | None) -> DuplicateEventError:

@@ -166,7 +166,7 @@ INBOX_EXTERNAL_EFFECT_ACTIONS: Final = ("dynamodb:DeleteItem", "dynamodb:GetItem
 # then waits in a queue; plus a day for the stream and the sweeper. A FAILED row must be redriven within it,
 # else its redrive finds no object and marks it FAILED again, with that reason.
 PAYLOAD_RETENTION_DAYS: Final = EVENT_ARCHIVE_RETENTION_DAYS + QUEUE_RETENTION_DAYS + 1
-# The bucket's prefix for stored envelopes (outbox.payload_refs.object_key names each by its event id).
+# The bucket's prefix for stored envelopes (outbox.payload_refs.object_key names each by event and write).
 PAYLOAD_PREFIX: Final = "envelopes/"
 # Writers put objects; readers (publisher, sweeper, consumers) get them, and list the bucket, without which
 # S3 answers a missing key with 403 AccessDenied (retried forever) instead of 404 NoSuchKey (poison).

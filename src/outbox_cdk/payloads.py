@@ -38,8 +38,8 @@ ACCESS_LOGS_REASON = (
     "bucket of logs to secure"
 )
 NO_VERSIONING_REASON = (
-    "Each object is written once under its event's id and expires by the lifecycle rule; versions would "
-    "only keep expired envelopes longer"
+    "Each object is written once under its event's id and its write's, and expires by the lifecycle rule; "
+    "versions would only keep expired envelopes longer"
 )
 NO_REPLICATION_REASON = (
     "Objects live days, not years, and are read in the region that wrote them; the outbox table they "
@@ -128,6 +128,9 @@ class OutboxPayloadBucket(Construct):
                     resources=[bucket.arn_for_objects(f"{c.PAYLOAD_PREFIX}*")],
                 )
             )
+            # Kept with the bucket on `cdk destroy`, with its TLS-only statement.
+            if bucket.policy is not None:
+                bucket.policy.apply_removal_policy(RemovalPolicy.RETAIN)
         acknowledge(bucket, "AwsSolutions-S1", ACCESS_LOGS_REASON)
         acknowledge_checkov(bucket, BUCKET_ACCESS_LOGS, ACCESS_LOGS_REASON)
         acknowledge_checkov(bucket, BUCKET_VERSIONING, NO_VERSIONING_REASON)
@@ -138,8 +141,8 @@ class OutboxPayloadBucket(Construct):
 
 
 OBJECTS_WILDCARD_REASON = (
-    "Stored envelopes are named by their event's id, unknown until the event is written: the grant is held "
-    "to the envelopes' prefix of this one bucket"
+    "Stored envelopes are named by their event's id and their write's, unknown until the event is written: "
+    "the grant is held to the envelopes' prefix of this one bucket"
 )
 
 

@@ -26,6 +26,7 @@ from outbox.generation import generation_of, stored_generation
 from outbox.limits import MAX_ITEM_BYTES, item_size
 from outbox.model import (
     AUDIT_KEY_PREFIX,
+    ENVELOPE_WAITS,
     FAILED_INDEX_PARTITION_KEY,
     FIRST_RELEASED_AT,
     GENERATION,
@@ -123,8 +124,8 @@ def redrive(
         key.item(),
         f"SET #status = :pending, attempts = :zero, {REDRIVEN_AT} = :at, redriven_by = :actor, "
         f"redrive_reason = :reason, {GENERATION} = :next_generation{keep_release} "
-        f"REMOVE {NEXT_ATTEMPT_AT}, {SWEEP_FAILURES}, {LEASE_OWNER}, {LEASE_UNTIL}, {RELEASED_AT}, "
-        f"{RELEASE_REASON}, {FAILED_INDEX_PARTITION_KEY}",
+        f"REMOVE {NEXT_ATTEMPT_AT}, {SWEEP_FAILURES}, {ENVELOPE_WAITS}, {LEASE_OWNER}, {LEASE_UNTIL}, "
+        f"{RELEASED_AT}, {RELEASE_REASON}, {FAILED_INDEX_PARTITION_KEY}",
         label="row",
         **_as_read(row, values),
     )

@@ -24,6 +24,7 @@ from typing import Any, NamedTuple, Protocol
 from outbox.dynamodb import ConditionNotMetError, call
 from outbox.model import (
     DELIVERED_TO,
+    ENVELOPE_WAITS,
     IS_PENDING,
     LEASE_OWNER,
     LEASE_UNTIL,
@@ -146,9 +147,12 @@ class DynamoDBRowClaimer:
             ":error": {"S": truncate_error(error)},
         }
         added = []
+        values[":one"] = {"N": "1"}
         if counted:
             added += ["attempts :attempts", f"{SWEEP_FAILURES} :one"]
-            values |= {":attempts": {"N": str(attempts)}, ":one": {"N": "1"}}
+            values[":attempts"] = {"N": str(attempts)}
+        else:
+            added.append(f"{ENVELOPE_WAITS} :one")
         if delivered_to:
             added.append(f"{DELIVERED_TO} :delivered")
             values[":delivered"] = {"SS": sorted(delivered_to)}

@@ -25,7 +25,7 @@ from outbox_publisher.predecessors import PredecessorState
 from outbox_publisher.report import EventOutcome, PublishReport, Status
 from outbox_publisher.routing import DESTINATION_ORDER, Destination
 from outbox_publisher.row_updates import RowUpdate, RowUpdatesReport
-from outbox_publisher.stored_envelopes import EnvelopeUnavailable, resolve
+from outbox_publisher.stored_envelopes import NO_TIME_TO_READ, EnvelopeUnavailable, resolve
 from outbox_publisher.verdicts import judge
 from outbox_publisher.waves import Waves
 from outbox_publisher.writer_contract import reject_reused_event_ids
@@ -177,6 +177,10 @@ class EngineRun:
         destination was tried, so the sweeper does not count it against the row (never poison)."""
         if isinstance(why, Rejection):
             self._poison(index, candidate, why, attempts=0, delivered_to=())
+            return
+        if why.code == NO_TIME_TO_READ:
+            # Like any event the run has no time for: handed back, the rest of the run with it.
+            self._stop(index, candidate, why.code, why.detail)
             return
         _log.warning("stored envelope not read: left for a later attempt", extra={"code": why.code})
         self._undelivered(

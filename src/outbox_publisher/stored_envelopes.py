@@ -20,6 +20,9 @@ from outbox_publisher.poison import PoisonReason, Rejection
 from outbox_publisher.ports import DestinationPort
 from outbox_publisher.routing import Destination, Router
 
+NO_TIME_TO_READ = "DeadlineExceeded"
+"""The invocation had no time left for the read: the event is handed back like any the run did not get to."""
+
 
 class EnvelopeUnavailable(NamedTuple):
     """The stored envelope could not be read now: the event waits for a later attempt."""
@@ -43,9 +46,9 @@ def resolve(
     stored = event.stored if event is not None else None
     if event is None or stored is None or stored.text is not None or candidate.rejection is not None:
         return candidate
-    unavailable = _cannot_read(store, may_read)
-    if unavailable is not None or store is None:
-        return unavailable or EnvelopeUnavailable("NoPayloadStore", "no payload store")
+    readable = _store_to_read(store, may_read)
+    if isinstance(readable, EnvelopeUnavailable):
+        return readable
     message = Message.of(event)
     routed = router.destinations_for(event.aggregate_type, event.event_type)
     delivered = candidate.delivered_to
@@ -56,10 +59,10 @@ def resolve(
     )
     try:
         if inline:
-            text = store.read(stored.ref, max_bytes=MAX_STORED_ENVELOPE_BYTES)
+            text = readable.read(stored.ref, max_bytes=MAX_STORED_ENVELOPE_BYTES)
             size = len(text.encode())
         else:
-            text, size = None, store.size(stored.ref)
+            text, size = None, readable.size(stored.ref)
     except PayloadMissingError as error:
         return candidate.but(rejection=Rejection(PoisonReason.INVALID_ROW, "PayloadMissing", str(error)))
     except PayloadUnavailableError as error:
@@ -72,12 +75,14 @@ def resolve(
     )
 
 
-def _cannot_read(store: PayloadStore | None, may_read: Callable[[], bool]) -> EnvelopeUnavailable | None:
+def _store_to_read(
+    store: PayloadStore | None, may_read: Callable[[], bool]
+) -> PayloadStore | EnvelopeUnavailable:
     if store is None:
         return EnvelopeUnavailable("NoPayloadStore", "the row names a stored envelope and no store is wired")
     if not may_read():
-        return EnvelopeUnavailable("DeadlineExceeded", "too little time left to read its stored envelope")
-    return None
+        return EnvelopeUnavailable(NO_TIME_TO_READ, "too little time left to read its stored envelope")
+    return store
 
 
 def _mismatch(text: str | None, size: int, expected_size: int, event: OutboxEvent) -> str | None:

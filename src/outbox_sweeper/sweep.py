@@ -25,7 +25,15 @@ from typing import Any
 from outbox.clock import Clock, parse_timestamp, utc_now
 from outbox.config import MAX_COUNT
 from outbox.errors import OutboxError
-from outbox.model import REDRIVEN_AT, RELEASED_AT, SWEEP_FAILURES, OutboxStatus, RowKey, string_attribute
+from outbox.model import (
+    ENVELOPE_WAITS,
+    REDRIVEN_AT,
+    RELEASED_AT,
+    SWEEP_FAILURES,
+    OutboxStatus,
+    RowKey,
+    string_attribute,
+)
 from outbox_publisher.candidates import Candidate
 from outbox_publisher.deadline import Deadline
 from outbox_publisher.dynamodb_rows import UPDATE_CALL_MS
@@ -316,7 +324,8 @@ class Sweeper:
     ) -> None:
         tried = max(1, outcome.attempts) if counted else 0
         code = outcome.code or "Failed"
-        failures = stored_count(outcome.candidate.row, SWEEP_FAILURES) + (1 if counted else 0)
+        # An envelope S3 would not give waits longer each time too, on its own count (not towards giving up).
+        failures = stored_count(outcome.candidate.row, SWEEP_FAILURES if counted else ENVELOPE_WAITS) + 1
         delay = backoff(failures, self._settings, self._random())
         try:
             self._claimer.back_off(

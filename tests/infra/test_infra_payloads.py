@@ -118,6 +118,7 @@ def test_the_bucket_is_private_tls_only_encrypted_and_expires_what_no_one_reads_
     assert deletes["Principal"] == {"AWS": "*"}
     assert sorted(deletes["Action"]) == sorted(c.PAYLOAD_DELETE_ACTIONS)
     assert deletes["Resource"] == {"Fn::Join": ["", [{"Fn::GetAtt": [bucket_id, "Arn"]}, "/envelopes/*"]]}
+    assert policy["DeletionPolicy"] == "Retain"
     assert bucket["DeletionPolicy"] == "Retain"
     assert bucket_id.startswith("OutboxPayloads")
 

@@ -196,6 +196,7 @@ def test_a_sweep_that_cannot_read_a_stored_envelope_records_why_and_waits_withou
     assert row["status"]["S"] == "PENDING"
     assert row["last_error"]["S"] == "PayloadAccessDenied"
     assert "next_attempt_at" in row
+    assert row["envelope_waits"]["N"] == "1"
     assert "sweep_failures" not in row
     assert row.get("attempts") == attempts_before
     assert published(world) == ([], [])
@@ -218,10 +219,47 @@ def test_a_stored_envelope_is_not_read_without_the_time_for_it(
     counting = S3ClientFailing(s3, "SlowDown", 503)
 
     # When the publisher handles the stream
-    world.invoke(publisher_reading(world, counting), world.stream_event(), remaining_ms=1_000)
+    result = world.invoke(publisher_reading(world, counting), world.stream_event(), remaining_ms=1_000)
 
-    # Then S3 was not called, nothing was published or poisoned, and the row waits for a later attempt
+    # Then S3 was not called, nothing was published or poisoned, and the record is handed back for another
+    # invocation, its row still PENDING
     assert counting.calls == 0
+    assert len(result["batchItemFailures"]) == 1
     assert published(world) == ([], [])
     assert world.poison() == []
     assert world.row(big)["status"]["S"] == "PENDING"
+
+
+def test_a_row_the_transaction_refuses_takes_the_whole_append_out_and_keeps_what_was_there(
+    world: World, store: S3PayloadStore
+) -> None:
+    from outbox.errors import DuplicateItemKeyError
+    from outbox.transaction import TableKeys
+
+    # Given a transaction holding the caller's own action, and an append whose second row takes the slot
+    # of its first (a large event's)
+    transaction = Transaction()
+    transaction.put(TableKeys(world.tables.orders, "pk"), {"pk": {"S": "ORDER#1"}}, label="order")
+    writer = OutboxWriter(world.tables.outbox, payload_store=store)
+
+    # When it is appended, Then the refusal takes every row of the append out, and the caller's stays
+    with pytest.raises(DuplicateItemKeyError):
+        writer.append(transaction, large("A", 1), event("A", 1))
+    assert transaction.labels == ("order",)
+
+
+def test_an_envelope_over_the_maximum_anywhere_in_the_append_stores_nothing(
+    world: World, store: S3PayloadStore, s3: Any
+) -> None:
+    from outbox.payload_refs import MAX_STORED_ENVELOPE_BYTES
+    from outbox.payload_store import PayloadTooLargeError
+
+    # Given a large event, then one whose envelope is over the store's maximum
+    too_large = large("A", 2, size=MAX_STORED_ENVELOPE_BYTES)
+    transaction = Transaction()
+
+    # When they are appended, Then the refusal comes before the first one is stored
+    with pytest.raises(PayloadTooLargeError):
+        OutboxWriter(world.tables.outbox, payload_store=store).append(transaction, large("A", 1), too_large)
+    assert len(transaction) == 0
+    assert object_keys(s3) == []
