@@ -11,7 +11,6 @@ operations commands all read the table's names from this module.
 from __future__ import annotations
 
 import json
-import re
 import uuid
 import zlib
 from collections.abc import Callable, Mapping
@@ -20,8 +19,9 @@ from decimal import Decimal
 from enum import StrEnum
 from typing import Any, NamedTuple
 
-from outbox.clock import Clock, format_timestamp, parse_timestamp, utc_now
+from outbox.clock import Clock, format_timestamp, utc_now
 from outbox.errors import InvalidEventError, InvalidOutboxRowError
+from outbox.event_rules import broken_rule
 from outbox.item_reader import ItemReader
 from outbox.limits import MAX_WHOLE_NUMBER, Item
 from outbox.payload import JsonObject, decode_payload, encode_payload
@@ -157,9 +157,6 @@ def outbox_table(table_name: str) -> TableKeys:
 # it compactly, without the encoder's per-call set-up (tests/unit/outbox/test_envelope_text.py compares them).
 _json_string = json.encoder.encode_basestring
 
-_AGGREGATE_TYPE = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")
-_EVENT_TYPE = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,127}$")
-_MAX_ID_LENGTH = 256
 MAX_ERROR_LENGTH = 512
 
 
@@ -246,9 +243,12 @@ class OutboxEvent:
             except ValueError:
                 message = "status must be PENDING, PUBLISHED or FAILED"
                 raise InvalidEventError(message, field="status") from None
-        broken = _broken_rule(self)
+        broken = broken_rule(self)
         if broken is not None:
             raise InvalidEventError(broken[1], field=broken[0])
+        # The TTL must never delete an event that has not left the outbox.
+        if self.status is OutboxStatus.PENDING and self.expires_at is not None:
+            raise InvalidEventError("a PENDING row must not expire", field="expires_at")
         object.__setattr__(self, "_payload_json", encode_payload(self.payload))
         object.__setattr__(self, "aggregate_key", aggregate_key(self.aggregate_type, self.aggregate_id))
 
@@ -407,65 +407,3 @@ def _status(text: str) -> OutboxStatus:
 
 _STATUSES = {status.value: status for status in OutboxStatus}
 _TRACE_HEADER, _TRACEPARENT = TraceContext._fields
-_CANONICAL_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
-
-
-def _broken_rule(event: OutboxEvent) -> tuple[str, str] | None:  # noqa: PLR0911 - a return per rule, in order
-    """The first rule of what every event holds that `event` breaks, as (field, message); None if it breaks
-    none. Checked in this order, so the first rule broken names the field, with constant messages, so the
-    checks cost no formatting while they pass. Text fields are checked to be text first: a list or a number
-    would pass a length check, or make a pattern raise TypeError, and then fail when the envelope is written.
-    Plain checks in one function, not a table of one callable per rule: this runs for every row the publisher
-    reads, and a call per rule cost about a twentieth of reading a row."""
-    if not (isinstance(event.aggregate_type, str) and _AGGREGATE_TYPE.fullmatch(event.aggregate_type)):
-        return "aggregate_type", "aggregate_type must be 1-64 letters, digits, '_', '.', '-' (no '#')"
-    if not (isinstance(event.aggregate_id, str) and 0 < len(event.aggregate_id) <= _MAX_ID_LENGTH):
-        return "aggregate_id", _AGGREGATE_ID_RULE
-    if not (_is_int(event.seq) and event.seq >= 1):
-        return "seq", "seq must be an integer >= 1"
-    if not (isinstance(event.event_type, str) and _EVENT_TYPE.fullmatch(event.event_type)):
-        return "event_type", "event_type must be 1-128 letters, digits, '_', '.', '-'"
-    if not (_is_int(event.schema_version) and event.schema_version >= 1):
-        return "schema_version", "schema_version must be an integer >= 1"
-    if not _is_uuid(event.event_id):
-        return "event_id", "event_id must be a UUID"
-    if not _is_timestamp(event.occurred_at):
-        return "occurred_at", "occurred_at must be ISO-8601 UTC like 2026-11-29T12:00:00.123Z"
-    correlation_id = event.correlation_id
-    if correlation_id is not None and not (
-        isinstance(correlation_id, str) and 0 < len(correlation_id) <= _MAX_ID_LENGTH
-    ):
-        return "correlation_id", _CORRELATION_ID_RULE
-    if event.trace and event.trace != TraceContext.of_item(event.trace.attributes()):
-        return "trace", "trace must hold a well-formed X-Ray header and W3C traceparent (TraceContext.given)"
-    if not (_is_int(event.attempts) and event.attempts >= 0):
-        return "attempts", "attempts must be >= 0"
-    # The TTL must never delete an event that has not left the outbox.
-    if event.status is OutboxStatus.PENDING and event.expires_at is not None:
-        return "expires_at", "a PENDING row must not expire"
-    return None
-
-
-_AGGREGATE_ID_RULE = f"aggregate_id must be 1-{_MAX_ID_LENGTH} characters"
-_CORRELATION_ID_RULE = f"correlation_id must be 1-{_MAX_ID_LENGTH} characters"
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_uuid(value: str) -> bool:
-    if isinstance(value, str) and _CANONICAL_UUID.fullmatch(value):
-        return True  # the form every writer of this library uses, without building a UUID
-    try:
-        return str(uuid.UUID(value)) == value.lower()
-    except (ValueError, AttributeError, TypeError):
-        return False
-
-
-def _is_timestamp(value: str) -> bool:
-    try:
-        parse_timestamp(value)
-    except (ValueError, TypeError):
-        return False
-    return True

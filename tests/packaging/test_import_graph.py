@@ -39,6 +39,7 @@ CONTRACT = {
     "config",
     "dynamodb",
     "errors",
+    "event_rules",  # what every event holds, field by field: checked on write and on every row read
     "item_reader",
     "limits",
     "metrics",  # metric names shared by the functions and their alarms (outbox_cdk)
