@@ -21,16 +21,7 @@ from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import 
     DynamoDBRecordEventName,
 )
 
-ENVELOPE_FIELDS = (
-    "event_id",
-    "event_type",
-    "schema_version",
-    "aggregate_type",
-    "aggregate_id",
-    "seq",
-    "occurred_at",
-    "correlation_id",
-)
+from outbox.payload_refs import ENVELOPE_HEAD_FIELDS
 
 
 class NaivePublisher:
@@ -65,7 +56,7 @@ class NaivePublisher:
         if record.event_name is not DynamoDBRecordEventName.INSERT:
             return
         row = record.dynamodb.new_image if record.dynamodb else {}
-        envelope = {name: row.get(name) for name in ENVELOPE_FIELDS}
+        envelope = {name: row.get(name) for name in ENVELOPE_HEAD_FIELDS}
         envelope["payload"] = json.loads(row["payload"])
         body = json.dumps(envelope, default=_number)
         self._sns.publish(

@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 
 from outbox.model import OutboxEvent
 from outbox.payload import decode_payload
-from outbox.payload_refs import SIZE_ATTRIBUTE, sns_pointer_message
+from outbox.payload_refs import ENVELOPE_HEAD_FIELDS, SIZE_ATTRIBUTE, sns_pointer_message
 
 # Both services cap a batch call at 10 entries.
 MAX_ENTRIES_PER_CALL = 10
@@ -93,14 +93,7 @@ def eventbridge_claim_detail(event: OutboxEvent) -> str:
     if event.stored is None:
         raise ValueError("only an event whose envelope is stored has a claim check")
     head = {
-        "event_id": event.event_id,
-        "event_type": event.event_type,
-        "schema_version": event.schema_version,
-        "aggregate_type": event.aggregate_type,
-        "aggregate_id": event.aggregate_id,
-        "seq": event.seq,
-        "occurred_at": event.occurred_at,
-        "correlation_id": event.correlation_id,
+        **{name: getattr(event, name) for name in ENVELOPE_HEAD_FIELDS},
         **event.trace.envelope_fields(),
         "payload_ref": event.stored.ref.pointer(),
         "payload_bytes": event.stored.size,
