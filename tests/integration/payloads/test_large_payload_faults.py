@@ -21,6 +21,8 @@ from outbox_inbox.envelope import envelope_of
 from outbox_inbox.errors import MalformedEnvelopeError
 from outbox_publisher.config import PublisherConfig
 from outbox_publisher.handler import build_publisher
+from outbox_sweeper.config import SweeperConfig
+from outbox_sweeper.handler import build_sweeper
 from tests.integration.payloads.conftest import BUCKET, stored_key, write
 from tests.integration.publisher.publisher_world import World
 from tests.support.aws import event_rows
@@ -69,6 +71,13 @@ def publisher_reading(world: World, s3_client: Any) -> Any:
     config = PublisherConfig.from_env(world.env())
     ports = world._ports(config, None, None, None, None)
     return build_publisher(config, payloads=S3PayloadStore(s3_client), **ports)
+
+
+def sweeper_reading(world: World, s3_client: Any) -> Any:
+    """The sweeper as `world.sweeper()` builds it, reading stored envelopes through `s3_client`."""
+    config = SweeperConfig.from_env(world.env())
+    ports = world._ports(config.publisher, None, None, None, None)
+    return build_sweeper(config, payloads=S3PayloadStore(s3_client), **ports, **world.sweeper_tables(config))
 
 
 def test_a_cancelled_transaction_leaves_an_object_no_row_names_and_publishes_nothing(

@@ -20,7 +20,14 @@ from outbox.writer import OutboxWriter
 from outbox_inbox.envelope import envelope_of
 from outbox_inbox.errors import MalformedEnvelopeError
 from tests.integration.payloads.conftest import BUCKET, stored_key, write
-from tests.integration.payloads.test_large_payload_faults import large, object_keys, published
+from tests.integration.payloads.test_large_payload_faults import (
+    S3ClientFailing,
+    large,
+    object_keys,
+    published,
+    publisher_reading,
+    sweeper_reading,
+)
 from tests.integration.publisher.publisher_world import World
 from tests.support.events import event
 from tests.support.inbox import sqs_record
@@ -173,18 +180,11 @@ def test_a_consumer_refuses_a_claim_whose_stored_envelope_names_another_event(
 def test_a_sweep_that_cannot_read_a_stored_envelope_records_why_and_waits_without_counting_it(
     world: World, store: S3PayloadStore, s3: Any
 ) -> None:
-    from outbox_sweeper.config import SweeperConfig
-    from outbox_sweeper.handler import build_sweeper
-    from tests.integration.payloads.test_large_payload_faults import S3ClientFailing
-
     # Given a large event the stream path could not publish, and S3 denying every read to the sweeper
     big = large("A", 1)
     write(world, store, big)
     world.clock.advance(seconds=600)
-    config = SweeperConfig.from_env(world.env())
-    ports = world._ports(config.publisher, None, None, None, None)
-    denied = S3PayloadStore(S3ClientFailing(s3, "AccessDenied", 403))
-    sweeper = build_sweeper(config, payloads=denied, **{**ports, **world.sweeper_tables(config)})
+    sweeper = sweeper_reading(world, S3ClientFailing(s3, "AccessDenied", 403))
 
     attempts_before = world.row(big).get("attempts")
 
@@ -211,8 +211,6 @@ def test_a_sweep_that_cannot_read_a_stored_envelope_records_why_and_waits_withou
 def test_a_stored_envelope_is_not_read_without_the_time_for_it(
     world: World, store: S3PayloadStore, s3: Any
 ) -> None:
-    from tests.integration.payloads.test_large_payload_faults import S3ClientFailing, publisher_reading
-
     # Given a large event, and an invocation with too little time left for one more bounded call
     big = large("A", 1)
     write(world, store, big)
