@@ -34,12 +34,7 @@ class Offloader:
     def check(self, event: OutboxEvent) -> None:
         """Raises PayloadTooLargeError when the event's envelope is over the maximum the store keeps: checked
         for every event of a write before any envelope is stored."""
-        size = _utf8_size(event.envelope_json())
-        if size > MAX_STORED_ENVELOPE_BYTES:
-            raise PayloadTooLargeError(
-                f"the event's envelope is {size} bytes, over the {MAX_STORED_ENVELOPE_BYTES}-byte maximum",
-                field="payload",
-            )
+        _check_size(_utf8_size(event.envelope_json()))
 
     def row_of(self, event: OutboxEvent) -> dict[str, dict[str, str]]:
         """The event's row: as it is when its envelope fits the threshold, else naming the stored envelope.
@@ -50,7 +45,7 @@ class Offloader:
         size = _utf8_size(envelope)
         if size <= self._threshold:
             return item
-        self.check(event)
+        _check_size(size)
         ref = self._store.put(object_key(event.event_id, uuid.uuid4().hex), envelope)
         del item["payload"]
         item.update(StoredEnvelope(ref, size).attributes())
@@ -59,3 +54,11 @@ class Offloader:
 
 def _utf8_size(text: str) -> int:
     return len(text) if text.isascii() else len(text.encode())
+
+
+def _check_size(size: int) -> None:
+    if size > MAX_STORED_ENVELOPE_BYTES:
+        raise PayloadTooLargeError(
+            f"the event's envelope is {size} bytes, over the {MAX_STORED_ENVELOPE_BYTES}-byte maximum",
+            field="payload",
+        )
