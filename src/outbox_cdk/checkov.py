@@ -20,7 +20,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import IConstruct
 
 from outbox_cdk.errors import OutboxConstructError
-from outbox_cdk.nag import MIN_REASON_LENGTH
+from outbox_cdk.nag import require_reason
 
 METADATA_KEY: Final = "checkov"
 
@@ -106,8 +106,7 @@ def acknowledge_checkov(construct: IConstruct, check_id: str, reason: str) -> No
 
     Raises OutboxConstructError on a reason too short to explain anything, or a construct with no resource.
     """
-    if len(reason.strip()) < MIN_REASON_LENGTH:
-        raise OutboxConstructError(f"acknowledgement of {check_id} needs a real reason, got {reason!r}")
+    require_reason(check_id, reason)
     resource = _resource_of(construct)
     current: dict[str, Any] = resource.get_metadata(METADATA_KEY) or {}
     if any(skip["id"] == check_id for skip in current.get("skip", [])):

@@ -95,6 +95,12 @@ def acknowledge(construct: IConstruct, rule_id: str, reason: str, *, plugin: str
     Raises OutboxConstructError on a reason too short to explain anything, so a lazy acknowledgement
     fails at synth time instead of in review.
     """
+    require_reason(rule_id, reason)
+    Validations.of(construct).acknowledge(Acknowledgment(id=f"{plugin}::{rule_id}", reason=reason))
+
+
+def require_reason(rule_id: str, reason: str) -> None:
+    """Raises OutboxConstructError on a reason too short to explain anything: every rule set's
+    acknowledgements are held to it."""
     if len(reason.strip()) < MIN_REASON_LENGTH:
         raise OutboxConstructError(f"acknowledgement of {rule_id} needs a real reason, got {reason!r}")
-    Validations.of(construct).acknowledge(Acknowledgment(id=f"{plugin}::{rule_id}", reason=reason))
