@@ -17,7 +17,7 @@ from moto.core.models import DEFAULT_ACCOUNT_ID
 from moto.dynamodb.models import dynamodb_backends
 from moto.dynamodb.models.table import StreamShard
 
-_ITERATOR_TYPES = frozenset({"TRIM_HORIZON", "LATEST"})
+_ITERATOR_TYPES = frozenset({"TRIM_HORIZON", "LATEST", "AFTER_SEQUENCE_NUMBER"})
 
 
 class InProcessStreams:
@@ -36,11 +36,19 @@ class InProcessStreams:
         StreamArn: str,  # noqa: N803
         ShardId: str,  # noqa: N803
         ShardIteratorType: str,  # noqa: N803
+        SequenceNumber: str | None = None,  # noqa: N803
     ) -> dict[str, Any]:
         if ShardIteratorType not in _ITERATOR_TYPES:
             raise ValueError(f"ShardIteratorType {ShardIteratorType!r} is not read in process")
         shard = self._shard(StreamArn)
-        position = len(shard.items) if shard is not None and ShardIteratorType == "LATEST" else 0
+        position = 0
+        if shard is not None and ShardIteratorType == "LATEST":
+            position = len(shard.items)
+        elif shard is not None and ShardIteratorType == "AFTER_SEQUENCE_NUMBER":
+            # moto numbers a shard's records from its starting sequence number, one by one.
+            position = int(SequenceNumber or "") - shard.starting_sequence_number + 1
+            if not 0 <= position <= len(shard.items):
+                raise ValueError(f"sequence number {SequenceNumber} is not in the shard of {StreamArn}")
         return {"ShardIterator": f"{position}|{StreamArn}"}
 
     def get_records(self, ShardIterator: str, Limit: int = 1000) -> dict[str, Any]:  # noqa: N803

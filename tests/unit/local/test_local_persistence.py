@@ -1,0 +1,230 @@
+"""The persistence layer's parts without moto: the cut lock, the state directory's file and lock, and the
+snapshotter's group commit (`outbox_local.persistence`)."""
+
+from __future__ import annotations
+
+import io
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from outbox_local.persistence.cut import CutLock
+from outbox_local.persistence.snapshots import SNAPSHOT_FILE, Snapshot, StateDirectory, StateDirError
+from outbox_local.persistence.snapshotter import Snapshotter, StateNotSavedError
+
+
+def test_a_cut_waits_for_the_requests_under_way_and_holds_new_ones() -> None:
+    # Given a request under way
+    lock = CutLock()
+    order: list[str] = []
+    request_may_end = threading.Event()
+
+    def request(name: str, hold: threading.Event | None = None) -> None:
+        with lock.request():
+            order.append(f"{name} in")
+            if hold is not None:
+                hold.wait(5)
+            order.append(f"{name} out")
+
+    first = threading.Thread(target=request, args=("first", request_may_end))
+    first.start()
+    while "first in" not in order:
+        time.sleep(0.01)
+
+    # When a cut starts, then another request arrives
+    def cut() -> None:
+        with lock.cut():
+            order.append("cut")
+
+    cutting = threading.Thread(target=cut)
+    cutting.start()
+    time.sleep(0.1)
+    second = threading.Thread(target=request, args=("second",))
+    second.start()
+    time.sleep(0.1)
+    assert order == ["first in"]
+    request_may_end.set()
+    for thread in (first, cutting, second):
+        thread.join(5)
+
+    # Then the cut came after the first request's end, and the second request after the cut
+    assert order == ["first in", "first out", "cut", "second in", "second out"]
+
+
+def test_the_wsgi_layer_serves_under_the_lock_and_lets_sqs_receives_through() -> None:
+    # Given the layer over an app that records whether a cut could run while it served
+    lock = CutLock()
+    seen: list[bool] = []
+
+    def app(_environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        cut_could_run = lock._changed.acquire(timeout=1) and lock._requests == 0
+        lock._changed.release()
+        seen.append(cut_could_run)
+        start_response("200 OK", [])
+        return [b"a", b"b"]
+
+    wrapped = lock.wrap(app)
+    scope = "Credential=testing/20261204/us-east-1/{}/aws4_request"
+
+    def call(service: str, target: str) -> list[bytes]:
+        environ = {
+            "HTTP_AUTHORIZATION": scope.format(service),
+            "HTTP_X_AMZ_TARGET": target,
+            "wsgi.input": io.BytesIO(),
+        }
+        return list(wrapped(environ, lambda *_: None))
+
+    # When a DynamoDB request and an SQS receive are served
+    assert call("dynamodb", "DynamoDB_20120810.PutItem") == [b"ab"]
+    assert call("sqs", "AmazonSQS.ReceiveMessage") == [b"a", b"b"]
+
+    # Then the first held the lock, the receive did not
+    assert seen == [False, True]
+
+
+def test_a_snapshot_is_replaced_whole_and_read_back(tmp_path: Path) -> None:
+    # Given a state directory holding one snapshot
+    directory = StateDirectory(tmp_path / "state")
+    directory.claim()
+    directory.write(Snapshot(moto=b"first", runtime={"stacks": 1}).encode())
+
+    # When a second one is written
+    directory.write(Snapshot(moto=b"second", runtime={"stacks": 2}).encode())
+
+    # Then the second is read back, and no temporary file is left beside it
+    assert directory.read() == Snapshot(moto=b"second", runtime={"stacks": 2})
+    assert sorted(p.name for p in directory.path.iterdir()) == ["lock", SNAPSHOT_FILE]
+    directory.discard()
+    assert directory.read() is None
+
+
+def test_a_file_that_is_no_snapshot_is_refused_with_the_way_out(tmp_path: Path) -> None:
+    # Given a state directory whose snapshot file is something else, or cut short
+    directory = StateDirectory(tmp_path)
+    (tmp_path / SNAPSHOT_FILE).write_bytes(b"hello")
+    with pytest.raises(StateDirError, match="--fresh"):
+        directory.read()
+    directory.write(Snapshot(moto=b"m", runtime=None).encode())
+    whole = (tmp_path / SNAPSHOT_FILE).read_bytes()
+    (tmp_path / SNAPSHOT_FILE).write_bytes(whole[:-5])
+
+    # When it is read, Then the error names it and says how to start anyway
+    with pytest.raises(StateDirError, match=r"cannot be read.*--fresh"):
+        directory.read()
+
+
+def test_one_runtime_per_state_directory(tmp_path: Path) -> None:
+    # Given a state directory claimed by one runtime
+    first = StateDirectory(tmp_path)
+    first.claim()
+
+    # When a second claims it, Then it is refused, naming the holder's pid
+    with pytest.raises(StateDirError, match=f"in use by another `outbox local up` \\(pid {os.getpid()}\\)"):
+        StateDirectory(tmp_path).claim()
+
+    # And once released (or its process gone), it can be claimed again
+    first.release()
+    second = StateDirectory(tmp_path)
+    second.claim()
+    second.release()
+
+
+def test_callers_waiting_together_share_one_cut_started_after_they_asked() -> None:
+    # Given a snapshotter in the middle of a cut (held until the gate opens)
+    written: list[bytes] = []
+    in_cut, gate = threading.Event(), threading.Event()
+    counter = iter(range(1000))
+
+    def take() -> bytes:
+        in_cut.set()
+        gate.wait(5)
+        return str(next(counter)).encode()
+
+    snapshotter = Snapshotter(take, written.append, interval_s=60)
+    snapshotter.start()
+    try:
+        first = threading.Thread(target=snapshotter.wait_saved, args=(5,))
+        first.start()
+        assert in_cut.wait(5)
+
+        # When five callers ask meanwhile, then the cut ends
+        callers = [threading.Thread(target=snapshotter.wait_saved, args=(5,)) for _ in range(5)]
+        for caller in callers:
+            caller.start()
+        time.sleep(0.1)
+        gate.set()
+        for caller in [first, *callers]:
+            caller.join(5)
+        assert not any(caller.is_alive() for caller in callers)
+        served = list(written)
+    finally:
+        snapshotter.stop()
+
+    # Then the one cut after theirs served all five; the stop wrote a last one
+    assert served == [b"0", b"1"]
+    assert written == [b"0", b"1", b"2"]
+
+
+def test_a_cut_started_before_the_call_does_not_count() -> None:
+    # Given a cut under way when a caller asks
+    in_cut = threading.Event()
+    may_finish = threading.Event()
+    cuts: list[int] = []
+
+    def take() -> bytes:
+        in_cut.set()
+        may_finish.wait(5)
+        cuts.append(len(cuts))
+        return str(len(cuts)).encode()
+
+    snapshotter = Snapshotter(take, lambda _data: None, interval_s=0.01)
+    snapshotter.start()
+    try:
+        in_cut.wait(5)
+        done = threading.Event()
+
+        def caller() -> None:
+            snapshotter.wait_saved(5)
+            done.set()
+
+        threading.Thread(target=caller).start()
+        time.sleep(0.05)
+
+        # When that cut ends
+        may_finish.set()
+
+        # Then the caller is answered only after the next one
+        assert done.wait(5)
+        assert len(cuts) >= 2
+    finally:
+        snapshotter.stop()
+
+
+def test_a_failed_write_reaches_the_caller_and_an_unchanged_cut_is_not_written_again() -> None:
+    # Given a snapshotter whose disk refuses the first write
+    attempts: list[bytes] = []
+
+    def write(data: bytes) -> None:
+        attempts.append(data)
+        if len(attempts) == 1:
+            raise OSError("No space left on device")
+
+    snapshotter = Snapshotter(lambda: b"same", write, interval_s=60)
+    snapshotter.start()
+    try:
+        # When callers wait for their work to be saved
+        with pytest.raises(StateNotSavedError, match="No space left"):
+            snapshotter.wait_saved(5)
+        snapshotter.wait_saved(5)
+        snapshotter.wait_saved(5)
+    finally:
+        snapshotter.stop()
+
+    # Then the failure was theirs to see, the next cut was written, and the same state once only
+    assert attempts == [b"same", b"same"]
+    with pytest.raises(StateNotSavedError, match="not saving"):
+        snapshotter.wait_saved(1)
