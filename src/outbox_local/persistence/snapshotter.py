@@ -29,10 +29,13 @@ class Snapshotter:
         write: Callable[[bytes], None],
         *,
         interval_s: float,
+        on_saved: Callable[[], None] = lambda: None,
     ) -> None:
-        """`take` makes a cut (bytes to write); `write` puts it on disk durably."""
+        """`take` makes a cut (bytes to write); `write` puts it on disk durably; `on_saved` is told once the
+        cut `take` made last is on disk (written now, or equal to the one written before)."""
         self._take = take
         self._write = write
+        self._on_saved = on_saved
         self._interval_s = interval_s
         self._changed = threading.Condition()
         self._started = 0
@@ -114,10 +117,10 @@ class Snapshotter:
                 return
 
     def _save(self, data: bytes) -> None:
-        if data == self._last:
-            return
-        started = time.perf_counter()
-        self._write(data)
-        self.write_seconds += time.perf_counter() - started
-        self.writes += 1
-        self._last = data
+        if data != self._last:
+            started = time.perf_counter()
+            self._write(data)
+            self.write_seconds += time.perf_counter() - started
+            self.writes += 1
+            self._last = data
+        self._on_saved()
