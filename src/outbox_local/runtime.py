@@ -35,13 +35,20 @@ from outbox_local.moto_performance import lighter_moto
 from outbox_local.moto_sns_sizes import topic_message_sizes
 from outbox_local.moto_streams import InProcessStreams
 from outbox_local.moto_transactions import atomic_transactions
+from outbox_local.persistence import Persistence, StateNotSavedError, moto_state
+from outbox_local.persistence.runtime_state import SavedRuntime, SavedStack, mapping_key, same_stack
 from outbox_local.provisioning import ProvisionedStack, Provisioner
 from outbox_local.provisioning.cloudformation import register_stack, stack_outputs
 from outbox_local.queue_mapping import QueueMappingRunner
 from outbox_local.runtime_options import RuntimeOptions, VirtualClock
 from outbox_local.schedules import ScheduleRunner
 from outbox_local.stream_mapping import NOTHING_DONE, StepKind
-from outbox_local.stream_poller import StreamMappingRunner, destination_sender, iterator_age_ms
+from outbox_local.stream_poller import (
+    ShardPosition,
+    StreamMappingRunner,
+    destination_sender,
+    iterator_age_ms,
+)
 from outbox_local.template import Resolver, Template
 from outbox_local.trace_journal import TraceJournal
 
@@ -79,8 +86,14 @@ class LocalRuntime:
         self._metrics: EmfMetricsForwarder | None = None
         self._background: Background | None = None
         self.stack: ProvisionedStack | None = None
+        self._template_body: Mapping[str, Any] = {}
         self.outputs: dict[str, Any] = {}
         self._corrections = contextlib.ExitStack()
+        self.persistence: Persistence | None = None
+        """Set when started with a state directory (`outbox_local.persistence`)."""
+        self._resume_at: dict[str, tuple[ShardPosition, ...]] = {}
+        self.restored = False
+        """Started from a state directory's snapshot (not provisioned anew)."""
 
     # --- lifecycle -----------------------------------------------------------------------------------
 
@@ -95,6 +108,8 @@ class LocalRuntime:
         if self._server is not None:
             raise RuntimeStateError("the runtime is already started")
         template = Template.load(self.options.template_path)
+        snapshot = None
+        self.restored = False
         # A runtime started again after stop() must not keep the previous start's mappings (their clients are
         # closed and they would poll the stream a second time).
         self.mappings = []
@@ -107,6 +122,21 @@ class LocalRuntime:
         self._corrections.enter_context(isolated_requests())
         self._corrections.enter_context(topic_message_sizes())
         self._corrections.enter_context(lighter_moto())
+        # --- state that survives: claim the directory, read what to restore (before anything listens)
+        saved: SavedRuntime | None = None
+        self.persistence = None
+        if self.options.state_dir is not None:
+            self.persistence = Persistence(self.options.state_dir, fresh=self.options.fresh_state)
+            try:
+                snapshot = self.persistence.open()
+            except BaseException:
+                self.persistence.close()
+                self.persistence = None
+                self._corrections.close()
+                raise
+            saved = snapshot.runtime if snapshot is not None else None
+            if saved is not None:
+                same_stack(saved.stacks[0], self.options.stack_name, template.body, str(template.path))
         self._server = LocalAwsServer(
             self.faults,
             self.options.host,
@@ -118,11 +148,20 @@ class LocalRuntime:
                 lambda: {"region": self.options.region, "stack_name": self.options.stack_name},
                 self.traces.chain,
             ),
+            cut=self.persistence.wrap if self.persistence is not None else None,
         )
         try:
             self._server.start()
             self._reset_moto()
-            self._provision(template)
+            if saved is not None and snapshot is not None:
+                moto_state.restore(snapshot.moto)
+                self._resume_at = dict(saved.positions)
+                self._restore(template, saved.stacks[0])
+                self.restored = True
+            else:
+                self._provision(template)
+            if self.persistence is not None:
+                self.persistence.start(self._saved_runtime)
             if self.options.background:
                 self._background = Background(
                     self._pollers(),
@@ -149,6 +188,10 @@ class LocalRuntime:
         if self._background is not None:
             self._background.join()
             self._background = None
+        if self.persistence is not None:
+            # Nothing runs any more: the last cut holds everything done, then the directory is let go.
+            self.persistence.close()
+            self.persistence = None
         if self._metrics is not None:
             self._metrics.close()
             self._metrics = None
@@ -269,7 +312,54 @@ class LocalRuntime:
             api_endpoint=self._open_api,
             retry_delay_s=self.options.retry_delay_s,
         )
-        self.stack = provisioner.provision()
+        self._attach(template, resolver, provisioner.provision())
+        description = template.body.get("Description")
+        register_stack(
+            self._internal_client("cloudformation"),
+            self.options.stack_name,
+            stack_outputs(template, resolver, self.outputs),
+            description=description if isinstance(description, str) else None,
+        )
+        for api in self.apis.values():
+            api.start()
+
+    def _restore(self, template: Template, saved: SavedStack) -> None:
+        """Run a stack moto's restored backends already hold: nothing provisioned (its stack in
+        CloudFormation included), the HTTP APIs served again, the outputs resolved again on them."""
+        resolver = Resolver(
+            template,
+            region=self.options.region,
+            stack_name=self.options.stack_name,
+            parameter_values=self.options.parameter_values,
+        )
+        for logical_id, (kind, resolved) in saved.provisioned.resources.items():
+            resolver.resources[logical_id] = resolved
+            if kind == "AWS::ApiGatewayV2::Api":
+                self._open_api(resolved.ref)
+        self._attach(template, resolver, saved.provisioned)
+        for api in self.apis.values():
+            api.start()
+
+    def _saved_runtime(self) -> SavedRuntime:
+        """The runtime's part of a cut (read while no request runs: `outbox_local.persistence`)."""
+        if self.stack is None:
+            raise RuntimeStateError("the runtime is not started")
+        stack = SavedStack(
+            name=self.options.stack_name,
+            template_body=self._template_body,
+            template_path=str(self.options.template_path),
+            parameter_values=dict(self.options.parameter_values),
+            provisioned=self.stack,
+        )
+        positions = {**self._resume_at}
+        for runner in self.mappings:
+            positions[mapping_key(self.options.stack_name, runner.name)] = tuple(runner.positions())
+        return SavedRuntime(stacks=(stack,), positions=positions)
+
+    def _attach(self, template: Template, resolver: Resolver, stack: ProvisionedStack) -> None:
+        """The runtime's side of a provisioned stack: functions, mappings, routes, schedules, alarms."""
+        self.stack = stack
+        self._template_body = template.body
         # Created here, on the starting thread: invocations run on the pollers' and the API's threads.
         metrics = EmfMetricsForwarder(
             self._internal_client("cloudwatch"), in_background=self.options.background
@@ -297,13 +387,17 @@ class LocalRuntime:
         host = self.host
         published: list[Published] = []
         for mapping in self.stack.mappings:
+            key = mapping_key(self.options.stack_name, mapping.logical_id)
             runner = None
             if mapping.enabled:
                 destination = mapping.settings.on_failure_destination_arn
                 runner = StreamMappingRunner(
                     mapping.logical_id,
                     mapping.settings,
-                    streams_client=InProcessStreams(self.options.region),
+                    streams_client=InProcessStreams(
+                        self.options.region,
+                        visible=self.persistence.visible if self.persistence is not None else None,
+                    ),
                     invoke=_invoker(host, mapping.function_arn),
                     send_to_destination=destination_sender(self._internal_client, destination)
                     if destination
@@ -311,6 +405,7 @@ class LocalRuntime:
                     clock=self._clock,
                     region=self.options.region,
                     starting_position=mapping.starting_position,
+                    resume_at=self._resume_at.get(key, ()),
                 )
                 self.mappings.append(runner)
             published.append(PublishedMapping(mapping, runner, last_modified=self._clock()))
@@ -354,15 +449,6 @@ class LocalRuntime:
                 schedule.target_input,
             )
         self.outputs = {name: self._output(resolver, spec) for name, spec in template.outputs.items()}
-        description = template.body.get("Description")
-        register_stack(
-            self._internal_client("cloudformation"),
-            self.options.stack_name,
-            stack_outputs(template, resolver, self.outputs),
-            description=description if isinstance(description, str) else None,
-        )
-        for api in self.apis.values():
-            api.start()
 
     def _open_api(self, api_id: str) -> str:
         port = self.options.api_port if not self.apis else 0
@@ -380,7 +466,14 @@ class LocalRuntime:
     def _invoke_for_api(self, function_arn: str, event: dict[str, Any]) -> InvocationResult:
         if self.host is None:
             raise RuntimeStateError("the runtime is not started")
-        return self.host.invoke(function_arn, event)
+        result = self.host.invoke(function_arn, event)
+        if self.persistence is not None:
+            # Durable answers: what the invocation did is on disk before the client hears of it.
+            try:
+                self.persistence.wait_saved()
+            except StateNotSavedError as error:
+                return InvocationResult(error_type=type(error).__name__, error_message=str(error))
+        return result
 
     def _output(self, resolver: Resolver, spec: Mapping[str, Any]) -> Any:
         value = resolver.resolve(spec.get("Value"))

@@ -31,6 +31,11 @@ class RuntimeOptions:
     and answer (OUTBOX_LOCAL_TIMEOUT_SCALE, read by outbox.aws; 1 to 10): the endpoint is a moto server that
     shares this machine's CPUs, and under load answers a call AWS answers at once only after the 2 s an
     invocation's call waits on AWS. The time the engines reserve per call stays AWS's."""
+    state_dir: Path | None = None
+    """Where the runtime keeps what must survive a stop or a crash (docs/local.md, "State that survives"):
+    restored from at start, saved to while it runs. None: nothing is kept."""
+    fresh_state: bool = False
+    """Discard what `state_dir` holds and start empty (`--fresh`)."""
     max_environments: int | None = None
     """Run functions in worker processes, concurrently, up to this many per function (fewer when its
     ReservedConcurrentExecutions says so); None: in this process, one invocation at a time (docs/local.md,

@@ -66,7 +66,8 @@ class CutLock:
         """The endpoint's application, each request served under the lock, its whole answer included."""
 
         def middleware(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-            if operation_of(environ) in _UNLOCKED:
+            signed_for_sqs = "/sqs/aws4_request" in environ.get("HTTP_AUTHORIZATION", "")
+            if signed_for_sqs and operation_of(environ) in _UNLOCKED:
                 return app(environ, start_response)
             with self.request():
                 body = app(environ, start_response)
