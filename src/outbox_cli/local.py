@@ -148,7 +148,7 @@ def local_up(arguments: argparse.Namespace, out: TextIO) -> int:
         if announced is not None:
             state.withdraw(announced)
         runtime.stop()
-    out.write("stopped\n")
+    out.write(f"stopped; {runtime.state_figures}\n" if runtime.state_figures else "stopped\n")
     return 0
 
 

@@ -94,6 +94,8 @@ class LocalRuntime:
         self._resume_at: dict[str, tuple[ShardPosition, ...]] = {}
         self.restored = False
         """Started from a state directory's snapshot (not provisioned anew)."""
+        self.state_figures = ""
+        """What keeping the state cost, once stopped (`Persistence.figures`)."""
 
     # --- lifecycle -----------------------------------------------------------------------------------
 
@@ -191,6 +193,7 @@ class LocalRuntime:
         if self.persistence is not None:
             # Nothing runs any more: the last cut holds everything done, then the directory is let go.
             self.persistence.close()
+            self.state_figures = self.persistence.figures()
             self.persistence = None
         if self._metrics is not None:
             self._metrics.close()

@@ -117,7 +117,19 @@ def test_an_api_port_already_taken_says_so_through_the_command(
     path = write_template(tmp_path, template())
 
     # When `outbox local up` starts on it, Then it fails with the local cause, not AWS's
-    status = main(["local", "up", "--template", str(path), "--aws-port", "0", "--api-port", str(taken_port)])
+    status = main(
+        [
+            "local",
+            "up",
+            "--template",
+            str(path),
+            "--no-state",
+            "--aws-port",
+            "0",
+            "--api-port",
+            str(taken_port),
+        ]
+    )
     assert status == 2
     error = capsys.readouterr().err
     assert "cannot serve the HTTP API" in error
