@@ -10,7 +10,8 @@ from pathlib import Path
 
 @dataclass(frozen=True)
 class RuntimeOptions:
-    template_path: Path
+    template_path: Path | None
+    """The stack created at start-up; None: none (stacks come later, e.g. from `cdk deploy`)."""
     region: str = "us-east-1"
     stack_name: str = "OutboxStack"
     host: str = "127.0.0.1"
@@ -33,7 +34,8 @@ class RuntimeOptions:
     invocation's call waits on AWS. The time the engines reserve per call stays AWS's."""
     state_dir: Path | None = None
     """Where the runtime keeps what must survive a stop or a crash (docs/local.md, "State that survives"):
-    restored from at start, saved to while it runs. None: nothing is kept."""
+    restored from at start, saved to while it runs. None: nothing is kept (files the runtime needs go to a
+    temporary directory, removed at stop)."""
     fresh_state: bool = False
     """Discard what `state_dir` holds and start empty (`--fresh`)."""
     max_environments: int | None = None

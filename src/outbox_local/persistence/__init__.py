@@ -10,7 +10,9 @@ request survives any crash after its answer.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -52,12 +54,16 @@ class Persistence:
     def wrap(self, app: WsgiApp) -> WsgiApp:
         return self.lock.wrap(app)
 
-    def start(self, runtime_state: Callable[[], Any]) -> None:
+    def start(
+        self, runtime_state: Callable[[], Any], *, guard: AbstractContextManager[Any] | None = None
+    ) -> None:
         """Save now (what was just provisioned or restored), then keep saving in the background.
-        `runtime_state` is read during each cut, while no request runs."""
+        `runtime_state` is read during each cut, while no request runs. `guard` is held around each cut,
+        taken before the cut lock (the runtime's stacks lock: no stack is half created or removed in a cut;
+        whoever holds it may make requests meanwhile, which the cut, not yet waiting, lets through)."""
 
         def take() -> bytes:
-            with self.lock.cut():
+            with guard or contextlib.nullcontext(), self.lock.cut():
                 moto = moto_state.capture()
                 state = runtime_state()
                 self._cut_lengths = stream_lengths()

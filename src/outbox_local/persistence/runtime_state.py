@@ -1,54 +1,85 @@
-"""The runtime's own part of a snapshot: what it made of each stack (so a restore runs it again without
-provisioning anything: moto's backends already hold the resources) and where each stream mapping resumes.
+"""The runtime's own part of a snapshot: each stack as it was deployed (its definition, what provisioning made
+of it, its outputs and identity), so a restore runs it again without provisioning anything (moto's restored
+backends hold its resources), and where each of its stream mappings resumes.
 
-What is not saved, because it is rebuilt or has no lasting meaning: the functions' execution environments
-(started again, cold), the queue mappings' state (SQS keeps the messages and their visibility), schedules'
-next firing (counted again from the start), alarms' sampled datapoints (their states are in CloudWatch),
-the trace journal of `outbox trace`, armed faults.
+Not saved, because it is rebuilt or has no lasting meaning: the functions' execution environments (started
+again, cold), the queue mappings' state (SQS keeps the messages, and their visibility), schedules' next firing
+(counted again from the start), alarms' sampled datapoints (their states are in CloudWatch), the trace journal
+of `outbox trace`, armed faults.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from outbox_local.persistence.snapshots import StateDirError
 from outbox_local.provisioning import ProvisionedStack
+from outbox_local.stacks import DeployedStack, StackDefinition
 from outbox_local.stream_poller import ShardPosition
+from outbox_local.template import Template
 
 
 @dataclass(frozen=True)
 class SavedStack:
-    name: str
-    template_body: Mapping[str, Any]
-    """The template the stack was provisioned from, as JSON: a restart on another template is refused."""
-    template_path: str
-    parameter_values: Mapping[str, str]
+    definition: StackDefinition
     provisioned: ProvisionedStack
+    outputs: Mapping[str, Any]
+    stack_id: str
+    created_at: float
+    api_urls: Mapping[str, str]
+    """Where each of its HTTP APIs was served (its outputs name these URLs): by API id."""
+    positions: Mapping[str, tuple[ShardPosition, ...]]
+    """Each stream mapping's shard positions, by the mapping's logical id."""
 
 
 @dataclass(frozen=True)
 class SavedRuntime:
     stacks: tuple[SavedStack, ...]
-    positions: Mapping[str, tuple[ShardPosition, ...]] = field(default_factory=dict)
-    """Each stream mapping's shard positions, by `mapping_key`."""
 
 
-def mapping_key(stack_name: str, logical_id: str) -> str:
-    return f"{stack_name}/{logical_id}"
+Attach = Callable[[SavedStack], DeployedStack]
 
 
-def same_stack(saved: SavedStack, name: str, template_body: Mapping[str, Any], template_path: str) -> None:
-    """Refuse to restore a stack from state saved for another stack name or another template: the runtime
-    would run the old functions and resources while the developer expects the new ones."""
-    if saved.name != name:
-        raise StateDirError(
-            f"the state directory holds stack {saved.name}, not {name}: pass --state-dir for another "
-            f"directory, or --fresh to discard {saved.name}'s state"
+def saved_runtime(stacks: Sequence[DeployedStack], api_urls: Mapping[str, str]) -> SavedRuntime:
+    """The runtime's stacks as a snapshot holds them (read during a cut)."""
+    return SavedRuntime(
+        tuple(
+            SavedStack(
+                definition=deployed.definition,
+                provisioned=deployed.provisioned,
+                outputs=dict(deployed.outputs),
+                stack_id=deployed.stack_id,
+                created_at=deployed.created_at,
+                api_urls={api_id: api_urls[api_id] for api_id in deployed.api_ids if api_id in api_urls},
+                positions={runner.name: tuple(runner.positions()) for runner in list(deployed.mappings)},
+            )
+            for deployed in stacks
         )
-    if dict(saved.template_body) != dict(template_body):
-        raise StateDirError(
-            f"{template_path} changed since stack {name}'s state was saved (from {saved.template_path}): "
-            "start with --fresh to discard the saved state and provision the new template"
-        )
+    )
+
+
+def refuse_changed(saved: SavedRuntime, name: str, template: Template) -> None:
+    """Refuse to run the start-up template's stack from state saved from another version of it: the
+    runtime would run the old functions and resources while the developer expects the new ones."""
+    for stack in saved.stacks:
+        if stack.definition.name == name and dict(stack.definition.template.body) != dict(template.body):
+            raise StateDirError(
+                f"{template.path} changed since stack {name}'s state was saved (from "
+                f"{stack.definition.template.path}): start with --fresh to discard the saved state and "
+                "provision the new template"
+            )
+
+
+def restore_stacks(saved: SavedRuntime, attach: Attach, api_urls: Callable[[], Mapping[str, str]]) -> None:
+    """Attach every saved stack, in the order they were created; outputs that named an API's earlier URL
+    name the one it is served at now (its port may differ: `--api-port 0`)."""
+    for stack in saved.stacks:
+        deployed = attach(stack)
+        now = api_urls()
+        for api_id, earlier in stack.api_urls.items():
+            if api_id in now and now[api_id] != earlier:
+                for name, value in deployed.outputs.items():
+                    if isinstance(value, str):
+                        deployed.outputs[name] = value.replace(earlier, now[api_id])

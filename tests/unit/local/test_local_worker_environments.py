@@ -378,3 +378,32 @@ def test_a_worker_under_way_ends_when_its_runtime_process_dies(root: Path) -> No
 
         # Then the worker ends too, its invocation unfinished: no process outlives the runtime
         meeting.departures()
+
+
+def test_a_new_spec_runs_in_new_environments_and_an_unregistered_function_keeps_none(
+    host: FunctionHost, root: Path
+) -> None:
+    # Given a function warm in a worker process
+    host.register(spec(root, "report"))
+    first = host.invoke("report", {}).payload
+
+    # When it is registered again with new settings (a stack update), and invoked
+    changed = spec(root, "report", timeout_s=20.0)
+    host.register(FunctionSpec(**{**changed.__dict__, "environment": {"TABLE_NAME": "orders"}}))
+    second = host.invoke("report", {}).payload
+
+    # Then the new spec ran in a new environment (as a new Lambda version does), and the old one is gone
+    assert second["environment"]["TABLE_NAME"] == "orders"
+    assert second["pid"] != first["pid"]
+    assert not alive(first["pid"])
+    assert cold_starts(host, "report") == 2
+
+    # When the function is unregistered (its stack was removed)
+    host.unregister(changed.arn)
+
+    # Then its idle environment is stopped, and it can no longer be invoked
+    assert host.environments is not None
+    assert host.environments.pids("report") == []
+    assert not alive(second["pid"])
+    with pytest.raises(Exception, match="no function"):
+        host.find("report")
