@@ -34,14 +34,8 @@ from outbox_local.moto_isolation import isolated_requests
 from outbox_local.moto_performance import lighter_moto
 from outbox_local.moto_sns_sizes import topic_message_sizes
 from outbox_local.moto_transactions import atomic_transactions
-from outbox_local.persistence import Persistence, Snapshot, StateNotSavedError, moto_state
-from outbox_local.persistence.runtime_state import (
-    SavedRuntime,
-    SavedStack,
-    refuse_changed,
-    restore_stacks,
-    saved_runtime,
-)
+from outbox_local.persistence import Persistence
+from outbox_local.persistence.runtime_state import open_state, restore, saved_runtime
 from outbox_local.provisioning import ProvisionedStack
 from outbox_local.queue_mapping import QueueMappingRunner
 from outbox_local.runtime_options import RuntimeOptions, VirtualClock
@@ -90,12 +84,9 @@ class LocalRuntime:
         self._metrics: EmfMetricsForwarder | None = None
         self._background: Background | None = None
         self._corrections = contextlib.ExitStack()
-        self.persistence: Persistence | None = None
-        """Set while started with a state directory (`outbox_local.persistence`)."""
-        self.restored = False
-        """Started from a state directory's snapshot."""
-        self.state_figures = ""
-        """What keeping the state cost, once stopped (`Persistence.figures`)."""
+        self.persistence: Persistence | None = None  # with a state directory (`outbox_local.persistence`)
+        self.restored = False  # started from a state directory's snapshot
+        self.state_figures = ""  # what keeping the state cost, once stopped
 
     # --- lifecycle -----------------------------------------------------------------------------------
 
@@ -110,7 +101,8 @@ class LocalRuntime:
         if self._server is not None:
             raise RuntimeStateError("the runtime is already started")
         template = Template.load(self.options.template_path) if self.options.template_path else None
-        snapshot = self._open_state(template)
+        self.persistence, snapshot = open_state(self.options, template)
+        self.restored = snapshot is not None
         # moto's TransactWriteItems is not atomic for a stream reader and it isolates no request from another
         # (both corrected while the runtime runs); its hot paths under load cost much (made cheap).
         self._corrections = contextlib.ExitStack()
@@ -136,7 +128,7 @@ class LocalRuntime:
             self._reset_moto()
             self._open_machinery()
             if snapshot is not None:
-                self._restore(snapshot)
+                restore(snapshot, self._started_stacks(), self._apis.urls)
             if template is not None and self.options.stack_name not in self.stacks:
                 self.create_stack(
                     StackDefinition(
@@ -147,7 +139,10 @@ class LocalRuntime:
                     )
                 )
             if self.persistence is not None:
-                self.persistence.start(self._saved_runtime, guard=self.stacks_lock)
+                self.persistence.start(
+                    lambda: saved_runtime(list(self.stacks.values()), self._apis.urls()),
+                    guard=self.stacks_lock,
+                )
             if self._background is not None:
                 self._background.start()
         except BaseException:
@@ -408,55 +403,8 @@ class LocalRuntime:
         if self.host is None:
             raise RuntimeStateError("the runtime is not started")
         result = self.host.invoke(function_arn, event)
-        if self.persistence is not None:
-            # Durable answers: what the invocation did is on disk before the client hears of it.
-            try:
-                self.persistence.wait_saved()
-            except StateNotSavedError as error:
-                return InvocationResult(error_type=type(error).__name__, error_message=str(error))
-        return result
-
-    # --- state that survives (`outbox_local.persistence`) -------------------------------------------
-
-    def _open_state(self, template: Template | None) -> Snapshot | None:
-        """Claim the state directory; the snapshot to restore from, if any."""
-        self.restored = False
-        if self.options.state_dir is None:
-            return None
-        persistence = Persistence(self.options.state_dir, fresh=self.options.fresh_state)
-        try:
-            snapshot = persistence.open()
-            if snapshot is not None and template is not None:
-                refuse_changed(snapshot.runtime, self.options.stack_name, template)
-        except BaseException:
-            persistence.close()
-            raise
-        self.persistence = persistence
-        return snapshot
-
-    def _restore(self, snapshot: Snapshot) -> None:
-        """moto's backends as saved, then every saved stack run again (nothing provisioned)."""
-        moto_state.restore(snapshot.moto)
-        saved: SavedRuntime = snapshot.runtime
-
-        def attach(stack: SavedStack) -> DeployedStack:
-            return self._started_stacks().attach(
-                stack.definition,
-                stack.provisioned,
-                dict(stack.outputs),
-                stack_id=stack.stack_id,
-                created_at=stack.created_at,
-                resume_at=stack.positions,
-            )
-
-        restore_stacks(saved, attach, lambda: {api_id: api.url for api_id, api in self.apis.items()})
-        self.restored = True
-
-    def _saved_runtime(self) -> SavedRuntime:
-        """The runtime's part of a cut (`outbox_local.persistence`)."""
-        return saved_runtime(
-            list(self.stacks.values()), {api_id: api.url for api_id, api in self.apis.items()}
-        )
+        # Durable answers: what the invocation did is on disk before the client hears of it.
+        return self.persistence.durable(result) if self.persistence is not None else result
 
     def evaluate_alarms(self) -> list[Transition]:
         """Evaluate every alarm now (the background poller does it each second)."""

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from outbox_local.faults import WsgiApp
+from outbox_local.invocation import InvocationResult
 from outbox_local.moto_streams import StreamKey, stream_lengths
 from outbox_local.persistence import moto_state
 from outbox_local.persistence.cut import CutLock
@@ -88,6 +89,15 @@ class Persistence:
         if self.snapshotter is None:
             raise StateNotSavedError("the runtime is not saving its state (not started)")
         self.snapshotter.wait_saved(timeout_s)
+
+    def durable(self, result: InvocationResult) -> InvocationResult:
+        """An HTTP API invocation's result once what it did is on disk; an error result when it cannot be
+        saved (the client must not take it as done)."""
+        try:
+            self.wait_saved()
+        except StateNotSavedError as error:
+            return InvocationResult(error_type=type(error).__name__, error_message=str(error))
+        return result
 
     def close(self) -> None:
         """A last cut, written (call it once nothing runs any more), then the directory let go."""

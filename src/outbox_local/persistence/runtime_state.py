@@ -14,8 +14,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from outbox_local.persistence import Persistence, Snapshot, moto_state
 from outbox_local.persistence.snapshots import StateDirError
 from outbox_local.provisioning import ProvisionedStack
+from outbox_local.runtime_options import RuntimeOptions
+from outbox_local.stack_set import StackSet
 from outbox_local.stacks import DeployedStack, StackDefinition
 from outbox_local.stream_poller import ShardPosition
 from outbox_local.template import Template
@@ -37,9 +40,6 @@ class SavedStack:
 @dataclass(frozen=True)
 class SavedRuntime:
     stacks: tuple[SavedStack, ...]
-
-
-Attach = Callable[[SavedStack], DeployedStack]
 
 
 def saved_runtime(stacks: Sequence[DeployedStack], api_urls: Mapping[str, str]) -> SavedRuntime:
@@ -72,11 +72,39 @@ def refuse_changed(saved: SavedRuntime, name: str, template: Template) -> None:
             )
 
 
-def restore_stacks(saved: SavedRuntime, attach: Attach, api_urls: Callable[[], Mapping[str, str]]) -> None:
-    """Attach every saved stack, in the order they were created; outputs that named an API's earlier URL
-    name the one it is served at now (its port may differ: `--api-port 0`)."""
+def open_state(
+    options: RuntimeOptions, template: Template | None
+) -> tuple[Persistence | None, Snapshot | None]:
+    """The runtime's persistence (None without a state directory), its directory claimed, and the snapshot
+    to restore from (None: none, or `--fresh`)."""
+    if options.state_dir is None:
+        return None, None
+    persistence = Persistence(options.state_dir, fresh=options.fresh_state)
+    try:
+        snapshot = persistence.open()
+        if snapshot is not None and template is not None:
+            refuse_changed(snapshot.runtime, options.stack_name, template)
+    except BaseException:
+        persistence.close()
+        raise
+    return persistence, snapshot
+
+
+def restore(snapshot: Snapshot, stacks: StackSet, api_urls: Callable[[], Mapping[str, str]]) -> None:
+    """moto's backends as saved, then every saved stack attached, in the order they were created (nothing
+    provisioned); outputs that named an API's earlier URL name the one it is served at now (its port may
+    differ: `--api-port 0`)."""
+    moto_state.restore(snapshot.moto)
+    saved: SavedRuntime = snapshot.runtime
     for stack in saved.stacks:
-        deployed = attach(stack)
+        deployed = stacks.attach(
+            stack.definition,
+            stack.provisioned,
+            dict(stack.outputs),
+            stack_id=stack.stack_id,
+            created_at=stack.created_at,
+            resume_at=stack.positions,
+        )
         now = api_urls()
         for api_id, earlier in stack.api_urls.items():
             if api_id in now and now[api_id] != earlier:
