@@ -11,10 +11,13 @@ request survives any crash after its answer.
 from __future__ import annotations
 
 import contextlib
+import os
+import time
+import traceback
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from outbox_local.faults import WsgiApp
 from outbox_local.invocation import InvocationResult
@@ -39,9 +42,13 @@ class Persistence:
         self._interval_s = interval_s
         self.lock = CutLock()
         self.snapshotter: Snapshotter | None = None
-        self._cut_lengths: Mapping[StreamKey, int] = {}
         self._saved_lengths: Mapping[StreamKey, int] = {}
         """Each stream's records that the snapshot on disk holds: what the mappings may read."""
+        self._served_at_last_save = -1
+        self.saves = 0
+        self.held_s = 0.0
+        """Time requests were held by cuts (a fork each), and time the saves took in all (cut to fsync)."""
+        self.saving_s = 0.0
 
     def open(self) -> Snapshot | None:
         """Claim the directory (one runtime at a time) and answer the snapshot to restore from: None when
@@ -63,21 +70,50 @@ class Persistence:
         taken before the cut lock (the runtime's stacks lock: no stack is half created or removed in a cut;
         whoever holds it may make requests meanwhile, which the cut, not yet waiting, lets through)."""
 
-        def take() -> bytes:
-            with guard or contextlib.nullcontext(), self.lock.cut():
-                moto = moto_state.capture()
-                state = runtime_state()
-                self._cut_lengths = stream_lengths()
-            return Snapshot(moto=moto, runtime=state).encode()
+        def save() -> None:
+            self._save(runtime_state, guard or contextlib.nullcontext())
 
-        def saved() -> None:
-            self._saved_lengths = self._cut_lengths
-
-        self.snapshotter = Snapshotter(
-            take, self.directory.write, interval_s=self._interval_s, on_saved=saved
-        )
-        self.snapshotter.save_now()
+        save()  # before the thread: the first state is on disk when start() returns
+        self.snapshotter = Snapshotter(save, interval_s=self._interval_s)
         self.snapshotter.start()
+
+    def _save(self, runtime_state: Callable[[], Any], guard: AbstractContextManager[Any]) -> None:
+        """One cut, written by a child process forked during it (`_write_in_child`): requests are held only
+        for the fork, while the child, a copy of this process frozen at the cut, pickles and writes at its
+        pace. Nothing served since the last save: nothing to write."""
+        started = time.perf_counter()
+        with guard, self.lock.cut(), moto_state.queues_held():
+            served = self.lock.served
+            if served == self._served_at_last_save:
+                return
+            state = runtime_state()
+            lengths = stream_lengths()
+            child = os.fork()
+            if child == 0:
+                self._write_in_child(state)
+        held = time.perf_counter() - started
+        _, status = os.waitpid(child, 0)
+        if status != 0:
+            raise StateNotSavedError(f"the process writing the snapshot failed (wait status {status})")
+        self._served_at_last_save = served
+        self._saved_lengths = lengths
+        self.saves += 1
+        self.held_s += held
+        self.saving_s += time.perf_counter() - started
+
+    def _write_in_child(self, state: Any) -> NoReturn:
+        """In the forked child: only this thread exists, every other one stopped where it was at the cut
+        (no request mid-way, every queue's lock held by this thread). Pickle, write, exit without running
+        anything of the parent's (no atexit, no buffered output flushed twice)."""
+        try:
+            self.directory.write(Snapshot(moto=moto_state.dump(), runtime=state).encode())
+        except BaseException:
+            with contextlib.suppress(BaseException):
+                os.write(
+                    2, f"outbox local: the snapshot could not be written:\n{traceback.format_exc()}".encode()
+                )
+            os._exit(1)
+        os._exit(0)
 
     def visible(self, stream: StreamKey) -> int:
         """How many of a stream's records a snapshot on disk holds: all a mapping may read
@@ -109,14 +145,12 @@ class Persistence:
 
     def figures(self) -> str:
         """What saving cost so far, in words (`outbox local up` prints it as it stops)."""
-        snapshotter = self.snapshotter
-        if snapshotter is None or not snapshotter.cuts:
+        if not self.saves:
             return f"state in {self.directory.path}"
-        size = self.directory.snapshot_path.stat().st_size if self.directory.snapshot_path.exists() else 0
-        cut_ms = 1000 * snapshotter.cut_seconds / snapshotter.cuts
-        write_ms = 1000 * snapshotter.write_seconds / max(1, snapshotter.writes)
+        path = self.directory.snapshot_path
+        size = path.stat().st_size / 1024 if path.exists() else 0
+        held, saving = 1000 * self.held_s / self.saves, 1000 * self.saving_s / self.saves
         return (
-            f"state in {self.directory.path}: {snapshotter.cuts} cuts, {cut_ms:.1f} ms each on average "
-            f"(requests held meanwhile), {snapshotter.writes} written, {write_ms:.1f} ms each; "
-            f"snapshot {size / 1024:.0f} KiB"
+            f"state in {self.directory.path}: {self.saves} snapshots, requests held {held:.1f} ms and "
+            f"saved in {saving:.1f} ms each on average; snapshot {size:.0f} KiB"
         )

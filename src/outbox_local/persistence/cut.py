@@ -32,6 +32,9 @@ class CutLock:
         self._requests = 0
         self._cuts_waiting = 0
         self._cutting = False
+        self.served = 0
+        """Requests served so far (SQS receives included): a cut with none since the last one has nothing
+        new to save."""
 
     @contextlib.contextmanager
     def request(self) -> Iterator[None]:
@@ -43,6 +46,7 @@ class CutLock:
         finally:
             with self._changed:
                 self._requests -= 1
+                self.served += 1
                 if not self._requests:
                     self._changed.notify_all()
 
@@ -68,6 +72,8 @@ class CutLock:
         def middleware(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
             signed_for_sqs = "/sqs/aws4_request" in environ.get("HTTP_AUTHORIZATION", "")
             if signed_for_sqs and operation_of(environ) in _UNLOCKED:
+                with self._changed:
+                    self.served += 1  # counted as it starts: a cut after it has the queue's lock to wait on
                 return app(environ, start_response)
             with self.request():
                 body = app(environ, start_response)

@@ -84,13 +84,19 @@ def _in_use() -> Iterator[tuple[BackendDict[Any], str, str, BaseBackend]]:
 
 def capture() -> bytes:
     """Every backend moto holds now, as bytes. Call it while no request but SQS receives runs (the cut)."""
+    with queues_held():
+        return dump()
+
+
+def dump() -> bytes:
+    """Every backend moto holds, as bytes, with no lock taken: in a cut, under `queues_held` (or in a process
+    forked under it, where no other thread runs)."""
     saved = [
         (backends.backend, backends.service_name, account_id, region, backend)
         for backends, account_id, region, backend in _in_use()
     ]
     buffer = io.BytesIO()
-    with _queues_held(saved):
-        _MotoPickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(saved)
+    _MotoPickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(saved)
     return buffer.getvalue()
 
 
@@ -98,13 +104,13 @@ _QUEUE_LOCK_RETRY_S = 0.001
 
 
 @contextlib.contextmanager
-def _queues_held(saved: list[tuple[Any, ...]]) -> Iterator[None]:
-    """Every SQS queue's lock, all at once. A receive holding its queue's lock may take a dead-letter queue's
-    (moving a message there), so the locks are tried, never waited for: on one refused, all are let go and
-    taken again a moment later (no order to deadlock on)."""
+def queues_held() -> Iterator[None]:
+    """Every SQS queue's lock, all at once: no receive changes a queue meanwhile. A receive holding its
+    queue's lock may take a dead-letter queue's (moving a message there), so the locks are tried, never
+    waited for: on one refused, all are let go and taken again a moment later (no order to deadlock on)."""
     locks = [
         queue._messages_lock
-        for *_, backend in saved
+        for *_, backend in _in_use()
         if isinstance(backend, SQSBackend)
         for queue in list(backend.queues.values())
     ]

@@ -7,7 +7,9 @@ the rest is one pickle: moto's state (bytes, `outbox_local.persistence.moto_stat
 
 One runtime per state directory: `StateDirectory.claim` takes an exclusive `flock` on `lock`, which the
 operating system lets go when the process ends, however it ends (a SIGKILL included), so a killed runtime
-never leaves a stale lock behind.
+never leaves a stale lock behind. The process writing a snapshot (forked by the runtime,
+`outbox_local.persistence`) shares the lock while it writes: when the runtime named in the lock file is gone
+but the lock is held, `claim` waits for that writer to finish before the next runtime reads.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import contextlib
 import fcntl
 import os
 import pickle
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -25,6 +28,37 @@ from outbox_local.errors import LocalRuntimeError
 SNAPSHOT_FILE = "runtime.snapshot"
 LOCK_FILE = "lock"
 _HEADER = b"outbox-local-state 1\n"
+CLAIM_WAIT_S = 60.0
+"""How long a runtime waits for a killed runtime's snapshot writer to finish."""
+_CLAIM_POLL_S = 0.05
+
+
+def _locked(lock: IO[bytes], wait_s: float) -> bool:
+    """Take the lock; when held, wait for it only while its runtime is gone (its writer finishing)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            if _holder_alive(lock) or time.monotonic() >= deadline:
+                return False
+            time.sleep(_CLAIM_POLL_S)
+        else:
+            return True
+
+
+def _holder_alive(lock: IO[bytes]) -> bool:
+    lock.seek(0)
+    text = lock.read().decode("ascii", "replace").strip()
+    if not text.isdigit():
+        return True
+    try:
+        os.kill(int(text), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 class StateDirError(LocalRuntimeError):
@@ -59,9 +93,7 @@ class StateDirectory:
             lock = (self.path / LOCK_FILE).open("a+b")
         except OSError as error:
             raise StateDirError(f"the state directory {self.path} cannot be used: {error}") from None
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
+        if not _locked(lock, CLAIM_WAIT_S):
             lock.seek(0)
             holder = lock.read().decode("ascii", "replace").strip() or "another process"
             lock.close()

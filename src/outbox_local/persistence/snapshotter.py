@@ -1,7 +1,7 @@
-"""One thread that takes cuts and writes them, with group commit: whoever needs its work saved (the HTTP API,
-before it answers) waits for the next cut to start and reach the disk; every caller waiting meanwhile is
-served by that one cut. Between requests, a cut every `interval_s` keeps the mappings' positions (and
-whatever the functions did) saved; a cut equal to the last one written is not written again.
+"""One thread that saves the runtime's state, with group commit: whoever needs its work saved (the HTTP API,
+before it answers) waits for the next save to start and reach the disk; every caller waiting meanwhile is
+served by that one save. Between requests, a save every `interval_s` keeps the mappings' positions (and
+whatever the functions did) saved.
 
 Measured costs are in docs/local.md ("State that survives").
 """
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 
 from outbox_local.errors import LocalRuntimeError
@@ -23,43 +22,27 @@ class StateNotSavedError(LocalRuntimeError):
 
 
 class Snapshotter:
-    def __init__(
-        self,
-        take: Callable[[], bytes],
-        write: Callable[[bytes], None],
-        *,
-        interval_s: float,
-        on_saved: Callable[[], None] = lambda: None,
-    ) -> None:
-        """`take` makes a cut (bytes to write); `write` puts it on disk durably; `on_saved` is told once the
-        cut `take` made last is on disk (written now, or equal to the one written before)."""
-        self._take = take
-        self._write = write
-        self._on_saved = on_saved
+    def __init__(self, save: Callable[[], None], *, interval_s: float) -> None:
+        """`save` takes a cut and puts it on disk durably (or raises)."""
+        self._save = save
         self._interval_s = interval_s
         self._changed = threading.Condition()
         self._started = 0
-        """Cuts started so far: a caller waits for the one after those started before it asked."""
+        """Saves started so far: a caller waits for the one after those started before it asked."""
         self._saved = 0
+        self._failed = 0
+        """The last save that failed: a caller waiting for it (or an earlier one) is told why."""
+        self._error: BaseException | None = None
         self._asked = False
         self._stopping = False
-        self._error: BaseException | None = None
-        self._failed = 0
-        """The last cut that failed: a caller waiting for it (or an earlier one) is told why."""
-        self._last: bytes | None = None
         self._thread: threading.Thread | None = None
-        self.cuts = 0
-        self.writes = 0
-        self.cut_seconds = 0.0
-        """Time spent in cuts (requests held meanwhile) and writes, for the measurements."""
-        self.write_seconds = 0.0
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="outbox-local-snapshots", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
-        """Stop after a last cut, written: a clean stop loses nothing."""
+        """Stop after a last save: a clean stop loses nothing."""
         with self._changed:
             self._stopping = True
             self._changed.notify_all()
@@ -67,12 +50,8 @@ class Snapshotter:
             self._thread.join()
             self._thread = None
 
-    def save_now(self) -> None:
-        """Take a cut and write it on the calling thread (before the thread starts, or after it stopped)."""
-        self._save(self._take())
-
     def wait_saved(self, timeout_s: float) -> None:
-        """Return once a cut started after this call is on disk; else raise StateNotSavedError."""
+        """Return once a save started after this call is on disk; else raise StateNotSavedError."""
         with self._changed:
             if self._stopping or self._thread is None:
                 raise StateNotSavedError("the runtime is not saving its state (stopping)")
@@ -99,11 +78,7 @@ class Snapshotter:
                 self._started += 1
                 number = self._started
             try:
-                started = time.perf_counter()
-                data = self._take()
-                self.cut_seconds += time.perf_counter() - started
-                self.cuts += 1
-                self._save(data)
+                self._save()
             except Exception as error:  # reported to every waiter, and the loop goes on
                 logger.exception("the runtime could not save its state")
                 with self._changed:
@@ -115,12 +90,3 @@ class Snapshotter:
                     self._changed.notify_all()
             if stopping:
                 return
-
-    def _save(self, data: bytes) -> None:
-        if data != self._last:
-            started = time.perf_counter()
-            self._write(data)
-            self.write_seconds += time.perf_counter() - started
-            self.writes += 1
-            self._last = data
-        self._on_saved()

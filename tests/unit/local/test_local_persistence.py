@@ -133,25 +133,24 @@ def test_one_runtime_per_state_directory(tmp_path: Path) -> None:
     second.release()
 
 
-def test_callers_waiting_together_share_one_cut_started_after_they_asked() -> None:
-    # Given a snapshotter in the middle of a cut (held until the gate opens)
-    written: list[bytes] = []
-    in_cut, gate = threading.Event(), threading.Event()
-    counter = iter(range(1000))
+def test_callers_waiting_together_share_one_save_started_after_they_asked() -> None:
+    # Given a snapshotter in the middle of a save (held until the gate opens)
+    saves: list[int] = []
+    in_save, gate = threading.Event(), threading.Event()
 
-    def take() -> bytes:
-        in_cut.set()
+    def save() -> None:
+        in_save.set()
         gate.wait(5)
-        return str(next(counter)).encode()
+        saves.append(len(saves))
 
-    snapshotter = Snapshotter(take, written.append, interval_s=60)
+    snapshotter = Snapshotter(save, interval_s=60)
     snapshotter.start()
     try:
         first = threading.Thread(target=snapshotter.wait_saved, args=(5,))
         first.start()
-        assert in_cut.wait(5)
+        assert in_save.wait(5)
 
-        # When five callers ask meanwhile, then the cut ends
+        # When five callers ask meanwhile, then the save ends
         callers = [threading.Thread(target=snapshotter.wait_saved, args=(5,)) for _ in range(5)]
         for caller in callers:
             caller.start()
@@ -160,31 +159,30 @@ def test_callers_waiting_together_share_one_cut_started_after_they_asked() -> No
         for caller in [first, *callers]:
             caller.join(5)
         assert not any(caller.is_alive() for caller in callers)
-        served = list(written)
+        served = list(saves)
     finally:
         snapshotter.stop()
 
-    # Then the one cut after theirs served all five; the stop wrote a last one
-    assert served == [b"0", b"1"]
-    assert written == [b"0", b"1", b"2"]
+    # Then the one save after theirs served all five; the stop made a last one
+    assert served == [0, 1]
+    assert saves == [0, 1, 2]
 
 
-def test_a_cut_started_before_the_call_does_not_count() -> None:
-    # Given a cut under way when a caller asks
-    in_cut = threading.Event()
+def test_a_save_started_before_the_call_does_not_count() -> None:
+    # Given a save under way when a caller asks
+    in_save = threading.Event()
     may_finish = threading.Event()
-    cuts: list[int] = []
+    saves: list[int] = []
 
-    def take() -> bytes:
-        in_cut.set()
+    def save() -> None:
+        in_save.set()
         may_finish.wait(5)
-        cuts.append(len(cuts))
-        return str(len(cuts)).encode()
+        saves.append(len(saves))
 
-    snapshotter = Snapshotter(take, lambda _data: None, interval_s=0.01)
+    snapshotter = Snapshotter(save, interval_s=0.01)
     snapshotter.start()
     try:
-        in_cut.wait(5)
+        in_save.wait(5)
         done = threading.Event()
 
         def caller() -> None:
@@ -194,37 +192,34 @@ def test_a_cut_started_before_the_call_does_not_count() -> None:
         threading.Thread(target=caller).start()
         time.sleep(0.05)
 
-        # When that cut ends
+        # When that save ends
         may_finish.set()
 
         # Then the caller is answered only after the next one
         assert done.wait(5)
-        assert len(cuts) >= 2
+        assert len(saves) >= 2
     finally:
         snapshotter.stop()
 
 
-def test_a_failed_write_reaches_the_caller_and_an_unchanged_cut_is_not_written_again() -> None:
-    # Given a snapshotter whose disk refuses the first write
-    attempts: list[bytes] = []
+def test_a_failed_save_reaches_its_callers_and_the_next_one_serves_the_next() -> None:
+    # Given a snapshotter whose disk refuses the first save
+    attempts: list[int] = []
 
-    def write(data: bytes) -> None:
-        attempts.append(data)
+    def save() -> None:
+        attempts.append(len(attempts))
         if len(attempts) == 1:
             raise OSError("No space left on device")
 
-    snapshotter = Snapshotter(lambda: b"same", write, interval_s=60)
+    snapshotter = Snapshotter(save, interval_s=60)
     snapshotter.start()
     try:
         # When callers wait for their work to be saved
+        # Then the first is told why it was not, the next one is served by the next save
         with pytest.raises(StateNotSavedError, match="No space left"):
             snapshotter.wait_saved(5)
         snapshotter.wait_saved(5)
-        snapshotter.wait_saved(5)
     finally:
         snapshotter.stop()
-
-    # Then the failure was theirs to see, the next cut was written, and the same state once only
-    assert attempts == [b"same", b"same"]
     with pytest.raises(StateNotSavedError, match="not saving"):
         snapshotter.wait_saved(1)
