@@ -104,11 +104,13 @@ def test_a_clean_stop_and_start_keeps_orders_subscriptions_and_undelivered_event
         assert order_status(fresh, delivered["order_id"]) == 404
 
 
-def test_state_saved_from_another_template_is_refused(options: RuntimeOptions, tmp_path: Path) -> None:
+def test_state_saved_from_another_template_is_refused(
+    options: RuntimeOptions, synthesized: Synthesized, tmp_path: Path
+) -> None:
     # Given state saved from the sample's template
     with LocalRuntime(options):
         pass
-    changed = json.loads(options.template_path.read_text(encoding="utf-8"))
+    changed = json.loads(synthesized.template_path.read_text(encoding="utf-8"))
     changed["Description"] = "changed since"
     changed_path = tmp_path / "OutboxStack.template.json"
     changed_path.write_text(json.dumps(changed), encoding="utf-8")
