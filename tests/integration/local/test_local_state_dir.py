@@ -6,6 +6,7 @@ directory, or a changed template, is refused with the way out."""
 from __future__ import annotations
 
 import json
+import time
 import urllib.error
 import urllib.request
 from dataclasses import replace
@@ -93,6 +94,13 @@ def test_a_clean_stop_and_start_keeps_orders_subscriptions_and_undelivered_event
         assert order_status(second, pending["order_id"]) == 200
         second.drain_streams()
         assert received(second, queue_url) == [pending["event_id"]]
+
+        # And while nothing is served, nothing is written again (a cut each second finds nothing new)
+        assert second.persistence is not None
+        second.persistence.wait_saved()  # what the test's own receive did
+        saves = second.persistence.saves
+        time.sleep(2.2)
+        assert second.persistence.saves == saves
 
         # And a second runtime on the same directory is refused, naming the way out
         with pytest.raises(StateDirError, match=r"in use by another `outbox local up`.*--state-dir"):

@@ -223,3 +223,26 @@ def test_a_failed_save_reaches_its_callers_and_the_next_one_serves_the_next() ->
         snapshotter.stop()
     with pytest.raises(StateNotSavedError, match="not saving"):
         snapshotter.wait_saved(1)
+
+
+def test_a_directory_whose_runtime_is_gone_is_claimed_once_its_writer_finishes(tmp_path: Path) -> None:
+    # Given a runtime (a child process) that claimed the directory, forked a snapshot writer that still holds
+    # the lock, and was killed (it exited; the writer goes on for a moment)
+    runtime = os.fork()
+    if runtime == 0:
+        claimed = StateDirectory(tmp_path)
+        claimed.claim()
+        if os.fork() == 0:  # the writer: holds the inherited lock a little longer
+            time.sleep(0.5)
+            os._exit(0)
+        os._exit(0)
+    os.waitpid(runtime, 0)
+
+    # When another runtime claims the directory
+    started = time.monotonic()
+    directory = StateDirectory(tmp_path)
+    directory.claim()
+
+    # Then it waited for the writer instead of refusing (the runtime named in the lock file is gone)
+    assert time.monotonic() - started >= 0.2
+    directory.release()
