@@ -19,7 +19,8 @@ import fcntl
 import os
 import pickle
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from importlib.metadata import version
 from pathlib import Path
 from typing import IO, Any
 
@@ -72,6 +73,8 @@ class Snapshot:
     """moto's backends (`moto_state.capture`)."""
     runtime: Any
     """The runtime's own state (its stacks, the mappings' positions): picklable, the runtime's to read."""
+    moto_version: str = field(default_factory=lambda: version("moto"))
+    """The moto that made it: another one's objects may unpickle and still not be what it expects."""
 
     def encode(self) -> bytes:
         return pickle.dumps(self, protocol=pickle.HIGHEST_PROTOCOL)
@@ -139,6 +142,11 @@ class StateDirectory:
             ) from None
         if not isinstance(snapshot, Snapshot):
             raise StateDirError(f"{self.snapshot_path} holds no snapshot: start with --fresh to discard it")
+        if snapshot.moto_version != version("moto"):
+            raise StateDirError(
+                f"{self.snapshot_path} was saved by moto {snapshot.moto_version}, this is moto "
+                f"{version('moto')}: start with --fresh to discard it"
+            )
         return snapshot
 
     def write(self, encoded: bytes) -> None:

@@ -246,3 +246,13 @@ def test_a_directory_whose_runtime_is_gone_is_claimed_once_its_writer_finishes(t
     # Then it waited for the writer instead of refusing (the runtime named in the lock file is gone)
     assert time.monotonic() - started >= 0.2
     directory.release()
+
+
+def test_a_snapshot_another_moto_saved_is_refused(tmp_path: Path) -> None:
+    # Given a snapshot saved by another version of moto
+    directory = StateDirectory(tmp_path)
+    directory.write(Snapshot(moto=b"m", runtime=None, moto_version="0.0.1").encode())
+
+    # When it is read, Then it is refused, naming both versions and the way out
+    with pytest.raises(StateDirError, match=r"saved by moto 0\.0\.1, this is moto .*--fresh"):
+        directory.read()
