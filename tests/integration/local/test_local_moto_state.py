@@ -19,6 +19,7 @@ from outbox_local.endpoint import LOCAL_CREDENTIALS
 from outbox_local.moto_isolation import isolated_requests
 from outbox_local.moto_streams import InProcessStreams
 from outbox_local.persistence import moto_state
+from tests.support.streams import table_with_stream
 
 REGION = "us-east-1"
 
@@ -39,13 +40,7 @@ def test_every_service_the_runtime_uses_survives_capture_reset_and_restore(endpo
     dynamodb, sqs, sns = client(endpoint, "dynamodb"), client(endpoint, "sqs"), client(endpoint, "sns")
     events, kms, s3 = client(endpoint, "events"), client(endpoint, "kms"), client(endpoint, "s3")
     cloudwatch = client(endpoint, "cloudwatch")
-    table = dynamodb.create_table(
-        TableName="orders",
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
-        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
-        BillingMode="PAY_PER_REQUEST",
-        StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_IMAGE"},
-    )["TableDescription"]
+    stream_arn = table_with_stream(dynamodb, "orders")
     dynamodb.put_item(TableName="orders", Item={"pk": {"S": "order-1"}})
     queue_url = sqs.create_queue(QueueName="consumer", Attributes={"VisibilityTimeout": "60"})["QueueUrl"]
     queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"][
@@ -91,9 +86,9 @@ def test_every_service_the_runtime_uses_survives_capture_reset_and_restore(endpo
         "pk": {"S": "order-1"}
     }
     streams = InProcessStreams(REGION)
-    shard = streams.describe_stream(StreamArn=table["LatestStreamArn"])["StreamDescription"]["Shards"][0]
+    shard = streams.describe_stream(StreamArn=stream_arn)["StreamDescription"]["Shards"][0]
     iterator = streams.get_shard_iterator(
-        StreamArn=table["LatestStreamArn"], ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
+        StreamArn=stream_arn, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
     )["ShardIterator"]
     assert [r["eventName"] for r in streams.get_records(ShardIterator=iterator)["Records"]] == ["INSERT"]
     received = sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10)["Messages"]

@@ -14,21 +14,15 @@ from outbox_local.invocation import InvocationResult
 from outbox_local.moto_streams import InProcessStreams
 from outbox_local.stream_mapping import MappingSettings
 from outbox_local.stream_poller import ShardPosition, StreamMappingRunner
+from tests.support.streams import table_with_stream
 
 REGION = "us-east-1"
 FUNCTION_ARN = "arn:aws:lambda:us-east-1:123456789012:function:publisher"
 
 
-def table_with_stream(endpoint: str) -> tuple[Any, str]:
+def outbox_with_stream(endpoint: str) -> tuple[Any, str]:
     dynamodb = boto3.client("dynamodb", endpoint_url=endpoint, region_name=REGION, **LOCAL_CREDENTIALS)
-    stream_arn = dynamodb.create_table(
-        TableName="outbox",
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
-        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
-        BillingMode="PAY_PER_REQUEST",
-        StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_IMAGE"},
-    )["TableDescription"]["LatestStreamArn"]
-    return dynamodb, stream_arn
+    return dynamodb, table_with_stream(dynamodb, "outbox")
 
 
 def runner(
@@ -63,7 +57,7 @@ def drain(mapping: StreamMappingRunner) -> None:
 
 def test_a_resumed_mapping_invokes_only_what_came_after_its_checkpoint(endpoint: str) -> None:
     # Given a TRIM_HORIZON mapping that processed two records
-    dynamodb, stream_arn = table_with_stream(endpoint)
+    dynamodb, stream_arn = outbox_with_stream(endpoint)
     put(dynamodb, "a", "b")
     before: list[str] = []
     first = runner(stream_arn, before)
@@ -85,7 +79,7 @@ def test_a_resumed_mapping_invokes_only_what_came_after_its_checkpoint(endpoint:
 
 def test_a_latest_mapping_that_committed_nothing_resumes_where_it_first_read(endpoint: str) -> None:
     # Given a LATEST mapping that started reading after one record, then stopped before invoking the next two
-    dynamodb, stream_arn = table_with_stream(endpoint)
+    dynamodb, stream_arn = outbox_with_stream(endpoint)
     put(dynamodb, "old")
     first = runner(stream_arn, [], starting="LATEST")
     first.poll_once()
@@ -103,7 +97,7 @@ def test_a_latest_mapping_that_committed_nothing_resumes_where_it_first_read(end
 
 def test_a_shard_resumed_but_not_read_again_keeps_its_position(endpoint: str) -> None:
     # Given a mapping resumed at a position, before its first poll
-    _, stream_arn = table_with_stream(endpoint)
+    _, stream_arn = outbox_with_stream(endpoint)
     saved = [ShardPosition("shard-x", "1100000000017454423010", "0|" + stream_arn)]
 
     # When its positions are read (a cut right after the restart)
