@@ -72,9 +72,11 @@ class CutLock:
         def middleware(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
             signed_for_sqs = "/sqs/aws4_request" in environ.get("HTTP_AUTHORIZATION", "")
             if signed_for_sqs and operation_of(environ) in _UNLOCKED:
-                with self._changed:
-                    self.served += 1  # counted as it starts: a cut after it has the queue's lock to wait on
-                return app(environ, start_response)
+                try:
+                    return app(environ, start_response)
+                finally:
+                    with self._changed:
+                        self.served += 1  # counted once it changed its queue: the next cut saves that
             with self.request():
                 body = app(environ, start_response)
                 try:
