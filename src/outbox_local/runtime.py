@@ -128,7 +128,7 @@ class LocalRuntime:
             self._reset_moto()
             self._open_machinery()
             if snapshot is not None:
-                restore(snapshot, self._started_stacks(), self._apis.urls)
+                restore(snapshot, self._started_stacks(), self._apis.urls, self.alarms)
             if template is not None and self.options.stack_name not in self.stacks:
                 self.create_stack(
                     StackDefinition(
@@ -140,7 +140,7 @@ class LocalRuntime:
                 )
             if self.persistence is not None:
                 self.persistence.start(
-                    lambda: saved_runtime(list(self.stacks.values()), self._apis.urls()),
+                    lambda: saved_runtime(list(self.stacks.values()), self._apis.urls(), self.alarms),
                     guard=self.stacks_lock,
                 )
             if self._background is not None:

@@ -11,9 +11,10 @@ of `outbox trace`, armed faults.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from outbox_local.alarms import AlarmEvaluator
 from outbox_local.persistence import Persistence, Snapshot, moto_state
 from outbox_local.persistence.snapshots import StateDirError
 from outbox_local.provisioning import ProvisionedStack
@@ -40,12 +41,18 @@ class SavedStack:
 @dataclass(frozen=True)
 class SavedRuntime:
     stacks: tuple[SavedStack, ...]
+    alarm_states: Mapping[str, str] = field(default_factory=dict)
+    """Each alarm's state as the runtime last evaluated it (CloudWatch holds it too; the evaluator resumes
+    from it, so a restart notifies no change that did not happen)."""
 
 
-def saved_runtime(stacks: Sequence[DeployedStack], api_urls: Mapping[str, str]) -> SavedRuntime:
-    """The runtime's stacks as a snapshot holds them (read during a cut)."""
+def saved_runtime(
+    stacks: Sequence[DeployedStack], api_urls: Mapping[str, str], alarms: AlarmEvaluator | None
+) -> SavedRuntime:
+    """The runtime's stacks and alarm states as a snapshot holds them (read during a cut)."""
     return SavedRuntime(
-        tuple(
+        alarm_states=alarms.states() if alarms is not None else {},
+        stacks=tuple(
             SavedStack(
                 definition=deployed.definition,
                 provisioned=deployed.provisioned,
@@ -56,7 +63,7 @@ def saved_runtime(stacks: Sequence[DeployedStack], api_urls: Mapping[str, str]) 
                 positions={runner.name: tuple(runner.positions()) for runner in list(deployed.mappings)},
             )
             for deployed in stacks
-        )
+        ),
     )
 
 
@@ -90,12 +97,19 @@ def open_state(
     return persistence, snapshot
 
 
-def restore(snapshot: Snapshot, stacks: StackSet, api_urls: Callable[[], Mapping[str, str]]) -> None:
+def restore(
+    snapshot: Snapshot,
+    stacks: StackSet,
+    api_urls: Callable[[], Mapping[str, str]],
+    alarms: AlarmEvaluator | None,
+) -> None:
     """moto's backends as saved, then every saved stack attached, in the order they were created (nothing
     provisioned); outputs that named an API's earlier URL name the one it is served at now (its port may
     differ: `--api-port 0`)."""
     moto_state.restore(snapshot.moto)
     saved: SavedRuntime = snapshot.runtime
+    if alarms is not None:
+        alarms.resume(saved.alarm_states)
     for stack in saved.stacks:
         deployed = stacks.attach(
             stack.definition,

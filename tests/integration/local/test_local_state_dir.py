@@ -127,3 +127,16 @@ def test_state_saved_from_another_template_is_refused(
     # saying how to start anyway
     with pytest.raises(StateDirError, match=r"changed since.*--fresh"):
         LocalRuntime(replace(options, template_path=changed_path)).start()
+
+
+def test_a_restart_notifies_no_alarm_change_that_did_not_happen(options: RuntimeOptions) -> None:
+    # Given the sample's alarms evaluated once (each notified INSUFFICIENT_DATA -> OK, as CloudWatch does)
+    with LocalRuntime(options) as first:
+        assert first.evaluate_alarms()
+
+    # When the runtime starts again from its state directory and evaluates them
+    with LocalRuntime(options) as second:
+        assert second.restored
+
+        # Then no alarm moved: their states were kept, and nothing is notified twice
+        assert second.evaluate_alarms() == []
