@@ -4,8 +4,8 @@ backends hold its resources), and where each of its stream mappings resumes.
 
 Not saved, because it is rebuilt or has no lasting meaning: the functions' execution environments (started
 again, cold), the queue mappings' state (SQS keeps the messages, and their visibility), schedules' next firing
-(counted again from the start), alarms' sampled datapoints (their states are in CloudWatch), the trace journal
-of `outbox trace`, armed faults.
+(counted again from the start), alarms' sampled datapoints (their states are kept), the trace journal of
+`outbox trace`, armed faults.
 """
 
 from __future__ import annotations
