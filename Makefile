@@ -20,7 +20,7 @@ export CDK_DISABLE_VERSION_CHECK := 1
 export AWS_ACCOUNT_ID_ENDPOINT_MODE := disabled
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: demo test setup lint typecheck synth cfn-lint checkov pytest fuzz reliability clean bench
+.PHONY: demo test setup lint typecheck synth cfn-lint checkov pytest fuzz reliability local-crash clean bench
 
 demo: setup synth
 	$(BIN)/outbox demo --template $(TEMPLATE)
@@ -112,6 +112,17 @@ reliability: $(PY_STAMP)
 		--json "$${RELIABILITY_REPORT:-build/reliability/report.json}" \
 		--min-schedules "$${RELIABILITY_SCHEDULES:-1000}" --wall-seconds $$(( $$(date +%s) - start )) \
 		&& exit $$tests
+
+# Issue 35's kill proof, long profile (docs/local.md, "State that survives"): `outbox local up --state-dir` under
+# load, SIGKILLed LOCAL_CRASH_KILLS times (20 by default) at random points and restarted; one table, and the same
+# figures as JSON in $LOCAL_CRASH_REPORT (build/local-crash/report.json). Fails on any broken promise, and under
+# the kills asked for.
+local-crash: setup synth
+	rm -f "$${LOCAL_CRASH_REPORT:-build/local-crash/report.json}"
+	LOCAL_CRASH_PROFILE=long LOCAL_CRASH_REPORT="$${LOCAL_CRASH_REPORT:-build/local-crash/report.json}" \
+		$(BIN)/pytest -q tests/local_crash; tests=$$?; \
+	$(BIN)/python -m tests.local_crash.report "$${LOCAL_CRASH_REPORT:-build/local-crash/report.json}" \
+		--min-kills "$${LOCAL_CRASH_KILLS:-20}" && exit $$tests
 
 clean:
 	rm -rf $(VENV) $(CHECKOV_VENV) node_modules cdk.out $(dir $(CUSTOMER_KEY_TEMPLATE)) $(CHECKOV_REPORT) \

@@ -57,6 +57,9 @@ def main(argv: list[str] | None = None) -> int:
     extra = ["--in-process"] if arguments.in_process else []
     if arguments.max_environments is not None:
         extra += ["--max-environments", str(arguments.max_environments)]
+    # A fresh state directory measures what keeping state costs; without one, nothing is kept (and no run
+    # restores what an earlier one left).
+    extra += ["--state-dir", arguments.state_dir, "--fresh"] if arguments.state_dir else ["--no-state"]
     runtime = LocalUp(arguments.template, extra)
     peak = _MemoryPeak(runtime)
     leftover: list[int] = []
@@ -115,6 +118,9 @@ def _parser() -> argparse.ArgumentParser:
         "--in-process", action="store_true", help="run the functions in process (the old way)"
     )
     parser.add_argument("--max-environments", type=int, help="worker processes per function at most")
+    parser.add_argument(
+        "--state-dir", help="keep the runtime's state there (emptied first); default: nothing is kept"
+    )
     return parser
 
 

@@ -49,7 +49,7 @@ class LocalUp:
 
     @property
     def api_url(self) -> str:
-        return self._printed_url("Orders API")
+        return self._printed_url("HTTP API")
 
     def processes(self) -> list[int]:
         """The runtime's process and every process under it (its functions' execution environments)."""

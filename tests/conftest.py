@@ -41,6 +41,8 @@ SLOW_FIRST = (
     "tests/packaging/test_fresh_clone_synth.py",
     # `outbox demo` on the synthesized stack: ~40 s in one test.
     "tests/integration/local/test_local_cli.py",
+    # `outbox local up` killed twice under load and restarted (the kill proof's fast profile): ~18 s.
+    "tests/local_crash/test_kill_proof.py",
     # A wheel, a venv and its install (a module fixture).
     "tests/packaging/test_install.py",
     "tests/integration/ops/test_ops_redrive_and_skip.py",

@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     from outbox_local.runtime import LocalRuntime, RuntimeOptions
 
 CDK_OUT = Path("cdk.out")
+DEFAULT_STATE_DIR = Path(".outbox") / "local"
+"""Where `local up` keeps its state unless told otherwise: in the project, beside cdk.out."""
 DEFAULT_MAX_ENVIRONMENTS = 4
 """Execution environments per function at most, unless its ReservedConcurrentExecutions is lower: the machine
 is a laptop, not a fleet."""
@@ -37,6 +39,20 @@ def add_up_arguments(parser: argparse.ArgumentParser) -> None:
         "--stack-name",
         type=argument_types.stack,
         help="the stack's name (default: the template's, e.g. PaymentsStack for PaymentsStack.template.json)",
+    )
+    kept = parser.add_mutually_exclusive_group()
+    kept.add_argument(
+        "--state-dir",
+        type=argument_types.path,
+        metavar="DIR",
+        help="keep tables, queues, topics, subscriptions, buses, mappings' positions and alarms here, "
+        f"across a stop or a crash (default {DEFAULT_STATE_DIR})",
+    )
+    kept.add_argument(
+        "--no-state", action="store_true", help="keep nothing: each start is a fresh one, in memory only"
+    )
+    parser.add_argument(
+        "--fresh", action="store_true", help="discard the state directory's saved state and start empty"
     )
     how = parser.add_mutually_exclusive_group()
     how.add_argument(
@@ -64,6 +80,8 @@ def options(arguments: argparse.Namespace, *, background: bool) -> RuntimeOption
     template = arguments.template or find_template(CDK_OUT)
     in_process = getattr(arguments, "in_process", False)
     max_environments = getattr(arguments, "max_environments", None) or DEFAULT_MAX_ENVIRONMENTS
+    # Only `local up` keeps state (the demo always starts fresh, in memory).
+    keeps_state = hasattr(arguments, "no_state") and not arguments.no_state
     return RuntimeOptions(
         template_path=template,
         stack_name=getattr(arguments, "stack_name", None) or stack_name_of(template),
@@ -74,6 +92,8 @@ def options(arguments: argparse.Namespace, *, background: bool) -> RuntimeOption
         schedule_speedup=arguments.schedule_speedup,
         background=background,
         max_environments=None if in_process else max_environments,
+        state_dir=(arguments.state_dir or DEFAULT_STATE_DIR) if keeps_state else None,
+        fresh_state=getattr(arguments, "fresh", False),
     )
 
 
@@ -95,6 +115,11 @@ def local_up(arguments: argparse.Namespace, out: TextIO) -> int:
 
     signal.signal(signal.SIGINT, request_stop)
     signal.signal(signal.SIGTERM, request_stop)
+    if getattr(arguments, "no_state", False) and getattr(arguments, "fresh", False):
+        sys.stderr.write(
+            "outbox local up: --fresh discards a state directory's state; --no-state keeps none\n"
+        )
+        return 2
     from outbox_local import state  # noqa: PLC0415 - moto loads only when a command runs
     from outbox_local.runtime import LocalRuntime  # noqa: PLC0415
 
@@ -123,7 +148,7 @@ def local_up(arguments: argparse.Namespace, out: TextIO) -> int:
         if announced is not None:
             state.withdraw(announced)
         runtime.stop()
-    out.write("stopped\n")
+    out.write(f"stopped; {runtime.state_figures}\n" if runtime.state_figures else "stopped\n")
     return 0
 
 
@@ -189,6 +214,7 @@ def describe(runtime: LocalRuntime, command: str = "outbox") -> str:
         f"  Template      {runtime.options.template_path}",
         f"  Resources     {holdings(runtime)}",
         f"  AWS endpoint  {runtime.endpoint_url}  (region {region})",
+        f"  State         {_state(runtime)}",
         *([f"  HTTP API      {runtime.api_url}"] if runtime.api_url else []),
         "",
         f'  Point any AWS SDK or the AWS CLI at it (or: eval "$({env_command})"):',
@@ -218,6 +244,14 @@ def describe(runtime: LocalRuntime, command: str = "outbox") -> str:
     for schedule in runtime.schedules.schedules if runtime.schedules else []:
         lines.append(f"    schedule  {schedule.rule_name} {schedule.expression}")
     return "\n".join(lines) + "\n\n"
+
+
+def _state(runtime: LocalRuntime) -> str:
+    state_dir = runtime.options.state_dir
+    if state_dir is None:
+        return "in memory only: nothing is kept when it stops"
+    how = "restored from its last snapshot" if runtime.restored else "started empty"
+    return f"{state_dir} ({how}; kept across a stop or a crash, --fresh discards it)"
 
 
 def _outbox_flags(stack_outputs: Mapping[str, str]) -> list[str]:

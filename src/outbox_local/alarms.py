@@ -80,6 +80,16 @@ class AlarmEvaluator:
         self._queue_urls: dict[str, str] = {}
         """Queue name -> URL: a queue's URL never changes (one deleted and created again gets the same)."""
 
+    def states(self) -> dict[str, str]:
+        """Each alarm's state as last evaluated (what a restart resumes from: `resume`)."""
+        return {name: history.state for name, history in list(self._history.items())}
+
+    def resume(self, states: Mapping[str, str]) -> None:
+        """Evaluate on from these states (a restored runtime's): an alarm whose state holds is not notified
+        again, as CloudWatch notifies changes only."""
+        for name, state in states.items():
+            self._history.setdefault(name, _History()).state = state
+
     def tick(self) -> list[Transition]:
         """Sample every alarm's metric once and move the alarms whose state changed."""
         transitions = []

@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import logging
 import socket
+from collections.abc import Callable
 from typing import Any
 
 from moto.moto_server.threaded_moto_server import ThreadedMotoServer
@@ -43,11 +44,14 @@ class LocalAwsServer(ThreadedMotoServer):
         *,
         event_source_mappings: EventSourceMappingApi | None = None,
         control: ControlApi | None = None,
+        cut: Callable[[WsgiApp], WsgiApp] | None = None,
     ) -> None:
         super().__init__(ip_address=host, port=port, verbose=False)
         self._faults = faults
         self._event_source_mappings = event_source_mappings
         self._control = control
+        self._cut = cut
+        """The persistence's cut layer (`outbox_local.persistence.cut`), around moto alone."""
         self._connections = Connections()
         self._start_error: BaseException | None = None
         logging.getLogger("werkzeug").setLevel(logging.ERROR)
@@ -65,6 +69,8 @@ class LocalAwsServer(ThreadedMotoServer):
 
     def _server_entry(self) -> None:
         app: WsgiApp = _Dispatcher(create_backend_app)
+        if self._cut is not None:
+            app = self._cut(app)
         if self._event_source_mappings is not None:
             app = self._event_source_mappings.wrap(app)
         app = self._faults.wrap(app)

@@ -118,7 +118,7 @@ class FaultInjector:
             with self._lock:
                 armed = bool(self._rules)
             if armed and INTERNAL_USER_AGENT not in environ.get("HTTP_USER_AGENT", ""):
-                service, operation = _identify(environ)
+                service, operation = operation_of(environ)
                 rule = self._match(service, operation)
                 if rule is not None:
                     return _error_response(rule, environ, start_response)
@@ -127,7 +127,8 @@ class FaultInjector:
         return middleware
 
 
-def _identify(environ: dict[str, Any]) -> tuple[str, str]:
+def operation_of(environ: dict[str, Any]) -> tuple[str, str]:
+    """(signing service, API operation) of a request to the endpoint; the body stays readable."""
     scope = _SCOPE.search(environ.get("HTTP_AUTHORIZATION", ""))
     service = scope.group(1) if scope else ""
     target = environ.get("HTTP_X_AMZ_TARGET")

@@ -66,6 +66,10 @@ class LocalApis:
             api.stop()
         self.servers.clear()
 
+    def urls(self) -> dict[str, str]:
+        """Each API's local URL, by API id."""
+        return {api_id: api.url for api_id, api in list(self.servers.items())}
+
     @property
     def first_url(self) -> str | None:
         return next((api.url for api in self.servers.values()), None)

@@ -6,10 +6,15 @@ orders/s, `bench/local_load.py`), and moto's registry of shard iterators keeps e
 them (the shapes `StreamMappingRunner` reads), from the same records moto holds. Only the runtime's own
 mappings read this way, as Lambda's pollers read streams inside AWS: a function's or a developer's
 `dynamodbstreams` calls still go to the endpoint.
+
+With a state directory, a mapping reads only the records a snapshot on disk holds (`visible`, fed by
+`stream_lengths` read during each cut): a record whose write a crash could still undo is never invoked, so
+nothing is published that a restart would not find committed.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from datetime import UTC
 from typing import Any
 
@@ -17,15 +22,23 @@ from moto.core.models import DEFAULT_ACCOUNT_ID
 from moto.dynamodb.models import dynamodb_backends
 from moto.dynamodb.models.table import StreamShard
 
-_ITERATOR_TYPES = frozenset({"TRIM_HORIZON", "LATEST"})
+StreamKey = tuple[str, str, str]
+"""(region, table name, stream label): one stream of one table (a stream turned off and on is another)."""
+Visible = Callable[[StreamKey], int]
+"""How many of a stream's first records may be read."""
+
+_ITERATOR_TYPES = frozenset({"TRIM_HORIZON", "LATEST", "AFTER_SEQUENCE_NUMBER"})
 
 
 class InProcessStreams:
     """The subset of a `dynamodbstreams` client the stream mappings use, on this process's moto backend."""
 
-    def __init__(self, region: str, account_id: str = DEFAULT_ACCOUNT_ID) -> None:
+    def __init__(
+        self, region: str, account_id: str = DEFAULT_ACCOUNT_ID, *, visible: Visible | None = None
+    ) -> None:
         self._region = region
         self._account_id = account_id
+        self._visible = visible
 
     def describe_stream(self, StreamArn: str) -> dict[str, Any]:  # noqa: N803 - the client's parameter names
         shard = self._shard(StreamArn)
@@ -36,11 +49,19 @@ class InProcessStreams:
         StreamArn: str,  # noqa: N803
         ShardId: str,  # noqa: N803
         ShardIteratorType: str,  # noqa: N803
+        SequenceNumber: str | None = None,  # noqa: N803
     ) -> dict[str, Any]:
         if ShardIteratorType not in _ITERATOR_TYPES:
             raise ValueError(f"ShardIteratorType {ShardIteratorType!r} is not read in process")
         shard = self._shard(StreamArn)
-        position = len(shard.items) if shard is not None and ShardIteratorType == "LATEST" else 0
+        position = 0
+        if shard is not None and ShardIteratorType == "LATEST":
+            position = len(shard.items)
+        elif shard is not None and ShardIteratorType == "AFTER_SEQUENCE_NUMBER":
+            # moto numbers a shard's records from its starting sequence number, one by one.
+            position = int(SequenceNumber or "") - shard.starting_sequence_number + 1
+            if not 0 <= position <= len(shard.items):
+                raise ValueError(f"sequence number {SequenceNumber} is not in the shard of {StreamArn}")
         return {"ShardIterator": f"{position}|{StreamArn}"}
 
     def get_records(self, ShardIterator: str, Limit: int = 1000) -> dict[str, Any]:  # noqa: N803
@@ -48,7 +69,11 @@ class InProcessStreams:
         position = int(position_text)
         shard = self._shard(stream_arn)
         # A slice of the list moto appends to: what was written before this read, whole.
-        records = shard.items[position : position + Limit] if shard is not None else []
+        end = position + Limit
+        if shard is not None and self._visible is not None:
+            table = shard.table
+            end = min(end, self._visible((self._region, table.name, str(table.latest_stream_label))))
+        records = shard.items[position:end] if shard is not None else []
         return {
             "Records": [_as_answered(record.to_json()) for record in records],
             "NextShardIterator": f"{position + len(records)}|{stream_arn}",
@@ -58,6 +83,17 @@ class InProcessStreams:
         table_name = stream_arn.split(":", 5)[5].split("/")[1]
         table = dynamodb_backends[self._account_id][self._region].get_table(table_name)
         return table.stream_shard
+
+
+def stream_lengths(account_id: str = DEFAULT_ACCOUNT_ID) -> Mapping[StreamKey, int]:
+    """How many records each stream of the account holds now (read during a cut)."""
+    lengths = {}
+    for region, backend in list(dynamodb_backends[account_id].items()):
+        for table in list(backend.tables.values()):
+            if table.stream_shard is not None:
+                key = (region, table.name, str(table.latest_stream_label))
+                lengths[key] = len(table.stream_shard.items)
+    return lengths
 
 
 def _as_answered(record: dict[str, Any]) -> dict[str, Any]:

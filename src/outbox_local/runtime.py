@@ -34,6 +34,8 @@ from outbox_local.moto_isolation import isolated_requests
 from outbox_local.moto_performance import lighter_moto
 from outbox_local.moto_sns_sizes import topic_message_sizes
 from outbox_local.moto_transactions import atomic_transactions
+from outbox_local.persistence import Persistence
+from outbox_local.persistence.runtime_state import open_state, restore, saved_runtime
 from outbox_local.provisioning import ProvisionedStack
 from outbox_local.queue_mapping import QueueMappingRunner
 from outbox_local.runtime_options import RuntimeOptions, VirtualClock
@@ -82,6 +84,9 @@ class LocalRuntime:
         self._metrics: EmfMetricsForwarder | None = None
         self._background: Background | None = None
         self._corrections = contextlib.ExitStack()
+        self.persistence: Persistence | None = None  # with a state directory (`outbox_local.persistence`)
+        self.restored = False  # started from a state directory's snapshot
+        self.state_figures = ""  # what keeping the state cost, once stopped
 
     # --- lifecycle -----------------------------------------------------------------------------------
 
@@ -96,6 +101,8 @@ class LocalRuntime:
         if self._server is not None:
             raise RuntimeStateError("the runtime is already started")
         template = Template.load(self.options.template_path) if self.options.template_path else None
+        self.persistence, snapshot = open_state(self.options, template)
+        self.restored = snapshot is not None
         # moto's TransactWriteItems is not atomic for a stream reader and it isolates no request from another
         # (both corrected while the runtime runs); its hot paths under load cost much (made cheap).
         self._corrections = contextlib.ExitStack()
@@ -114,12 +121,15 @@ class LocalRuntime:
                 lambda: {"region": self.options.region, "stack_name": self.options.stack_name},
                 self.traces.chain,
             ),
+            cut=self.persistence.wrap if self.persistence is not None else None,
         )
         try:
             self._server.start()
             self._reset_moto()
             self._open_machinery()
-            if template is not None:
+            if snapshot is not None:
+                restore(snapshot, self._started_stacks(), self._apis.urls, self.alarms)
+            if template is not None and self.options.stack_name not in self.stacks:
                 self.create_stack(
                     StackDefinition(
                         self.options.stack_name,
@@ -127,6 +137,11 @@ class LocalRuntime:
                         parameter_values=self.options.parameter_values,
                         code_root=self.options.code_root,
                     )
+                )
+            if self.persistence is not None:
+                self.persistence.start(
+                    lambda: saved_runtime(list(self.stacks.values()), self._apis.urls(), self.alarms),
+                    guard=self.stacks_lock,
                 )
             if self._background is not None:
                 self._background.start()
@@ -145,6 +160,11 @@ class LocalRuntime:
         if self._background is not None:
             self._background.join()
             self._background = None
+        if self.persistence is not None:
+            # Nothing runs any more: a last cut holds everything done, then the directory is let go.
+            self.persistence.close()
+            self.state_figures = self.persistence.figures()
+            self.persistence = None
         if self._metrics is not None:
             self._metrics.close()
             self._metrics = None
@@ -340,6 +360,7 @@ class LocalRuntime:
             clock=self._clock,
             region=self.options.region,
             retry_delay_s=self.options.retry_delay_s,
+            visible=self.persistence.visible if self.persistence is not None else None,
         )
 
     # --- stacks (`outbox_local.stack_set`) ---------------------------------------------------------
@@ -381,7 +402,9 @@ class LocalRuntime:
     def _invoke_for_api(self, function_arn: str, event: dict[str, Any]) -> InvocationResult:
         if self.host is None:
             raise RuntimeStateError("the runtime is not started")
-        return self.host.invoke(function_arn, event)
+        result = self.host.invoke(function_arn, event)
+        # Durable answers: what the invocation did is on disk before the client hears of it.
+        return self.persistence.durable(result) if self.persistence is not None else result
 
     def evaluate_alarms(self) -> list[Transition]:
         """Evaluate every alarm now (the background poller does it each second)."""

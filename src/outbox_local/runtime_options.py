@@ -33,7 +33,11 @@ class RuntimeOptions:
     shares this machine's CPUs, and under load answers a call AWS answers at once only after the 2 s an
     invocation's call waits on AWS. The time the engines reserve per call stays AWS's."""
     state_dir: Path | None = None
-    """Where the runtime keeps what must outlive this run; None: a temporary directory, removed at stop."""
+    """Where the runtime keeps what must survive a stop or a crash (docs/local.md, "State that survives"):
+    restored from at start, saved to while it runs. None: nothing is kept (files the runtime needs go to a
+    temporary directory, removed at stop)."""
+    fresh_state: bool = False
+    """Discard what `state_dir` holds and start empty (`--fresh`)."""
     max_environments: int | None = None
     """Run functions in worker processes, concurrently, up to this many per function (fewer when its
     ReservedConcurrentExecutions says so); None: in this process, one invocation at a time (docs/local.md,

@@ -3,16 +3,16 @@ ListEventSourceMappings shows of each (enabled or not)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from outbox_local.event_source_mapping_api import PublishedMapping, PublishedQueueMapping
 from outbox_local.functions import FunctionHost
 from outbox_local.invocation import InvocationResult
-from outbox_local.moto_streams import InProcessStreams
+from outbox_local.moto_streams import InProcessStreams, Visible
 from outbox_local.queue_mapping import QueueMappingRunner
 from outbox_local.stacks import DeployedStack
-from outbox_local.stream_poller import StreamMappingRunner, destination_sender
+from outbox_local.stream_poller import ShardPosition, StreamMappingRunner, destination_sender
 
 MAX_CONCURRENT_BATCHES = 1000
 """A queue mapping's concurrency without ScalingConfig: Lambda's most (the function's own limit is lower)."""
@@ -24,8 +24,13 @@ def attach_mappings(
     internal_client: Callable[[str], Any],
     clock: Callable[[], float],
     region: str,
+    *,
+    visible: Visible | None = None,
+    resume_at: Mapping[str, Sequence[ShardPosition]] | None = None,
 ) -> None:
-    """Fill `deployed`'s runners and published mappings from what provisioning made."""
+    """Fill `deployed`'s runners and published mappings from what provisioning made. `visible` and
+    `resume_at`: with a state directory, the part of each stream a snapshot holds, and where a restored
+    mapping resumes (`outbox_local.persistence`)."""
     for mapping in deployed.provisioned.mappings:
         runner = None
         if mapping.enabled:
@@ -33,12 +38,13 @@ def attach_mappings(
             runner = StreamMappingRunner(
                 mapping.logical_id,
                 mapping.settings,
-                streams_client=InProcessStreams(region),
+                streams_client=InProcessStreams(region, visible=visible),
                 invoke=_invoker(host, mapping.function_arn),
                 send_to_destination=destination_sender(internal_client, destination) if destination else None,
                 clock=clock,
                 region=region,
                 starting_position=mapping.starting_position,
+                resume_at=(resume_at or {}).get(mapping.logical_id, ()),
             )
             deployed.mappings.append(runner)
         deployed.published.append(PublishedMapping(mapping, runner, last_modified=clock()))

@@ -4,7 +4,7 @@ resources already there: a restore) or detached (no longer run; its resources st
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from outbox_local.background import Background
@@ -12,11 +12,13 @@ from outbox_local.errors import RuntimeStateError
 from outbox_local.event_source_mapping_api import EventSourceMappingApi
 from outbox_local.functions import FunctionHost
 from outbox_local.local_apis import LocalApis
+from outbox_local.moto_streams import Visible
 from outbox_local.provisioning import ProvisionedStack, Provisioner
 from outbox_local.provisioning.cloudformation import register_stack, stack_outputs
 from outbox_local.schedules import ScheduleRunner
 from outbox_local.stack_mappings import attach_mappings
 from outbox_local.stacks import DeployedStack, StackDefinition, stack_id
+from outbox_local.stream_poller import ShardPosition
 from outbox_local.template import Resolver
 
 
@@ -33,9 +35,11 @@ class StackSet:
         clock: Callable[[], float],
         region: str,
         retry_delay_s: float,
+        visible: Visible | None = None,
     ) -> None:
         """`clients`: the runtime's internal clients (faults armed on a service never fail them);
-        `background`: None when the caller drives the mappings itself."""
+        `background`: None when the caller drives the mappings itself; `visible`: how much of each stream
+        the mappings may read (`outbox_local.moto_streams`; None: all of it)."""
         self._host = host
         self._schedules = schedules
         self._background = background
@@ -45,6 +49,7 @@ class StackSet:
         self._clock = clock
         self._region = region
         self._retry_delay_s = retry_delay_s
+        self._visible = visible
         self.stacks: dict[str, DeployedStack] = {}
         """By name, in the order they were created."""
         self.lock = threading.RLock()
@@ -97,14 +102,24 @@ class StackSet:
         *,
         stack_id: str,
         created_at: float,
+        resume_at: Mapping[str, Sequence[ShardPosition]] | None = None,
     ) -> DeployedStack:
         """Run what a provisioned stack needs: its functions, HTTP APIs, event source mappings and schedules.
-        No call to moto: the resources are there already (just provisioned, or restored)."""
+        No call to moto: the resources are there already (just provisioned, or restored). `resume_at`: a
+        restored stack's stream mappings' positions, by the mapping's logical id."""
         with self.lock:
             deployed = DeployedStack(definition, provisioned, outputs, stack_id, created_at)
             for spec in provisioned.functions:
                 self._host.register(spec)
-            attach_mappings(deployed, self._host, self._clients, self._clock, self._region)
+            attach_mappings(
+                deployed,
+                self._host,
+                self._clients,
+                self._clock,
+                self._region,
+                visible=self._visible,
+                resume_at=resume_at or {},
+            )
             for schedule in provisioned.schedules:
                 self._schedules.add(
                     schedule.rule_name,

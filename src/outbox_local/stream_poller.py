@@ -33,6 +33,16 @@ FUNCTION_CALL_FAILED = "PROBLEM: Function call failed"
 
 
 @dataclass(frozen=True)
+class ShardPosition:
+    """Where a mapping resumes reading a shard after a restart: after its checkpoint (the last record
+    committed or discarded), or, before any, where it first started reading (its first iterator)."""
+
+    shard_id: str
+    checkpoint: str | None
+    first_iterator: str
+
+
+@dataclass(frozen=True)
 class MappingStats:
     name: str
     invocations: int
@@ -58,7 +68,10 @@ class StreamMappingRunner:
         clock: Clock,
         region: str,
         starting_position: str = "TRIM_HORIZON",
+        resume_at: Sequence[ShardPosition] = (),
     ) -> None:
+        """`resume_at`: the positions `positions()` answered before a restart; those shards are read from
+        there, never from `starting_position` again (which would invoke everything a second time)."""
         self.name = name
         self.settings = settings
         self._streams = streams_client
@@ -68,6 +81,8 @@ class StreamMappingRunner:
         self._region = region
         self._starting_position = starting_position
         self._iterators: dict[str, str] = {}
+        self._first_iterators: dict[str, str] = {}
+        self._resume_at = {position.shard_id: position for position in resume_at}
         self.shards: dict[str, ShardProcessor] = {}
         self._activity = PollActivity()
         self.listeners: list[Callable[[StepReport], None]] = []
@@ -113,6 +128,18 @@ class StreamMappingRunner:
             last_processing_result=self.last_processing_result,
         )
 
+    def positions(self) -> list[ShardPosition]:
+        """Where each shard read so far would resume (read during a cut: `outbox_local.persistence.cut`)."""
+        positions = {}
+        for shard_id, first_iterator in list(self._first_iterators.items()):
+            processor = self.shards.get(shard_id)
+            checkpoint = processor.checkpoint if processor is not None else None
+            positions[shard_id] = ShardPosition(shard_id, checkpoint, first_iterator)
+        # A shard resumed but not read again yet keeps the position it was resumed at.
+        for shard_id, position in self._resume_at.items():
+            positions.setdefault(shard_id, position)
+        return list(positions.values())
+
     def _processor(self, shard_id: str) -> ShardProcessor:
         if shard_id not in self.shards:
             self.shards[shard_id] = ShardProcessor(
@@ -135,15 +162,34 @@ class StreamMappingRunner:
         for shard in description["Shards"]:
             shard_id = shard["ShardId"]
             if shard_id not in self._iterators:
-                self._iterators[shard_id] = self._streams.get_shard_iterator(
-                    StreamArn=self.settings.stream_arn,
-                    ShardId=shard_id,
-                    ShardIteratorType=self._starting_position,
-                )["ShardIterator"]
+                self._iterators[shard_id] = self._first_iterator(shard_id)
             response = self._streams.get_records(ShardIterator=self._iterators[shard_id], Limit=1000)
             self._iterators[shard_id] = response["NextShardIterator"]
             batches[shard_id] = response["Records"]
         return batches
+
+    def _first_iterator(self, shard_id: str) -> str:
+        resumed = self._resume_at.get(shard_id)
+        if resumed is None:
+            iterator: str = self._streams.get_shard_iterator(
+                StreamArn=self.settings.stream_arn,
+                ShardId=shard_id,
+                ShardIteratorType=self._starting_position,
+            )["ShardIterator"]
+            self._first_iterators[shard_id] = iterator
+            return iterator
+        self._first_iterators[shard_id] = resumed.first_iterator
+        processor = self._processor(shard_id)
+        if resumed.checkpoint is None:
+            return resumed.first_iterator
+        processor.checkpoint = resumed.checkpoint
+        resumed_iterator: str = self._streams.get_shard_iterator(
+            StreamArn=self.settings.stream_arn,
+            ShardId=shard_id,
+            ShardIteratorType="AFTER_SEQUENCE_NUMBER",
+            SequenceNumber=resumed.checkpoint,
+        )["ShardIterator"]
+        return resumed_iterator
 
 
 def destination_sender(

@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -275,9 +277,12 @@ def running_local_up(
     arguments: Sequence[str], *, environment: Mapping[str, str], cwd: Path, command: Sequence[str] = ()
 ) -> Iterator[LocalUp]:
     """`outbox local up ARGUMENTS` on free ports in its own process (`command`, default the venv's script),
-    once it printed `ready`; killed on the way out if it still runs."""
+    once it printed `ready`; killed on the way out if it still runs. Its state goes to a directory of its
+    own unless the arguments say where: runtimes started together from one directory (the default state
+    directory is under it) must not share one."""
+    kept = [] if {"--state-dir", "--no-state"} & set(arguments) else ["--state-dir", tempfile.mkdtemp()]
     process = subprocess.Popen(  # noqa: S603 - our own CLI, fixed arguments
-        [*(command or venv_outbox()), "local", "up", *arguments, "--aws-port", "0", "--api-port", "0"],
+        [*(command or venv_outbox()), "local", "up", *arguments, *kept, "--aws-port", "0", "--api-port", "0"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -299,6 +304,8 @@ def running_local_up(
         if process.poll() is None:
             process.kill()
             process.wait()
+        if kept:
+            shutil.rmtree(kept[1], ignore_errors=True)
 
 
 @contextmanager

@@ -40,3 +40,15 @@ def read_stream(streams: Any, stream_arn: str, *, after: str | None = None) -> l
 def lambda_event(raw_records: list[dict[str, Any]], stream_arn: str) -> dict[str, Any]:
     """The event Lambda sends for a batch of these records."""
     return {"Records": [dict(lambda_record(raw, stream_arn, REGION).payload) for raw in raw_records]}
+
+
+def table_with_stream(dynamodb: Any, name: str) -> str:
+    """A table keyed by `pk` (a string) whose stream carries new images; answers the stream's ARN."""
+    description = dynamodb.create_table(
+        TableName=name,
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+        StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_IMAGE"},
+    )["TableDescription"]
+    return str(description["LatestStreamArn"])

@@ -117,7 +117,19 @@ def test_an_api_port_already_taken_says_so_through_the_command(
     path = write_template(tmp_path, template())
 
     # When `outbox local up` starts on it, Then it fails with the local cause, not AWS's
-    status = main(["local", "up", "--template", str(path), "--aws-port", "0", "--api-port", str(taken_port)])
+    status = main(
+        [
+            "local",
+            "up",
+            "--template",
+            str(path),
+            "--no-state",
+            "--aws-port",
+            "0",
+            "--api-port",
+            str(taken_port),
+        ]
+    )
     assert status == 2
     error = capsys.readouterr().err
     assert "cannot serve the HTTP API" in error
@@ -139,3 +151,33 @@ def test_printed_commands_name_the_venvs_script_by_a_path_a_fresh_shell_runs(tmp
     assert launcher(str(script), tmp_path) == "outbox"
     # Given it started as `python -m outbox_cli.main`, Then commands run this interpreter the same way
     assert launcher("/somewhere/outbox_cli/main.py", tmp_path) == f"{sys.executable} -m outbox_cli.main"
+
+
+def state_options(*arguments: str) -> tuple[Path | None, bool]:
+    chosen = options(build_parser().parse_args(["local", "up", *arguments]), background=False)
+    return chosen.state_dir, chosen.fresh_state
+
+
+def test_local_up_keeps_its_state_in_the_project_unless_told_otherwise(project: Path) -> None:
+    # Given a project with a synthesized stack
+    synthesized(project, "PaymentsStack")
+
+    # When `local up` is given no state flag, another directory, --fresh, or --no-state
+    # Then its state goes to .outbox/local, to that directory, is discarded first, or is not kept at all
+    assert state_options() == (Path(".outbox/local"), False)
+    assert state_options("--state-dir", "states/dev") == (Path("states/dev"), False)
+    assert state_options("--fresh") == (Path(".outbox/local"), True)
+    assert state_options("--no-state") == (None, False)
+
+
+def test_fresh_without_state_is_a_usage_error(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Given a project with a synthesized stack
+    synthesized(project, "PaymentsStack")
+
+    # When `local up` is told to discard a state it is told not to keep, Then it refuses before starting
+    assert main(["local", "up", "--no-state", "--fresh"]) == 2
+    assert "--fresh discards a state directory's state; --no-state keeps none" in capsys.readouterr().err
+    assert not (project / ".outbox").exists()
+    # and a state directory together with --no-state is refused by the parser
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["local", "up", "--no-state", "--state-dir", "x"])

@@ -12,7 +12,9 @@ from outbox_cli.local import describe
 def runtime_with(stack_outputs: dict[str, str]) -> Any:
     """What `describe` reads of a running runtime: its options, endpoint and outputs (nothing hosted)."""
     return SimpleNamespace(
-        options=SimpleNamespace(region="us-east-1", stack_name="PaymentsStack", template_path="t.json"),
+        options=SimpleNamespace(
+            region="us-east-1", stack_name="PaymentsStack", template_path="t.json", state_dir=None
+        ),
         endpoint_url="http://127.0.0.1:4566",
         api_url=None,
         outputs=stack_outputs,

@@ -1,0 +1,127 @@
+"""The runtime's own part of a snapshot: each stack as it was deployed (its definition, what provisioning made
+of it, its outputs and identity), so a restore runs it again without provisioning anything (moto's restored
+backends hold its resources), and where each of its stream mappings resumes.
+
+Not saved, because it is rebuilt or has no lasting meaning: the functions' execution environments (started
+again, cold), the queue mappings' state (SQS keeps the messages, and their visibility), schedules' next firing
+(counted again from the start), alarms' sampled datapoints (their states are kept), the trace journal of
+`outbox trace`, armed faults.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from outbox_local.alarms import AlarmEvaluator
+from outbox_local.persistence import Persistence, Snapshot, moto_state
+from outbox_local.persistence.snapshots import StateDirError
+from outbox_local.provisioning import ProvisionedStack
+from outbox_local.runtime_options import RuntimeOptions
+from outbox_local.stack_set import StackSet
+from outbox_local.stacks import DeployedStack, StackDefinition
+from outbox_local.stream_poller import ShardPosition
+from outbox_local.template import Template
+
+
+@dataclass(frozen=True)
+class SavedStack:
+    definition: StackDefinition
+    provisioned: ProvisionedStack
+    outputs: Mapping[str, Any]
+    stack_id: str
+    created_at: float
+    api_urls: Mapping[str, str]
+    """Where each of its HTTP APIs was served (its outputs name these URLs): by API id."""
+    positions: Mapping[str, tuple[ShardPosition, ...]]
+    """Each stream mapping's shard positions, by the mapping's logical id."""
+
+
+@dataclass(frozen=True)
+class SavedRuntime:
+    stacks: tuple[SavedStack, ...]
+    alarm_states: Mapping[str, str] = field(default_factory=dict)
+    """Each alarm's state as the runtime last evaluated it (CloudWatch holds it too; the evaluator resumes
+    from it, so a restart notifies no change that did not happen)."""
+
+
+def saved_runtime(
+    stacks: Sequence[DeployedStack], api_urls: Mapping[str, str], alarms: AlarmEvaluator | None
+) -> SavedRuntime:
+    """The runtime's stacks and alarm states as a snapshot holds them (read during a cut)."""
+    return SavedRuntime(
+        alarm_states=alarms.states() if alarms is not None else {},
+        stacks=tuple(
+            SavedStack(
+                definition=deployed.definition,
+                provisioned=deployed.provisioned,
+                outputs=dict(deployed.outputs),
+                stack_id=deployed.stack_id,
+                created_at=deployed.created_at,
+                api_urls={api_id: api_urls[api_id] for api_id in deployed.api_ids if api_id in api_urls},
+                positions={runner.name: tuple(runner.positions()) for runner in list(deployed.mappings)},
+            )
+            for deployed in stacks
+        ),
+    )
+
+
+def refuse_changed(saved: SavedRuntime, name: str, template: Template) -> None:
+    """Refuse to run the start-up template's stack from state saved from another version of it: the
+    runtime would run the old functions and resources while the developer expects the new ones."""
+    for stack in saved.stacks:
+        if stack.definition.name == name and dict(stack.definition.template.body) != dict(template.body):
+            raise StateDirError(
+                f"{template.path} changed since stack {name}'s state was saved (from "
+                f"{stack.definition.template.path}): start with --fresh to discard the saved state and "
+                "provision the new template"
+            )
+
+
+def open_state(
+    options: RuntimeOptions, template: Template | None
+) -> tuple[Persistence | None, Snapshot | None]:
+    """The runtime's persistence (None without a state directory), its directory claimed, and the snapshot
+    to restore from (None: none, or `--fresh`)."""
+    if options.state_dir is None:
+        return None, None
+    persistence = Persistence(options.state_dir, fresh=options.fresh_state)
+    try:
+        snapshot = persistence.open()
+        if snapshot is not None and template is not None:
+            refuse_changed(snapshot.runtime, options.stack_name, template)
+    except BaseException:
+        persistence.close()
+        raise
+    return persistence, snapshot
+
+
+def restore(
+    snapshot: Snapshot,
+    stacks: StackSet,
+    api_urls: Callable[[], Mapping[str, str]],
+    alarms: AlarmEvaluator | None,
+) -> None:
+    """moto's backends as saved, then every saved stack attached, in the order they were created (nothing
+    provisioned); outputs that named an API's earlier URL name the one it is served at now (its port may
+    differ: `--api-port 0`)."""
+    moto_state.restore(snapshot.moto)
+    saved: SavedRuntime = snapshot.runtime
+    if alarms is not None:
+        alarms.resume(saved.alarm_states)
+    for stack in saved.stacks:
+        deployed = stacks.attach(
+            stack.definition,
+            stack.provisioned,
+            dict(stack.outputs),
+            stack_id=stack.stack_id,
+            created_at=stack.created_at,
+            resume_at=stack.positions,
+        )
+        now = api_urls()
+        for api_id, earlier in stack.api_urls.items():
+            if api_id in now and now[api_id] != earlier:
+                for name, value in deployed.outputs.items():
+                    if isinstance(value, str):
+                        deployed.outputs[name] = value.replace(earlier, now[api_id])

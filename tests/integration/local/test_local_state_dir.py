@@ -1,0 +1,142 @@
+"""A runtime started with a state directory (`RuntimeOptions.state_dir`, `outbox local up --state-dir`): the
+sample app stopped cleanly and started again keeps its orders, delivers what was left undelivered (and
+nothing twice), keeps a subscription the user made; `--fresh` starts empty; a second runtime on the same
+directory, or a changed template, is refused with the way out."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from outbox_local.persistence import StateDirError
+from outbox_local.runtime import LocalRuntime, RuntimeOptions
+from tests.support.synth import Synthesized
+
+
+def place_order(runtime: LocalRuntime) -> dict[str, Any]:
+    body = {
+        "customer_id": "c-1",
+        "currency": "EUR",
+        "items": [{"sku": "A", "quantity": 1, "unit_price": "1.00"}],
+    }
+    request = urllib.request.Request(  # noqa: S310 - the local API
+        f"{runtime.api_url}/orders",
+        data=json.dumps(body).encode(),
+        method="POST",
+        headers={"content-type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310
+        answer: dict[str, Any] = json.loads(response.read())
+        return answer
+
+
+def order_status(runtime: LocalRuntime, order_id: str) -> int:
+    try:
+        with urllib.request.urlopen(f"{runtime.api_url}/orders/{order_id}", timeout=30) as response:  # noqa: S310
+            return int(response.status)
+    except urllib.error.HTTPError as error:
+        return error.code
+
+
+def received(runtime: LocalRuntime, queue_url: str) -> list[str]:
+    sqs = runtime.client("sqs")
+    messages = sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10).get("Messages", [])
+    return sorted(json.loads(message["Body"])["event_id"] for message in messages)
+
+
+@pytest.fixture
+def options(synthesized: Synthesized, tmp_path: Path) -> RuntimeOptions:
+    return RuntimeOptions(
+        template_path=synthesized.template_path,
+        background=False,
+        function_environment={"POWERTOOLS_METRICS_DISABLED": "true"},
+        state_dir=tmp_path / "state",
+    )
+
+
+def test_a_clean_stop_and_start_keeps_orders_subscriptions_and_undelivered_events(
+    options: RuntimeOptions,
+) -> None:
+    # Given the sample app with a queue the user subscribed to its topic, one order delivered to it, and one
+    # acknowledged by the API but not yet published when the runtime stops
+    with LocalRuntime(options) as first:
+        assert not first.restored
+        sqs = first.client("sqs")
+        queue_url = sqs.create_queue(QueueName="mine")["QueueUrl"]
+        queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"][
+            "QueueArn"
+        ]
+        first.client("sns").subscribe(
+            TopicArn=first.outputs["TopicArn"],
+            Protocol="sqs",
+            Endpoint=queue_arn,
+            Attributes={"RawMessageDelivery": "true"},
+        )
+        delivered = place_order(first)
+        first.drain_streams()
+        assert received(first, queue_url) == [delivered["event_id"]]
+        sqs.purge_queue(QueueUrl=queue_url)
+        pending = place_order(first)
+
+    # When a runtime starts again on the same state directory
+    with LocalRuntime(options) as second:
+        # Then it restored: both orders are there, the pending event is delivered to the user's queue, and
+        # the one delivered before is not delivered again (a clean stop saves the mapping's position)
+        assert second.restored
+        assert order_status(second, delivered["order_id"]) == 200
+        assert order_status(second, pending["order_id"]) == 200
+        second.drain_streams()
+        assert received(second, queue_url) == [pending["event_id"]]
+
+        # And while nothing is served, nothing is written again (a cut each second finds nothing new)
+        assert second.persistence is not None
+        second.persistence.wait_saved()  # what the test's own receive did
+        saves = second.persistence.saves
+        time.sleep(2.2)
+        assert second.persistence.saves == saves
+
+        # And a second runtime on the same directory is refused, naming the way out
+        with pytest.raises(StateDirError, match=r"in use by another `outbox local up`.*--state-dir"):
+            LocalRuntime(options).start()
+
+    # When it starts with --fresh, Then it is empty again
+    with LocalRuntime(replace(options, fresh_state=True)) as fresh:
+        assert not fresh.restored
+        assert order_status(fresh, delivered["order_id"]) == 404
+
+
+def test_state_saved_from_another_template_is_refused(
+    options: RuntimeOptions, synthesized: Synthesized, tmp_path: Path
+) -> None:
+    # Given state saved from the sample's template
+    with LocalRuntime(options):
+        pass
+    changed = json.loads(synthesized.template_path.read_text(encoding="utf-8"))
+    changed["Description"] = "changed since"
+    changed_path = tmp_path / "OutboxStack.template.json"
+    changed_path.write_text(json.dumps(changed), encoding="utf-8")
+
+    # When a runtime starts on the same directory with a template that changed since, Then it is refused,
+    # saying how to start anyway
+    with pytest.raises(StateDirError, match=r"changed since.*--fresh"):
+        LocalRuntime(replace(options, template_path=changed_path)).start()
+
+
+def test_a_restart_notifies_no_alarm_change_that_did_not_happen(options: RuntimeOptions) -> None:
+    # Given the sample's alarms evaluated once (each notified INSUFFICIENT_DATA -> OK, as CloudWatch does)
+    with LocalRuntime(options) as first:
+        assert first.evaluate_alarms()
+
+    # When the runtime starts again from its state directory and evaluates them
+    with LocalRuntime(options) as second:
+        assert second.restored
+
+        # Then no alarm moved: their states were kept, and nothing is notified twice
+        assert second.evaluate_alarms() == []
