@@ -273,6 +273,8 @@ class Resolver:
             "Fn::Or": lambda a: any(self._evaluate(item) for item in a),
             "Fn::FindInMap": self._find_in_map,
             "Fn::GetAZs": lambda _: [f"{self.region}{zone}" for zone in "abc"],
+            # Rules only (the CDK's CheckBootstrapVersion): whether the list holds the value.
+            "Fn::Contains": lambda a: self._evaluate(a[1]) in self._evaluate(a[0]),
         }.get(name)
         if handler is None:
             raise UnresolvableReferenceError(f"intrinsic function {name} is not supported locally")
