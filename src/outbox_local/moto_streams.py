@@ -17,7 +17,7 @@ from moto.core.models import DEFAULT_ACCOUNT_ID
 from moto.dynamodb.models import dynamodb_backends
 from moto.dynamodb.models.table import StreamShard
 
-_ITERATOR_TYPES = frozenset({"TRIM_HORIZON", "LATEST"})
+_ITERATOR_TYPES = frozenset({"TRIM_HORIZON", "LATEST", "AFTER_SEQUENCE_NUMBER"})
 
 
 class InProcessStreams:
@@ -36,11 +36,16 @@ class InProcessStreams:
         StreamArn: str,  # noqa: N803
         ShardId: str,  # noqa: N803
         ShardIteratorType: str,  # noqa: N803
+        SequenceNumber: str | None = None,  # noqa: N803
     ) -> dict[str, Any]:
         if ShardIteratorType not in _ITERATOR_TYPES:
             raise ValueError(f"ShardIteratorType {ShardIteratorType!r} is not read in process")
         shard = self._shard(StreamArn)
-        position = len(shard.items) if shard is not None and ShardIteratorType == "LATEST" else 0
+        position = 0
+        if shard is not None and ShardIteratorType == "LATEST":
+            position = len(shard.items)
+        elif shard is not None and ShardIteratorType == "AFTER_SEQUENCE_NUMBER":
+            position = _after(shard, str(SequenceNumber))
         return {"ShardIterator": f"{position}|{StreamArn}"}
 
     def get_records(self, ShardIterator: str, Limit: int = 1000) -> dict[str, Any]:  # noqa: N803
@@ -58,6 +63,15 @@ class InProcessStreams:
         table_name = stream_arn.split(":", 5)[5].split("/")[1]
         table = dynamodb_backends[self._account_id][self._region].get_table(table_name)
         return table.stream_shard
+
+
+def _after(shard: StreamShard, sequence_number: str) -> int:
+    """The position just after the record with this sequence number (a mapping resuming where a previous
+    runner of it stopped). Searched from the end: the record is usually recent."""
+    for index in range(len(shard.items) - 1, -1, -1):
+        if shard.items[index].record["dynamodb"]["SequenceNumber"] == sequence_number:
+            return index + 1
+    raise ValueError(f"sequence number {sequence_number} is not in the stream")
 
 
 def _as_answered(record: dict[str, Any]) -> dict[str, Any]:

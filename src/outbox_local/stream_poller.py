@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,6 +58,7 @@ class StreamMappingRunner:
         clock: Clock,
         region: str,
         starting_position: str = "TRIM_HORIZON",
+        resume_after: Mapping[str, str] | None = None,
     ) -> None:
         self.name = name
         self.settings = settings
@@ -68,6 +69,10 @@ class StreamMappingRunner:
         self._region = region
         self._starting_position = starting_position
         self._iterators: dict[str, str] = {}
+        self._resume_after = dict(resume_after or {})
+        """Shard -> the checkpoint a previous runner of this mapping reached (a stack update replaced it):
+        reading starts after it, not at `starting_position` again (which would invoke the function with
+        every record once more)."""
         self.shards: dict[str, ShardProcessor] = {}
         self._activity = PollActivity()
         self.listeners: list[Callable[[StepReport], None]] = []
@@ -113,6 +118,15 @@ class StreamMappingRunner:
             last_processing_result=self.last_processing_result,
         )
 
+    def checkpoints(self) -> dict[str, str]:
+        """Shard -> the sequence number of the last record this runner is done with (processed, filtered
+        out or given up on): where a runner replacing it resumes."""
+        return {
+            shard_id: processor.checkpoint
+            for shard_id, processor in self.shards.items()
+            if processor.checkpoint is not None
+        }
+
     def _processor(self, shard_id: str) -> ShardProcessor:
         if shard_id not in self.shards:
             self.shards[shard_id] = ShardProcessor(
@@ -135,10 +149,14 @@ class StreamMappingRunner:
         for shard in description["Shards"]:
             shard_id = shard["ShardId"]
             if shard_id not in self._iterators:
+                position: dict[str, str] = {"ShardIteratorType": self._starting_position}
+                if shard_id in self._resume_after:
+                    position = {
+                        "ShardIteratorType": "AFTER_SEQUENCE_NUMBER",
+                        "SequenceNumber": self._resume_after[shard_id],
+                    }
                 self._iterators[shard_id] = self._streams.get_shard_iterator(
-                    StreamArn=self.settings.stream_arn,
-                    ShardId=shard_id,
-                    ShardIteratorType=self._starting_position,
+                    StreamArn=self.settings.stream_arn, ShardId=shard_id, **position
                 )["ShardIterator"]
             response = self._streams.get_records(ShardIterator=self._iterators[shard_id], Limit=1000)
             self._iterators[shard_id] = response["NextShardIterator"]
