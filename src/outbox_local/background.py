@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from outbox_local.poll_activity import QuietPollers
@@ -43,7 +44,21 @@ class _Schedules:
         return [StepReport(StepKind.SUCCEEDED if self._fire() else StepKind.IDLE)]
 
 
+@dataclass
+class _Running:
+    stop: threading.Event
+    thread: threading.Thread | None = None
+
+
+def _key(poller: Poller) -> str:
+    """Two stacks' mappings may share a logical id, and so a name: the key is the poller itself."""
+    return f"{poller.name}#{id(poller)}"
+
+
 class Background:
+    """The pollers' and the alarms' threads. Pollers come and go while it runs, as stacks are added and
+    removed: each has a thread of its own, and a stop of its own."""
+
     def __init__(
         self,
         pollers: Sequence[Poller],
@@ -53,23 +68,54 @@ class Background:
         poll_interval_s: float,
         alarm_interval_s: float,
     ) -> None:
-        self._pollers: list[Poller] = [*pollers, _Schedules(fire_schedules)]
         self._evaluate_alarms = evaluate_alarms
         self._poll_interval_s = poll_interval_s
         self._alarm_interval_s = alarm_interval_s
-        self._quiet = QuietPollers([poller.name for poller in self._pollers])
+        self._quiet = QuietPollers([])
         self._stop = threading.Event()
-        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+        self._running: dict[int, _Running] = {}
+        """id(poller) -> its thread and its own stop."""
+        self._pending: list[Poller] = [*pollers, _Schedules(fire_schedules)]
+        self._alarms: threading.Thread | None = None
+        self._started = False
 
     def start(self) -> None:
         self._stop.clear()
-        targets: list[tuple[str, Callable[[], None]]] = [
-            (f"outbox-local-{poller.name}", self._poll_loop(poller)) for poller in self._pollers
-        ]
-        targets.append(("outbox-local-alarms", self._alarm_loop))
-        self._threads = [threading.Thread(target=target, name=name) for name, target in targets]
-        for thread in self._threads:
-            thread.start()
+        with self._lock:
+            pending, self._pending = self._pending, []
+            self._started = True
+        self.add(pending)
+        self._alarms = threading.Thread(target=self._alarm_loop, name="outbox-local-alarms")
+        self._alarms.start()
+
+    def add(self, pollers: Sequence[Poller]) -> None:
+        """Poll these too, each on a thread of its own (from `start()` on, if it was not called yet)."""
+        with self._lock:
+            if not self._started:
+                self._pending.extend(pollers)
+                return
+            for poller in pollers:
+                key = _key(poller)
+                self._quiet.add(key)
+                running = _Running(threading.Event())
+                running.thread = threading.Thread(
+                    target=self._poll_loop(poller, key, running.stop), name=f"outbox-local-{poller.name}"
+                )
+                self._running[id(poller)] = running
+                running.thread.start()
+
+    def remove(self, pollers: Sequence[Poller]) -> None:
+        """Poll these no more: each thread ends after what it is doing (an invocation under way completes)."""
+        with self._lock:
+            removed = [(poller, self._running.pop(id(poller), None)) for poller in pollers]
+        for poller, running in removed:
+            if running is None:
+                continue
+            running.stop.set()
+            if running.thread is not None and running.thread is not threading.current_thread():
+                running.thread.join()
+            self._quiet.forget(_key(poller))
 
     def stop(self) -> None:
         """Each thread ends after what it is doing (an invocation under way completes)."""
@@ -81,9 +127,13 @@ class Background:
         self._stop.set()
 
     def join(self) -> None:
-        for thread in self._threads:
+        with self._lock:
+            threads = [running.thread for running in self._running.values() if running.thread is not None]
+            self._running = {}
+            alarms, self._alarms = self._alarms, None
+            self._started = False
+        for thread in [*threads, *([alarms] if alarms is not None else [])]:
             thread.join()
-        self._threads = []
 
     def wait_until_idle(self, timeout_s: float) -> bool:
         """Block until every mapping (and the schedules) was idle at once, in polls started after this call
@@ -91,11 +141,11 @@ class Background:
         another one invokes."""
         return self._quiet.wait_until_idle(timeout_s, after=self._quiet.mark())
 
-    def _poll_loop(self, poller: Poller) -> Callable[[], None]:
+    def _poll_loop(self, poller: Poller, key: str, own_stop: threading.Event) -> Callable[[], None]:
         def loop() -> None:
             pause = self._poll_interval_s
-            while not self._stop.is_set():
-                poll = self._quiet.begin(poller.name)
+            while not (self._stop.is_set() or own_stop.is_set()):
+                poll = self._quiet.begin(key)
                 idle, worked = False, False
                 try:
                     reports = poller.poll_once()
@@ -104,7 +154,7 @@ class Background:
                 except Exception:
                     logger.exception("%s failed to poll", poller.name)
                 finally:
-                    self._quiet.end(poller.name, poll, idle=idle, worked=worked)
+                    self._quiet.end(key, poll, idle=idle, worked=worked)
                 if worked:
                     pause = self._poll_interval_s
                     continue

@@ -285,13 +285,41 @@ class ExecutionEnvironments:
 
     def _acquire(self, spec: FunctionSpec) -> tuple[Environment, str]:
         """An idle environment of the function, or a new one (its cold start's output with it)."""
+        retired: list[Environment] = []
+        try:
+            return self._acquire_with(spec, retired)
+        finally:
+            for environment in retired:
+                environment.stop()
+
+    def retire(self, name: str) -> None:
+        """Stop the function's idle environments (it is hosted no more); a busy one ends its invocation."""
+        with self._lock:
+            pool = self._pools.get(name)
+            idle = list(pool.idle) if pool is not None else []
+            if pool is not None:
+                pool.idle.clear()
+                pool.count -= len(idle)
+            self._live.difference_update(idle)
+        for environment in idle:
+            environment.stop()
+
+    def _acquire_with(self, spec: FunctionSpec, retired: list[Environment]) -> tuple[Environment, str]:
         with self._lock:
             pool = self._pool(spec)
             while True:
                 if self._closed:
                     raise EnvironmentLostError(_STOPPED)
                 if pool.idle:
-                    return pool.idle.pop(), ""  # the most recently used: warm, as Lambda prefers
+                    warm = pool.idle.pop()  # the most recently used: warm, as Lambda prefers
+                    if warm.spec == spec:
+                        return warm, ""
+                    # An environment of the function's earlier spec (new code or settings since): as Lambda,
+                    # a new version runs in new environments only.
+                    self._live.discard(warm)
+                    pool.count -= 1
+                    retired.append(warm)
+                    continue
                 if pool.count < pool.limit:
                     pool.count += 1
                     break

@@ -97,7 +97,14 @@ class FunctionHost:
         self._in_process.close()
 
     def register(self, spec: FunctionSpec) -> None:
-        self._functions[spec.logical_id] = spec
+        """Host the function by ARN (two stacks may share logical ids); a new spec replaces the old one."""
+        self._functions[spec.arn] = spec
+
+    def unregister(self, arn: str) -> None:
+        """Host the function no more, and stop its idle worker processes."""
+        spec = self._functions.pop(arn, None)
+        if spec is not None and self.environments is not None:
+            self.environments.retire(spec.name)
 
     @property
     def functions(self) -> list[FunctionSpec]:

@@ -58,6 +58,17 @@ class QuietPollers:
         self._latest: dict[str, tuple[int, bool | None]] = dict.fromkeys(names, (0, None))
         """Poller -> (number of its latest poll, whether it was idle; None while under way)."""
 
+    def add(self, name: str) -> None:
+        """A poller that starts polling now (a stack added while the runtime runs)."""
+        with self._condition:
+            self._latest[name] = (0, None)
+
+    def forget(self, name: str) -> None:
+        """A poller that polls no more (its stack was removed): it no longer holds anyone's wait."""
+        with self._condition:
+            self._latest.pop(name, None)
+            self._condition.notify_all()
+
     def begin(self, name: str) -> int:
         with self._condition:
             self._started += 1

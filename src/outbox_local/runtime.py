@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import tempfile
+import threading
 import time
 import urllib.request
-from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -19,41 +21,44 @@ from outbox_local.background import Background
 from outbox_local.control_api import ControlApi, mapping_report
 from outbox_local.emf_metrics import EmfMetricsForwarder
 from outbox_local.endpoint import LOCAL_CREDENTIALS, environment
-from outbox_local.errors import EndpointUnavailableError, RuntimeStateError
+from outbox_local.errors import RuntimeStateError
 from outbox_local.event_source_mapping_api import (
     EventSourceMappingApi,
-    Published,
-    PublishedMapping,
-    PublishedQueueMapping,
 )
 from outbox_local.faults import INTERNAL_USER_AGENT, FaultInjector
 from outbox_local.functions import FunctionHost
-from outbox_local.http_api import HttpApiServer, Route
+from outbox_local.http_api import HttpApiServer
 from outbox_local.invocation import InvocationResult
+from outbox_local.local_apis import LocalApis
 from outbox_local.moto_isolation import isolated_requests
 from outbox_local.moto_performance import lighter_moto
 from outbox_local.moto_sns_sizes import topic_message_sizes
-from outbox_local.moto_streams import InProcessStreams
 from outbox_local.moto_transactions import atomic_transactions
-from outbox_local.provisioning import ProvisionedStack, Provisioner
-from outbox_local.provisioning.cloudformation import register_stack, stack_outputs
+from outbox_local.provisioning import ProvisionedStack
 from outbox_local.queue_mapping import QueueMappingRunner
 from outbox_local.runtime_options import RuntimeOptions, VirtualClock
 from outbox_local.schedules import ScheduleRunner
+from outbox_local.stack_set import StackSet
+from outbox_local.stacks import DeployedStack, StackDefinition
 from outbox_local.stream_mapping import NOTHING_DONE, StepKind
-from outbox_local.stream_poller import StreamMappingRunner, destination_sender, iterator_age_ms
-from outbox_local.template import Resolver, Template
+from outbox_local.stream_poller import StreamMappingRunner, iterator_age_ms
+from outbox_local.template import Template
 from outbox_local.trace_journal import TraceJournal
 
-__all__ = ["ALARM_TICK_S", "LocalRuntime", "RuntimeOptions", "VirtualClock"]
+__all__ = [
+    "ALARM_TICK_S",
+    "DeployedStack",
+    "LocalRuntime",
+    "RuntimeOptions",
+    "StackDefinition",
+    "VirtualClock",
+]
 
 logger = logging.getLogger("outbox_local.runtime")
 _WAIT_STEP_S = 0.05
 _LEAST_ADVANCE_S = 0.001
 """drain_streams always moves the clock on while waiting, so a due time a rounding short is still reached."""
 ALARM_TICK_S = 1.0
-MAX_CONCURRENT_BATCHES = 1000
-"""A queue mapping's concurrency without ScalingConfig: Lambda's most (the function's own limit is lower)."""
 
 
 class LocalRuntime:
@@ -67,19 +72,15 @@ class LocalRuntime:
         """What the AWS endpoint answers to Lambda's ListEventSourceMappings and GetEventSourceMapping."""
         self._server: LocalAwsServer | None = None
         self._clients: dict[str, Any] = {}
-        self.apis: dict[str, HttpApiServer] = {}
+        self._apis = LocalApis(self._invoke_for_api, host=options.host, first_port=options.api_port)
         self.host: FunctionHost | None = None
-        self.mappings: list[StreamMappingRunner] = []
-        """The DynamoDB stream mappings the runtime runs."""
-        self.queue_mappings: list[QueueMappingRunner] = []
-        """The SQS queue mappings the runtime runs."""
+        self._stack_set: StackSet | None = None
+        self._work_dir: tempfile.TemporaryDirectory[str] | None = None
         self.schedules: ScheduleRunner | None = None
         self.alarms: AlarmEvaluator | None = None
         """The template's alarms, evaluated by `evaluate_alarms()` (each second in the background)."""
         self._metrics: EmfMetricsForwarder | None = None
         self._background: Background | None = None
-        self.stack: ProvisionedStack | None = None
-        self.outputs: dict[str, Any] = {}
         self._corrections = contextlib.ExitStack()
 
     # --- lifecycle -----------------------------------------------------------------------------------
@@ -94,12 +95,7 @@ class LocalRuntime:
     def start(self) -> None:
         if self._server is not None:
             raise RuntimeStateError("the runtime is already started")
-        template = Template.load(self.options.template_path)
-        # A runtime started again after stop() must not keep the previous start's mappings (their clients are
-        # closed and they would poll the stream a second time).
-        self.mappings = []
-        self.queue_mappings = []
-        self.outputs = {}
+        template = Template.load(self.options.template_path) if self.options.template_path else None
         # moto's TransactWriteItems is not atomic for a stream reader and it isolates no request from another
         # (both corrected while the runtime runs); its hot paths under load cost much (made cheap).
         self._corrections = contextlib.ExitStack()
@@ -122,15 +118,17 @@ class LocalRuntime:
         try:
             self._server.start()
             self._reset_moto()
-            self._provision(template)
-            if self.options.background:
-                self._background = Background(
-                    self._pollers(),
-                    fire_schedules=self.schedules.tick if self.schedules else lambda: 0,
-                    evaluate_alarms=self.evaluate_alarms,
-                    poll_interval_s=self.options.poll_interval_s,
-                    alarm_interval_s=ALARM_TICK_S,
+            self._open_machinery()
+            if template is not None:
+                self.create_stack(
+                    StackDefinition(
+                        self.options.stack_name,
+                        template,
+                        parameter_values=self.options.parameter_values,
+                        code_root=self.options.code_root,
+                    )
                 )
+            if self._background is not None:
                 self._background.start()
         except BaseException:
             self.stop()
@@ -139,9 +137,7 @@ class LocalRuntime:
     def stop(self) -> None:
         if self._background is not None:
             self._background.request_stop()
-        for api in self.apis.values():
-            api.stop()
-        self.apis.clear()
+        self._apis.stop()
         if self.host is not None:
             # Before waiting for the pollers: closing ends the worker processes, so an invocation under way
             # fails at once instead of holding Ctrl-C up until its function's timeout.
@@ -153,6 +149,9 @@ class LocalRuntime:
             self._metrics.close()
             self._metrics = None
         self.event_source_mappings.clear()
+        # A runtime started again after stop() must not keep this start's stacks (their mappings' clients are
+        # closed and they would poll the stream a second time).
+        self._stack_set = None
         for client in self._clients.values():
             client.close()
         self._clients.clear()
@@ -160,6 +159,9 @@ class LocalRuntime:
             self._server.stop()
             self._server = None
         self._corrections.close()
+        if self._work_dir is not None:
+            self._work_dir.cleanup()
+            self._work_dir = None
 
     # --- what a user of the runtime needs ------------------------------------------------------------
 
@@ -170,8 +172,45 @@ class LocalRuntime:
         return self._server.endpoint_url
 
     @property
+    def work_dir(self) -> Path:
+        """Where the runtime keeps files: the state directory, or a temporary one for this run."""
+        if self.options.state_dir is not None:
+            self.options.state_dir.mkdir(parents=True, exist_ok=True)
+            return self.options.state_dir
+        if self._work_dir is None:
+            self._work_dir = tempfile.TemporaryDirectory(prefix="outbox-local-")
+        return Path(self._work_dir.name)
+
+    @property
+    def stack(self) -> ProvisionedStack | None:
+        """What the start-up template became (the first stack), if any."""
+        first = next(iter(self.stacks.values()), None)
+        return first.provisioned if first is not None else None
+
+    @property
+    def outputs(self) -> dict[str, Any]:
+        """The first stack's resolved outputs."""
+        first = next(iter(self.stacks.values()), None)
+        return first.outputs if first is not None else {}
+
+    @property
+    def mappings(self) -> list[StreamMappingRunner]:
+        """The DynamoDB stream mappings the runtime runs, every stack's."""
+        return [runner for deployed in list(self.stacks.values()) for runner in deployed.mappings]
+
+    @property
+    def queue_mappings(self) -> list[QueueMappingRunner]:
+        """The SQS queue mappings the runtime runs, every stack's."""
+        return [runner for deployed in list(self.stacks.values()) for runner in deployed.queue_mappings]
+
+    @property
     def api_url(self) -> str | None:
-        return next((api.url for api in self.apis.values()), None)
+        return self._apis.first_url
+
+    @property
+    def apis(self) -> dict[str, HttpApiServer]:
+        """Every stack's HTTP APIs, by API id."""
+        return self._apis.servers
 
     def client(self, service: str) -> Any:
         """A boto3 client on the local endpoint (cached; closed when the runtime stops). Armed faults apply to
@@ -233,10 +272,11 @@ class LocalRuntime:
         return self._background.wait_until_idle(timeout_s)
 
     def resource_names(self) -> list[tuple[str, str, str]]:
-        """(logical id, type, physical id) of every provisioned resource."""
-        if self.stack is None:
+        """(logical id, type, physical id) of every resource the start-up stack (the first) provisioned."""
+        stack = self.stack
+        if stack is None:
             return []
-        return [(lid, kind, res.ref) for lid, (kind, res) in self.stack.resources.items()]
+        return [(lid, kind, res.ref) for lid, (kind, res) in stack.resources.items()]
 
     def function_environment(self) -> dict[str, str]:
         """What every hosted function gets on top of its template variables."""
@@ -254,85 +294,22 @@ class LocalRuntime:
         with urllib.request.urlopen(request, timeout=10):  # noqa: S310 - our own loopback server
             pass
 
-    def _provision(self, template: Template) -> None:
-        resolver = Resolver(
-            template,
-            region=self.options.region,
-            stack_name=self.options.stack_name,
-            parameter_values=self.options.parameter_values,
-        )
-        provisioner = Provisioner(
-            template,
-            resolver,
-            self._internal_client,
-            code_root_override=self.options.code_root,
-            api_endpoint=self._open_api,
-            retry_delay_s=self.options.retry_delay_s,
-        )
-        self.stack = provisioner.provision()
+    def _open_machinery(self) -> None:
+        """What every stack's functions, mappings, schedules and alarms share."""
         # Created here, on the starting thread: invocations run on the pollers' and the API's threads.
         metrics = EmfMetricsForwarder(
             self._internal_client("cloudwatch"), in_background=self.options.background
         )
         self._metrics = metrics
-        self.host = FunctionHost(
+        host = FunctionHost(
             self.function_environment(),
             self.options.function_environment,
             on_output=metrics.forward,
             max_environments=self.options.max_environments,
             on_invocation=self.traces.record,
         )
-        for spec in self.stack.functions:
-            self.host.register(spec)
-        self.host.open()
-        stages = {
-            str(resource.properties.get("ApiId", {}).get("Ref")): str(resource.properties.get("StageName"))
-            for resource in template.resources.values()
-            if resource.type == "AWS::ApiGatewayV2::Stage"
-        }
-        for route in self.stack.routes:
-            api = self.apis[self.stack.resources[route.api_logical_id][1].ref]
-            api.stage = stages.get(route.api_logical_id, "$default")
-            api.add_route(Route(route.route_key, route.function_arn))
-        host = self.host
-        published: list[Published] = []
-        for mapping in self.stack.mappings:
-            runner = None
-            if mapping.enabled:
-                destination = mapping.settings.on_failure_destination_arn
-                runner = StreamMappingRunner(
-                    mapping.logical_id,
-                    mapping.settings,
-                    streams_client=InProcessStreams(self.options.region),
-                    invoke=_invoker(host, mapping.function_arn),
-                    send_to_destination=destination_sender(self._internal_client, destination)
-                    if destination
-                    else None,
-                    clock=self._clock,
-                    region=self.options.region,
-                    starting_position=mapping.starting_position,
-                )
-                self.mappings.append(runner)
-            published.append(PublishedMapping(mapping, runner, last_modified=self._clock()))
-        for queue_mapping in self.stack.queue_mappings:
-            queue_runner = None
-            if queue_mapping.enabled:
-                queue_runner = QueueMappingRunner(
-                    queue_mapping.logical_id,
-                    queue_mapping.settings,
-                    sqs_client=self._internal_client("sqs"),
-                    invoke=_invoker(host, queue_mapping.settings.function_arn),
-                    clock=self._clock,
-                    # As Lambda scales a queue's pollers: up to the function's concurrency and the mapping's
-                    # ScalingConfig.MaximumConcurrency.
-                    max_concurrent_batches=min(
-                        host.concurrency(queue_mapping.settings.function_arn),
-                        queue_mapping.maximum_concurrency or MAX_CONCURRENT_BATCHES,
-                    ),
-                )
-                self.queue_mappings.append(queue_runner)
-            published.append(PublishedQueueMapping(queue_mapping, queue_runner, last_modified=self._clock()))
-        self.event_source_mappings.publish(published)
+        self.host = host
+        host.open()
         self.schedules = ScheduleRunner(
             host.invoke, time.monotonic, region=self.options.region, speedup=self.options.schedule_speedup
         )
@@ -345,51 +322,66 @@ class LocalRuntime:
             clock=self._clock,
             speedup=self.options.schedule_speedup,
         )
-        for schedule in self.stack.schedules:
-            self.schedules.add(
-                schedule.rule_name,
-                schedule.rule_arn,
-                schedule.expression,
-                schedule.function_arn,
-                schedule.target_input,
+        if self.options.background:
+            self._background = Background(
+                [],
+                fire_schedules=self.schedules.tick,
+                evaluate_alarms=self.evaluate_alarms,
+                poll_interval_s=self.options.poll_interval_s,
+                alarm_interval_s=ALARM_TICK_S,
             )
-        self.outputs = {name: self._output(resolver, spec) for name, spec in template.outputs.items()}
-        description = template.body.get("Description")
-        register_stack(
-            self._internal_client("cloudformation"),
-            self.options.stack_name,
-            stack_outputs(template, resolver, self.outputs),
-            description=description if isinstance(description, str) else None,
+        self._stack_set = StackSet(
+            host=host,
+            schedules=self.schedules,
+            background=self._background,
+            apis=self._apis,
+            event_source_mappings=self.event_source_mappings,
+            clients=self._internal_client,
+            clock=self._clock,
+            region=self.options.region,
+            retry_delay_s=self.options.retry_delay_s,
         )
-        for api in self.apis.values():
-            api.start()
 
-    def _open_api(self, api_id: str) -> str:
-        port = self.options.api_port if not self.apis else 0
-        try:
-            api = HttpApiServer(api_id, self._invoke_for_api, host=self.options.host, port=port)
-        except OSError as error:
-            raise EndpointUnavailableError(
-                f"the local runtime cannot serve the HTTP API {api_id} on {self.options.host}:{port}: "
-                f"{error.strerror or error}. Is another `outbox local up` running? Stop it, or pass "
-                "--api-port 0 for a free port"
-            ) from None
-        self.apis[api_id] = api
-        return api.url
+    # --- stacks (`outbox_local.stack_set`) ---------------------------------------------------------
+
+    @property
+    def stacks(self) -> dict[str, DeployedStack]:
+        """The stacks the runtime holds, by name, in the order they were created."""
+        return self._stack_set.stacks if self._stack_set is not None else {}
+
+    @property
+    def stacks_lock(self) -> threading.RLock:
+        """Held while a stack is created, attached or detached."""
+        return self._started_stacks().lock
+
+    def create_stack(self, definition: StackDefinition) -> DeployedStack:
+        return self._started_stacks().create(definition)
+
+    def attach_stack(
+        self,
+        definition: StackDefinition,
+        provisioned: ProvisionedStack,
+        outputs: dict[str, Any],
+        *,
+        stack_id: str,
+        created_at: float,
+    ) -> DeployedStack:
+        return self._started_stacks().attach(
+            definition, provisioned, outputs, stack_id=stack_id, created_at=created_at
+        )
+
+    def detach_stack(self, name: str) -> DeployedStack:
+        return self._started_stacks().detach(name)
+
+    def _started_stacks(self) -> StackSet:
+        if self._stack_set is None:
+            raise RuntimeStateError("the runtime is not started")
+        return self._stack_set
 
     def _invoke_for_api(self, function_arn: str, event: dict[str, Any]) -> InvocationResult:
         if self.host is None:
             raise RuntimeStateError("the runtime is not started")
         return self.host.invoke(function_arn, event)
-
-    def _output(self, resolver: Resolver, spec: Mapping[str, Any]) -> Any:
-        value = resolver.resolve(spec.get("Value"))
-        if isinstance(value, str):
-            # CDK builds API URLs as https://{apiId}.execute-api.{region}.{suffix}/: point them at localhost.
-            for api_id, api in self.apis.items():
-                remote = f"https://{api_id}.execute-api.{self.options.region}.amazonaws.com"
-                value = value.replace(remote, api.url)
-        return value
 
     def evaluate_alarms(self) -> list[Transition]:
         """Evaluate every alarm now (the background poller does it each second)."""
@@ -399,10 +391,3 @@ class LocalRuntime:
 
     def _pollers(self) -> list[StreamMappingRunner | QueueMappingRunner]:
         return [*self.mappings, *self.queue_mappings]
-
-
-def _invoker(host: FunctionHost, function_arn: str) -> Callable[[dict[str, Any]], InvocationResult]:
-    def invoke(event: dict[str, Any]) -> InvocationResult:
-        return host.invoke(function_arn, event)
-
-    return invoke

@@ -10,7 +10,8 @@ from pathlib import Path
 
 @dataclass(frozen=True)
 class RuntimeOptions:
-    template_path: Path
+    template_path: Path | None
+    """The stack created at start-up; None: none (stacks come later, e.g. from `cdk deploy`)."""
     region: str = "us-east-1"
     stack_name: str = "OutboxStack"
     host: str = "127.0.0.1"
@@ -31,6 +32,8 @@ class RuntimeOptions:
     and answer (OUTBOX_LOCAL_TIMEOUT_SCALE, read by outbox.aws; 1 to 10): the endpoint is a moto server that
     shares this machine's CPUs, and under load answers a call AWS answers at once only after the 2 s an
     invocation's call waits on AWS. The time the engines reserve per call stays AWS's."""
+    state_dir: Path | None = None
+    """Where the runtime keeps what must outlive this run; None: a temporary directory, removed at stop."""
     max_environments: int | None = None
     """Run functions in worker processes, concurrently, up to this many per function (fewer when its
     ReservedConcurrentExecutions says so); None: in this process, one invocation at a time (docs/local.md,

@@ -71,6 +71,10 @@ class ScheduleRunner:
         self.schedules.append(schedule)
         return schedule
 
+    def remove(self, rule_arns: set[str]) -> None:
+        """Fire these rules no more (their stack was removed)."""
+        self.schedules = [schedule for schedule in self.schedules if schedule.rule_arn not in rule_arns]
+
     def seconds_until_next(self) -> float | None:
         if not self.schedules:
             return None

@@ -242,7 +242,7 @@ def write_template(directory: Path, body: dict[str, Any]) -> Path:
     return path
 
 
-def options(path: Path, **overrides: Any) -> RuntimeOptions:
+def options(path: Path | None, **overrides: Any) -> RuntimeOptions:
     settings: dict[str, Any] = {"code_root": HANDLERS, "background": False, "retry_delay_s": 0.0, **overrides}
     return RuntimeOptions(template_path=path, **settings)
 

@@ -14,7 +14,7 @@ def http_api(ctx: ProvisioningContext, resource: Resource, p: dict[str, Any]) ->
     check(resource, p, {"Name", "ProtocolType", "Description"}, {"Tags", "CorsConfiguration"})
     if p.get("ProtocolType") != "HTTP":
         raise UnsupportedResourceError(f"{resource.logical_id}: only HTTP APIs are served locally")
-    api_id = hashlib.sha256(resource.logical_id.encode()).hexdigest()[:10]
+    api_id = hashlib.sha256(f"{ctx.stack_name}/{resource.logical_id}".encode()).hexdigest()[:10]
     endpoint = ctx.api_endpoint(api_id)
     return ResolvedResource(ref=api_id, attributes={"ApiId": api_id, "ApiEndpoint": endpoint})
 

@@ -34,7 +34,7 @@ def synthesized(project: Path, *stacks: str) -> None:
         (project / "cdk.out" / f"{stack}.template.json").write_text(json.dumps(queue_template()))
 
 
-def up_options(*arguments: str) -> tuple[Path, str]:
+def up_options(*arguments: str) -> tuple[Path | None, str]:
     chosen = options(build_parser().parse_args(["local", "up", *arguments]), background=False)
     return chosen.template_path, chosen.stack_name
 

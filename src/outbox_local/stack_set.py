@@ -1,0 +1,142 @@
+"""The stacks a running runtime holds: each created (provisioned into moto, then run), attached (run, its
+resources already there: a restore) or detached (no longer run; its resources stay), under its own name."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from outbox_local.background import Background
+from outbox_local.errors import RuntimeStateError
+from outbox_local.event_source_mapping_api import EventSourceMappingApi
+from outbox_local.functions import FunctionHost
+from outbox_local.local_apis import LocalApis
+from outbox_local.provisioning import ProvisionedStack, Provisioner
+from outbox_local.provisioning.cloudformation import register_stack, stack_outputs
+from outbox_local.schedules import ScheduleRunner
+from outbox_local.stack_mappings import attach_mappings
+from outbox_local.stacks import DeployedStack, StackDefinition, stack_id
+from outbox_local.template import Resolver
+
+
+class StackSet:
+    def __init__(
+        self,
+        *,
+        host: FunctionHost,
+        schedules: ScheduleRunner,
+        background: Background | None,
+        apis: LocalApis,
+        event_source_mappings: EventSourceMappingApi,
+        clients: Callable[[str], Any],
+        clock: Callable[[], float],
+        region: str,
+        retry_delay_s: float,
+    ) -> None:
+        """`clients`: the runtime's internal clients (faults armed on a service never fail them);
+        `background`: None when the caller drives the mappings itself."""
+        self._host = host
+        self._schedules = schedules
+        self._background = background
+        self._apis = apis
+        self._event_source_mappings = event_source_mappings
+        self._clients = clients
+        self._clock = clock
+        self._region = region
+        self._retry_delay_s = retry_delay_s
+        self.stacks: dict[str, DeployedStack] = {}
+        """By name, in the order they were created."""
+        self.lock = threading.RLock()
+        """Held while a stack is created, attached or detached."""
+
+    def create(self, definition: StackDefinition) -> DeployedStack:
+        """Provision the stack's resources into moto, then run what it needs (`attach`)."""
+        with self.lock:
+            if definition.name in self.stacks:
+                raise RuntimeStateError(f"the runtime already holds a stack named {definition.name}")
+            resolver = Resolver(
+                definition.template,
+                region=self._region,
+                stack_name=definition.name,
+                parameter_values=definition.parameter_values,
+            )
+            provisioned = Provisioner(
+                definition.template,
+                resolver,
+                self._clients,
+                code_root_override=definition.code_root,
+                api_endpoint=self._apis.open,
+                retry_delay_s=self._retry_delay_s,
+            ).provision()
+            outputs = {
+                name: self._apis.localized(resolver.resolve(spec.get("Value")), self._region)
+                for name, spec in definition.template.outputs.items()
+            }
+            deployed = self.attach(
+                definition,
+                provisioned,
+                outputs,
+                stack_id=stack_id(self._region, definition.name),
+                created_at=self._clock(),
+            )
+            description = definition.template.body.get("Description")
+            register_stack(
+                self._clients("cloudformation"),
+                definition.name,
+                stack_outputs(definition.template, resolver, outputs),
+                description=description if isinstance(description, str) else None,
+            )
+            return deployed
+
+    def attach(
+        self,
+        definition: StackDefinition,
+        provisioned: ProvisionedStack,
+        outputs: dict[str, Any],
+        *,
+        stack_id: str,
+        created_at: float,
+    ) -> DeployedStack:
+        """Run what a provisioned stack needs: its functions, HTTP APIs, event source mappings and schedules.
+        No call to moto: the resources are there already (just provisioned, or restored)."""
+        with self.lock:
+            deployed = DeployedStack(definition, provisioned, outputs, stack_id, created_at)
+            for spec in provisioned.functions:
+                self._host.register(spec)
+            attach_mappings(deployed, self._host, self._clients, self._clock, self._region)
+            for schedule in provisioned.schedules:
+                self._schedules.add(
+                    schedule.rule_name,
+                    schedule.rule_arn,
+                    schedule.expression,
+                    schedule.function_arn,
+                    schedule.target_input,
+                )
+            self.stacks[definition.name] = deployed
+            self._publish_mappings()
+            if self._background is not None:
+                self._background.add([*deployed.mappings, *deployed.queue_mappings])
+            self._apis.attach(deployed)
+            return deployed
+
+    def detach(self, name: str) -> DeployedStack:
+        """Stop running the stack: its pollers (after what they are doing), APIs, schedules and functions.
+        Its resources stay in moto."""
+        with self.lock:
+            deployed = self.stacks.pop(name, None)
+            if deployed is None:
+                raise RuntimeStateError(f"the runtime holds no stack named {name}")
+            self._publish_mappings()
+            if self._background is not None:
+                self._background.remove([*deployed.mappings, *deployed.queue_mappings])
+            self._apis.detach(deployed)
+            self._schedules.remove({schedule.rule_arn for schedule in deployed.provisioned.schedules})
+            for spec in deployed.provisioned.functions:
+                self._host.unregister(spec.arn)
+            return deployed
+
+    def _publish_mappings(self) -> None:
+        self._event_source_mappings.publish(
+            [published for deployed in self.stacks.values() for published in deployed.published]
+        )
