@@ -3,7 +3,7 @@ ListEventSourceMappings shows of each (enabled or not)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from outbox_local.event_source_mapping_api import PublishedMapping, PublishedQueueMapping
@@ -24,8 +24,11 @@ def attach_mappings(
     internal_client: Callable[[str], Any],
     clock: Callable[[], float],
     region: str,
+    *,
+    resume_after: Mapping[str, Mapping[str, str]] | None = None,
 ) -> None:
-    """Fill `deployed`'s runners and published mappings from what provisioning made."""
+    """Fill `deployed`'s runners and published mappings from what provisioning made. A stream mapping named
+    in `resume_after` reads each shard after the checkpoint given, not from its starting position."""
     for mapping in deployed.provisioned.mappings:
         runner = None
         if mapping.enabled:
@@ -39,6 +42,7 @@ def attach_mappings(
                 clock=clock,
                 region=region,
                 starting_position=mapping.starting_position,
+                resume_after=(resume_after or {}).get(mapping.logical_id),
             )
             deployed.mappings.append(runner)
         deployed.published.append(PublishedMapping(mapping, runner, last_modified=clock()))

@@ -4,7 +4,8 @@ resources already there: a restore) or detached (no longer run; its resources st
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from outbox_local.background import Background
@@ -12,12 +13,11 @@ from outbox_local.errors import RuntimeStateError
 from outbox_local.event_source_mapping_api import EventSourceMappingApi
 from outbox_local.functions import FunctionHost
 from outbox_local.local_apis import LocalApis
-from outbox_local.provisioning import ProvisionedStack, Provisioner
-from outbox_local.provisioning.cloudformation import register_stack, stack_outputs
+from outbox_local.provisioning import Progress, ProvisionedStack, Provisioner
 from outbox_local.schedules import ScheduleRunner
 from outbox_local.stack_mappings import attach_mappings
 from outbox_local.stacks import DeployedStack, StackDefinition, stack_id
-from outbox_local.template import Resolver
+from outbox_local.template import ResolvedResource, Resolver
 
 
 class StackSet:
@@ -55,6 +55,27 @@ class StackSet:
         with self.lock:
             if definition.name in self.stacks:
                 raise RuntimeStateError(f"the runtime already holds a stack named {definition.name}")
+            provisioned, outputs = self.provision(definition)
+            return self.attach(
+                definition,
+                provisioned,
+                outputs,
+                stack_id=stack_id(self._region, definition.name),
+                created_at=self._clock(),
+            )
+
+    def provision(
+        self,
+        definition: StackDefinition,
+        *,
+        keep: Mapping[str, tuple[str, ResolvedResource]] | None = None,
+        asset_store: Path | None = None,
+        progress: Progress | None = None,
+    ) -> tuple[ProvisionedStack, dict[str, Any]]:
+        """Provision the stack's resources into moto (those of `keep` stay as they are, a stack update:
+        `Provisioner.provision`), and resolve its outputs; nothing runs yet. `asset_store`: functions' code
+        from the S3 objects the template names, extracted there (a deployed stack)."""
+        with self.lock:
             resolver = Resolver(
                 definition.template,
                 region=self._region,
@@ -68,26 +89,14 @@ class StackSet:
                 code_root_override=definition.code_root,
                 api_endpoint=self._apis.open,
                 retry_delay_s=self._retry_delay_s,
-            ).provision()
+                asset_store=asset_store,
+                progress=progress,
+            ).provision(keep)
             outputs = {
                 name: self._apis.localized(resolver.resolve(spec.get("Value")), self._region)
                 for name, spec in definition.template.outputs.items()
             }
-            deployed = self.attach(
-                definition,
-                provisioned,
-                outputs,
-                stack_id=stack_id(self._region, definition.name),
-                created_at=self._clock(),
-            )
-            description = definition.template.body.get("Description")
-            register_stack(
-                self._clients("cloudformation"),
-                definition.name,
-                stack_outputs(definition.template, resolver, outputs),
-                description=description if isinstance(description, str) else None,
-            )
-            return deployed
+            return provisioned, outputs
 
     def attach(
         self,
@@ -97,14 +106,18 @@ class StackSet:
         *,
         stack_id: str,
         created_at: float,
+        resume_after: Mapping[str, Mapping[str, str]] | None = None,
     ) -> DeployedStack:
         """Run what a provisioned stack needs: its functions, HTTP APIs, event source mappings and schedules.
-        No call to moto: the resources are there already (just provisioned, or restored)."""
+        No call to moto: the resources are there already (just provisioned, or restored). `resume_after`:
+        stream mapping (logical id) -> shard -> the checkpoint its previous runner reached."""
         with self.lock:
             deployed = DeployedStack(definition, provisioned, outputs, stack_id, created_at)
             for spec in provisioned.functions:
                 self._host.register(spec)
-            attach_mappings(deployed, self._host, self._clients, self._clock, self._region)
+            attach_mappings(
+                deployed, self._host, self._clients, self._clock, self._region, resume_after=resume_after
+            )
             for schedule in provisioned.schedules:
                 self._schedules.add(
                     schedule.rule_name,

@@ -106,6 +106,12 @@ class CloudFormationService:
         self.deleted: list[StackRecord] = []
         self._threads: list[threading.Thread] = []
 
+    def forget(self) -> None:
+        """Forget every stack (the runtime starts again, from an empty account)."""
+        with self._lock:
+            self.records.clear()
+            self.deleted.clear()
+
     # --- reading ---------------------------------------------------------------------------------------
 
     def stacks(self) -> list[StackRecord]:

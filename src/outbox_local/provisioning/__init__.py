@@ -42,6 +42,7 @@ from outbox_local.template import ResolvedResource, Resolver, Resource, Template
 __all__ = [
     "REAPPLIED_TYPES",
     "MappingSpec",
+    "Progress",
     "ProvisionedStack",
     "Provisioner",
     "QueueMappingSpec",
