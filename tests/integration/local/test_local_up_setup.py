@@ -79,9 +79,23 @@ def test_several_templates_without_the_samples_is_an_error_listing_them(
     assert "pass --template" in error
 
 
-def test_no_template_is_an_error_that_says_to_synthesize(project: Path) -> None:
+def test_no_template_starts_with_no_stack_ready_for_cdk_deploy(project: Path) -> None:
+    # Given an empty cdk.out: `local up` starts with no stack (to `cdk deploy` into)
+    assert up_options()[0] is None
+    # and so does --no-stack, whatever cdk.out holds
+    synthesized(project, "PaymentsStack")
+    assert up_options("--no-stack")[0] is None
+
+
+def test_no_stack_and_a_template_are_one_too_many(project: Path) -> None:
+    with pytest.raises(TemplateError, match="--no-stack starts with no stack, --template with one"):
+        up_options("--no-stack", "--template", "PaymentsStack.template.json")
+
+
+def test_the_demo_without_a_template_says_to_synthesize(project: Path) -> None:
+    arguments = build_parser().parse_args(["demo"])
     with pytest.raises(TemplateError, match=r"no \*\.template\.json in cdk\.out: run `cdk synth`"):
-        up_options()
+        options(arguments, background=True)
 
 
 def test_a_file_name_that_is_no_stack_name_asks_for_one(project: Path) -> None:
