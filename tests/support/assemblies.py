@@ -14,7 +14,7 @@ from typing import Any
 
 
 def with_changed_code(
-    assembly: Path, into: Path, stack: str, function_logical_id: str, edit: Callable[[Path], None]
+    assembly: Path, into: Path, stack: str, function_logical_id: str, edit: Callable[[Path], object]
 ) -> Path:
     """A copy of `assembly` at `into` where `edit(code_dir)` changed the code of one function of `stack`."""
     shutil.copytree(assembly, into)
@@ -51,7 +51,7 @@ def with_changed_code(
 
 
 def _moved(entry: dict[str, Any], source: str, key: str) -> dict[str, Any]:
-    moved = json.loads(json.dumps(entry))
+    moved: dict[str, Any] = json.loads(json.dumps(entry))
     moved["source"]["path"] = source
     for destination in moved["destinations"].values():
         destination["objectKey"] = key

@@ -54,6 +54,8 @@ class RuntimeStackHost:
         self._clients = clients
         self._stack_set = stack_set
         self.region = runtime.options.region
+        self._failed_creates: dict[str, tuple[Template, dict[str, tuple[str, ResolvedResource]]]] = {}
+        """What a failed create made, until its rollback (`delete`) removes it."""
 
     # --- reading ---------------------------------------------------------------------------------------
 
@@ -105,7 +107,7 @@ class RuntimeStackHost:
                     definition, asset_store=self._runtime.work_dir, progress=made.report
                 )
             except Exception:
-                self._remove(template, made.resources, progress, rollback=True)
+                self._failed_creates[name] = (template, made.resources)
                 raise
             stacks.attach(definition, provisioned, outputs, stack_id=stack_id, created_at=self._now())
 
@@ -148,6 +150,10 @@ class RuntimeStackHost:
             )
 
     def delete(self, name: str, progress: Progress) -> list[str]:
+        """Remove the stack (a failed create: what it made, as its rollback)."""
+        if name in self._failed_creates:
+            template, made = self._failed_creates.pop(name)
+            return self._remove(template, made, progress, rollback=True)
         stacks = self._stack_set()
         with stacks.lock:
             detached = stacks.detach(name)

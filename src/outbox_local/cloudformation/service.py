@@ -86,7 +86,8 @@ class StackHost(Protocol):
     ) -> None: ...
 
     def delete(self, name: str, progress: Progress) -> list[str]:
-        """Remove the stack; returns the resources that could not be deleted (empty: all gone)."""
+        """Remove the stack (or what its failed create made); returns the resources that could not be
+        deleted (empty: all gone)."""
         ...
 
     def template_text(self, url: str) -> str: ...
