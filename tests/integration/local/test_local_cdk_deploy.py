@@ -16,13 +16,16 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
+from outbox_cli.main import main as outbox
 from outbox_local.endpoint import environment as local_environment
 from outbox_local.runtime import LocalRuntime, RuntimeOptions
 from tests.support.assemblies import with_changed_code
+from tests.support.local_templates import HANDLERS, queue_template, write_template
 from tests.support.orders import place_body
 from tests.support.synth import CDK_CLI, Synthesized, cli_environment
 
 STACK = "OutboxStack"
+USER_STACK = "UserStack"
 ORDERS_FUNCTION = "OrdersApiHandlerFunction0ABAF884"
 VERSION_HEADER = "x-code-version"
 NEW_CODE = f'''
@@ -40,8 +43,16 @@ DELIVERY_TIMEOUT_S = 30.0
 
 @pytest.fixture
 def runtime(tmp_path: Path) -> Iterator[LocalRuntime]:
-    """A runtime started with no stack, as `outbox local up --no-stack` starts it."""
-    options = RuntimeOptions(template_path=None, max_environments=1, state_dir=tmp_path / "state")
+    """A runtime started with a user's own stack (a queue and its function), as `outbox local up` starts
+    it from cdk.out, to deploy the sample beside."""
+    template = write_template(tmp_path, queue_template())
+    options = RuntimeOptions(
+        template_path=template,
+        stack_name=USER_STACK,
+        code_root=HANDLERS,
+        max_environments=1,
+        state_dir=tmp_path,
+    )
     with LocalRuntime(options) as started:
         yield started
 
@@ -74,11 +85,13 @@ def place_order(api_url: str) -> tuple[dict[str, Any], dict[str, str]]:
 
 
 def receive_all(sqs: Any, queue_url: str, expected: int) -> list[str]:
-    """Every message body the queue holds, once `expected` arrived (then one more receive that finds none)."""
+    """Every message body the queue holds, once `expected` arrived and a last receive found no more. (A
+    duplicate of an earlier event, the stream read again from its start, would come before the new one.)"""
     bodies: list[str] = []
     deadline = time.monotonic() + DELIVERY_TIMEOUT_S
     while time.monotonic() < deadline:
-        found = sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=1)
+        waiting = 1 if len(bodies) < expected else 0
+        found = sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=waiting)
         for message in found.get("Messages", []):
             bodies.append(message["Body"])
             sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
@@ -90,8 +103,8 @@ def receive_all(sqs: Any, queue_url: str, expected: int) -> list[str]:
 def test_cdk_bootstrap_deploy_change_deploy_destroy(
     runtime: LocalRuntime, synthesized: Synthesized, tmp_path: Path
 ) -> None:
-    # Given a runtime with no stack, bootstrapped by the real CDK CLI
-    assert runtime.stacks == {}
+    # Given a runtime running a user's own stack, bootstrapped by the real CDK CLI
+    assert list(runtime.stacks) == [USER_STACK]
     cdk(runtime, "bootstrap", "aws://123456789012/us-east-1", "--app", str(synthesized.outdir))
     cloudformation = runtime.client("cloudformation")
     assert (
@@ -122,6 +135,10 @@ def test_cdk_bootstrap_deploy_change_deploy_destroy(
     assert VERSION_HEADER not in headers
     before = receive_all(sqs, ours, expected=1)
     assert [json.loads(body)["aggregate_id"] for body in before] == [first["order_id"]]
+    # And the deployed stack is operated as on AWS, beside the user's own
+    assert list(runtime.stacks) == [USER_STACK, "CDKToolkit", STACK]
+    endpoint = ["--endpoint-url", runtime.endpoint_url, "--region", runtime.options.region]
+    assert outbox(["status", "--stack", STACK, *endpoint]) == 0
 
     # When one function's code changes and the app is deployed again
     changed = with_changed_code(
@@ -158,3 +175,9 @@ def test_cdk_bootstrap_deploy_change_deploy_destroy(
     assert outputs["TopicArn"] not in [topic["TopicArn"] for topic in sns.list_topics()["Topics"]]
     kept = runtime.client("dynamodb").scan(TableName=outputs["OrdersTableName"])["Items"]
     assert {item["order_id"]["S"] for item in kept if "order_id" in item} == stored
+    # And the user's own stack runs on: a message on its queue reaches its function
+    (user_stack,) = cloudformation.describe_stacks(StackName=USER_STACK)["Stacks"]
+    user_outputs = {output["OutputKey"]: output["OutputValue"] for output in user_stack["Outputs"]}
+    sqs.send_message(QueueUrl=user_outputs["WorkUrl"], MessageBody="still here")
+    seen = receive_all(sqs, user_outputs["SeenUrl"], expected=1)
+    assert [json.loads(body)["Records"][0]["body"] for body in seen] == ["still here"]
