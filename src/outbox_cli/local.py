@@ -128,7 +128,8 @@ def local_up(arguments: argparse.Namespace, out: TextIO) -> int:
             endpoint_url=runtime.endpoint_url,
             aws_port=int(runtime.endpoint_url.rsplit(":", 1)[1]),
             region=runtime.options.region,
-            stack_name=runtime.options.stack_name,
+            # Named by what it started with: no stack, ready for `cdk deploy` (which may add several).
+            stack_name=runtime.options.stack_name if runtime.options.template_path else "(none yet)",
             template=str(runtime.options.template_path or ""),
             pid=os.getpid(),
             api_url=runtime.api_url,

@@ -103,7 +103,10 @@ class StackHost(Protocol):
 
 class CloudFormationService:
     def __init__(
-        self, host: StackHost, clock: Callable[[], float] = time.time, answer_within_s: float = ANSWER_WITHIN_S
+        self,
+        host: StackHost,
+        clock: Callable[[], float] = time.time,
+        answer_within_s: float = ANSWER_WITHIN_S,
     ) -> None:
         self.host = host
         self._answer_within_s = answer_within_s

@@ -5,20 +5,23 @@ AWS's."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import socket
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import boto3
 import pytest
 
 from outbox_cli.local import launcher, options
 from outbox_cli.main import build_parser, main
+from outbox_local.endpoint import LOCAL_CREDENTIALS
 from outbox_local.errors import EndpointUnavailableError, TemplateError
 from outbox_local.runtime import LocalRuntime
 from tests.support.local_templates import options as runtime_options
-from tests.support.local_templates import queue_template, template, write_template
+from tests.support.local_templates import queue_template, running_local_up, template, write_template
 
 
 @pytest.fixture
@@ -153,3 +156,16 @@ def test_printed_commands_name_the_venvs_script_by_a_path_a_fresh_shell_runs(tmp
     assert launcher(str(script), tmp_path) == "outbox"
     # Given it started as `python -m outbox_cli.main`, Then commands run this interpreter the same way
     assert launcher("/somewhere/outbox_cli/main.py", tmp_path) == f"{sys.executable} -m outbox_cli.main"
+
+
+def test_local_up_with_no_stack_says_how_to_deploy_into_it(tmp_path: Path) -> None:
+    # Given `outbox local up --no-stack` running in its own process
+    environment = {**os.environ, "OUTBOX_LOCAL_STATE_DIR": str(tmp_path / "announced")}
+    with running_local_up(["--no-stack"], environment=environment, cwd=tmp_path) as up:
+        # Then it says it holds no stack and how to deploy one, and its CloudFormation holds none
+        assert "no stack yet" in up.printed
+        assert "cdk bootstrap aws://123456789012/us-east-1" in up.printed
+        cloudformation = boto3.client(
+            "cloudformation", endpoint_url=up.endpoint, region_name="us-east-1", **LOCAL_CREDENTIALS
+        )
+        assert cloudformation.describe_stacks()["Stacks"] == []
