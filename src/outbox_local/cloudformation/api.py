@@ -20,6 +20,7 @@ from outbox_local.cloudformation.records import ChangeSet, StackEvent, StackReco
 from outbox_local.cloudformation.service import (
     CloudFormationError,
     CloudFormationService,
+    StackResource,
     changes_described,
     validation_error,
 )
@@ -306,18 +307,9 @@ class CloudFormationApi:
         wanted = request.get("LogicalResourceId")
         return {
             "StackResources": [
-                {
-                    "StackName": record.name,
-                    "StackId": record.stack_id,
-                    "LogicalResourceId": logical_id,
-                    "PhysicalResourceId": physical,
-                    "ResourceType": kind,
-                    "Timestamp": wire.timestamp(at),
-                    "ResourceStatus": status,
-                    "DriftInformation": {"StackResourceDriftStatus": "NOT_CHECKED"},
-                }
-                for logical_id, kind, physical, status, at in self.service.resources(record)
-                if wanted in {None, logical_id}
+                {"StackName": record.name, "StackId": record.stack_id, **_resource(resource, "Timestamp")}
+                for resource in self.service.resources(record)
+                if wanted in {None, resource.logical_id}
             ]
         }
 
@@ -337,15 +329,7 @@ class CloudFormationApi:
         record = self.service.stack(_required(request, "StackName"))
         return {
             "StackResourceSummaries": [
-                {
-                    "LogicalResourceId": logical_id,
-                    "PhysicalResourceId": physical,
-                    "ResourceType": kind,
-                    "LastUpdatedTimestamp": wire.timestamp(at),
-                    "ResourceStatus": status,
-                    "DriftInformation": {"StackResourceDriftStatus": "NOT_CHECKED"},
-                }
-                for logical_id, kind, physical, status, at in self.service.resources(record)
+                _resource(resource, "LastUpdatedTimestamp") for resource in self.service.resources(record)
             ]
         }
 
@@ -367,6 +351,18 @@ def _required(request: wire.Request, key: str) -> str:
             f"1 validation error detected: Value null at '{key}' failed to satisfy constraint"
         )
     return value
+
+
+def _resource(resource: StackResource, timestamp_field: str) -> dict[str, Any]:
+    """A stack resource as the resource calls describe it (each names its timestamp differently)."""
+    return {
+        "LogicalResourceId": resource.logical_id,
+        "PhysicalResourceId": resource.physical_id,
+        "ResourceType": resource.resource_type,
+        timestamp_field: wire.timestamp(resource.at),
+        "ResourceStatus": resource.status,
+        "DriftInformation": {"StackResourceDriftStatus": "NOT_CHECKED"},
+    }
 
 
 def _event(event: StackEvent) -> dict[str, Any]:

@@ -76,6 +76,17 @@ class RunningStack:
     outputs: list[StackOutput] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class StackResource:
+    """One resource of a stack, as DescribeStackResources tells it."""
+
+    logical_id: str
+    resource_type: str
+    physical_id: str
+    status: str
+    at: float
+
+
 class StackHost(Protocol):
     """What the runtime does for the stack operations (`outbox_local.cloudformation.deployer`)."""
 
@@ -151,15 +162,15 @@ class CloudFormationService:
             running.outputs if running is not None and running.stack_id == record.stack_id else record.outputs
         )
 
-    def resources(self, record: StackRecord) -> list[tuple[str, str, str, str, float]]:
-        """(logical id, type, physical id, status, when) of each resource the stack holds."""
+    def resources(self, record: StackRecord) -> list[StackResource]:
+        """Each resource the stack holds, with its last operation's status."""
         running = self.host.running().get(record.name)
         if running is None or running.stack_id != record.stack_id:
             return []
         found = []
         for logical_id, (kind, resolved) in running.deployed.resources.items():
             status, at, _ = record.resource_status.get(logical_id, (CREATE_COMPLETE, record.created_at, None))
-            found.append((logical_id, kind, resolved.ref, status, at))
+            found.append(StackResource(logical_id, kind, resolved.ref, status, at))
         return found
 
     def change_set(self, name_or_arn: str, stack_name: str | None) -> tuple[StackRecord, ChangeSet]:

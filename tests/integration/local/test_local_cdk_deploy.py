@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import subprocess
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ from outbox_local.endpoint import environment as local_environment
 from outbox_local.runtime import LocalRuntime, RuntimeOptions
 from tests.support.assemblies import with_changed_code
 from tests.support.local_templates import HANDLERS, queue_template, write_template
-from tests.support.orders import place_body
+from tests.support.orders import place_order_over_http
 from tests.support.synth import CDK_CLI, Synthesized, cli_environment
 
 STACK = "OutboxStack"
@@ -72,18 +71,6 @@ def cdk(runtime: LocalRuntime, *arguments: str) -> str:
     return done.stdout + done.stderr
 
 
-def place_order(api_url: str) -> tuple[dict[str, Any], dict[str, str]]:
-    request = urllib.request.Request(  # noqa: S310 - loopback
-        f"{api_url}/orders",
-        data=json.dumps(place_body()).encode(),
-        method="POST",
-        headers={"content-type": "application/json"},
-    )
-    with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310
-        assert response.status == 201
-        return json.loads(response.read()), {k.lower(): v for k, v in response.headers.items()}
-
-
 def receive_all(sqs: Any, queue_url: str, expected: int) -> list[str]:
     """Every message body the queue holds, once `expected` arrived and a last receive found no more. (A
     duplicate of an earlier event, the stream read again from its start, would come before the new one.)"""
@@ -131,7 +118,7 @@ def test_cdk_bootstrap_deploy_change_deploy_destroy(
         Endpoint=ours_arn,
         Attributes={"RawMessageDelivery": "true"},
     )
-    first, headers = place_order(outputs["ApiUrl"])
+    first, headers = place_order_over_http(outputs["ApiUrl"])
     assert VERSION_HEADER not in headers
     before = receive_all(sqs, ours, expected=1)
     assert [json.loads(body)["aggregate_id"] for body in before] == [first["order_id"]]
@@ -156,7 +143,7 @@ def test_cdk_bootstrap_deploy_change_deploy_destroy(
     # stream mapping went on from where it was: the next order's event is published, the first one's not again
     (stack,) = cloudformation.describe_stacks(StackName=STACK)["Stacks"]
     assert stack["StackStatus"] == "UPDATE_COMPLETE", output
-    second, headers = place_order(outputs["ApiUrl"])
+    second, headers = place_order_over_http(outputs["ApiUrl"])
     assert headers.get(VERSION_HEADER) == "2"
     orders = runtime.client("dynamodb").scan(TableName=outputs["OrdersTableName"])["Items"]
     stored = {item["order_id"]["S"] for item in orders if "order_id" in item}

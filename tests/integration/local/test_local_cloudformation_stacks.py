@@ -178,3 +178,11 @@ def test_several_stacks_run_at_once_each_under_its_own_name(runtime: LocalRuntim
         ("QueuesB", "CREATE_COMPLETE"),
     }
     assert list(runtime.stacks) == ["QueuesB"]
+    # And tools read its resources and template as on AWS
+    cloudformation = runtime.client("cloudformation")
+    resources = cloudformation.describe_stack_resources(StackName="QueuesB")["StackResources"]
+    work = next(resource for resource in resources if resource["LogicalResourceId"] == "Work")
+    assert (work["PhysicalResourceId"], work["ResourceStatus"]) == (b["WorkUrl"], "CREATE_COMPLETE")
+    summaries = cloudformation.list_stack_resources(StackName="QueuesB")["StackResourceSummaries"]
+    assert {summary["LogicalResourceId"] for summary in summaries} == set(queue_template()["Resources"])
+    assert cloudformation.get_template(StackName="QueuesB")["TemplateBody"] == queue_template()
