@@ -16,6 +16,7 @@ CREATE_COMPLETE = "CREATE_COMPLETE"
 UPDATE_COMPLETE = "UPDATE_COMPLETE"
 DELETE_COMPLETE = "DELETE_COMPLETE"
 REVIEW_IN_PROGRESS = "REVIEW_IN_PROGRESS"
+_EVENT_SPACING_S = 0.001
 
 
 @dataclass(frozen=True)
@@ -84,7 +85,10 @@ class StackRecord:
         physical_id: str | None = None,
         reason: str | None = None,
     ) -> None:
-        """Record an event: the stack's own (no logical id) or one resource's."""
+        """Record an event: the stack's own (no logical id) or one resource's. Each at least a millisecond
+        after the one before: clients order events by their timestamps (in milliseconds)."""
+        if self.events:
+            at = max(at, self.events[-1].timestamp + _EVENT_SPACING_S)
         if logical_id is None:
             self.status, self.status_reason = status, reason
         else:

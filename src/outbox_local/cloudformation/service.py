@@ -290,8 +290,15 @@ class CloudFormationService:
             )
 
     def delete_change_set(self, name_or_arn: str, stack_name: str | None) -> None:
+        """Delete it; a change set the stack does not hold is already gone (the CDK CLI deletes its change
+        set's name before each deploy, whether it exists or not)."""
         with self._lock:
-            record, change_set = self.change_set(name_or_arn, stack_name)
+            try:
+                record, change_set = self.change_set(name_or_arn, stack_name)
+            except CloudFormationError as error:
+                if error.code == "ChangeSetNotFound" and stack_name:
+                    return
+                raise
             del record.change_sets[change_set.name]
 
     def execute_change_set(self, name_or_arn: str, stack_name: str | None) -> None:
@@ -334,7 +341,8 @@ class CloudFormationService:
         except Exception as error:  # every failure is the stack's, reported in its events
             logger.info("stack %s: %s failed: %s", record.name, change_set.change_set_type, error)
             self._roll_back(record, creating, previous, failed, str(error))
-            change_set.execution_status = "EXECUTE_FAILED"
+            with self._lock:
+                record.change_sets.clear()
             return
         with self._lock:
             record.template_text = change_set.template_text
@@ -342,7 +350,8 @@ class CloudFormationService:
             record.description = _description(template)
             record.capabilities, record.tags = change_set.capabilities, change_set.tags
             record.updated_at = None if creating else self._clock()
-            change_set.execution_status = "EXECUTE_COMPLETE"
+            # Executed, a change set and the stack's others no longer apply: CloudFormation removes them all.
+            record.change_sets.clear()
             record.event(CREATE_COMPLETE if creating else "UPDATE_COMPLETE", self._clock())
 
     def _roll_back(
