@@ -85,11 +85,10 @@ class LocalRuntime:
         self._metrics: EmfMetricsForwarder | None = None
         self._background: Background | None = None
         self._corrections = contextlib.ExitStack()
+        # CloudFormation on the AWS endpoint (`cdk deploy` into the runtime): stacks' events, change sets.
         self.cloudformation = CloudFormationService(
             RuntimeStackHost(self, self._internal_client, self._started_stacks)
         )
-        """CloudFormation on the AWS endpoint (`cdk deploy` into the runtime): every stack's status, events
-        and change sets."""
 
     # --- lifecycle -----------------------------------------------------------------------------------
 

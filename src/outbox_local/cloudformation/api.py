@@ -15,15 +15,10 @@ import uuid
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from outbox_local.cloudformation import wire
-from outbox_local.cloudformation.records import ChangeSet, StackEvent, StackRecord, described_parameters
-from outbox_local.cloudformation.service import (
-    CloudFormationError,
-    CloudFormationService,
-    StackResource,
-    changes_described,
-    validation_error,
-)
+from outbox_local.cloudformation import render, wire
+from outbox_local.cloudformation.host import CloudFormationError, validation_error
+from outbox_local.cloudformation.records import ChangeSet, StackRecord, described_parameters
+from outbox_local.cloudformation.service import CloudFormationService
 from outbox_local.cloudformation.template_text import parse_body
 from outbox_local.errors import TemplateError
 from outbox_local.faults import WsgiApp
@@ -139,7 +134,7 @@ class CloudFormationApi:
 
     def _describe_stack_events(self, request: wire.Request) -> Result:
         record = self.service.stack(_required(request, "StackName"), deleted_too=True)
-        return {"StackEvents": [_event(event) for event in reversed(record.events)]}
+        return {"StackEvents": [render.event(event) for event in reversed(record.events)]}
 
     def _get_template(self, request: wire.Request) -> Result:
         record = self.service.stack(_required(request, "StackName"), deleted_too=True)
@@ -250,7 +245,7 @@ class CloudFormationApi:
             "StatusReason": change_set.status_reason,
             "Capabilities": list(change_set.capabilities) or None,
             "Tags": [{"Key": key, "Value": value} for key, value in change_set.tags] or None,
-            "Changes": changes_described(change_set.changes),
+            "Changes": render.changes_described(change_set.changes),
             "IncludeNestedStacks": False,
         }
 
@@ -307,7 +302,11 @@ class CloudFormationApi:
         wanted = request.get("LogicalResourceId")
         return {
             "StackResources": [
-                {"StackName": record.name, "StackId": record.stack_id, **_resource(resource, "Timestamp")}
+                {
+                    "StackName": record.name,
+                    "StackId": record.stack_id,
+                    **render.resource(resource, "Timestamp"),
+                }
                 for resource in self.service.resources(record)
                 if wanted in {None, resource.logical_id}
             ]
@@ -329,7 +328,8 @@ class CloudFormationApi:
         record = self.service.stack(_required(request, "StackName"))
         return {
             "StackResourceSummaries": [
-                _resource(resource, "LastUpdatedTimestamp") for resource in self.service.resources(record)
+                render.resource(resource, "LastUpdatedTimestamp")
+                for resource in self.service.resources(record)
             ]
         }
 
@@ -351,29 +351,3 @@ def _required(request: wire.Request, key: str) -> str:
             f"1 validation error detected: Value null at '{key}' failed to satisfy constraint"
         )
     return value
-
-
-def _resource(resource: StackResource, timestamp_field: str) -> dict[str, Any]:
-    """A stack resource as the resource calls describe it (each names its timestamp differently)."""
-    return {
-        "LogicalResourceId": resource.logical_id,
-        "PhysicalResourceId": resource.physical_id,
-        "ResourceType": resource.resource_type,
-        timestamp_field: wire.timestamp(resource.at),
-        "ResourceStatus": resource.status,
-        "DriftInformation": {"StackResourceDriftStatus": "NOT_CHECKED"},
-    }
-
-
-def _event(event: StackEvent) -> dict[str, Any]:
-    return {
-        "StackId": event.stack_id,
-        "EventId": event.event_id,
-        "StackName": event.stack_name,
-        "LogicalResourceId": event.logical_id,
-        "PhysicalResourceId": event.physical_id,
-        "ResourceType": event.resource_type,
-        "Timestamp": wire.timestamp(event.timestamp),
-        "ResourceStatus": event.status,
-        "ResourceStatusReason": event.reason,
-    }

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from outbox_local.errors import TemplateError, UnsupportedResourceError
-from outbox_local.provisioning import REAPPLIED_TYPES
+from outbox_local.provisioning import HANDLERS, NO_OP_TYPES, REAPPLIED_TYPES
 from outbox_local.template import ResolvedResource, Resolver, Template
 
 ADD = "Add"
@@ -79,6 +79,17 @@ def resource_changes(
         if logical_id not in wanted:
             changes.append(ResourceChange(REMOVE, logical_id, kind, physical_id=resolved.ref))
     return changes
+
+
+def refuse_unknown_types(template: Template) -> None:
+    """UnsupportedResourceError naming each resource type the runtime has no handler for."""
+    unknown = sorted(
+        {r.type for r in template.resources.values() if r.type not in HANDLERS and r.type not in NO_OP_TYPES}
+    )
+    if unknown:
+        raise UnsupportedResourceError(
+            f"the local runtime does not emulate these resource types: {', '.join(unknown)}"
+        )
 
 
 def refuse_what_cannot_change_in_place(changes: list[ResourceChange]) -> None:

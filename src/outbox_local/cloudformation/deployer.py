@@ -28,8 +28,8 @@ from outbox_local.cloudformation.changes import (
     refuse_what_cannot_change_in_place,
     resource_changes,
 )
+from outbox_local.cloudformation.host import Progress, RunningStack
 from outbox_local.cloudformation.parameters import ssm_reader
-from outbox_local.cloudformation.service import Progress, RunningStack
 from outbox_local.cloudformation.template_text import s3_location
 from outbox_local.errors import TemplateError
 from outbox_local.provisioning.cloudformation import stack_outputs
@@ -60,6 +60,8 @@ class RuntimeStackHost:
     # --- reading ---------------------------------------------------------------------------------------
 
     def running(self) -> Mapping[str, RunningStack]:
+        # A copy taken in one step (no lock: a deployment holds the stacks' lock while it reports progress,
+        # which takes the service's; taking them the other way round here could deadlock).
         stacks = dict(self._runtime.stacks)
         return {name: self._running(deployed) for name, deployed in stacks.items()}
 

@@ -3,13 +3,17 @@ as submitted. Plain, picklable data (the runtime's persisted state can hold it).
 
 from __future__ import annotations
 
+import json
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from outbox_local.cloudformation.changes import ResourceChange
 from outbox_local.provisioning.cloudformation import StackOutput
-from outbox_local.template import ACCOUNT_ID
+from outbox_local.template import ACCOUNT_ID, Template
+
+if TYPE_CHECKING:
+    from outbox_local.cloudformation.host import RunningStack
 
 # Statuses a stack ends an operation in (the CDK CLI waits until DescribeStacks answers one).
 CREATE_COMPLETE = "CREATE_COMPLETE"
@@ -118,3 +122,22 @@ def change_set_arn(region: str, name: str) -> str:
 
 def described_parameters(values: dict[str, str]) -> list[dict[str, Any]]:
     return [{"ParameterKey": key, "ParameterValue": value} for key, value in values.items()]
+
+
+def adopted(name: str, running: RunningStack) -> StackRecord:
+    """A record for a stack the runtime runs without a change set (the one `outbox local up` starts)."""
+    record = StackRecord(
+        name,
+        running.stack_id,
+        running.created_at,
+        template_text=json.dumps(running.deployed.template.body),
+        parameters=dict(running.deployed.parameter_values),
+        description=description_of(running.deployed.template),
+    )
+    record.event(CREATE_COMPLETE, running.created_at)
+    return record
+
+
+def description_of(template: Template) -> str | None:
+    description = template.body.get("Description")
+    return description if isinstance(description, str) else None

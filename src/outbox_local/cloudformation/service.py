@@ -11,20 +11,24 @@ change set itself, before anything is touched, with the resource and the reason 
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Protocol
 
 from outbox_local.cloudformation import parameters
 from outbox_local.cloudformation.changes import (
-    Deployed,
-    ResourceChange,
+    refuse_unknown_types,
     refuse_what_cannot_change_in_place,
     resource_changes,
+)
+from outbox_local.cloudformation.host import (
+    CloudFormationError,
+    Progress,
+    RunningStack,
+    StackHost,
+    StackResource,
+    validation_error,
 )
 from outbox_local.cloudformation.records import (
     CREATE_COMPLETE,
@@ -32,12 +36,13 @@ from outbox_local.cloudformation.records import (
     REVIEW_IN_PROGRESS,
     ChangeSet,
     StackRecord,
+    adopted,
     change_set_arn,
+    description_of,
     stack_id,
 )
 from outbox_local.cloudformation.template_text import parse
 from outbox_local.errors import LocalRuntimeError, TemplateError
-from outbox_local.provisioning import HANDLERS, NO_OP_TYPES
 from outbox_local.provisioning.cloudformation import StackOutput
 from outbox_local.template import Resolver, Template
 
@@ -48,68 +53,6 @@ ANSWER_WITHIN_S = 10.0
 the stack every 5 s: an operation that is still running when it first looks costs a whole interval, and a
 local one usually ends within a second or two. A client cannot tell the difference, except that it waits
 less (CloudFormation answers at once and the stack's status moves on afterwards)."""
-
-Progress = Callable[[str, str, str | None, str, str | None], None]
-"""(logical id, resource type, physical id, status, reason): one resource's step."""
-
-
-class CloudFormationError(Exception):
-    """An error CloudFormation answers with (code and message as AWS words them)."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-
-def validation_error(message: str) -> CloudFormationError:
-    return CloudFormationError("ValidationError", message)
-
-
-@dataclass(frozen=True)
-class RunningStack:
-    """A stack the runtime runs, as CloudFormation describes it."""
-
-    stack_id: str
-    created_at: float
-    deployed: Deployed
-    outputs: list[StackOutput] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class StackResource:
-    """One resource of a stack, as DescribeStackResources tells it."""
-
-    logical_id: str
-    resource_type: str
-    physical_id: str
-    status: str
-    at: float
-
-
-class StackHost(Protocol):
-    """What the runtime does for the stack operations (`outbox_local.cloudformation.deployer`)."""
-
-    region: str
-
-    def running(self) -> Mapping[str, RunningStack]: ...
-
-    def create(
-        self, name: str, stack_id: str, template: Template, values: Mapping[str, str], progress: Progress
-    ) -> None: ...
-
-    def update(
-        self, name: str, template: Template, values: Mapping[str, str], progress: Progress
-    ) -> None: ...
-
-    def delete(self, name: str, progress: Progress) -> list[str]:
-        """Remove the stack (or what its failed create made); returns the resources that could not be
-        deleted (empty: all gone)."""
-        ...
-
-    def template_text(self, url: str) -> str: ...
-
-    def read_ssm(self, name: str) -> str | None: ...
 
 
 class CloudFormationService:
@@ -143,7 +86,7 @@ class CloudFormationService:
         with self._lock:
             for name, running in self.host.running().items():
                 if name not in self.records:
-                    self.records[name] = self._adopted(name, running)
+                    self.records[name] = adopted(name, running)
             return sorted(self.records.values(), key=lambda record: record.created_at)
 
     def stack(self, name_or_id: str, *, deleted_too: bool = False) -> StackRecord:
@@ -256,17 +199,7 @@ class CloudFormationService:
             running.deployed if running is not None and change_set.change_set_type == "UPDATE" else None
         )
         try:
-            unknown = sorted(
-                {
-                    r.type
-                    for r in template.resources.values()
-                    if r.type not in HANDLERS and r.type not in NO_OP_TYPES
-                }
-            )
-            if unknown:
-                raise LocalRuntimeError(
-                    f"the local runtime does not emulate these resource types: {', '.join(unknown)}"
-                )
+            refuse_unknown_types(template)
             changes = resource_changes(deployed, template, resolved)
             refuse_what_cannot_change_in_place(changes)
         except LocalRuntimeError as error:
@@ -274,9 +207,7 @@ class CloudFormationService:
             change_set.status_reason = str(error)
             return
         change_set.changes = changes
-        same_template = deployed is not None and json.loads(json.dumps(template.body)) == json.loads(
-            json.dumps(deployed.template.body)
-        )
+        same_template = deployed is not None and template.body == deployed.template.body
         if (
             deployed is not None
             and not changes
@@ -347,7 +278,7 @@ class CloudFormationService:
         with self._lock:
             record.template_text = change_set.template_text
             record.parameters = dict(change_set.parameters)
-            record.description = _description(template)
+            record.description = description_of(template)
             record.capabilities, record.tags = change_set.capabilities, change_set.tags
             record.updated_at = None if creating else self._clock()
             # Executed, a change set and the stack's others no longer apply: CloudFormation removes them all.
@@ -461,43 +392,3 @@ class CloudFormationService:
         deadline = time.monotonic() + timeout_s
         for thread in list(self._threads):
             thread.join(max(0.0, deadline - time.monotonic()))
-
-    def _adopted(self, name: str, running: RunningStack) -> StackRecord:
-        """A record for a stack the runtime runs without a change set (the one `outbox local up` starts)."""
-        record = StackRecord(
-            name,
-            running.stack_id,
-            running.created_at,
-            template_text=json.dumps(running.deployed.template.body),
-            parameters=dict(running.deployed.parameter_values),
-            description=_description(running.deployed.template),
-        )
-        record.event(CREATE_COMPLETE, running.created_at)
-        return record
-
-
-def _description(template: Template) -> str | None:
-    description = template.body.get("Description")
-    return description if isinstance(description, str) else None
-
-
-def changes_described(changes: list[ResourceChange]) -> list[dict[str, Any]]:
-    """DescribeChangeSet's `Changes`."""
-    described = []
-    for change in changes:
-        resource: dict[str, Any] = {
-            "Action": change.action,
-            "LogicalResourceId": change.logical_id,
-            "ResourceType": change.resource_type,
-        }
-        if change.physical_id:
-            resource["PhysicalResourceId"] = change.physical_id
-        if change.action == "Modify":
-            resource["Replacement"] = "False"
-            resource["Scope"] = ["Properties"]
-            resource["Details"] = [
-                {"Target": {"Attribute": "Properties", "Name": name, "RequiresRecreation": "Never"}}
-                for name in change.properties
-            ]
-        described.append({"Type": "Resource", "ResourceChange": resource})
-    return described

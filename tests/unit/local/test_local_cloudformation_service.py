@@ -11,12 +11,8 @@ import pytest
 
 from outbox_local.cloudformation.api import CloudFormationApi
 from outbox_local.cloudformation.changes import Deployed
-from outbox_local.cloudformation.service import (
-    CloudFormationError,
-    CloudFormationService,
-    Progress,
-    RunningStack,
-)
+from outbox_local.cloudformation.host import CloudFormationError, Progress, RunningStack
+from outbox_local.cloudformation.service import CloudFormationService
 from outbox_local.cloudformation.wire import Request
 from outbox_local.errors import ProvisioningError
 from outbox_local.template import ResolvedResource, Template
