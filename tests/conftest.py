@@ -41,6 +41,8 @@ SLOW_FIRST = (
     "tests/packaging/test_fresh_clone_synth.py",
     # `outbox demo` on the synthesized stack: ~40 s in one test.
     "tests/integration/local/test_local_cli.py",
+    # The real CDK CLI bootstraps, deploys, deploys again and destroys into a runtime: ~25 s.
+    "tests/integration/local/test_local_cdk_deploy.py",
     # A wheel, a venv and its install (a module fixture).
     "tests/packaging/test_install.py",
     "tests/integration/ops/test_ops_redrive_and_skip.py",

@@ -186,3 +186,32 @@ def test_several_stacks_run_at_once_each_under_its_own_name(runtime: LocalRuntim
     summaries = cloudformation.list_stack_resources(StackName="QueuesB")["StackResourceSummaries"]
     assert {summary["LogicalResourceId"] for summary in summaries} == set(queue_template()["Resources"])
     assert cloudformation.get_template(StackName="QueuesB")["TemplateBody"] == queue_template()
+
+
+def test_a_failed_update_goes_back_to_the_previous_template_and_delivery_goes_on(
+    runtime: LocalRuntime,
+) -> None:
+    # Given the stack deployed, an item delivered, another written and not yet
+    deploy(runtime, "Items", template())
+    found = outputs(runtime, "Items")
+    put_items(runtime, found["TableName"], "b1")
+    runtime.drain_streams()
+    assert delivered(runtime, found["DeliveredUrl"]) == ["b1"]
+    put_items(runtime, found["TableName"], "b2")
+    # When an update adds a queue and a function whose code was never uploaded (after the queue)
+    broken = function("stream", {"EXTRA_URL": {"Ref": "Extra"}})
+    broken["Properties"]["Code"]["S3Key"] = "never-uploaded.zip"
+    changed = template()
+    changed["Resources"] |= {"Extra": {"Type": "AWS::SQS::Queue", "Properties": {}}, "Broken": broken}
+    deploy(runtime, "Items", changed)
+    # Then the stack went back to its previous template: the queue it added deleted, the failure in the events
+    assert status(runtime, "Items") == "UPDATE_ROLLBACK_COMPLETE"
+    events = runtime.client("cloudformation").describe_stack_events(StackName="Items")["StackEvents"]
+    steps = {(e["LogicalResourceId"], e["ResourceStatus"]) for e in events}
+    assert {("Broken", "CREATE_FAILED"), ("Extra", "DELETE_COMPLETE")} <= steps
+    assert sorted(runtime.stacks["Items"].provisioned.resources) == sorted(template()["Resources"])
+    assert not [url for url in runtime.client("sqs").list_queues()["QueueUrls"] if "Extra" in url]
+    # And its stream mapping goes on from where it was: each item delivered once, in order
+    put_items(runtime, found["TableName"], "b3")
+    runtime.drain_streams()
+    assert delivered(runtime, found["DeliveredUrl"]) == ["b2", "b3"]
