@@ -112,10 +112,6 @@ class StackRecord:
         )
 
 
-def stack_id(region: str, name: str) -> str:
-    return f"arn:aws:cloudformation:{region}:{ACCOUNT_ID}:stack/{name}/{uuid.uuid4()}"
-
-
 def change_set_arn(region: str, name: str) -> str:
     return f"arn:aws:cloudformation:{region}:{ACCOUNT_ID}:changeSet/{name}/{uuid.uuid4()}"
 

@@ -39,11 +39,11 @@ from outbox_local.cloudformation.records import (
     adopted,
     change_set_arn,
     description_of,
-    stack_id,
 )
 from outbox_local.cloudformation.template_text import parse
 from outbox_local.errors import LocalRuntimeError, TemplateError
 from outbox_local.provisioning.cloudformation import StackOutput
+from outbox_local.stacks import stack_id
 from outbox_local.template import Resolver, Template
 
 logger = logging.getLogger("outbox_local.cloudformation")
