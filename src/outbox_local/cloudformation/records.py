@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -127,11 +128,22 @@ def adopted(name: str, running: RunningStack) -> StackRecord:
         running.stack_id,
         running.created_at,
         template_text=json.dumps(running.deployed.template.body),
-        parameters=dict(running.deployed.parameter_values),
+        parameters=_with_defaults(running.deployed.template, running.deployed.parameter_values),
         description=description_of(running.deployed.template),
     )
     record.event(CREATE_COMPLETE, running.created_at)
     return record
+
+
+def _with_defaults(template: Template, given: Mapping[str, str]) -> dict[str, str]:
+    """The values a stack runs with as a change set would settle them (a default where none was given), so
+    that deploying the template it started with is no change."""
+    declared: Mapping[str, Any] = template.body.get("Parameters") or {}
+    return {
+        name: str(given[name]) if name in given else str(spec["Default"])
+        for name, spec in declared.items()
+        if name in given or "Default" in spec
+    }
 
 
 def description_of(template: Template) -> str | None:

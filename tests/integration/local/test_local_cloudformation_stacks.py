@@ -15,25 +15,37 @@ from typing import Any
 import pytest
 
 from outbox_local.runtime import LocalRuntime
-from tests.support.local_templates import HANDLERS, function, options, queue_template, template
+from tests.support.local_templates import (
+    HANDLERS,
+    function,
+    options,
+    queue_template,
+    template,
+    write_template,
+)
 
 BOOTSTRAP_VERSION = "/cdk-bootstrap/hnb659fds/version"
 
 
+def bootstrapped(runtime: LocalRuntime) -> LocalRuntime:
+    """As after `cdk bootstrap` and the assets' upload: the version parameter, and the test handlers' code
+    where the templates' functions say it is (s3://assets/code.zip)."""
+    runtime.client("ssm").put_parameter(Name=BOOTSTRAP_VERSION, Type="String", Value="33")
+    s3 = runtime.client("s3")
+    s3.create_bucket(Bucket="assets")
+    archive = io.BytesIO()
+    with zipfile.ZipFile(archive, "w") as bundle:
+        for path in HANDLERS.glob("*.py"):
+            bundle.write(path, path.name)
+    s3.put_object(Bucket="assets", Key="code.zip", Body=archive.getvalue())
+    return runtime
+
+
 @pytest.fixture
 def runtime(tmp_path: Path) -> Iterator[LocalRuntime]:
-    """A runtime with no stack, as after `cdk bootstrap`: the version parameter, and the test handlers' code
-    where the templates' functions say it is (s3://assets/code.zip)."""
+    """A runtime with no stack, bootstrapped."""
     with LocalRuntime(options(None, state_dir=tmp_path / "state")) as started:
-        started.client("ssm").put_parameter(Name=BOOTSTRAP_VERSION, Type="String", Value="33")
-        s3 = started.client("s3")
-        s3.create_bucket(Bucket="assets")
-        archive = io.BytesIO()
-        with zipfile.ZipFile(archive, "w") as bundle:
-            for path in HANDLERS.glob("*.py"):
-                bundle.write(path, path.name)
-        s3.put_object(Bucket="assets", Key="code.zip", Body=archive.getvalue())
-        yield started
+        yield bootstrapped(started)
 
 
 def deploy(runtime: LocalRuntime, name: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -215,3 +227,22 @@ def test_a_failed_update_goes_back_to_the_previous_template_and_delivery_goes_on
     put_items(runtime, found["TableName"], "b3")
     runtime.drain_streams()
     assert delivered(runtime, found["DeliveredUrl"]) == ["b2", "b3"]
+
+
+def test_the_stack_local_up_started_with_takes_deploys_like_any_other(tmp_path: Path) -> None:
+    # Given a runtime started with a template (as `outbox local up` starts with cdk.out's), bootstrapped
+    with LocalRuntime(options(write_template(tmp_path, template()), stack_name="Items")) as started:
+        runtime = bootstrapped(started)
+        # When the same template is deployed: nothing to change (the CDK CLI then says "no changes")
+        same = deploy(runtime, "Items", template())
+        assert same["Status"] == "FAILED"
+        assert same["StatusReason"].startswith("The submitted information didn't contain changes.")
+        # When a changed one is: the stack is updated in place
+        changed = template()
+        changed["Resources"]["EnvFn"]["Properties"]["Environment"]["Variables"]["LOCAL_VERSION"] = "2"
+        deploy(runtime, "Items", changed)
+        assert status(runtime, "Items") == "UPDATE_COMPLETE"
+        env_fn = next(
+            spec for spec in runtime.stacks["Items"].provisioned.functions if spec.logical_id == "EnvFn"
+        )
+        assert runtime.invoke(env_fn.arn, {}).payload["LOCAL_VERSION"] == "2"
