@@ -65,6 +65,13 @@ class LocalApis:
             if api is not None:
                 api.stop()
 
+    def close(self, api_ids: set[str]) -> None:
+        """Stop serving these APIs (opened by a provisioning that then failed: no stack holds them)."""
+        for api_id in api_ids:
+            api = self.servers.pop(api_id, None)
+            if api is not None:
+                api.stop()
+
     def stop(self) -> None:
         for api in self.servers.values():
             api.stop()

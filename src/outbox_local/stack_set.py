@@ -82,16 +82,22 @@ class StackSet:
                 stack_name=definition.name,
                 parameter_values=definition.parameter_values,
             )
-            provisioned = Provisioner(
-                definition.template,
-                resolver,
-                self._clients,
-                code_root_override=definition.code_root,
-                api_endpoint=self._apis.open,
-                retry_delay_s=self._retry_delay_s,
-                asset_store=asset_store,
-                progress=progress,
-            ).provision(keep)
+            served_before = set(self._apis.servers)
+            try:
+                provisioned = Provisioner(
+                    definition.template,
+                    resolver,
+                    self._clients,
+                    code_root_override=definition.code_root,
+                    api_endpoint=self._apis.open,
+                    retry_delay_s=self._retry_delay_s,
+                    asset_store=asset_store,
+                    progress=progress,
+                ).provision(keep)
+            except BaseException:
+                # An API it opened would keep its port (the one `local up` announced, maybe) for nothing.
+                self._apis.close(set(self._apis.servers) - served_before)
+                raise
             outputs = {
                 name: self._apis.localized(resolver.resolve(spec.get("Value")), self._region)
                 for name, spec in definition.template.outputs.items()

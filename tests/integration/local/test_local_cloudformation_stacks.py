@@ -146,12 +146,14 @@ def test_a_change_the_runtime_cannot_apply_in_place_is_refused_before_anything_c
 
 
 def test_a_failed_create_is_rolled_back_with_the_error_in_the_events(runtime: LocalRuntime) -> None:
-    # Given a template whose function names code that was never uploaded, after a table it refers to
+    # Given a template whose function names code that was never uploaded, after a table it refers to and
+    # an HTTP API
     broken = function("stream", {"TABLE_NAME": {"Ref": "Items"}})
     broken["Properties"]["Code"]["S3Key"] = "never-uploaded.zip"
     body = {
         "Resources": {
             "Items": template()["Resources"]["Items"],
+            "Api": template()["Resources"]["Api"],
             "Role": {"Type": "AWS::IAM::Role", "Properties": {"AssumeRolePolicyDocument": {}}},
             "Broken": broken,
         }
@@ -168,6 +170,7 @@ def test_a_failed_create_is_rolled_back_with_the_error_in_the_events(runtime: Lo
     assert ("Items", "DELETE_COMPLETE") in {(e["LogicalResourceId"], e["ResourceStatus"]) for e in events}
     assert runtime.client("dynamodb").list_tables()["TableNames"] == []
     assert "Broken" not in runtime.stacks
+    assert runtime.apis == {}  # the HTTP API it opened no longer holds its port
 
 
 def test_several_stacks_run_at_once_each_under_its_own_name(runtime: LocalRuntime) -> None:
