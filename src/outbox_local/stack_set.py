@@ -71,16 +71,19 @@ class StackSet:
         keep: Mapping[str, tuple[str, ResolvedResource]] | None = None,
         asset_store: Path | None = None,
         progress: Progress | None = None,
+        exports: Mapping[str, str] | None = None,
     ) -> tuple[ProvisionedStack, dict[str, Any]]:
         """Provision the stack's resources into moto (those of `keep` stay as they are, a stack update:
         `Provisioner.provision`), and resolve its outputs; nothing runs yet. `asset_store`: functions' code
-        from the S3 objects the template names, extracted there (a deployed stack)."""
+        from the S3 objects the template names, extracted there (a deployed stack); `exports`: what the other
+        stacks export, for `Fn::ImportValue`."""
         with self.lock:
             resolver = Resolver(
                 definition.template,
                 region=self._region,
                 stack_name=definition.name,
                 parameter_values=definition.parameter_values,
+                exports=exports,
             )
             served_before = set(self._apis.servers)
             try:

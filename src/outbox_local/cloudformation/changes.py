@@ -17,7 +17,7 @@ from typing import Any
 
 from outbox_local.errors import TemplateError, UnsupportedResourceError
 from outbox_local.provisioning import HANDLERS, NO_OP_TYPES, REAPPLIED_TYPES
-from outbox_local.template import ResolvedResource, Resolver, Template
+from outbox_local.template import ResolvedResource, Resolver, Template, imported
 
 ADD = "Add"
 MODIFY = "Modify"
@@ -47,7 +47,10 @@ class Deployed:
 
 
 def resource_changes(
-    deployed: Deployed | None, template: Template, parameter_values: Mapping[str, str]
+    deployed: Deployed | None,
+    template: Template,
+    parameter_values: Mapping[str, str],
+    exports: Mapping[str, str] | None = None,
 ) -> list[ResourceChange]:
     """The changes from `deployed` (None: a new stack) to `template` with `parameter_values`, in the new
     template's order, then the removals."""
@@ -59,8 +62,8 @@ def resource_changes(
     }
     if deployed is None:
         return [ResourceChange(ADD, logical_id, resource.type) for logical_id, resource in wanted.items()]
-    old_resolver = _resolver(deployed.template, deployed, deployed.parameter_values)
-    new_resolver = _resolver(template, deployed, parameter_values)
+    old_resolver = _resolver(deployed.template, deployed, deployed.parameter_values, exports)
+    new_resolver = _resolver(template, deployed, parameter_values, exports)
     changes = []
     for logical_id, resource in wanted.items():
         if logical_id not in deployed.resources:
@@ -79,6 +82,20 @@ def resource_changes(
         if logical_id not in wanted:
             changes.append(ResourceChange(REMOVE, logical_id, kind, physical_id=resolved.ref))
     return changes
+
+
+def imports(deployed: Deployed, exports: Mapping[str, str]) -> set[str]:
+    """The export names a deployed stack imports (`Fn::ImportValue`), resolved as it resolved them."""
+    resolver = _resolver(deployed.template, deployed, deployed.parameter_values, exports)
+    names = set()
+    for argument in imported(
+        [dict(deployed.template.body.get("Resources") or {}), deployed.template.outputs]
+    ):
+        try:
+            names.add(str(resolver.resolve(argument)))
+        except TemplateError:
+            continue  # a name that refers to what this stack does not hold (a condition's other branch)
+    return names
 
 
 def refuse_unknown_types(template: Template) -> None:
@@ -108,9 +125,18 @@ def refuse_what_cannot_change_in_place(changes: list[ResourceChange]) -> None:
         )
 
 
-def _resolver(template: Template, deployed: Deployed, parameter_values: Mapping[str, str]) -> Resolver:
+def _resolver(
+    template: Template,
+    deployed: Deployed,
+    parameter_values: Mapping[str, str],
+    exports: Mapping[str, str] | None = None,
+) -> Resolver:
     resolver = Resolver(
-        template, region=deployed.region, stack_name=deployed.stack_name, parameter_values=parameter_values
+        template,
+        region=deployed.region,
+        stack_name=deployed.stack_name,
+        parameter_values=parameter_values,
+        exports=exports,
     )
     resolver.resources.update({logical_id: res for logical_id, (_, res) in deployed.resources.items()})
     return resolver

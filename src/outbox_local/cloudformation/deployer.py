@@ -25,13 +25,14 @@ from outbox_local.cloudformation.changes import (
     ADD,
     REMOVE,
     Deployed,
+    imports,
     refuse_what_cannot_change_in_place,
     resource_changes,
 )
 from outbox_local.cloudformation.host import Progress, RunningStack
 from outbox_local.cloudformation.parameters import ssm_reader
 from outbox_local.cloudformation.template_text import s3_location
-from outbox_local.errors import TemplateError
+from outbox_local.errors import ProvisioningError, TemplateError
 from outbox_local.provisioning.cloudformation import stack_outputs
 from outbox_local.provisioning.removal import remove, retained
 from outbox_local.stacks import DeployedStack, StackDefinition
@@ -82,6 +83,14 @@ class RuntimeStackHost:
             outputs=stack_outputs(definition.template, resolver, deployed.outputs),
         )
 
+    def exports(self) -> dict[str, str]:
+        return {
+            output.export_name: output.value
+            for running in self.running().values()
+            for output in running.outputs
+            if output.export_name
+        }
+
     def template_text(self, url: str) -> str:
         bucket, key = s3_location(url)
         try:
@@ -106,7 +115,10 @@ class RuntimeStackHost:
         with stacks.lock:
             try:
                 provisioned, outputs = stacks.provision(
-                    definition, asset_store=self._runtime.work_dir, progress=made.report
+                    definition,
+                    asset_store=self._runtime.work_dir,
+                    progress=made.report,
+                    exports=self.exports(),
                 )
             except Exception:
                 self._failed_creates[name] = (template, made.resources)
@@ -118,7 +130,8 @@ class RuntimeStackHost:
         with stacks.lock:
             current = stacks.stacks[name]
             before = self._running(current).deployed
-            changes = resource_changes(before, template, values)
+            exports = self.exports()
+            changes = resource_changes(before, template, values, exports)
             refuse_what_cannot_change_in_place(changes)
             modified = {c.logical_id for c in changes if c.action not in {ADD, REMOVE}}
             definition = StackDefinition(name, template, parameter_values=dict(values))
@@ -129,6 +142,7 @@ class RuntimeStackHost:
                     asset_store=self._runtime.work_dir,
                     progress=made.report,
                     keep=current.provisioned.resources,
+                    exports=exports,
                 )
             except Exception:
                 self._remove(template, made.added, progress, rollback=True)
@@ -156,12 +170,25 @@ class RuntimeStackHost:
         if name in self._failed_creates:
             template, made = self._failed_creates.pop(name)
             return self._remove(template, made, progress, rollback=True)
+        self._refuse_exports_in_use(name)
         stacks = self._stack_set()
         with stacks.lock:
             detached = stacks.detach(name)
             return self._remove(detached.definition.template, dict(detached.provisioned.resources), progress)
 
     # --- internals -------------------------------------------------------------------------------------
+
+    def _refuse_exports_in_use(self, name: str) -> None:
+        """CloudFormation refuses to delete a stack whose export another stack imports."""
+        running = self.running()
+        if name not in running:
+            return
+        exports = self.exports()
+        own = {output.export_name for output in running[name].outputs if output.export_name}
+        for other, stack in running.items():
+            in_use = sorted(own & imports(stack.deployed, exports)) if other != name else []
+            if in_use:
+                raise ProvisioningError(f"Export {in_use[0]} cannot be deleted as it is in use by {other}")
 
     def _remove(
         self,

@@ -200,7 +200,7 @@ class CloudFormationService:
         )
         try:
             refuse_unknown_types(template)
-            changes = resource_changes(deployed, template, resolved)
+            changes = resource_changes(deployed, template, resolved, self.host.exports())
             refuse_what_cannot_change_in_place(changes)
         except LocalRuntimeError as error:
             change_set.status, change_set.execution_status = "FAILED", "UNAVAILABLE"

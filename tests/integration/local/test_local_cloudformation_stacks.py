@@ -249,3 +249,33 @@ def test_the_stack_local_up_started_with_takes_deploys_like_any_other(tmp_path: 
             spec for spec in runtime.stacks["Items"].provisioned.functions if spec.logical_id == "EnvFn"
         )
         assert runtime.invoke(env_fn.arn, {}).payload["LOCAL_VERSION"] == "2"
+
+
+def test_a_stack_imports_another_stacks_export_which_then_cannot_be_deleted(runtime: LocalRuntime) -> None:
+    # Given a stack that exports its queue's URL, and a second one whose function imports it
+    exporter = queue_template()
+    exporter["Outputs"]["WorkUrl"]["Export"] = {"Name": "shared-work-url"}
+    deploy(runtime, "Exporter", exporter)
+    importer = queue_template()
+    variables = importer["Resources"]["QueueFn"]["Properties"]["Environment"]["Variables"]
+    variables["SHARED_URL"] = {"Fn::ImportValue": "shared-work-url"}
+    deploy(runtime, "Importer", importer)
+    # Then the import resolved to the exporter's value
+    assert status(runtime, "Importer") == "CREATE_COMPLETE"
+    (queue_fn,) = runtime.stacks["Importer"].provisioned.functions
+    assert queue_fn.environment["SHARED_URL"] == outputs(runtime, "Exporter")["WorkUrl"]
+    # When the exporter is deleted while the export is in use, Then it is refused and keeps running
+    cloudformation = runtime.client("cloudformation")
+    cloudformation.delete_stack(StackName="Exporter")
+    runtime.cloudformation.wait()
+    (stack,) = cloudformation.describe_stacks(StackName="Exporter")["Stacks"]
+    assert stack["StackStatus"] == "DELETE_FAILED"
+    assert (
+        stack["StackStatusReason"] == "Export shared-work-url cannot be deleted as it is in use by Importer"
+    )
+    assert "Exporter" in runtime.stacks
+    # And once the importer is gone, the exporter goes too
+    for name in ("Importer", "Exporter"):
+        cloudformation.delete_stack(StackName=name)
+        runtime.cloudformation.wait()
+    assert runtime.stacks == {}

@@ -268,3 +268,12 @@ def test_rules_hold_or_refuse_with_their_description(version: str, holds: bool) 
     else:
         with pytest.raises(parameters.ParameterError, match="version 6 required"):
             parameters.check_rules(PARAMETERS, resolver)
+
+
+def test_import_value_reads_what_other_stacks_export() -> None:
+    # Given a resolver that knows one export of another stack
+    resolver = Resolver(PARAMETERS, region="us-east-1", stack_name="S", exports={"shared-url": "http://q"})
+    # Then an import of it resolves, an import of anything else is refused as CloudFormation refuses it
+    assert resolver.resolve({"Fn::ImportValue": "shared-url"}) == "http://q"
+    with pytest.raises(TemplateError, match="No export named other found"):
+        resolver.resolve({"Fn::ImportValue": "other"})

@@ -62,6 +62,9 @@ class FakeHost:
         self.stacks.pop(name, None)
         return []
 
+    def exports(self) -> dict[str, str]:
+        return {}
+
     def template_text(self, url: str) -> str:
         raise AssertionError("not used")
 
