@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from outbox_local.cloudformation.changes import Deployed
+from outbox_local.errors import LocalRuntimeError
 from outbox_local.provisioning.cloudformation import StackOutput
 from outbox_local.template import Template
 
@@ -15,7 +16,7 @@ Progress = Callable[[str, str, str | None, str, str | None], None]
 """(logical id, resource type, physical id, status, reason): one resource's step."""
 
 
-class CloudFormationError(Exception):
+class CloudFormationError(LocalRuntimeError):
     """An error CloudFormation answers with (code and message as AWS words them)."""
 
     def __init__(self, code: str, message: str) -> None:
