@@ -41,6 +41,8 @@ SLOW_FIRST = (
     "tests/packaging/test_fresh_clone_synth.py",
     # `outbox demo` on the synthesized stack: ~40 s in one test.
     "tests/integration/local/test_local_cli.py",
+    # The real CDK CLI bootstraps, deploys, deploys again and destroys into a runtime: ~25 s.
+    "tests/integration/local/test_local_cdk_deploy.py",
     # `outbox local up` killed twice under load and restarted (the kill proof's fast profile): ~18 s.
     "tests/local_crash/test_kill_proof.py",
     # A wheel, a venv and its install (a module fixture).

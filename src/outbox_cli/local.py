@@ -54,6 +54,12 @@ def add_up_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--fresh", action="store_true", help="discard the state directory's saved state and start empty"
     )
+    parser.add_argument(
+        "--no-stack",
+        action="store_true",
+        help="start with no stack, ready for `cdk bootstrap` and `cdk deploy` (docs/local.md); the default "
+        "when cdk.out holds no template",
+    )
     how = parser.add_mutually_exclusive_group()
     how.add_argument(
         "--in-process",
@@ -73,18 +79,27 @@ def options(arguments: argparse.Namespace, *, background: bool) -> RuntimeOption
     """The runtime's options from the command line. Functions run in worker processes, concurrently as in
     Lambda, unless `--in-process` (an argument of `local up` only: the demo always uses workers). Without
     `--template`, cdk.out's template (`find_template`); the stack is named as its file, unless
-    `--stack-name`."""
+    `--stack-name`. `local up` with `--no-stack`, or with no template in cdk.out, starts with no stack."""
+    from outbox_local.errors import TemplateError  # noqa: PLC0415
     from outbox_local.runtime import RuntimeOptions  # noqa: PLC0415 - moto loads only when a command runs
     from outbox_local.template import find_template, stack_name_of  # noqa: PLC0415
 
-    template = arguments.template or find_template(CDK_OUT)
+    no_stack = getattr(arguments, "no_stack", False)
+    if no_stack and arguments.template:
+        raise TemplateError("--no-stack starts with no stack, --template with one: pass one of them")
+    template = arguments.template
+    if template is None and not no_stack:
+        # `local up` (the only command with --no-stack) may start empty, to deploy into; the demo may not.
+        local_up = hasattr(arguments, "no_stack")
+        template = find_template(CDK_OUT) if not local_up or _any_template(CDK_OUT) else None
     in_process = getattr(arguments, "in_process", False)
     max_environments = getattr(arguments, "max_environments", None) or DEFAULT_MAX_ENVIRONMENTS
     # Only `local up` keeps state (the demo always starts fresh, in memory).
     keeps_state = hasattr(arguments, "no_state") and not arguments.no_state
+    stack_name = getattr(arguments, "stack_name", None)
     return RuntimeOptions(
         template_path=template,
-        stack_name=getattr(arguments, "stack_name", None) or stack_name_of(template),
+        stack_name=stack_name or (stack_name_of(template) if template else "OutboxStack"),
         region=arguments.region,
         host=arguments.host,
         aws_port=arguments.aws_port,
@@ -95,6 +110,12 @@ def options(arguments: argparse.Namespace, *, background: bool) -> RuntimeOption
         state_dir=(arguments.state_dir or DEFAULT_STATE_DIR) if keeps_state else None,
         fresh_state=getattr(arguments, "fresh", False),
     )
+
+
+def _any_template(cdk_out: Path) -> bool:
+    from outbox_local.template import TEMPLATE_SUFFIX  # noqa: PLC0415
+
+    return any(cdk_out.glob(f"*{TEMPLATE_SUFFIX}"))
 
 
 def demo(arguments: argparse.Namespace, out: TextIO) -> int:
@@ -132,8 +153,9 @@ def local_up(arguments: argparse.Namespace, out: TextIO) -> int:
             endpoint_url=runtime.endpoint_url,
             aws_port=int(runtime.endpoint_url.rsplit(":", 1)[1]),
             region=runtime.options.region,
-            stack_name=runtime.options.stack_name,
-            template=str(runtime.options.template_path),
+            # Named by what it started with: no stack, ready for `cdk deploy` (which may add several).
+            stack_name=runtime.options.stack_name if runtime.options.template_path else "(none yet)",
+            template=str(runtime.options.template_path or ""),
             pid=os.getpid(),
             api_url=runtime.api_url,
         )
@@ -202,10 +224,27 @@ def holdings(runtime: LocalRuntime) -> str:
 def describe(runtime: LocalRuntime, command: str = "outbox") -> str:
     """What a developer needs to point tools at the local stack; `command` runs `outbox` in a fresh shell."""
     from outbox_local.endpoint import exports  # noqa: PLC0415
+    from outbox_local.template import ACCOUNT_ID  # noqa: PLC0415
 
     region, endpoint = runtime.options.region, runtime.endpoint_url
     # Its own endpoint: with several runtimes running, a bare `local env` cannot tell which one is meant.
     env_command = f"{command} local env --endpoint-url {endpoint}"
+    if runtime.options.template_path is None:
+        return (
+            "\n".join(
+                [
+                    "outbox local runtime (moto, no AWS account): no stack yet",
+                    f"  AWS endpoint  {runtime.endpoint_url}  (region {region})",
+                    "",
+                    f'  Point any AWS SDK, the AWS CLI or the CDK CLI at it (or: eval "$({env_command})"):',
+                    *(f"    {line}" for line in exports(runtime.endpoint_url, region).splitlines()),
+                    '  and deploy into it (docs/local.md, "`cdk deploy` into the running runtime"):',
+                    f"    cdk bootstrap aws://{ACCOUNT_ID}/{region}",
+                    "    cdk deploy STACK --require-approval never",
+                ]
+            )
+            + "\n\n"
+        )
     stack = runtime.options.stack_name
     # The outputs' column is as wide as their longest name (the sample's CancellationsDeadLetterQueueUrl: 31).
     width = max((len(name) for name in runtime.outputs), default=0)

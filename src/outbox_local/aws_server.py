@@ -1,6 +1,7 @@
 """The moto server the runtime provisions into: threaded, on 127.0.0.1, with HTTP/1.1 keep-alive
 (`outbox_local.keep_alive`), behind the fault injector, the runtime's own answer to Lambda's event source
-mapping read calls (`outbox_local.event_source_mapping_api`) and its controls (`outbox_local.control_api`).
+mapping read calls (`outbox_local.event_source_mapping_api`), its own CloudFormation
+(`outbox_local.cloudformation.api`) and its controls (`outbox_local.control_api`).
 moto's `ThreadedMotoServer` takes no application of ours: its `_server_entry` is replaced to build ours."""
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from moto.moto_server.threaded_moto_server import ThreadedMotoServer
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 from werkzeug.serving import make_server
 
+from outbox_local.cloudformation.api import CloudFormationApi
 from outbox_local.control_api import ControlApi
 from outbox_local.errors import EndpointUnavailableError
 from outbox_local.event_source_mapping_api import EventSourceMappingApi
@@ -43,6 +45,7 @@ class LocalAwsServer(ThreadedMotoServer):
         port: int = 0,
         *,
         event_source_mappings: EventSourceMappingApi | None = None,
+        cloudformation: CloudFormationApi | None = None,
         control: ControlApi | None = None,
         cut: Callable[[WsgiApp], WsgiApp] | None = None,
     ) -> None:
@@ -52,6 +55,7 @@ class LocalAwsServer(ThreadedMotoServer):
         self._control = control
         self._cut = cut
         """The persistence's cut layer (`outbox_local.persistence.cut`), around moto alone."""
+        self._cloudformation = cloudformation
         self._connections = Connections()
         self._start_error: BaseException | None = None
         logging.getLogger("werkzeug").setLevel(logging.ERROR)
@@ -73,6 +77,8 @@ class LocalAwsServer(ThreadedMotoServer):
             app = self._cut(app)
         if self._event_source_mappings is not None:
             app = self._event_source_mappings.wrap(app)
+        if self._cloudformation is not None:
+            app = self._cloudformation.wrap(app)
         app = self._faults.wrap(app)
         if self._control is not None:
             # Outermost: the runtime's own controls are never failed by an armed fault.

@@ -21,10 +21,13 @@ class LocalApis:
         self._first_port = first_port
         self.servers: dict[str, HttpApiServer] = {}
         """By API id."""
+        self._ports: dict[str, int] = {}
+        """The port each API was served on: an API served again (its stack updated: detached, then attached)
+        keeps its URL, as an API Gateway API keeps its endpoint through a stack update."""
 
     def open(self, api_id: str) -> str:
         """Serve the API (routes come later): its local URL."""
-        port = self._first_port if not self.servers else 0
+        port = self._ports.get(api_id, self._first_port if not self.servers else 0)
         try:
             api = HttpApiServer(api_id, self._invoke, host=self._host, port=port)
         except OSError as error:
@@ -34,6 +37,7 @@ class LocalApis:
                 "--api-port 0 for a free port"
             ) from None
         self.servers[api_id] = api
+        self._ports[api_id] = int(api.url.rsplit(":", 1)[1])
         return api.url
 
     def attach(self, deployed: DeployedStack) -> None:
@@ -61,10 +65,18 @@ class LocalApis:
             if api is not None:
                 api.stop()
 
+    def close(self, api_ids: set[str]) -> None:
+        """Stop serving these APIs (opened by a provisioning that then failed: no stack holds them)."""
+        for api_id in api_ids:
+            api = self.servers.pop(api_id, None)
+            if api is not None:
+                api.stop()
+
     def stop(self) -> None:
         for api in self.servers.values():
             api.stop()
         self.servers.clear()
+        self._ports.clear()
 
     def urls(self) -> dict[str, str]:
         """Each API's local URL, by API id."""

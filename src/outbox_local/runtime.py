@@ -18,6 +18,9 @@ from outbox.aws import TIMEOUT_SCALE_VARIABLE
 from outbox_local.alarms import AlarmEvaluator, Transition
 from outbox_local.aws_server import LocalAwsServer
 from outbox_local.background import Background
+from outbox_local.cloudformation.api import CloudFormationApi
+from outbox_local.cloudformation.deployer import RuntimeStackHost
+from outbox_local.cloudformation.service import CloudFormationService
 from outbox_local.control_api import ControlApi, mapping_report
 from outbox_local.emf_metrics import EmfMetricsForwarder
 from outbox_local.endpoint import LOCAL_CREDENTIALS, environment
@@ -87,6 +90,10 @@ class LocalRuntime:
         self.persistence: Persistence | None = None  # with a state directory (`outbox_local.persistence`)
         self.restored = False  # started from a state directory's snapshot
         self.state_figures = ""  # what keeping the state cost, once stopped
+        # CloudFormation on the AWS endpoint (`cdk deploy` into the runtime): stacks' events, change sets.
+        self.cloudformation = CloudFormationService(
+            RuntimeStackHost(self, self._internal_client, self._started_stacks)
+        )
 
     # --- lifecycle -----------------------------------------------------------------------------------
 
@@ -115,6 +122,7 @@ class LocalRuntime:
             self.options.host,
             self.options.aws_port,
             event_source_mappings=self.event_source_mappings,
+            cloudformation=CloudFormationApi(self.cloudformation),
             control=ControlApi(
                 self.faults,
                 lambda: mapping_report(self.mappings, self.queue_mappings),
@@ -123,6 +131,7 @@ class LocalRuntime:
             ),
             cut=self.persistence.wrap if self.persistence is not None else None,
         )
+        self.cloudformation.forget()  # a start after stop(): the earlier start's stacks are gone
         try:
             self._server.start()
             self._reset_moto()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from outbox_local.background import Background
@@ -13,13 +14,12 @@ from outbox_local.event_source_mapping_api import EventSourceMappingApi
 from outbox_local.functions import FunctionHost
 from outbox_local.local_apis import LocalApis
 from outbox_local.moto_streams import Visible
-from outbox_local.provisioning import ProvisionedStack, Provisioner
-from outbox_local.provisioning.cloudformation import register_stack, stack_outputs
+from outbox_local.provisioning import Progress, ProvisionedStack, Provisioner
 from outbox_local.schedules import ScheduleRunner
 from outbox_local.stack_mappings import attach_mappings
 from outbox_local.stacks import DeployedStack, StackDefinition, stack_id
 from outbox_local.stream_poller import ShardPosition
-from outbox_local.template import Resolver
+from outbox_local.template import ResolvedResource, Resolver
 
 
 class StackSet:
@@ -60,39 +60,57 @@ class StackSet:
         with self.lock:
             if definition.name in self.stacks:
                 raise RuntimeStateError(f"the runtime already holds a stack named {definition.name}")
-            resolver = Resolver(
-                definition.template,
-                region=self._region,
-                stack_name=definition.name,
-                parameter_values=definition.parameter_values,
-            )
-            provisioned = Provisioner(
-                definition.template,
-                resolver,
-                self._clients,
-                code_root_override=definition.code_root,
-                api_endpoint=self._apis.open,
-                retry_delay_s=self._retry_delay_s,
-            ).provision()
-            outputs = {
-                name: self._apis.localized(resolver.resolve(spec.get("Value")), self._region)
-                for name, spec in definition.template.outputs.items()
-            }
-            deployed = self.attach(
+            provisioned, outputs = self.provision(definition)
+            return self.attach(
                 definition,
                 provisioned,
                 outputs,
                 stack_id=stack_id(self._region, definition.name),
                 created_at=self._clock(),
             )
-            description = definition.template.body.get("Description")
-            register_stack(
-                self._clients("cloudformation"),
-                definition.name,
-                stack_outputs(definition.template, resolver, outputs),
-                description=description if isinstance(description, str) else None,
+
+    def provision(
+        self,
+        definition: StackDefinition,
+        *,
+        keep: Mapping[str, tuple[str, ResolvedResource]] | None = None,
+        asset_store: Path | None = None,
+        progress: Progress | None = None,
+        exports: Mapping[str, str] | None = None,
+    ) -> tuple[ProvisionedStack, dict[str, Any]]:
+        """Provision the stack's resources into moto (those of `keep` stay as they are, a stack update:
+        `Provisioner.provision`), and resolve its outputs; nothing runs yet. `asset_store`: functions' code
+        from the S3 objects the template names, extracted there (a deployed stack); `exports`: what the other
+        stacks export, for `Fn::ImportValue`."""
+        with self.lock:
+            resolver = Resolver(
+                definition.template,
+                region=self._region,
+                stack_name=definition.name,
+                parameter_values=definition.parameter_values,
+                exports=exports,
             )
-            return deployed
+            served_before = set(self._apis.servers)
+            try:
+                provisioned = Provisioner(
+                    definition.template,
+                    resolver,
+                    self._clients,
+                    code_root_override=definition.code_root,
+                    api_endpoint=self._apis.open,
+                    retry_delay_s=self._retry_delay_s,
+                    asset_store=asset_store,
+                    progress=progress,
+                ).provision(keep)
+            except BaseException:
+                # An API it opened would keep its port (the one `local up` announced, maybe) for nothing.
+                self._apis.close(set(self._apis.servers) - served_before)
+                raise
+            outputs = {
+                name: self._apis.localized(resolver.resolve(spec.get("Value")), self._region)
+                for name, spec in definition.template.outputs.items()
+            }
+            return provisioned, outputs
 
     def attach(
         self,
@@ -105,8 +123,8 @@ class StackSet:
         resume_at: Mapping[str, Sequence[ShardPosition]] | None = None,
     ) -> DeployedStack:
         """Run what a provisioned stack needs: its functions, HTTP APIs, event source mappings and schedules.
-        No call to moto: the resources are there already (just provisioned, or restored). `resume_at`: a
-        restored stack's stream mappings' positions, by the mapping's logical id."""
+        No call to moto: the resources are there already (just provisioned, or restored). `resume_at`: where
+        each stream mapping (by logical id) of a restored or updated stack resumes."""
         with self.lock:
             deployed = DeployedStack(definition, provisioned, outputs, stack_id, created_at)
             for spec in provisioned.functions:

@@ -2,7 +2,8 @@
 
 The runtime provisions exactly what `cdk synth` wrote: this module parses the template, orders its resources
 by dependency and resolves `Ref`, `Fn::GetAtt`, `Fn::Join`, `Fn::Sub`, `Fn::Select`, `Fn::Split`, `Fn::If`,
-conditions, mappings and pseudo parameters against the physical names the runtime gave each resource.
+`Fn::ImportValue` (the runtime's other stacks' exports), conditions, mappings and pseudo parameters against
+the physical names the runtime gave each resource.
 """
 
 from __future__ import annotations
@@ -153,6 +154,11 @@ def references(value: object) -> set[str]:
     return {name for name in found if not name.startswith("AWS::")}
 
 
+def imported(value: object) -> list[Any]:
+    """The arguments of every `Fn::ImportValue` in a value (export names, maybe still to resolve)."""
+    return [node["Fn::ImportValue"] for node in _walk(value) if "Fn::ImportValue" in node]
+
+
 def _walk(value: object) -> Iterator[dict[str, Any]]:
     if isinstance(value, dict):
         yield value
@@ -192,8 +198,11 @@ class Resolver:
         region: str,
         stack_name: str,
         parameter_values: Mapping[str, str] | None = None,
+        exports: Mapping[str, str] | None = None,
     ) -> None:
         self._template = template
+        self._exports = exports or {}
+        """Export name -> value: what the runtime's other stacks export, for `Fn::ImportValue`."""
         self.region = region
         self.stack_name = stack_name
         self.resources: dict[str, ResolvedResource] = {}
@@ -273,6 +282,9 @@ class Resolver:
             "Fn::Or": lambda a: any(self._evaluate(item) for item in a),
             "Fn::FindInMap": self._find_in_map,
             "Fn::GetAZs": lambda _: [f"{self.region}{zone}" for zone in "abc"],
+            "Fn::ImportValue": self._import_value,
+            # Rules only (the CDK's CheckBootstrapVersion): whether the list holds the value.
+            "Fn::Contains": lambda a: self._evaluate(a[1]) in self._evaluate(a[0]),
         }.get(name)
         if handler is None:
             raise UnresolvableReferenceError(f"intrinsic function {name} is not supported locally")
@@ -286,6 +298,12 @@ class Resolver:
         if name in self.resources:
             return self.resources[name].ref
         raise UnresolvableReferenceError(f"Ref to {name}, which is not provisioned (or not supported)")
+
+    def _import_value(self, argument: Any) -> str:
+        name = str(self._evaluate(argument))
+        if name not in self._exports:
+            raise UnresolvableReferenceError(f"Fn::ImportValue: No export named {name} found")
+        return self._exports[name]
 
     def _get_att(self, argument: Any) -> Any:
         logical_id, attribute = argument if isinstance(argument, list) else str(argument).split(".", 1)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import itertools
 import json
+import urllib.request
 import uuid
 from typing import Any
 
@@ -31,6 +32,20 @@ def place_body(**overrides: Any) -> dict[str, Any]:
     }
     body.update(overrides)
     return body
+
+
+def place_order_over_http(api_url: str, **overrides: Any) -> tuple[dict[str, Any], dict[str, str]]:
+    """POST /orders on a running Orders API (a local runtime's): the order it answered (201), and the
+    response's headers, names lowercased."""
+    request = urllib.request.Request(  # noqa: S310 - a loopback URL the test's runtime serves
+        f"{api_url.rstrip('/')}/orders",
+        data=json.dumps(place_body(**overrides)).encode(),
+        method="POST",
+        headers={"content-type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310
+        assert response.status == 201
+        return json.loads(response.read()), {name.lower(): value for name, value in response.headers.items()}
 
 
 def http_event(

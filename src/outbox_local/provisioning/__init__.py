@@ -40,7 +40,9 @@ from outbox_local.provisioning.context import (
 from outbox_local.template import ResolvedResource, Resolver, Resource, Template, physical_name
 
 __all__ = [
+    "REAPPLIED_TYPES",
     "MappingSpec",
+    "Progress",
     "ProvisionedStack",
     "Provisioner",
     "QueueMappingSpec",
@@ -71,6 +73,25 @@ NO_OP_TYPES: dict[str, str] = {
     "AWS::ApiGatewayV2::Integration": "resolved through the routes that target it",
 }
 
+REAPPLIED_TYPES: frozenset[str] = frozenset(
+    {
+        *NO_OP_TYPES,
+        # These handlers create nothing in moto, only what the runtime runs (a function, a mapping, a route,
+        # an invoke setting), or they put what exists (a rule, an alarm, a dashboard): a stack update runs
+        # them again, so the new code and settings take effect (`outbox_local.cloudformation.changes`).
+        "AWS::Lambda::Function",
+        "AWS::Lambda::EventSourceMapping",
+        "AWS::Lambda::EventInvokeConfig",
+        "AWS::ApiGatewayV2::Route",
+        "AWS::Events::Rule",
+        "AWS::CloudWatch::Alarm",
+        "AWS::CloudWatch::Dashboard",
+    }
+)
+
+Progress = Callable[[Resource, ResolvedResource | None, BaseException | None], None]
+"""Told of each resource once it is provisioned (its resolved resource) or failed (the error)."""
+
 
 class Provisioner:
     def __init__(
@@ -82,8 +103,11 @@ class Provisioner:
         code_root_override: Path | None = None,
         api_endpoint: Callable[[str], str] | None = None,
         retry_delay_s: float = 0.0,
+        asset_store: Path | None = None,
+        progress: Progress | None = None,
     ) -> None:
         self.stack = ProvisionedStack()
+        self._progress = progress
         self._context = ProvisioningContext(
             template=template,
             resolver=resolver,
@@ -92,10 +116,15 @@ class Provisioner:
             api_endpoint=api_endpoint or (lambda api_id: f"http://127.0.0.1/{api_id}"),
             code_root_override=code_root_override,
             retry_delay_s=retry_delay_s,
+            asset_store=asset_store,
         )
 
-    def provision(self) -> ProvisionedStack:
+    def provision(self, keep: Mapping[str, tuple[str, ResolvedResource]] | None = None) -> ProvisionedStack:
+        """Provision every resource the template's conditions select, in dependency order. `keep`: resources
+        of the stack as deployed that stay as they are (a stack update): their handlers are not run again,
+        unless their type is one of REAPPLIED_TYPES."""
         context = self._context
+        keep = keep or {}
         ordered = context.template.in_dependency_order()
         unknown = sorted({r.type for r in ordered if r.type not in HANDLERS and r.type not in NO_OP_TYPES})
         if unknown:
@@ -106,20 +135,38 @@ class Provisioner:
             if resource.condition and not context.resolver.condition(resource.condition):
                 self.stack.skipped[resource.logical_id] = f"condition {resource.condition} is false"
                 continue
-            properties = context.resolver.resolve(dict(resource.properties)) or {}
+            kept = keep.get(resource.logical_id)
+            if kept is not None and kept[0] == resource.type and resource.type not in REAPPLIED_TYPES:
+                context.resolver.resources[resource.logical_id] = kept[1]
+                self.stack.resources[resource.logical_id] = kept
+                continue
+            try:
+                properties = context.resolver.resolve(dict(resource.properties)) or {}
+            except Exception as error:
+                self._report(resource, None, error)
+                raise
             if resource.type in NO_OP_TYPES:
                 resolved = self._no_op(resource, properties)
                 self.stack.skipped[resource.logical_id] = NO_OP_TYPES[resource.type]
             else:
                 try:
                     resolved = HANDLERS[resource.type](context, resource, properties)
-                except (UnsupportedResourceError, ProvisioningError, EndpointUnavailableError):
+                except (UnsupportedResourceError, ProvisioningError, EndpointUnavailableError) as error:
+                    self._report(resource, None, error)
                     raise
                 except Exception as error:
+                    self._report(resource, None, error)
                     raise ProvisioningError(f"{resource.logical_id} ({resource.type}): {error}") from error
             context.resolver.resources[resource.logical_id] = resolved
             self.stack.resources[resource.logical_id] = (resource.type, resolved)
+            self._report(resource, resolved, None)
         return self.stack
+
+    def _report(
+        self, resource: Resource, resolved: ResolvedResource | None, error: BaseException | None
+    ) -> None:
+        if self._progress is not None:
+            self._progress(resource, resolved, error)
 
     def _no_op(self, resource: Resource, properties: Mapping[str, Any]) -> ResolvedResource:
         context = self._context

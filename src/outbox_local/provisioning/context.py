@@ -85,6 +85,10 @@ class ProvisioningContext:
     api_endpoint: Callable[[str], str]
     code_root_override: Path | None = None
     retry_delay_s: float = 0.0
+    asset_store: Path | None = None
+    """Set: functions' code comes from where the template says, `Code.S3Bucket`/`S3Key` (a `cdk deploy`d
+    stack: cdk-assets uploaded it to the runtime's S3) or `Code.ZipFile`, extracted here. None: from the
+    `aws:asset:path` metadata beside the template (cdk.out, for the stack `outbox local up` starts with)."""
 
     @property
     def region(self) -> str:

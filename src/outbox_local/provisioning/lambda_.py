@@ -15,7 +15,7 @@ from outbox import stream_mapping
 from outbox_local.errors import ProvisioningError, UnsupportedResourceError
 from outbox_local.filtering import FilterCriteria
 from outbox_local.functions import FunctionSpec
-from outbox_local.provisioning import queue_mapping
+from outbox_local.provisioning import assets, queue_mapping
 from outbox_local.provisioning.context import (
     CFN_BOOLEANS,
     Handler,
@@ -73,7 +73,7 @@ def function(ctx: ProvisioningContext, resource: Resource, p: dict[str, Any]) ->
         name=name,
         arn=arn,
         handler=p["Handler"],
-        code_root=_code_root(ctx, resource),
+        code_root=_code_root(ctx, resource, p.get("Code") or {}),
         timeout_s=float(p.get("Timeout", 3)),
         memory_mb=int(p.get("MemorySize", 128)),
         environment=environment,
@@ -115,9 +115,13 @@ def _environment_key(ctx: ProvisioningContext, resource: Resource, key: Any) -> 
     return str(key)
 
 
-def _code_root(ctx: ProvisioningContext, resource: Resource) -> Path | None:
+def _code_root(ctx: ProvisioningContext, resource: Resource, code: Mapping[str, Any]) -> Path | None:
     if ctx.code_root_override is not None:
         return ctx.code_root_override
+    if ctx.asset_store is not None:
+        return assets.extracted_code(
+            ctx.clients, code, ctx.asset_store, f"{resource.logical_id} ({resource.type})"
+        )
     asset = resource.metadata.get("aws:asset:path")
     if not asset:
         return None  # the handler must then be importable as installed (e.g. an editable install)

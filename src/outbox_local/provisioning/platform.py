@@ -1,5 +1,5 @@
 """What the stack uses but the runtime only stores: KMS keys and aliases, log groups, SSM parameters,
-CloudWatch alarms and dashboards."""
+CloudWatch alarms and dashboards, ECR repositories (the CDK bootstrap's; no image runs locally)."""
 
 from __future__ import annotations
 
@@ -100,7 +100,34 @@ def dashboard(ctx: ProvisioningContext, resource: Resource, p: dict[str, Any]) -
     return ResolvedResource(ref=name)
 
 
+def ecr_repository(ctx: ProvisioningContext, resource: Resource, p: dict[str, Any]) -> ResolvedResource:
+    check(
+        resource,
+        p,
+        {"RepositoryName", "ImageTagMutability", "RepositoryPolicyText", "LifecyclePolicy", "Tags"},
+        {"ImageScanningConfiguration", "EncryptionConfiguration", "EmptyOnDelete"},
+    )
+    name = ctx.name(resource, p, "RepositoryName", 256).lower()
+    ecr = ctx.clients("ecr")
+    request: dict[str, Any] = {"repositoryName": name}
+    if "ImageTagMutability" in p:
+        request["imageTagMutability"] = p["ImageTagMutability"]
+    if p.get("Tags"):
+        request["tags"] = p["Tags"]
+    repository = ecr.create_repository(**request)["repository"]
+    if "RepositoryPolicyText" in p:
+        ecr.set_repository_policy(repositoryName=name, policyText=json_text(p["RepositoryPolicyText"]))
+    lifecycle = (p.get("LifecyclePolicy") or {}).get("LifecyclePolicyText")
+    if lifecycle:
+        ecr.put_lifecycle_policy(repositoryName=name, lifecyclePolicyText=json_text(lifecycle))
+    return ResolvedResource(
+        ref=name,
+        attributes={"Arn": repository["repositoryArn"], "RepositoryUri": repository["repositoryUri"]},
+    )
+
+
 HANDLERS: dict[str, Handler] = {
+    "AWS::ECR::Repository": ecr_repository,
     "AWS::KMS::Key": kms_key,
     "AWS::KMS::Alias": kms_alias,
     "AWS::Logs::LogGroup": log_group,

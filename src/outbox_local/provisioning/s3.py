@@ -29,8 +29,9 @@ def bucket(ctx: ProvisioningContext, resource: Resource, p: dict[str, Any]) -> R
             "LifecycleConfiguration",
             "Tags",
         },
-        # Versioning and logging change nothing the outbox reads locally.
-        {"VersioningConfiguration", "LoggingConfiguration"},
+        # Versioning and logging change nothing the outbox reads locally; moto does not enforce access, so a
+        # canned ACL (the CDK bootstrap's staging bucket sets Private) has no local effect either.
+        {"VersioningConfiguration", "LoggingConfiguration", "AccessControl"},
     )
     name = ctx.name(resource, p, "BucketName", _MAX_BUCKET_NAME).lower()
     s3 = ctx.clients("s3")
@@ -74,6 +75,10 @@ def _lifecycle_rule(rule: dict[str, Any]) -> dict[str, Any]:
     }
     if "ExpirationInDays" in rule:
         api["Expiration"] = {"Days": int(rule["ExpirationInDays"])}
+    if "NoncurrentVersionExpiration" in rule:  # the CDK bootstrap's staging bucket sets it
+        api["NoncurrentVersionExpiration"] = {
+            "NoncurrentDays": int(rule["NoncurrentVersionExpiration"]["NoncurrentDays"])
+        }
     if "AbortIncompleteMultipartUpload" in rule:
         api["AbortIncompleteMultipartUpload"] = {
             "DaysAfterInitiation": int(rule["AbortIncompleteMultipartUpload"]["DaysAfterInitiation"])

@@ -5,20 +5,23 @@ AWS's."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import socket
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import boto3
 import pytest
 
 from outbox_cli.local import launcher, options
 from outbox_cli.main import build_parser, main
+from outbox_local.endpoint import LOCAL_CREDENTIALS
 from outbox_local.errors import EndpointUnavailableError, TemplateError
 from outbox_local.runtime import LocalRuntime
 from tests.support.local_templates import options as runtime_options
-from tests.support.local_templates import queue_template, template, write_template
+from tests.support.local_templates import queue_template, running_local_up, template, write_template
 
 
 @pytest.fixture
@@ -79,9 +82,23 @@ def test_several_templates_without_the_samples_is_an_error_listing_them(
     assert "pass --template" in error
 
 
-def test_no_template_is_an_error_that_says_to_synthesize(project: Path) -> None:
+def test_no_template_starts_with_no_stack_ready_for_cdk_deploy(project: Path) -> None:
+    # Given an empty cdk.out: `local up` starts with no stack (to `cdk deploy` into)
+    assert up_options()[0] is None
+    # and so does --no-stack, whatever cdk.out holds
+    synthesized(project, "PaymentsStack")
+    assert up_options("--no-stack")[0] is None
+
+
+def test_no_stack_and_a_template_are_one_too_many(project: Path) -> None:
+    with pytest.raises(TemplateError, match="--no-stack starts with no stack, --template with one"):
+        up_options("--no-stack", "--template", "PaymentsStack.template.json")
+
+
+def test_the_demo_without_a_template_says_to_synthesize(project: Path) -> None:
+    arguments = build_parser().parse_args(["demo"])
     with pytest.raises(TemplateError, match=r"no \*\.template\.json in cdk\.out: run `cdk synth`"):
-        up_options()
+        options(arguments, background=True)
 
 
 def test_a_file_name_that_is_no_stack_name_asks_for_one(project: Path) -> None:
@@ -181,3 +198,16 @@ def test_fresh_without_state_is_a_usage_error(project: Path, capsys: pytest.Capt
     # and a state directory together with --no-state is refused by the parser
     with pytest.raises(SystemExit):
         build_parser().parse_args(["local", "up", "--no-state", "--state-dir", "x"])
+
+
+def test_local_up_with_no_stack_says_how_to_deploy_into_it(tmp_path: Path) -> None:
+    # Given `outbox local up --no-stack` running in its own process
+    environment = {**os.environ, "OUTBOX_LOCAL_STATE_DIR": str(tmp_path / "announced")}
+    with running_local_up(["--no-stack"], environment=environment, cwd=tmp_path) as up:
+        # Then it says it holds no stack and how to deploy one, and its CloudFormation holds none
+        assert "no stack yet" in up.printed
+        assert "cdk bootstrap aws://123456789012/us-east-1" in up.printed
+        cloudformation = boto3.client(
+            "cloudformation", endpoint_url=up.endpoint, region_name="us-east-1", **LOCAL_CREDENTIALS
+        )
+        assert cloudformation.describe_stacks()["Stacks"] == []

@@ -1,0 +1,287 @@
+"""The stack operations on the running runtime: what CloudFormation's create, update and delete do to a
+stack's resources (in moto) and to what the runtime runs for it (functions, mappings, APIs, schedules).
+
+- Create: provision every resource (functions' code from the S3 objects `cdk deploy` uploaded, extracted
+  under the runtime's work directory), then run the stack (`LocalRuntime.attach_stack`).
+- Update: provision only what the change needs (`outbox_local.cloudformation.changes`): added resources,
+  and the re-applied types (functions with their new code and settings, mappings, routes, rules); every
+  other resource stays as it is, data and all. The stack's runners are then swapped: the old ones stop
+  (`detach_stack`), removed resources are deleted, and the new ones start, each stream mapping after the
+  last record its previous runner was done with (never from its starting position again).
+- Delete: stop running the stack, then delete its resources in reverse dependency order (a `Retain`ed one
+  stays).
+
+Each resource's step is reported to the caller (`Progress`), which turns them into stack events.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import ClientError
+
+from outbox_local.cloudformation.changes import (
+    ADD,
+    REMOVE,
+    Deployed,
+    imports,
+    refuse_what_cannot_change_in_place,
+    resource_changes,
+)
+from outbox_local.cloudformation.host import Progress, RunningStack
+from outbox_local.cloudformation.parameters import ssm_reader
+from outbox_local.cloudformation.template_text import s3_location
+from outbox_local.errors import ProvisioningError, TemplateError
+from outbox_local.provisioning.cloudformation import stack_outputs
+from outbox_local.provisioning.removal import remove, retained
+from outbox_local.stacks import DeployedStack, StackDefinition
+from outbox_local.template import ResolvedResource, Resolver, Resource, Template
+
+if TYPE_CHECKING:
+    from outbox_local.runtime import LocalRuntime
+    from outbox_local.stack_set import StackSet
+
+Clients = Callable[[str], Any]
+
+
+class RuntimeStackHost:
+    """`service.StackHost` on a LocalRuntime."""
+
+    def __init__(self, runtime: LocalRuntime, clients: Clients, stack_set: Callable[[], StackSet]) -> None:
+        """`clients`: the runtime's internal clients (faults armed on a service never fail them);
+        `stack_set`: the runtime's stacks, once it started."""
+        self._runtime = runtime
+        self._clients = clients
+        self._stack_set = stack_set
+        self.region = runtime.options.region
+        self._failed_creates: dict[str, tuple[Template, dict[str, tuple[str, ResolvedResource]]]] = {}
+        """What a failed create made, until its rollback (`delete`) removes it."""
+
+    # --- reading ---------------------------------------------------------------------------------------
+
+    def running(self) -> Mapping[str, RunningStack]:
+        # A copy taken in one step (no lock: a deployment holds the stacks' lock while it reports progress,
+        # which takes the service's; taking them the other way round here could deadlock).
+        stacks = dict(self._runtime.stacks)
+        return {name: self._running(deployed) for name, deployed in stacks.items()}
+
+    def _running(self, deployed: DeployedStack) -> RunningStack:
+        definition = deployed.definition
+        resources = deployed.provisioned.resources
+        resolver = self._resolver(definition, resources)
+        return RunningStack(
+            stack_id=deployed.stack_id,
+            created_at=deployed.created_at,
+            deployed=Deployed(
+                template=definition.template,
+                parameter_values=definition.parameter_values,
+                resources=resources,
+                region=self.region,
+                stack_name=definition.name,
+            ),
+            outputs=stack_outputs(definition.template, resolver, deployed.outputs),
+        )
+
+    def exports(self) -> dict[str, str]:
+        return {
+            output.export_name: output.value
+            for running in self.running().values()
+            for output in running.outputs
+            if output.export_name
+        }
+
+    def template_text(self, url: str) -> str:
+        bucket, key = s3_location(url)
+        try:
+            found = self._clients("s3").get_object(Bucket=bucket, Key=key)
+        except ClientError as error:
+            raise TemplateError(
+                f"TemplateURL {url}: s3://{bucket}/{key} cannot be read: {error.response['Error']['Code']}"
+            ) from error
+        return str(found["Body"].read().decode("utf-8"))
+
+    def read_ssm(self, name: str) -> str | None:
+        return ssm_reader(self._clients("ssm"))(name)
+
+    # --- operations ------------------------------------------------------------------------------------
+
+    def create(
+        self, name: str, stack_id: str, template: Template, values: Mapping[str, str], progress: Progress
+    ) -> None:
+        definition = StackDefinition(name, template, parameter_values=dict(values))
+        made = _Made(progress, existing={})
+        stacks = self._stack_set()
+        with stacks.lock:
+            try:
+                provisioned, outputs = stacks.provision(
+                    definition,
+                    asset_store=self._runtime.work_dir,
+                    progress=made.report,
+                    exports=self.exports(),
+                )
+            except Exception:
+                self._failed_creates[name] = (template, made.resources)
+                raise
+            stacks.attach(definition, provisioned, outputs, stack_id=stack_id, created_at=self._now())
+
+    def update(self, name: str, template: Template, values: Mapping[str, str], progress: Progress) -> None:
+        stacks = self._stack_set()
+        with stacks.lock:
+            current = stacks.stacks[name]
+            before = self._running(current).deployed
+            exports = self.exports()
+            changes = resource_changes(before, template, values, exports)
+            refuse_what_cannot_change_in_place(changes)
+            modified = {c.logical_id for c in changes if c.action not in {ADD, REMOVE}}
+            definition = StackDefinition(name, template, parameter_values=dict(values))
+            made = _Made(progress, existing=dict(current.provisioned.resources), modified=modified)
+            try:
+                provisioned, outputs = stacks.provision(
+                    definition,
+                    asset_store=self._runtime.work_dir,
+                    progress=made.report,
+                    keep=current.provisioned.resources,
+                    exports=exports,
+                )
+            except Exception:
+                self._remove(template, made.added, progress, rollback=True)
+                raise
+            detached = stacks.detach(name)
+            # Read once the runners stopped: nothing moves them on any more.
+            positions = {runner.name: runner.positions() for runner in detached.mappings}
+            removed = {
+                c.logical_id: current.provisioned.resources[c.logical_id]
+                for c in changes
+                if c.action == REMOVE
+            }
+            self._remove(before.template, removed, progress)
+            stacks.attach(
+                definition,
+                provisioned,
+                outputs,
+                stack_id=current.stack_id,
+                created_at=current.created_at,
+                resume_at=positions,
+            )
+
+    def delete(self, name: str, progress: Progress) -> list[str]:
+        """Remove the stack (a failed create: what it made, as its rollback)."""
+        if name in self._failed_creates:
+            template, made = self._failed_creates.pop(name)
+            return self._remove(template, made, progress, rollback=True)
+        self._refuse_exports_in_use(name)
+        stacks = self._stack_set()
+        with stacks.lock:
+            detached = stacks.detach(name)
+            return self._remove(detached.definition.template, dict(detached.provisioned.resources), progress)
+
+    # --- internals -------------------------------------------------------------------------------------
+
+    def _refuse_exports_in_use(self, name: str) -> None:
+        """CloudFormation refuses to delete a stack whose export another stack imports."""
+        running = self.running()
+        if name not in running:
+            return
+        exports = self.exports()
+        own = {output.export_name for output in running[name].outputs if output.export_name}
+        for other, stack in running.items():
+            in_use = sorted(own & imports(stack.deployed, exports)) if other != name else []
+            if in_use:
+                raise ProvisioningError(f"Export {in_use[0]} cannot be deleted as it is in use by {other}")
+
+    def _remove(
+        self,
+        template: Template,
+        resources: Mapping[str, tuple[str, ResolvedResource]],
+        progress: Progress,
+        *,
+        rollback: bool = False,
+    ) -> list[str]:
+        """Delete `resources` from moto, dependents first; the logical ids that could not be deleted."""
+        order = [r.logical_id for r in _dependency_order(template) if r.logical_id in resources]
+        order += [logical_id for logical_id in resources if logical_id not in order]
+        failed = []
+        for logical_id in reversed(order):
+            kind, resolved = resources[logical_id]
+            if retained(template.body, logical_id) and not (
+                rollback and _retained_except_on_create(template, logical_id)
+            ):
+                progress(logical_id, kind, resolved.ref, "DELETE_SKIPPED", None)
+                continue
+            progress(logical_id, kind, resolved.ref, "DELETE_IN_PROGRESS", None)
+            try:
+                remove(self._clients, kind, resolved)
+            except ClientError as error:
+                failed.append(logical_id)
+                progress(logical_id, kind, resolved.ref, "DELETE_FAILED", _reason(error))
+                continue
+            progress(logical_id, kind, resolved.ref, "DELETE_COMPLETE", None)
+        return failed
+
+    def _resolver(
+        self, definition: StackDefinition, resources: Mapping[str, tuple[str, ResolvedResource]]
+    ) -> Resolver:
+        resolver = Resolver(
+            definition.template,
+            region=self.region,
+            stack_name=definition.name,
+            parameter_values=definition.parameter_values,
+        )
+        resolver.resources.update({logical_id: resolved for logical_id, (_, resolved) in resources.items()})
+        return resolver
+
+    def _now(self) -> float:
+        return self._runtime.clock()
+
+
+class _Made:
+    """What a provisioning run made, told resource by resource: the events, and what to undo on failure."""
+
+    def __init__(
+        self,
+        progress: Progress,
+        *,
+        existing: Mapping[str, tuple[str, ResolvedResource]],
+        modified: set[str] | None = None,
+    ) -> None:
+        self._progress = progress
+        self._existing = existing
+        self._modified = modified or set()
+        self.resources: dict[str, tuple[str, ResolvedResource]] = {}
+        self.added: dict[str, tuple[str, ResolvedResource]] = {}
+
+    def report(
+        self, resource: Resource, resolved: ResolvedResource | None, error: BaseException | None
+    ) -> None:
+        existed = resource.logical_id in self._existing
+        if existed and resource.logical_id not in self._modified and error is None:
+            return  # re-applied unchanged (a function's spec made again): no event, as CloudFormation
+        step = "UPDATE" if existed else "CREATE"
+        if error is not None:
+            self._progress(resource.logical_id, resource.type, None, f"{step}_FAILED", str(error))
+            return
+        if resolved is None:
+            return
+        if not existed:
+            self._progress(resource.logical_id, resource.type, None, "CREATE_IN_PROGRESS", None)
+            self.added[resource.logical_id] = (resource.type, resolved)
+        self.resources[resource.logical_id] = (resource.type, resolved)
+        self._progress(resource.logical_id, resource.type, resolved.ref, f"{step}_COMPLETE", None)
+
+
+def _dependency_order(template: Template) -> list[Resource]:
+    try:
+        return template.in_dependency_order()
+    except TemplateError:
+        return list(template.resources.values())
+
+
+def _retained_except_on_create(template: Template, logical_id: str) -> bool:
+    raw = (template.body.get("Resources") or {}).get(logical_id) or {}
+    return raw.get("DeletionPolicy") == "RetainExceptOnCreate"
+
+
+def _reason(error: ClientError) -> str:
+    detail = error.response.get("Error", {})
+    return f"{detail.get('Code', 'Error')}: {detail.get('Message', error)}"

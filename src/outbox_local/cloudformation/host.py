@@ -1,0 +1,79 @@
+"""What the local CloudFormation asks of the runtime (`StackHost`, implemented by
+`outbox_local.cloudformation.deployer`), what it learns from it, and the errors it answers with."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from outbox_local.cloudformation.changes import Deployed
+from outbox_local.errors import LocalRuntimeError
+from outbox_local.provisioning.cloudformation import StackOutput
+from outbox_local.template import Template
+
+Progress = Callable[[str, str, str | None, str, str | None], None]
+"""(logical id, resource type, physical id, status, reason): one resource's step."""
+
+
+class CloudFormationError(LocalRuntimeError):
+    """An error CloudFormation answers with (code and message as AWS words them)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def validation_error(message: str) -> CloudFormationError:
+    return CloudFormationError("ValidationError", message)
+
+
+@dataclass(frozen=True)
+class RunningStack:
+    """A stack the runtime runs, as CloudFormation describes it."""
+
+    stack_id: str
+    created_at: float
+    deployed: Deployed
+    outputs: list[StackOutput] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class StackResource:
+    """One resource of a stack, as DescribeStackResources tells it."""
+
+    logical_id: str
+    resource_type: str
+    physical_id: str
+    status: str
+    at: float
+
+
+class StackHost(Protocol):
+    """What the runtime does for the stack operations (`outbox_local.cloudformation.deployer`)."""
+
+    region: str
+
+    def running(self) -> Mapping[str, RunningStack]: ...
+
+    def create(
+        self, name: str, stack_id: str, template: Template, values: Mapping[str, str], progress: Progress
+    ) -> None: ...
+
+    def update(
+        self, name: str, template: Template, values: Mapping[str, str], progress: Progress
+    ) -> None: ...
+
+    def delete(self, name: str, progress: Progress) -> list[str]:
+        """Remove the stack (or what its failed create made); returns the resources that could not be
+        deleted (empty: all gone)."""
+        ...
+
+    def exports(self) -> dict[str, str]:
+        """Export name -> value, of every stack the runtime runs (what `Fn::ImportValue` reads)."""
+        ...
+
+    def template_text(self, url: str) -> str: ...
+
+    def read_ssm(self, name: str) -> str | None: ...

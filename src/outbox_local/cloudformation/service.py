@@ -1,0 +1,394 @@
+"""CloudFormation's stack operations on the runtime's stacks: change sets (create, describe, execute, delete),
+stack deletion, and what describes a stack (status, events, resources, outputs, template).
+
+An operation runs on a thread of its own, as CloudFormation runs it after answering: the caller (the CDK
+CLI) polls DescribeStacks and DescribeStackEvents until the stack reaches a final status. A failed create
+is rolled back (what it made is deleted: ROLLBACK_COMPLETE), a failed update is rolled back to the previous
+template (UPDATE_ROLLBACK_COMPLETE), each with the failing resource and its error in the events. What the
+runtime cannot do (a resource type it has no handler for, a change it cannot apply in place) fails the
+change set itself, before anything is touched, with the resource and the reason named.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+
+from outbox_local.cloudformation import parameters
+from outbox_local.cloudformation.changes import (
+    refuse_unknown_types,
+    refuse_what_cannot_change_in_place,
+    resource_changes,
+)
+from outbox_local.cloudformation.host import (
+    CloudFormationError,
+    Progress,
+    RunningStack,
+    StackHost,
+    StackResource,
+    validation_error,
+)
+from outbox_local.cloudformation.records import (
+    CREATE_COMPLETE,
+    DELETE_COMPLETE,
+    REVIEW_IN_PROGRESS,
+    ChangeSet,
+    StackRecord,
+    adopted,
+    change_set_arn,
+    description_of,
+)
+from outbox_local.cloudformation.template_text import parse
+from outbox_local.errors import LocalRuntimeError, TemplateError
+from outbox_local.provisioning.cloudformation import StackOutput
+from outbox_local.stacks import stack_id
+from outbox_local.template import Resolver, Template
+
+logger = logging.getLogger("outbox_local.cloudformation")
+
+ANSWER_WITHIN_S = 10.0
+"""ExecuteChangeSet and DeleteStack answer once their operation ended, or after this long. The CDK CLI polls
+the stack every 5 s: an operation that is still running when it first looks costs a whole interval, and a
+local one usually ends within a second or two. A client cannot tell the difference, except that it waits
+less (CloudFormation answers at once and the stack's status moves on afterwards)."""
+
+
+class CloudFormationService:
+    def __init__(
+        self,
+        host: StackHost,
+        clock: Callable[[], float] = time.time,
+        answer_within_s: float = ANSWER_WITHIN_S,
+    ) -> None:
+        self.host = host
+        self._answer_within_s = answer_within_s
+        self._clock = clock
+        self._lock = threading.RLock()
+        self._operation_lock = threading.Lock()
+        """One stack operation at a time: each changes moto and the runtime's stacks."""
+        self.records: dict[str, StackRecord] = {}
+        """Stacks by name (every one but the deleted)."""
+        self.deleted: list[StackRecord] = []
+        self._threads: list[threading.Thread] = []
+
+    def forget(self) -> None:
+        """Forget every stack (the runtime starts again, from an empty account)."""
+        with self._lock:
+            self.records.clear()
+            self.deleted.clear()
+
+    # --- reading ---------------------------------------------------------------------------------------
+
+    def stacks(self) -> list[StackRecord]:
+        """Every live stack (the runtime's start-up stack included), oldest first."""
+        with self._lock:
+            for name, running in self.host.running().items():
+                if name not in self.records:
+                    self.records[name] = adopted(name, running)
+            return sorted(self.records.values(), key=lambda record: record.created_at)
+
+    def stack(self, name_or_id: str, *, deleted_too: bool = False) -> StackRecord:
+        for record in self.stacks():
+            if name_or_id in {record.name, record.stack_id}:
+                return record
+        if deleted_too:
+            for record in self.deleted:
+                if name_or_id == record.stack_id:
+                    return record
+        raise validation_error(f"Stack with id {name_or_id} does not exist")
+
+    def outputs(self, record: StackRecord) -> list[StackOutput]:
+        running = self.host.running().get(record.name)
+        return (
+            running.outputs if running is not None and running.stack_id == record.stack_id else record.outputs
+        )
+
+    def resources(self, record: StackRecord) -> list[StackResource]:
+        """Each resource the stack holds, with its last operation's status."""
+        running = self.host.running().get(record.name)
+        if running is None or running.stack_id != record.stack_id:
+            return []
+        found = []
+        for logical_id, (kind, resolved) in running.deployed.resources.items():
+            status, at, _ = record.resource_status.get(logical_id, (CREATE_COMPLETE, record.created_at, None))
+            found.append(StackResource(logical_id, kind, resolved.ref, status, at))
+        return found
+
+    def change_set(self, name_or_arn: str, stack_name: str | None) -> tuple[StackRecord, ChangeSet]:
+        candidates = [self.stack(stack_name)] if stack_name else self.stacks()
+        for record in candidates:
+            for change_set in record.change_sets.values():
+                if name_or_arn in {change_set.name, change_set.arn}:
+                    return record, change_set
+        raise CloudFormationError("ChangeSetNotFound", f"ChangeSet [{name_or_arn}] does not exist")
+
+    # --- change sets -----------------------------------------------------------------------------------
+
+    def create_change_set(
+        self,
+        stack_name: str,
+        change_set_name: str,
+        change_set_type: str,
+        *,
+        template_text: str | None,
+        use_previous_template: bool,
+        given: Mapping[str, str],
+        use_previous: set[str],
+        description: str | None = None,
+        capabilities: tuple[str, ...] = (),
+        tags: tuple[tuple[str, str], ...] = (),
+    ) -> tuple[ChangeSet, StackRecord]:
+        with self._lock:
+            record = next((r for r in self.stacks() if stack_name in {r.name, r.stack_id}), None)
+            if change_set_type == "CREATE":
+                if record is not None and record.status != REVIEW_IN_PROGRESS:
+                    raise CloudFormationError(
+                        "AlreadyExistsException", f"Stack [{stack_name}] already exists"
+                    )
+            elif record is None or record.status == REVIEW_IN_PROGRESS:
+                raise validation_error(f"Stack [{stack_name}] does not exist")
+            elif record.status.endswith("_IN_PROGRESS"):
+                raise validation_error(
+                    f"Stack:{record.stack_id} is in {record.status} state and can not be updated."
+                )
+            if use_previous_template:
+                if record is None or not record.template_text:
+                    raise validation_error("UsePreviousTemplate is only for an existing stack")
+                template_text = record.template_text
+            if not template_text:
+                raise validation_error("Either Template URL or Template Body must be specified.")
+            try:
+                template = parse(template_text, f"stack {stack_name}")
+                values, resolved = parameters.settle(
+                    template, given, record.parameters if record else {}, use_previous, self.host.read_ssm
+                )
+                resolver = Resolver(
+                    template, region=self.host.region, stack_name=stack_name, parameter_values=resolved
+                )
+                parameters.check_rules(template, resolver)
+            except TemplateError as error:
+                raise validation_error(str(error)) from error
+            if record is None:
+                record = StackRecord(stack_name, stack_id(self.host.region, stack_name), self._clock())
+                record.event(REVIEW_IN_PROGRESS, self._clock(), reason="User Initiated")
+                self.records[stack_name] = record
+            change_set = ChangeSet(
+                name=change_set_name,
+                arn=change_set_arn(self.host.region, change_set_name),
+                change_set_type=change_set_type,
+                template_text=template_text,
+                parameters=values,
+                resolved_parameters=resolved,
+                changes=[],
+                created_at=self._clock(),
+                description=description,
+                capabilities=capabilities,
+                tags=tags,
+            )
+            record.change_sets[change_set_name] = change_set
+            self._plan(record, change_set, template, resolved)
+            return change_set, record
+
+    def _plan(
+        self, record: StackRecord, change_set: ChangeSet, template: Template, resolved: Mapping[str, str]
+    ) -> None:
+        running = self.host.running().get(record.name)
+        deployed = (
+            running.deployed if running is not None and change_set.change_set_type == "UPDATE" else None
+        )
+        try:
+            refuse_unknown_types(template)
+            changes = resource_changes(deployed, template, resolved, self.host.exports())
+            refuse_what_cannot_change_in_place(changes)
+        except LocalRuntimeError as error:
+            change_set.status, change_set.execution_status = "FAILED", "UNAVAILABLE"
+            change_set.status_reason = str(error)
+            return
+        change_set.changes = changes
+        same_template = deployed is not None and template.body == deployed.template.body
+        if (
+            deployed is not None
+            and not changes
+            and same_template
+            and change_set.parameters == record.parameters
+        ):
+            change_set.status, change_set.execution_status = "FAILED", "UNAVAILABLE"
+            change_set.status_reason = (
+                "The submitted information didn't contain changes. Submit different information to create a "
+                "change set."
+            )
+
+    def delete_change_set(self, name_or_arn: str, stack_name: str | None) -> None:
+        """Delete it; a change set the stack does not hold is already gone (the CDK CLI deletes its change
+        set's name before each deploy, whether it exists or not)."""
+        with self._lock:
+            try:
+                record, change_set = self.change_set(name_or_arn, stack_name)
+            except CloudFormationError as error:
+                if error.code == "ChangeSetNotFound" and stack_name:
+                    return
+                raise
+            del record.change_sets[change_set.name]
+
+    def execute_change_set(self, name_or_arn: str, stack_name: str | None) -> None:
+        with self._lock:
+            record, change_set = self.change_set(name_or_arn, stack_name)
+            if change_set.execution_status != "AVAILABLE":
+                raise CloudFormationError(
+                    "InvalidChangeSetStatus",
+                    f"ChangeSet [{change_set.arn}] cannot be executed in its current status of "
+                    f"[{change_set.status}]",
+                )
+            if record.status.endswith("_IN_PROGRESS") and record.status != REVIEW_IN_PROGRESS:
+                raise validation_error(
+                    f"Stack:{record.stack_id} is in {record.status} state and can not be updated."
+                )
+            change_set.execution_status = "EXECUTE_IN_PROGRESS"
+            creating = change_set.change_set_type == "CREATE"
+            record.event(
+                "CREATE_IN_PROGRESS" if creating else "UPDATE_IN_PROGRESS",
+                self._clock(),
+                reason="User Initiated",
+            )
+            for other in record.change_sets.values():
+                if other is not change_set:
+                    other.execution_status = "OBSOLETE"
+        self._run(record, lambda: self._deploy(record, change_set))
+
+    def _deploy(self, record: StackRecord, change_set: ChangeSet) -> None:
+        template = parse(change_set.template_text, f"stack {record.name}")
+        resolved = change_set.resolved_parameters
+        creating = change_set.change_set_type == "CREATE"
+        previous = self.host.running().get(record.name)
+        failed: list[str] = []
+        progress = self._progress(record, failed)
+        try:
+            if creating:
+                self.host.create(record.name, record.stack_id, template, resolved, progress)
+            else:
+                self.host.update(record.name, template, resolved, progress)
+        except Exception as error:  # every failure is the stack's, reported in its events
+            logger.info("stack %s: %s failed: %s", record.name, change_set.change_set_type, error)
+            self._roll_back(record, creating, previous, failed, str(error))
+            with self._lock:
+                record.change_sets.clear()
+            return
+        with self._lock:
+            record.template_text = change_set.template_text
+            record.parameters = dict(change_set.parameters)
+            record.description = description_of(template)
+            record.capabilities, record.tags = change_set.capabilities, change_set.tags
+            record.updated_at = None if creating else self._clock()
+            # Executed, a change set and the stack's others no longer apply: CloudFormation removes them all.
+            record.change_sets.clear()
+            record.event(CREATE_COMPLETE if creating else "UPDATE_COMPLETE", self._clock())
+
+    def _roll_back(
+        self,
+        record: StackRecord,
+        creating: bool,
+        previous: RunningStack | None,
+        failed: list[str],
+        error: str,
+    ) -> None:
+        reason = (
+            f"The following resource(s) failed to {'create' if creating else 'update'}: "
+            f"[{', '.join(failed)}]. "
+            if failed
+            else f"{error}. "
+        ) + "Rollback requested by user."
+        ignore = self._progress(record, [])
+        if creating:
+            record.event("ROLLBACK_IN_PROGRESS", self._clock(), reason=reason)
+            left = self.host.delete(record.name, ignore)
+            record.event("ROLLBACK_FAILED" if left else "ROLLBACK_COMPLETE", self._clock())
+            return
+        record.event("UPDATE_ROLLBACK_IN_PROGRESS", self._clock(), reason=reason)
+        try:
+            if previous is None:
+                raise LocalRuntimeError("the stack's previous state is unknown")
+            self.host.update(
+                record.name, previous.deployed.template, previous.deployed.parameter_values, ignore
+            )
+        except Exception as rollback_error:  # reported as the stack's status
+            record.event("UPDATE_ROLLBACK_FAILED", self._clock(), reason=str(rollback_error))
+            return
+        record.event("UPDATE_ROLLBACK_COMPLETE", self._clock())
+
+    def _progress(self, record: StackRecord, failed: list[str]) -> Progress:
+        def step(logical_id: str, kind: str, physical: str | None, status: str, reason: str | None) -> None:
+            if status.endswith("_FAILED"):
+                failed.append(logical_id)
+            with self._lock:
+                record.event(
+                    status,
+                    self._clock(),
+                    logical_id=logical_id,
+                    resource_type=kind,
+                    physical_id=physical,
+                    reason=reason,
+                )
+
+        return step
+
+    # --- deleting --------------------------------------------------------------------------------------
+
+    def delete_stack(self, name_or_id: str) -> None:
+        with self._lock:
+            record = next((r for r in self.stacks() if name_or_id in {r.name, r.stack_id}), None)
+            if record is None or record.status == "DELETE_IN_PROGRESS":
+                return  # deleting what does not exist succeeds, as on AWS
+            if record.status.endswith("_IN_PROGRESS") and record.status != REVIEW_IN_PROGRESS:
+                raise validation_error(
+                    f"Stack:{record.stack_id} is in {record.status} state and can not be deleted."
+                )
+            record.event("DELETE_IN_PROGRESS", self._clock(), reason="User Initiated")
+        self._run(record, lambda: self._delete(record))
+
+    def _delete(self, record: StackRecord) -> None:
+        left = (
+            self.host.delete(record.name, self._progress(record, []))
+            if record.name in self.host.running()
+            else []
+        )
+        with self._lock:
+            if left:
+                record.event(
+                    "DELETE_FAILED",
+                    self._clock(),
+                    reason=f"The following resource(s) failed to delete: [{', '.join(left)}]. ",
+                )
+                return
+            record.event(DELETE_COMPLETE, self._clock())
+            record.deleted_at = self._clock()
+            record.change_sets.clear()
+            self.records.pop(record.name, None)
+            self.deleted.append(record)
+
+    # --- internals -------------------------------------------------------------------------------------
+
+    def _run(self, record: StackRecord, operation: Callable[[], None]) -> None:
+        def run() -> None:
+            with self._operation_lock:
+                try:
+                    operation()
+                except Exception as error:  # the thread's last word: the stack's status
+                    logger.exception("stack %s: operation failed", record.name)
+                    with self._lock:
+                        record.event(
+                            f"{record.status.split('_')[0]}_FAILED", self._clock(), reason=str(error)
+                        )
+
+        thread = threading.Thread(target=run, name=f"cloudformation-{record.name}", daemon=True)
+        self._threads = [t for t in self._threads if t.is_alive()]
+        self._threads.append(thread)
+        thread.start()
+        thread.join(self._answer_within_s)
+
+    def wait(self, timeout_s: float = 60.0) -> None:
+        """Until every operation started has ended (tests; the runtime's stop)."""
+        deadline = time.monotonic() + timeout_s
+        for thread in list(self._threads):
+            thread.join(max(0.0, deadline - time.monotonic()))
