@@ -278,14 +278,17 @@ class LocalRuntime:
 
         When a mapping only waits (batching window, retry delay), the virtual clock moves forward instead of
         the caller sleeping, so tests stay fast and deterministic. A queue message left invisible by a
-        failed invocation is not work: it comes back when moto's visibility timeout (real time) ends.
+        failed invocation is not work: it comes back when moto's visibility timeout (real time) ends. With a
+        state directory, stream records no snapshot holds yet are work too: a save makes them readable.
         """
         if self.options.background:
             raise RuntimeStateError("drain_streams drives the mappings itself: start with background=False")
         for _ in range(max_steps):
             reports = [report for mapping in self._pollers() for report in mapping.poll_once()]
             if all(report.kind is StepKind.IDLE for report in reports):
-                return
+                if self.persistence is None or self.persistence.holds_every_record():
+                    return
+                self.persistence.wait_saved()
             if all(report.kind in NOTHING_DONE for report in reports):
                 # On to when something is next due (a window's end, a retry, a throttle's back-off).
                 due = [report.due_at for report in reports if report.due_at is not None]

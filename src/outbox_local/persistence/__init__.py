@@ -120,6 +120,11 @@ class Persistence:
         (`outbox_local.moto_streams.InProcessStreams`)."""
         return self._saved_lengths.get(stream, 0)
 
+    def holds_every_record(self) -> bool:
+        """Whether the snapshot on disk holds every stream record written so far (none is kept from the
+        mappings)."""
+        return all(self.visible(stream) >= length for stream, length in stream_lengths().items())
+
     def wait_saved(self, timeout_s: float = SAVE_TIMEOUT_S) -> None:
         """Return once what happened before this call is on disk (`Snapshotter.wait_saved`)."""
         if self.snapshotter is None:

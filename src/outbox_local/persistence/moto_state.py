@@ -7,11 +7,15 @@ services in use: their accounts and regions), pickled in one go so that objects 
 stay shared. A restore puts each saved backend in place of the empty one moto would create, in moto's own
 `BackendDict` (the object its request handlers look backends up in).
 
-Pickle handles all of moto's objects but three kinds, which this module's pickler (and no other) reduces:
+Pickle handles all of moto's objects but four kinds, which this module's pickler (and no other) reduces:
 - `threading` locks, conditions and events (an SQS queue's `_messages_lock`, moto's own caches' locks):
   saved as new, unlocked ones. A cut is taken while no request runs (`outbox_local.persistence.cut`), so
   no lock is held and nobody waits on a condition.
 - private keys of the `cryptography` package (a KMS key's `private_key`): saved as PKCS#8 DER, loaded back.
+- a `defaultdict` whose factory is a lambda (SSM's `_resource_tags`, `lambda: defaultdict(dict)`), which
+  pickle cannot name: saved with a factory that makes a copy of what the lambda made when saved (a fresh,
+  empty value, as the lambda makes each time); and a subclass whose `__init__` takes other arguments
+  (SSM's `ParameterDict`), which pickle would call with the factory alone: rebuilt without it.
 S3 objects' bodies need nothing: moto's `FakeKey` pickles its body itself (`__getstate__`).
 
 SQS receives are the one kind of request a cut does not wait for (a long poll would hold every cut, and so
@@ -22,11 +26,14 @@ while it changes its queue (`outbox_local.moto_isolation`) and lets go while it 
 from __future__ import annotations
 
 import contextlib
+import copy
+import functools
 import io
 import pickle
 import sys
 import threading
 import time
+from collections import defaultdict
 from collections.abc import Iterator
 from typing import Any
 
@@ -59,19 +66,46 @@ class _MotoPickler(pickle.Pickler):
     """A pickler for moto's objects; the reducers are this pickler's own, not pickle's global registry."""
 
     def reducer_override(self, obj: Any) -> Any:
-        if isinstance(obj, _LOCK):
-            return threading.Lock, ()
-        if isinstance(obj, _RLOCK):
-            return threading.RLock, ()
+        fresh = _FRESH.get(type(obj))
+        if fresh is not None:
+            return fresh, ()
         if isinstance(obj, threading.Condition):
             return threading.Condition, ()
-        if isinstance(obj, threading.Event):
-            return threading.Event, ()
+        if isinstance(obj, defaultdict) and (type(obj) is not defaultdict or _unnamed(obj.default_factory)):
+            return _reduced_defaultdict(obj)
         if isinstance(obj, _PRIVATE_KEYS):
             key: Any = obj
             der = key.private_bytes(Encoding.DER, PrivateFormat.PKCS8, NoEncryption())
             return _private_key, (der,)
         return NotImplemented
+
+
+_FRESH: dict[type, Any] = {_LOCK: threading.Lock, _RLOCK: threading.RLock, threading.Event: threading.Event}
+"""Saved as a new one: a cut runs while no request holds a lock or waits on an event."""
+
+
+def _reduced_defaultdict(saved: defaultdict[Any, Any]) -> tuple[Any, ...]:
+    factory = saved.default_factory
+    if _unnamed(factory):
+        factory = functools.partial(copy.deepcopy, factory())  # type: ignore[misc]
+    # A subclass's own __init__ (SSM's ParameterDict takes an account and a region) is not called again: the
+    # object is rebuilt as it was, its attributes and items put back.
+    attributes = getattr(saved, "__dict__", {})
+    return _rebuilt_defaultdict, (type(saved), factory, attributes), None, None, iter(saved.items())
+
+
+def _rebuilt_defaultdict(kind: type[defaultdict[Any, Any]], factory: Any, attributes: dict[str, Any]) -> Any:
+    rebuilt = defaultdict.__new__(kind)
+    defaultdict.__init__(rebuilt, factory)
+    if attributes:  # a plain defaultdict has no attributes of its own (nor a __dict__ to hold them)
+        vars(rebuilt).update(attributes)
+    return rebuilt
+
+
+def _unnamed(factory: object) -> bool:
+    """A function pickle cannot refer to by its name (a lambda, or one defined inside another)."""
+    qualified = getattr(factory, "__qualname__", "")
+    return callable(factory) and ("<lambda>" in qualified or "<locals>" in qualified)
 
 
 def _in_use() -> Iterator[tuple[BackendDict[Any], str, str, BaseBackend]]:

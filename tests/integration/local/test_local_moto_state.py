@@ -71,6 +71,16 @@ def test_every_service_the_runtime_uses_survives_capture_reset_and_restore(endpo
         ComparisonOperator="GreaterThanOrEqualToThreshold",
     )
     cloudwatch.set_alarm_state(AlarmName="depth", StateValue="ALARM", StateReason="deep")
+    # and what `cdk bootstrap` makes besides: a tagged SSM parameter (SSM keeps tags in a defaultdict whose
+    # factory is a lambda) and an ECR repository
+    ssm, ecr = client(endpoint, "ssm"), client(endpoint, "ecr")
+    ssm.put_parameter(Name="/cdk-bootstrap/hnb659fds/version", Value="29", Type="String")
+    ssm.add_tags_to_resource(
+        ResourceType="Parameter",
+        ResourceId="/cdk-bootstrap/hnb659fds/version",
+        Tags=[{"Key": "k", "Value": "v"}],
+    )
+    ecr.create_repository(repositoryName="cdk-assets")
 
     # When moto's state is captured, moto reset (as a restarted process starts empty), and the state restored
     saved = moto_state.capture()
@@ -110,6 +120,12 @@ def test_every_service_the_runtime_uses_survives_capture_reset_and_restore(endpo
     assert kms.decrypt(CiphertextBlob=encrypted)["Plaintext"] == b"secret"
     assert s3.get_object(Bucket="bodies", Key="envelope")["Body"].read() == b"x" * 100_000
     assert cloudwatch.describe_alarms(AlarmNames=["depth"])["MetricAlarms"][0]["StateValue"] == "ALARM"
+    assert ssm.get_parameter(Name="/cdk-bootstrap/hnb659fds/version")["Parameter"]["Value"] == "29"
+    tags = ssm.list_tags_for_resource(ResourceType="Parameter", ResourceId="/cdk-bootstrap/hnb659fds/version")
+    assert tags["TagList"] == [{"Key": "k", "Value": "v"}]
+    ssm.put_parameter(Name="/other", Value="1", Type="String")  # the restored tags' factory still makes
+    ssm.add_tags_to_resource(ResourceType="Parameter", ResourceId="/other", Tags=[{"Key": "a", "Value": "b"}])
+    assert [r["repositoryName"] for r in ecr.describe_repositories()["repositories"]] == ["cdk-assets"]
     # and a new write goes on from where the table was: a second stream record after the first
     dynamodb.put_item(TableName="orders", Item={"pk": {"S": "order-2"}})
     after = streams.get_records(ShardIterator=iterator)["Records"]
