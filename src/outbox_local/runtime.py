@@ -20,6 +20,7 @@ from outbox_local.aws_server import LocalAwsServer
 from outbox_local.background import Background
 from outbox_local.cloudformation.api import CloudFormationApi
 from outbox_local.cloudformation.deployer import RuntimeStackHost
+from outbox_local.cloudformation.host import CloudFormationError
 from outbox_local.cloudformation.service import CloudFormationService
 from outbox_local.control_api import ControlApi, mapping_report
 from outbox_local.emf_metrics import EmfMetricsForwarder
@@ -37,7 +38,7 @@ from outbox_local.moto_isolation import isolated_requests
 from outbox_local.moto_performance import lighter_moto
 from outbox_local.moto_sns_sizes import topic_message_sizes
 from outbox_local.moto_transactions import atomic_transactions
-from outbox_local.persistence import Persistence
+from outbox_local.persistence import Persistence, StateDirError
 from outbox_local.persistence.runtime_state import open_state, restore, saved_runtime
 from outbox_local.provisioning import ProvisionedStack
 from outbox_local.queue_mapping import QueueMappingRunner
@@ -108,7 +109,7 @@ class LocalRuntime:
         if self._server is not None:
             raise RuntimeStateError("the runtime is already started")
         template = Template.load(self.options.template_path) if self.options.template_path else None
-        self.persistence, snapshot = open_state(self.options, template)
+        self.persistence, snapshot = open_state(self.options)
         self.restored = snapshot is not None
         # moto's TransactWriteItems is not atomic for a stream reader and it isolates no request from another
         # (both corrected while the runtime runs); its hot paths under load cost much (made cheap).
@@ -138,15 +139,8 @@ class LocalRuntime:
             self._open_machinery()
             if snapshot is not None:
                 restore(snapshot, self._started_stacks(), self._apis.urls, self.alarms)
-            if template is not None and self.options.stack_name not in self.stacks:
-                self.create_stack(
-                    StackDefinition(
-                        self.options.stack_name,
-                        template,
-                        parameter_values=self.options.parameter_values,
-                        code_root=self.options.code_root,
-                    )
-                )
+            if template is not None:
+                self._run_start_up_stack(template)
             if self.persistence is not None:
                 self.persistence.start(
                     lambda: saved_runtime(list(self.stacks.values()), self._apis.urls(), self.alarms),
@@ -157,6 +151,28 @@ class LocalRuntime:
         except BaseException:
             self.stop()
             raise
+
+    def _run_start_up_stack(self, template: Template) -> None:
+        """Create the stack the runtime starts with; restored from a state directory, update it in place if
+        its template changed since (as `cdk deploy` would), or refuse to start if that cannot be done."""
+        name = self.options.stack_name
+        running = self.stacks.get(name)
+        if running is None:
+            definition = StackDefinition(
+                name,
+                template,
+                parameter_values=self.options.parameter_values,
+                code_root=self.options.code_root,
+            )
+            self.create_stack(definition)
+        elif dict(running.definition.template.body) != dict(template.body):
+            try:
+                self.cloudformation.redeploy(name, template, self.options.parameter_values)
+            except CloudFormationError as error:
+                raise StateDirError(
+                    f"{template.path} changed since stack {name}'s state was saved, and the runtime cannot "
+                    f"apply the change in place: {error}. Start with --fresh to discard the saved state"
+                ) from error
 
     def stop(self) -> None:
         if self._background is not None:

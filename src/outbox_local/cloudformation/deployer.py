@@ -125,7 +125,15 @@ class RuntimeStackHost:
                 raise
             stacks.attach(definition, provisioned, outputs, stack_id=stack_id, created_at=self._now())
 
-    def update(self, name: str, template: Template, values: Mapping[str, str], progress: Progress) -> None:
+    def update(
+        self,
+        name: str,
+        template: Template,
+        values: Mapping[str, str],
+        progress: Progress,
+        *,
+        code_from_s3: bool = True,
+    ) -> None:
         stacks = self._stack_set()
         with stacks.lock:
             current = stacks.stacks[name]
@@ -134,12 +142,15 @@ class RuntimeStackHost:
             changes = resource_changes(before, template, values, exports)
             refuse_what_cannot_change_in_place(changes)
             modified = {c.logical_id for c in changes if c.action not in {ADD, REMOVE}}
-            definition = StackDefinition(name, template, parameter_values=dict(values))
+            # The code root a stack started with (tests' own handlers) stays its code root.
+            definition = StackDefinition(
+                name, template, parameter_values=dict(values), code_root=current.definition.code_root
+            )
             made = _Made(progress, existing=dict(current.provisioned.resources), modified=modified)
             try:
                 provisioned, outputs = stacks.provision(
                     definition,
-                    asset_store=self._runtime.work_dir,
+                    asset_store=self._runtime.work_dir if code_from_s3 else None,
                     progress=made.report,
                     keep=current.provisioned.resources,
                     exports=exports,

@@ -62,8 +62,17 @@ class StackHost(Protocol):
     ) -> None: ...
 
     def update(
-        self, name: str, template: Template, values: Mapping[str, str], progress: Progress
-    ) -> None: ...
+        self,
+        name: str,
+        template: Template,
+        values: Mapping[str, str],
+        progress: Progress,
+        *,
+        code_from_s3: bool = True,
+    ) -> None:
+        """`code_from_s3`: the functions' code is the S3 objects the template names (what `cdk deploy`
+        uploaded); False: the assets beside the template file (`aws:asset:path`), as at start-up."""
+        ...
 
     def delete(self, name: str, progress: Progress) -> list[str]:
         """Remove the stack (or what its failed create made); returns the resources that could not be

@@ -11,6 +11,7 @@ change set itself, before anything is touched, with the resource and the reason 
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -285,6 +286,29 @@ class CloudFormationService:
             record.change_sets.clear()
             record.event(CREATE_COMPLETE if creating else "UPDATE_COMPLETE", self._clock())
 
+    def redeploy(self, name: str, template: Template, values: Mapping[str, str]) -> None:
+        """The update a `cdk deploy` of `template` would make to stack `name`, made now and recorded in its
+        events: what `outbox local up` does when the template its stack started from changed since the state
+        was saved. `template` is a file's (its functions' assets are beside it). Raises CloudFormationError
+        with the reason when the change cannot be made; the stack then runs its previous template."""
+        record = self.stack(name)
+        previous = self.host.running().get(name)
+        failed: list[str] = []
+        with self._lock:
+            record.event("UPDATE_IN_PROGRESS", self._clock(), reason="the template changed (outbox local up)")
+        try:
+            refuse_unknown_types(template)
+            self.host.update(name, template, values, self._progress(record, failed), code_from_s3=False)
+        except Exception as error:  # the stack's, as for a change set: reported in its events, then raised
+            self._roll_back(record, False, previous, failed, str(error), code_from_s3=False)
+            raise CloudFormationError("ValidationError", str(error)) from error
+        with self._lock:
+            record.template_text = json.dumps(template.body)
+            record.parameters = dict(values)
+            record.description = description_of(template)
+            record.updated_at = self._clock()
+            record.event("UPDATE_COMPLETE", self._clock())
+
     def _roll_back(
         self,
         record: StackRecord,
@@ -292,6 +316,8 @@ class CloudFormationService:
         previous: RunningStack | None,
         failed: list[str],
         error: str,
+        *,
+        code_from_s3: bool = True,
     ) -> None:
         reason = (
             f"The following resource(s) failed to {'create' if creating else 'update'}: "
@@ -310,7 +336,11 @@ class CloudFormationService:
             if previous is None:
                 raise LocalRuntimeError("the stack's previous state is unknown")
             self.host.update(
-                record.name, previous.deployed.template, previous.deployed.parameter_values, ignore
+                record.name,
+                previous.deployed.template,
+                previous.deployed.parameter_values,
+                ignore,
+                code_from_s3=code_from_s3,
             )
         except Exception as rollback_error:  # reported as the stack's status
             record.event("UPDATE_ROLLBACK_FAILED", self._clock(), reason=str(rollback_error))

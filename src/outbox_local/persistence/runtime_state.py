@@ -16,13 +16,11 @@ from typing import Any
 
 from outbox_local.alarms import AlarmEvaluator
 from outbox_local.persistence import Persistence, Snapshot, moto_state
-from outbox_local.persistence.snapshots import StateDirError
 from outbox_local.provisioning import ProvisionedStack
 from outbox_local.runtime_options import RuntimeOptions
 from outbox_local.stack_set import StackSet
 from outbox_local.stacks import DeployedStack, StackDefinition
 from outbox_local.stream_poller import ShardPosition
-from outbox_local.template import Template
 
 
 @dataclass(frozen=True)
@@ -67,21 +65,7 @@ def saved_runtime(
     )
 
 
-def refuse_changed(saved: SavedRuntime, name: str, template: Template) -> None:
-    """Refuse to run the start-up template's stack from state saved from another version of it: the
-    runtime would run the old functions and resources while the developer expects the new ones."""
-    for stack in saved.stacks:
-        if stack.definition.name == name and dict(stack.definition.template.body) != dict(template.body):
-            raise StateDirError(
-                f"{template.path} changed since stack {name}'s state was saved (from "
-                f"{stack.definition.template.path}): start with --fresh to discard the saved state and "
-                "provision the new template"
-            )
-
-
-def open_state(
-    options: RuntimeOptions, template: Template | None
-) -> tuple[Persistence | None, Snapshot | None]:
+def open_state(options: RuntimeOptions) -> tuple[Persistence | None, Snapshot | None]:
     """The runtime's persistence (None without a state directory), its directory claimed, and the snapshot
     to restore from (None: none, or `--fresh`)."""
     if options.state_dir is None:
@@ -89,8 +73,6 @@ def open_state(
     persistence = Persistence(options.state_dir, fresh=options.fresh_state)
     try:
         snapshot = persistence.open()
-        if snapshot is not None and template is not None:
-            refuse_changed(snapshot.runtime, options.stack_name, template)
     except BaseException:
         persistence.close()
         raise

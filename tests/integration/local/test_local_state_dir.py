@@ -1,7 +1,8 @@
 """A runtime started with a state directory (`RuntimeOptions.state_dir`, `outbox local up --state-dir`): the
 sample app stopped cleanly and started again keeps its orders, delivers what was left undelivered (and
 nothing twice), keeps a subscription the user made; `--fresh` starts empty; a second runtime on the same
-directory, or a changed template, is refused with the way out."""
+directory is refused with the way out; a changed template is applied in place, as `cdk deploy` would, or
+refused when it cannot be."""
 
 from __future__ import annotations
 
@@ -112,21 +113,86 @@ def test_a_clean_stop_and_start_keeps_orders_subscriptions_and_undelivered_event
         assert order_status(fresh, delivered["order_id"]) == 404
 
 
-def test_state_saved_from_another_template_is_refused(
+def changed_template(synthesized: Synthesized, directory: Path, change: Any) -> Path:
+    """The sample's template with `change` applied to its body, written beside the assets it names."""
+    body = json.loads(synthesized.template_path.read_text(encoding="utf-8"))
+    change(body["Resources"])
+    path = synthesized.template_path.parent / f"{directory.name}.template.json"
+    path.write_text(json.dumps(body), encoding="utf-8")
+    return path
+
+
+def test_a_template_changed_since_the_state_was_saved_is_applied_in_place(
     options: RuntimeOptions, synthesized: Synthesized, tmp_path: Path
 ) -> None:
-    # Given state saved from the sample's template
-    with LocalRuntime(options):
-        pass
-    changed = json.loads(synthesized.template_path.read_text(encoding="utf-8"))
-    changed["Description"] = "changed since"
-    changed_path = tmp_path / "OutboxStack.template.json"
-    changed_path.write_text(json.dumps(changed), encoding="utf-8")
+    # Given state saved from the sample's template, with an order placed and its event delivered to a queue
+    # the user subscribed to the topic
+    with LocalRuntime(options) as first:
+        sqs = first.client("sqs")
+        queue_url = sqs.create_queue(QueueName="mine")["QueueUrl"]
+        queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"][
+            "QueueArn"
+        ]
+        first.client("sns").subscribe(
+            TopicArn=first.outputs["TopicArn"],
+            Protocol="sqs",
+            Endpoint=queue_arn,
+            Attributes={"RawMessageDelivery": "true"},
+        )
+        placed = place_order(first)
+        first.drain_streams()
+        assert received(first, queue_url) == [placed["event_id"]]
+        sqs.purge_queue(QueueUrl=queue_url)
+    api = "OrdersApiHandlerFunction0ABAF884"
 
-    # When a runtime starts on the same directory with a template that changed since, Then it is refused,
-    # saying how to start anyway
-    with pytest.raises(StateDirError, match=r"changed since.*--fresh"):
-        LocalRuntime(replace(options, template_path=changed_path)).start()
+    def new_setting(resources: dict[str, Any]) -> None:
+        resources[api]["Properties"]["Environment"]["Variables"]["POWERTOOLS_LOG_LEVEL"] = "ERROR"
+
+    changed = changed_template(synthesized, tmp_path, new_setting)
+
+    # When a runtime starts on the same directory with the changed template (`cdk synth` ran meanwhile)
+    with LocalRuntime(replace(options, template_path=changed)) as second:
+        # Then it restored the data and runs the new template, as a `cdk deploy` of it would have made it:
+        # the order is there, the function has its new setting, and the stack records the update
+        assert second.restored
+        assert order_status(second, placed["order_id"]) == 200
+        function = next(spec for spec in second.host.functions if spec.logical_id == api)  # type: ignore[union-attr]
+        assert function.environment["POWERTOOLS_LOG_LEVEL"] == "ERROR"
+        cloudformation = second.client("cloudformation")
+        assert cloudformation.describe_stacks(StackName="OutboxStack")["Stacks"][0]["StackStatus"] == (
+            "UPDATE_COMPLETE"
+        )
+        # and nothing was published again by the update (the mapping kept its position); a new order is
+        second.drain_streams()
+        assert received(second, queue_url) == []
+        again = place_order(second)
+        second.drain_streams()
+        assert received(second, queue_url) == [again["event_id"]]
+
+
+def test_a_template_change_that_cannot_be_made_in_place_is_refused_and_changes_nothing(
+    options: RuntimeOptions, synthesized: Synthesized, tmp_path: Path
+) -> None:
+    # Given state saved from the sample's template, with an order placed
+    with LocalRuntime(options) as first:
+        placed = place_order(first)
+
+    def new_key(resources: dict[str, Any]) -> None:
+        table = resources["TablesOrdersTable57E15B04"]["Properties"]
+        table["KeySchema"][0]["AttributeName"] = "other_pk"
+        table["AttributeDefinitions"][0]["AttributeName"] = "other_pk"
+
+    changed = changed_template(synthesized, tmp_path, new_key)
+
+    # When a runtime starts on the same directory with a template that changes a table's key, Then it is
+    # refused, naming the resource, the property and the way out
+    with pytest.raises(StateDirError, match=r"TablesOrdersTable57E15B04.*KeySchema.*--fresh"):
+        LocalRuntime(replace(options, template_path=changed)).start()
+
+    # And the saved state is as it was: the original template starts on it, the order still there
+    with LocalRuntime(options) as again:
+        assert again.restored
+        assert order_status(again, placed["order_id"]) == 200
 
 
 def test_a_restart_notifies_no_alarm_change_that_did_not_happen(options: RuntimeOptions) -> None:

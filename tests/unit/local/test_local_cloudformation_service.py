@@ -53,7 +53,15 @@ class FakeHost:
         self.calls.append(f"create {name}")
         self._provision(name, stack_id, body, values, progress)
 
-    def update(self, name: str, body: Template, values: Mapping[str, str], progress: Progress) -> None:
+    def update(
+        self,
+        name: str,
+        body: Template,
+        values: Mapping[str, str],
+        progress: Progress,
+        *,
+        code_from_s3: bool = True,
+    ) -> None:
         self.calls.append(f"update {name} {sorted(body.resources)}")
         self._provision(name, self.stacks[name].stack_id, body, values, progress)
 
