@@ -400,24 +400,12 @@ class LocalRuntime:
 
     @property
     def stacks_lock(self) -> threading.RLock:
-        """Held while a stack is created, attached or detached."""
+        """Held while a stack is created, attached or detached (`stack_set.StackSet.attach` runs a restored
+        one)."""
         return self._started_stacks().lock
 
     def create_stack(self, definition: StackDefinition) -> DeployedStack:
         return self._started_stacks().create(definition)
-
-    def attach_stack(
-        self,
-        definition: StackDefinition,
-        provisioned: ProvisionedStack,
-        outputs: dict[str, Any],
-        *,
-        stack_id: str,
-        created_at: float,
-    ) -> DeployedStack:
-        return self._started_stacks().attach(
-            definition, provisioned, outputs, stack_id=stack_id, created_at=created_at
-        )
 
     def detach_stack(self, name: str) -> DeployedStack:
         return self._started_stacks().detach(name)

@@ -2,7 +2,7 @@
 stack's resources (in moto) and to what the runtime runs for it (functions, mappings, APIs, schedules).
 
 - Create: provision every resource (functions' code from the S3 objects `cdk deploy` uploaded, extracted
-  under the runtime's work directory), then run the stack (`LocalRuntime.attach_stack`).
+  under the runtime's work directory), then run the stack (`StackSet.attach`).
 - Update: provision only what the change needs (`outbox_local.cloudformation.changes`): added resources,
   and the re-applied types (functions with their new code and settings, mappings, routes, rules); every
   other resource stays as it is, data and all. The stack's runners are then swapped: the old ones stop

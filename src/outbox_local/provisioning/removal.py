@@ -2,7 +2,7 @@
 from the template on an update, and the rollback of a failed create do.
 
 One remover per resource type, as CloudFormation deletes it; the types with nothing in moto (functions,
-mappings, routes: the runtime runs them, `LocalRuntime.detach_stack` stops them; IAM, permissions; schema
+mappings, routes: the runtime runs them, `StackSet.detach` stops them; IAM, permissions; schema
 registries, which the runtime keeps itself) have an explicit reason instead. A resource whose
 `DeletionPolicy` is `Retain` stays, as on AWS (the CDK bootstrap's staging bucket is one). A bucket that
 still holds objects is not deleted and its error is reported, as CloudFormation's DELETE_FAILED does.
