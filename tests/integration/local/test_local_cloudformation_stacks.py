@@ -279,3 +279,33 @@ def test_a_stack_imports_another_stacks_export_which_then_cannot_be_deleted(runt
         cloudformation.delete_stack(StackName=name)
         runtime.cloudformation.wait()
     assert runtime.stacks == {}
+
+
+def test_a_deployed_stack_runs_again_after_a_restart_on_its_state_directory(tmp_path: Path) -> None:
+    # Given a stack deployed into a runtime with a state directory (its code from the uploaded zip), one item
+    # delivered by its stream mapping and one written but not yet
+    state = tmp_path / "state"
+    with LocalRuntime(options(None, state_dir=state)) as first:
+        deploy(bootstrapped(first), "Items", template())
+        found = outputs(first, "Items")
+        put_items(first, found["TableName"], "before")
+        first.drain_streams()
+        assert delivered(first, found["DeliveredUrl"]) == ["before"]
+        put_items(first, found["TableName"], "pending")
+        stack_id = first.client("cloudformation").describe_stacks(StackName="Items")["Stacks"][0]["StackId"]
+
+    # When a runtime starts again on the directory, with no template of its own
+    with LocalRuntime(options(None, state_dir=state)) as second:
+        # Then the deployed stack runs again under its id, from the code extracted in the state directory:
+        # the pending item is delivered, the one delivered before is not, and a new one is
+        assert second.restored
+        assert list(second.stacks) == ["Items"]
+        (described,) = second.client("cloudformation").describe_stacks(StackName="Items")["Stacks"]
+        assert (described["StackId"], described["StackStatus"]) == (stack_id, "CREATE_COMPLETE")
+        code_roots = {spec.code_root for spec in second.stacks["Items"].provisioned.functions}
+        assert all(root is not None and state in root.parents for root in code_roots)
+        second.drain_streams()
+        assert delivered(second, found["DeliveredUrl"]) == ["pending"]
+        put_items(second, found["TableName"], "after")
+        second.drain_streams()
+        assert delivered(second, found["DeliveredUrl"]) == ["after"]
