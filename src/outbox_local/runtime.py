@@ -39,7 +39,7 @@ from outbox_local.moto_performance import lighter_moto
 from outbox_local.moto_sns_sizes import topic_message_sizes
 from outbox_local.moto_transactions import atomic_transactions
 from outbox_local.persistence import Persistence, StateDirError
-from outbox_local.persistence.runtime_state import open_state, restore, saved_runtime
+from outbox_local.persistence.runtime_state import StacksHeld, open_state, restore, saved_runtime
 from outbox_local.provisioning import ProvisionedStack
 from outbox_local.queue_mapping import QueueMappingRunner
 from outbox_local.runtime_options import RuntimeOptions, VirtualClock
@@ -139,12 +139,17 @@ class LocalRuntime:
             self._open_machinery()
             if snapshot is not None:
                 restore(snapshot, self._started_stacks(), self._apis.urls, self.alarms)
+                if snapshot.runtime.cloudformation is not None:
+                    self.cloudformation.resume(snapshot.runtime.cloudformation)
             if template is not None:
                 self._run_start_up_stack(template)
             if self.persistence is not None:
+                held = StacksHeld(self.stacks_lock, self.cloudformation.saved)
                 self.persistence.start(
-                    lambda: saved_runtime(list(self.stacks.values()), self._apis.urls(), self.alarms),
-                    guard=self.stacks_lock,
+                    lambda: saved_runtime(
+                        list(self.stacks.values()), self._apis.urls(), self.alarms, held.records
+                    ),
+                    guard=held,
                 )
             if self._background is not None:
                 self._background.start()

@@ -1,8 +1,11 @@
 """What CloudFormation remembers of a stack besides its resources: status, events, change sets, the template
-as submitted. Plain, picklable data (the runtime's persisted state can hold it)."""
+as submitted, the parameters as given. Plain, picklable data: a state directory keeps it
+(`SavedRecords`), so a restarted runtime describes its stacks as before and the CDK CLI's next deploy
+(`UsePreviousValue` for each parameter) finds what it gave."""
 
 from __future__ import annotations
 
+import copy
 import json
 import uuid
 from collections.abc import Mapping
@@ -111,6 +114,38 @@ class StackRecord:
                 reason=reason,
             )
         )
+
+
+@dataclass(frozen=True)
+class SavedRecords:
+    """The records as a snapshot holds them: the live stacks' by name, and the deleted ones."""
+
+    records: dict[str, StackRecord]
+    deleted: list[StackRecord]
+
+    def copied(self) -> SavedRecords:
+        return SavedRecords(copy.deepcopy(self.records), copy.deepcopy(self.deleted))
+
+
+STOPPED_DURING = "the runtime stopped during the operation; the stack is as its state directory kept it"
+
+
+def settled(record: StackRecord, running: RunningStack | None, at: float) -> StackRecord | None:
+    """A saved record as a restarted runtime holds it. An operation that was under way at the last snapshot
+    did not end for the restarted runtime: the stack is what the snapshot kept (it is saved whole, never
+    half made: `outbox_local.persistence.runtime_state`). A stack that runs gets the record of what it runs,
+    its earlier events kept; one that does not is gone (a create that had not ended, a delete that had)."""
+    in_progress = record.status.endswith("_IN_PROGRESS") and record.status != REVIEW_IN_PROGRESS
+    if not in_progress:
+        return record
+    if running is None or running.stack_id != record.stack_id:
+        return None
+    now = adopted(record.name, running)
+    if set(record.parameters) == set(now.parameters):
+        now.parameters = record.parameters  # as given (adopted() has the values the stack resolved)
+    now.events = [*record.events, *now.events]
+    now.event(now.status, at, reason=STOPPED_DURING)
+    return now
 
 
 def change_set_arn(region: str, name: str) -> str:

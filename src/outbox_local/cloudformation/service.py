@@ -36,10 +36,12 @@ from outbox_local.cloudformation.records import (
     DELETE_COMPLETE,
     REVIEW_IN_PROGRESS,
     ChangeSet,
+    SavedRecords,
     StackRecord,
     adopted,
     change_set_arn,
     description_of,
+    settled,
 )
 from outbox_local.cloudformation.template_text import parse
 from outbox_local.errors import LocalRuntimeError, TemplateError
@@ -79,6 +81,22 @@ class CloudFormationService:
         with self._lock:
             self.records.clear()
             self.deleted.clear()
+
+    def saved(self) -> SavedRecords:
+        """Every record, copied (what a snapshot keeps). Take the stacks' lock first, never the other way."""
+        with self._lock:
+            return SavedRecords(self.records, self.deleted).copied()
+
+    def resume(self, saved: SavedRecords) -> None:
+        """The records a state directory kept, as the restarted runtime's (`records.settled`)."""
+        running = self.host.running()
+        with self._lock:
+            self.deleted = list(saved.deleted)
+            self.records = {}
+            for name, record in saved.records.items():
+                kept = settled(record, running.get(name), self._clock())
+                if kept is not None:
+                    self.records[name] = kept
 
     # --- reading ---------------------------------------------------------------------------------------
 

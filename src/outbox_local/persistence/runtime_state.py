@@ -11,10 +11,12 @@ again, cold), the queue mappings' state (SQS keeps the messages, and their visib
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
 from outbox_local.alarms import AlarmEvaluator
+from outbox_local.cloudformation.records import SavedRecords
 from outbox_local.persistence import Persistence, Snapshot, moto_state
 from outbox_local.provisioning import ProvisionedStack
 from outbox_local.runtime_options import RuntimeOptions
@@ -42,13 +44,44 @@ class SavedRuntime:
     alarm_states: Mapping[str, str] = field(default_factory=dict)
     """Each alarm's state as the runtime last evaluated it (CloudWatch holds it too; the evaluator resumes
     from it, so a restart notifies no change that did not happen)."""
+    cloudformation: SavedRecords | None = None
+    """What CloudFormation describes of the stacks: statuses, events, parameters as given, deleted stacks."""
+
+
+class StacksHeld:
+    """What each cut holds first (`Persistence.start`'s guard): the stacks' lock, so no stack is half created
+    or removed in a cut, and, read while it is held and before the cut, the CloudFormation records (the
+    records' own lock is taken after the stacks' one, as a deploy takes them; taken inside the cut, it could
+    wait for a thread holding it whose request waits for the cut)."""
+
+    def __init__(self, lock: AbstractContextManager[Any], records: Callable[[], SavedRecords]) -> None:
+        self._lock = lock
+        self._read = records
+        self.records: SavedRecords | None = None
+
+    def __enter__(self) -> StacksHeld:
+        self._lock.__enter__()
+        try:
+            self.records = self._read()
+        except BaseException:
+            self._lock.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(self, *exception: object) -> None:
+        self.records = None
+        self._lock.__exit__(None, None, None)
 
 
 def saved_runtime(
-    stacks: Sequence[DeployedStack], api_urls: Mapping[str, str], alarms: AlarmEvaluator | None
+    stacks: Sequence[DeployedStack],
+    api_urls: Mapping[str, str],
+    alarms: AlarmEvaluator | None,
+    records: SavedRecords | None = None,
 ) -> SavedRuntime:
     """The runtime's stacks and alarm states as a snapshot holds them (read during a cut)."""
     return SavedRuntime(
+        cloudformation=records,
         alarm_states=alarms.states() if alarms is not None else {},
         stacks=tuple(
             SavedStack(

@@ -309,3 +309,52 @@ def test_a_deployed_stack_runs_again_after_a_restart_on_its_state_directory(tmp_
         put_items(second, found["TableName"], "after")
         second.drain_streams()
         assert delivered(second, found["DeliveredUrl"]) == ["after"]
+
+
+def test_after_a_restart_a_deploy_finds_the_parameters_as_given_and_the_history_goes_on(
+    tmp_path: Path,
+) -> None:
+    # Given a stack deployed (its BootstrapVersion parameter an SSM parameter's name, as CDK's), then updated
+    state = tmp_path / "state"
+    with LocalRuntime(options(None, state_dir=state)) as first:
+        deploy(bootstrapped(first), "Items", template())
+        changed = template()
+        changed["Outputs"]["Extra"] = {"Value": "extra"}
+        deploy(first, "Items", changed)
+        assert status(first, "Items") == "UPDATE_COMPLETE"
+
+    # When a runtime starts again on the directory, and the stack is deployed again as the CDK CLI deploys an
+    # existing stack: each parameter with UsePreviousValue
+    with LocalRuntime(options(None, state_dir=state)) as second:
+        cloudformation = second.client("cloudformation")
+        (described,) = cloudformation.describe_stacks(StackName="Items")["Stacks"]
+        again = template()
+        again["Outputs"]["Again"] = {"Value": "again"}
+        created = cloudformation.create_change_set(
+            StackName="Items",
+            ChangeSetName="cdk-deploy-change-set",
+            ChangeSetType="UPDATE",
+            TemplateBody=json.dumps(again),
+            Parameters=[{"ParameterKey": "BootstrapVersion", "UsePreviousValue": True}],
+        )
+        change_set = cloudformation.describe_change_set(ChangeSetName=created["Id"])
+        cloudformation.execute_change_set(ChangeSetName=created["Id"])
+        second.cloudformation.wait()
+
+        # Then the stack is described as before the restart (its status, its parameter as given, its
+        # history), and the deploy goes through
+        assert described["StackStatus"] == "UPDATE_COMPLETE"
+        assert described["Parameters"] == [
+            {"ParameterKey": "BootstrapVersion", "ParameterValue": BOOTSTRAP_VERSION}
+        ]
+        assert change_set["Status"] == "CREATE_COMPLETE", change_set.get("StatusReason")
+        assert status(second, "Items") == "UPDATE_COMPLETE"
+        assert outputs(second, "Items")["Again"] == "again"
+        history = [
+            event["ResourceStatus"]
+            for event in reversed(cloudformation.describe_stack_events(StackName="Items")["StackEvents"])
+            if event["LogicalResourceId"] == "Items"
+        ]
+        # (the update before the restart, and the one after it)
+        assert history.count("UPDATE_COMPLETE") == 2
+        assert history.index("CREATE_COMPLETE") < history.index("UPDATE_COMPLETE")

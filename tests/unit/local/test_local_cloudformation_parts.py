@@ -17,6 +17,8 @@ from outbox_local.cloudformation.changes import (
     refuse_what_cannot_change_in_place,
     resource_changes,
 )
+from outbox_local.cloudformation.host import RunningStack
+from outbox_local.cloudformation.records import STOPPED_DURING, StackRecord, settled
 from outbox_local.cloudformation.template_text import parse_body, s3_location
 from outbox_local.errors import TemplateError, UnsupportedResourceError
 from outbox_local.template import ResolvedResource, Resolver, Template
@@ -277,3 +279,29 @@ def test_import_value_reads_what_other_stacks_export() -> None:
     assert resolver.resolve({"Fn::ImportValue": "shared-url"}) == "http://q"
     with pytest.raises(TemplateError, match="No export named other found"):
         resolver.resolve({"Fn::ImportValue": "other"})
+
+
+def test_a_record_saved_during_an_operation_becomes_what_the_restarted_runtime_runs() -> None:
+    # Given records saved while an update and a create were under way (the snapshot holds stacks whole: the
+    # updated one runs, the created one was not yet there), and one saved at rest
+    body = Template.from_body({"Parameters": {"Version": {"Type": "String"}}, "Resources": {}})
+    running = RunningStack("id-a", 1.0, Deployed(body, {"Version": "33"}, {}, "us-east-1", "A"))
+    updating = StackRecord("A", "id-a", 1.0, parameters={"Version": "/cdk/version"})
+    updating.event("CREATE_COMPLETE", 1.0)
+    updating.event("UPDATE_IN_PROGRESS", 2.0)
+    creating = StackRecord("B", "id-b", 3.0)
+    creating.event("CREATE_IN_PROGRESS", 3.0)
+    at_rest = StackRecord("C", "id-c", 1.0)
+    at_rest.event("CREATE_COMPLETE", 1.0)
+
+    # When the restarted runtime settles them
+    a, b, c = settled(updating, running, 9.0), settled(creating, None, 9.0), settled(at_rest, None, 9.0)
+
+    # Then the running stack's record describes what runs (its parameters as given), its history kept and
+    # saying why it ends there; the stack that was being created is gone; the one at rest is as it was
+    assert a is not None
+    assert (a.status, a.parameters) == ("CREATE_COMPLETE", {"Version": "/cdk/version"})
+    assert [event.status for event in a.events][:2] == ["CREATE_COMPLETE", "UPDATE_IN_PROGRESS"]
+    assert a.events[-1].reason == STOPPED_DURING
+    assert b is None
+    assert c is at_rest
