@@ -25,9 +25,17 @@ class LocalApis:
         """The port each API was served on: an API served again (its stack updated: detached, then attached)
         keeps its URL, as an API Gateway API keeps its endpoint through a stack update."""
 
+    def reserve(self, api_id: str, url: str) -> None:
+        """Serve the API on the port of `url` when it opens (a restored stack's API keeps the URL its
+        outputs and its clients know)."""
+        self._ports[api_id] = int(url.rsplit(":", 1)[1].split("/", 1)[0])
+
     def open(self, api_id: str) -> str:
-        """Serve the API (routes come later): its local URL."""
-        port = self._ports.get(api_id, self._first_port if not self.servers else 0)
+        """Serve the API (routes come later): its local URL. Its port: the one it had (through an update, a
+        restart), else the first port if no API ever had it, else a free one."""
+        port = self._ports.get(api_id)
+        if port is None:
+            port = self._first_port if self._first_port not in self._ports.values() else 0
         try:
             api = HttpApiServer(api_id, self._invoke, host=self._host, port=port)
         except OSError as error:
@@ -75,16 +83,12 @@ class LocalApis:
     def stop(self) -> None:
         for api in self.servers.values():
             api.stop()
-        self.servers.clear()
-        self._ports.clear()
+        self.servers.clear()  # each keeps its port for a next start (`_ports`)
 
     def urls(self) -> dict[str, str]:
-        """Each API's local URL, by API id."""
-        return {api_id: api.url for api_id, api in list(self.servers.items())}
-
-    @property
-    def first_url(self) -> str | None:
-        return next((api.url for api in self.servers.values()), None)
+        """Each API's local URL, by API id: those served, and those stopped (the runtime stopping), at the
+        port each keeps."""
+        return {api_id: f"http://{self._host}:{port}" for api_id, port in list(self._ports.items())}
 
     def localized(self, value: Any, region: str) -> Any:
         """An output value with the API URLs CDK builds (https://{apiId}.execute-api.{region}.{suffix}/)

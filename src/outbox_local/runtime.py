@@ -138,6 +138,9 @@ class LocalRuntime:
             self._reset_moto()
             self._open_machinery()
             if snapshot is not None:
+                for saved in snapshot.runtime.stacks:
+                    for api_id, url in saved.api_urls.items():
+                        self._apis.reserve(api_id, url)
                 restore(snapshot, self._started_stacks(), self._apis.urls, self.alarms)
                 if snapshot.runtime.cloudformation is not None:
                     self.cloudformation.resume(snapshot.runtime.cloudformation)
@@ -233,15 +236,19 @@ class LocalRuntime:
 
     @property
     def stack(self) -> ProvisionedStack | None:
-        """What the start-up template became (the first stack), if any."""
-        first = next(iter(self.stacks.values()), None)
-        return first.provisioned if first is not None else None
+        """What the start-up stack (`options.stack_name`, else the first) became, if any."""
+        main = self._main_stack()
+        return main.provisioned if main is not None else None
 
     @property
     def outputs(self) -> dict[str, Any]:
-        """The first stack's resolved outputs."""
-        first = next(iter(self.stacks.values()), None)
-        return first.outputs if first is not None else {}
+        """The start-up stack's resolved outputs."""
+        main = self._main_stack()
+        return main.outputs if main is not None else {}
+
+    def _main_stack(self) -> DeployedStack | None:
+        stacks = self.stacks
+        return stacks.get(self.options.stack_name) or next(iter(stacks.values()), None)
 
     @property
     def mappings(self) -> list[StreamMappingRunner]:
@@ -255,7 +262,11 @@ class LocalRuntime:
 
     @property
     def api_url(self) -> str | None:
-        return self._apis.first_url
+        """The start-up stack's HTTP API (its first), if it has one."""
+        main = self._main_stack()
+        ids = main.api_ids if main else []
+        served = [self._apis.servers[i].url for i in ids if i in self._apis.servers]
+        return served[0] if served else None
 
     @property
     def apis(self) -> dict[str, HttpApiServer]:
@@ -325,7 +336,7 @@ class LocalRuntime:
         return self._background.wait_until_idle(timeout_s)
 
     def resource_names(self) -> list[tuple[str, str, str]]:
-        """(logical id, type, physical id) of every resource the start-up stack (the first) provisioned."""
+        """(logical id, type, physical id) of every resource the start-up stack provisioned."""
         stack = self.stack
         if stack is None:
             return []

@@ -51,7 +51,9 @@ class StackSet:
         self._retry_delay_s = retry_delay_s
         self._visible = visible
         self.stacks: dict[str, DeployedStack] = {}
-        """By name, in the order they were created."""
+        """By name, in the order they were created (a stack updated, detached then attached again, keeps its
+        place)."""
+        self._order: list[str] = []
         self.lock = threading.RLock()
         """Held while a stack is created, attached or detached."""
 
@@ -146,7 +148,10 @@ class StackSet:
                     schedule.function_arn,
                     schedule.target_input,
                 )
+            if definition.name not in self._order:
+                self._order.append(definition.name)
             self.stacks[definition.name] = deployed
+            self.stacks = {name: self.stacks[name] for name in self._order if name in self.stacks}
             self._publish_mappings()
             if self._background is not None:
                 self._background.add([*deployed.mappings, *deployed.queue_mappings])

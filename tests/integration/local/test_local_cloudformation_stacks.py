@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import socket
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -358,3 +359,40 @@ def test_after_a_restart_a_deploy_finds_the_parameters_as_given_and_the_history_
         # (the update before the restart, and the one after it)
         assert history.count("UPDATE_COMPLETE") == 2
         assert history.index("CREATE_COMPLETE") < history.index("UPDATE_COMPLETE")
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_an_api_keeps_its_url_and_the_start_up_stack_its_place_through_updates_and_a_restart(
+    tmp_path: Path,
+) -> None:
+    # Given a runtime started with a stack whose API has the port the user chose, and a second stack with
+    # an API of its own deployed beside it; then the start-up stack updated (detached, attached again)
+    port, state = free_port(), tmp_path / "state"
+    path = write_template(tmp_path, template())
+    first_options = options(path, state_dir=state, api_port=port)
+    other = template()
+    other["Resources"]["Bus"]["Properties"]["Name"] = "other-bus"
+    with LocalRuntime(first_options) as first:
+        name = first.options.stack_name
+        deploy(bootstrapped(first), "Other", other)
+        other_url = outputs(first, "Other")["ApiUrl"]
+        changed = template()
+        changed["Outputs"]["Extra"] = {"Value": "extra"}
+        deploy(first, name, changed)
+        assert status(first, name) == "UPDATE_COMPLETE"
+        assert first.api_url == f"http://127.0.0.1:{port}"
+
+    # When a runtime starts again on the directory, with no template of its own
+    with LocalRuntime(options(None, state_dir=state, api_port=port)) as second:
+        # Then the start-up stack is still the one the runtime reports, on the port the user chose, and the
+        # other stack's API answers at the URL its outputs gave before
+        assert list(second.stacks) == [name, "Other"]
+        assert second.outputs["Extra"] == "extra"
+        assert second.api_url == f"http://127.0.0.1:{port}"
+        assert outputs(second, "Other")["ApiUrl"] == other_url
+        assert other_url.startswith(second.apis[second.stacks["Other"].api_ids[0]].url)
