@@ -230,11 +230,14 @@ def describe(runtime: LocalRuntime, command: str = "outbox") -> str:
     # Its own endpoint: with several runtimes running, a bare `local env` cannot tell which one is meant.
     env_command = f"{command} local env --endpoint-url {endpoint}"
     if runtime.options.template_path is None:
+        held = ", ".join(runtime.stacks) if runtime.stacks else ""
         return (
             "\n".join(
                 [
-                    "outbox local runtime (moto, no AWS account): no stack yet",
+                    "outbox local runtime (moto, no AWS account): "
+                    + (f"stacks {held} (from the state directory)" if held else "no stack yet"),
                     f"  AWS endpoint  {runtime.endpoint_url}  (region {region})",
+                    f"  State         {_state(runtime)}",
                     "",
                     f'  Point any AWS SDK, the AWS CLI or the CDK CLI at it (or: eval "$({env_command})"):',
                     *(f"    {line}" for line in exports(runtime.endpoint_url, region).splitlines()),
@@ -267,6 +270,11 @@ def describe(runtime: LocalRuntime, command: str = "outbox") -> str:
         "  Outputs:" if runtime.outputs else "  Outputs: none in the template",
         *(f"    {name:<{width}}  {value}" for name, value in runtime.outputs.items()),
         "",
+        *(
+            [f"  Other stacks  {', '.join(other)} (`outbox status --stack NAME` for each)", ""]
+            if (other := [name for name in runtime.stacks if name != stack])
+            else []
+        ),
         "  Running locally:",
     ]
     for spec in runtime.host.functions if runtime.host else []:

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from outbox_cli.local import describe
 from outbox_local.runtime import LocalRuntime
 from tests.support.local_templates import (
     HANDLERS,
@@ -301,6 +302,7 @@ def test_a_deployed_stack_runs_again_after_a_restart_on_its_state_directory(tmp_
         # the pending item is delivered, the one delivered before is not, and a new one is
         assert second.restored
         assert list(second.stacks) == ["Items"]
+        assert "stacks Items (from the state directory)" in describe(second)  # what `local up` prints
         (described,) = second.client("cloudformation").describe_stacks(StackName="Items")["Stacks"]
         assert (described["StackId"], described["StackStatus"]) == (stack_id, "CREATE_COMPLETE")
         code_roots = {spec.code_root for spec in second.stacks["Items"].provisioned.functions}
