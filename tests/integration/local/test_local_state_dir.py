@@ -18,24 +18,13 @@ import pytest
 
 from outbox_local.persistence import StateDirError
 from outbox_local.runtime import LocalRuntime, RuntimeOptions
+from tests.support.orders import place_order_over_http
 from tests.support.synth import Synthesized
 
 
 def place_order(runtime: LocalRuntime) -> dict[str, Any]:
-    body = {
-        "customer_id": "c-1",
-        "currency": "EUR",
-        "items": [{"sku": "A", "quantity": 1, "unit_price": "1.00"}],
-    }
-    request = urllib.request.Request(  # noqa: S310 - the local API
-        f"{runtime.api_url}/orders",
-        data=json.dumps(body).encode(),
-        method="POST",
-        headers={"content-type": "application/json"},
-    )
-    with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310
-        answer: dict[str, Any] = json.loads(response.read())
-        return answer
+    order, _headers = place_order_over_http(runtime.api_url or "")
+    return order
 
 
 def order_status(runtime: LocalRuntime, order_id: str) -> int:
