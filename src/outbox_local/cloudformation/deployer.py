@@ -7,7 +7,8 @@ stack's resources (in moto) and to what the runtime runs for it (functions, mapp
   and the re-applied types (functions with their new code and settings, mappings, routes, rules); every
   other resource stays as it is, data and all. The stack's runners are then swapped: the old ones stop
   (`detach_stack`), removed resources are deleted, and the new ones start, each stream mapping after the
-  last record its previous runner was done with (never from its starting position again).
+  last record its previous runner was done with (never from its starting position again), unless it now
+  reads another stream (then from its starting position, as the new mapping AWS makes for it).
 - Delete: stop running the stack, then delete its resources in reverse dependency order (a `Retain`ed one
   stays).
 
@@ -159,8 +160,14 @@ class RuntimeStackHost:
                 self._remove(template, made.added, progress, rollback=True)
                 raise
             detached = stacks.detach(name)
-            # Read once the runners stopped: nothing moves them on any more.
-            positions = {runner.name: runner.positions() for runner in detached.mappings}
+            # Read once the runners stopped: nothing moves them on any more. A mapping whose stream changed
+            # is a new mapping on AWS (EventSourceArn is replaced): it starts at its StartingPosition.
+            streams = {mapping.logical_id: mapping.settings.stream_arn for mapping in provisioned.mappings}
+            positions = {
+                runner.name: runner.positions()
+                for runner in detached.mappings
+                if streams.get(runner.name) == runner.settings.stream_arn
+            }
             removed = {
                 c.logical_id: current.provisioned.resources[c.logical_id]
                 for c in changes
