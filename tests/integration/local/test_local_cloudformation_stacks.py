@@ -5,6 +5,7 @@ with its error in the events, several stacks at once."""
 
 from __future__ import annotations
 
+import copy
 import io
 import json
 import zipfile
@@ -309,3 +310,42 @@ def test_a_deployed_stack_runs_again_after_a_restart_on_its_state_directory(tmp_
         put_items(second, found["TableName"], "after")
         second.drain_streams()
         assert delivered(second, found["DeliveredUrl"]) == ["after"]
+
+
+def test_an_update_that_repoints_the_mapping_and_the_rule_delivers_from_and_to_the_new_ones_only(
+    runtime: LocalRuntime,
+) -> None:
+    # Given the stack deployed, three items delivered from its table's stream, an event through its bus rule
+    body = template()
+    deploy(runtime, "Items", body)
+    found = outputs(runtime, "Items")
+    put_items(runtime, found["TableName"], "a1", "a2", "a3")
+    runtime.drain_streams()
+    assert delivered(runtime, found["DeliveredUrl"]) == ["a1", "a2", "a3"]
+
+    # When an update points the mapping at a new table's stream and the rule at a new queue (the old target
+    # no longer in the template)
+    changed = template()
+    resources = changed["Resources"]
+    resources["Items2"] = copy.deepcopy(resources["Items"])
+    resources["Items2"]["Properties"]["TableName"] = "items-two"
+    resources["Mapping"]["Properties"]["EventSourceArn"] = {"Fn::GetAtt": ["Items2", "StreamArn"]}
+    resources["BusConsumer2"] = {"Type": "AWS::SQS::Queue"}
+    resources["BusRule"]["Properties"]["Targets"] = [
+        {"Id": "q2", "Arn": {"Fn::GetAtt": ["BusConsumer2", "Arn"]}}
+    ]
+    changed["Outputs"]["BusConsumer2Url"] = {"Value": {"Ref": "BusConsumer2"}}
+    deploy(runtime, "Items", changed)
+    assert status(runtime, "Items") == "UPDATE_COMPLETE"
+    found = outputs(runtime, "Items")
+
+    # Then the mapping reads the new stream from its starting position: all five items, once, in order
+    put_items(runtime, "items-two", "b1", "b2", "b3", "b4", "b5")
+    runtime.drain_streams()
+    assert delivered(runtime, found["DeliveredUrl"]) == ["b1", "b2", "b3", "b4", "b5"]
+    # And an event on the bus reaches the rule's new target only
+    runtime.client("events").put_events(
+        Entries=[{"Source": "local.tests", "DetailType": "t", "Detail": "{}", "EventBusName": "local-bus"}]
+    )
+    assert len(delivered(runtime, found["BusConsumer2Url"])) == 1
+    assert delivered(runtime, found["BusConsumerUrl"]) == []
