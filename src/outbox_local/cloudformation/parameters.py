@@ -32,9 +32,7 @@ def settle(
     read_ssm: Callable[[str], str | None],
 ) -> tuple[dict[str, str], dict[str, str]]:
     """(the values as the stack keeps them, the values the resolver uses: SSM types read)."""
-    declared = _mapping(template.body.get("Parameters") or {}, "Parameters")
-    for name, spec in declared.items():
-        _mapping(spec, f"Parameter {name}")
+    declared = _declared(template)
     unknown = sorted((set(given) | use_previous) - set(declared))
     if unknown:
         raise ParameterError(f"Parameters: [{', '.join(unknown)}] do not exist in the template")
@@ -83,6 +81,12 @@ def check_rules(template: Template, resolver: Resolver) -> None:
         for assertion in assertions:
             if not resolver.resolve(assertion["Assert"]):
                 raise ParameterError(str(assertion.get("AssertDescription") or f"Rule {name} failed"))
+
+
+def _declared(template: Template) -> Mapping[str, Mapping[str, Any]]:
+    """The template's `Parameters`, each an object (refused, named, when not)."""
+    declared = _mapping(template.body.get("Parameters") or {}, "Parameters")
+    return {name: _mapping(spec, f"Parameter {name}") for name, spec in declared.items()}
 
 
 def _mapping(value: Any, where: str) -> Mapping[str, Any]:
