@@ -56,8 +56,10 @@ class RuntimeStackHost:
         self._clients = clients
         self._stack_set = stack_set
         self.region = runtime.options.region
-        self._failed_creates: dict[str, tuple[Template, dict[str, tuple[str, ResolvedResource]]]] = {}
-        """What a failed create made, until its rollback (`delete`) removes it."""
+        self._left: dict[str, tuple[Template, dict[str, tuple[str, ResolvedResource]], bool]] = {}
+        """By stack, what is no longer running but still in moto: what a failed create made (until its
+        rollback removes it), what a delete could not remove (until a retried delete does); and whether
+        removing it is a create's rollback (a `RetainExceptOnCreate` resource goes then)."""
 
     # --- reading ---------------------------------------------------------------------------------------
 
@@ -122,7 +124,7 @@ class RuntimeStackHost:
                     exports=self.exports(),
                 )
             except Exception:
-                self._failed_creates[name] = (template, made.resources)
+                self._left[name] = (template, made.resources, True)
                 raise
             stacks.attach(definition, provisioned, outputs, stack_id=stack_id, created_at=self._now())
 
@@ -184,15 +186,25 @@ class RuntimeStackHost:
             )
 
     def delete(self, name: str, progress: Progress) -> list[str]:
-        """Remove the stack (a failed create: what it made, as its rollback)."""
-        if name in self._failed_creates:
-            template, made = self._failed_creates.pop(name)
-            return self._remove(template, made, progress, rollback=True)
-        self._refuse_exports_in_use(name)
+        """Remove the stack (a failed create: what it made, as its rollback; a delete that failed: what it
+        left); nothing to remove when the runtime holds nothing of it. What could not be removed is kept,
+        for the next delete to retry."""
         stacks = self._stack_set()
         with stacks.lock:
-            detached = stacks.detach(name)
-            return self._remove(detached.definition.template, dict(detached.provisioned.resources), progress)
+            if name in self._left:
+                template, resources, rollback = self._left.pop(name)
+            elif name in stacks.stacks:
+                self._refuse_exports_in_use(name)
+                detached = stacks.detach(name)
+                template, resources = detached.definition.template, dict(detached.provisioned.resources)
+                rollback = False
+            else:
+                return []
+            failed = self._remove(template, resources, progress, rollback=rollback)
+            if failed:
+                left = {logical_id: resources[logical_id] for logical_id in failed}
+                self._left[name] = (template, left, rollback)
+            return failed
 
     # --- internals -------------------------------------------------------------------------------------
 

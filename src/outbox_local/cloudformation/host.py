@@ -75,8 +75,8 @@ class StackHost(Protocol):
         ...
 
     def delete(self, name: str, progress: Progress) -> list[str]:
-        """Remove the stack (or what its failed create made); returns the resources that could not be
-        deleted (empty: all gone)."""
+        """Remove the stack (or what its failed create made, or what a failed delete left); returns the
+        resources that could not be deleted (empty: all gone), which the host keeps for the next delete."""
         ...
 
     def exports(self) -> dict[str, str]:

@@ -378,11 +378,8 @@ class CloudFormationService:
         self._run(record, lambda: self._delete(record))
 
     def _delete(self, record: StackRecord) -> None:
-        left = (
-            self.host.delete(record.name, self._progress(record, []))
-            if record.name in self.host.running()
-            else []
-        )
+        # Not only a running stack: a delete that failed left resources, which this one retries.
+        left = self.host.delete(record.name, self._progress(record, []))
         with self._lock:
             if left:
                 record.event(

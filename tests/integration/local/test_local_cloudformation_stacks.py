@@ -349,3 +349,35 @@ def test_an_update_that_repoints_the_mapping_and_the_rule_delivers_from_and_to_t
     )
     assert len(delivered(runtime, found["BusConsumer2Url"])) == 1
     assert delivered(runtime, found["BusConsumerUrl"]) == []
+
+
+def test_a_delete_that_failed_is_retried_and_deletes_what_was_left(runtime: LocalRuntime) -> None:
+    # Given a stack whose bucket holds an object, deleted: the bucket cannot go (DELETE_FAILED), its queue did
+    body = {
+        "Resources": {
+            "Files": {"Type": "AWS::S3::Bucket", "Properties": {"BucketName": "kept-files"}},
+            "Work": {"Type": "AWS::SQS::Queue", "Properties": {"QueueName": "kept-work"}},
+        }
+    }
+    deploy(runtime, "Files", body)
+    cloudformation = runtime.client("cloudformation")
+    stack_id = cloudformation.describe_stacks(StackName="Files")["Stacks"][0]["StackId"]
+    s3 = runtime.client("s3")
+    s3.put_object(Bucket="kept-files", Key="report.txt", Body=b"x")
+    cloudformation.delete_stack(StackName="Files")
+    runtime.cloudformation.wait()
+    assert status(runtime, "Files") == "DELETE_FAILED"
+    assert "kept-files" in {bucket["Name"] for bucket in s3.list_buckets()["Buckets"]}
+
+    # When the object is removed and the delete retried
+    s3.delete_object(Bucket="kept-files", Key="report.txt")
+    cloudformation.delete_stack(StackName="Files")
+    runtime.cloudformation.wait()
+
+    # Then the stack is deleted and so is its bucket (not reported deleted with the bucket still there)
+    assert "kept-files" not in {bucket["Name"] for bucket in s3.list_buckets()["Buckets"]}
+    assert "Files" not in {stack["StackName"] for stack in cloudformation.describe_stacks()["Stacks"]}
+    events = cloudformation.describe_stack_events(StackName=stack_id)
+    assert ("Files", "DELETE_COMPLETE") in {
+        (e["LogicalResourceId"], e["ResourceStatus"]) for e in events["StackEvents"]
+    }
