@@ -18,6 +18,7 @@ Each resource's step is reported to the caller (`Progress`), which turns them in
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
@@ -108,6 +109,9 @@ class RuntimeStackHost:
         return ssm_reader(self._clients("ssm"))(name)
 
     # --- operations ------------------------------------------------------------------------------------
+
+    def exclusive(self) -> AbstractContextManager[object]:
+        return self._stack_set().lock
 
     def create(
         self, name: str, stack_id: str, template: Template, values: Mapping[str, str], progress: Progress

@@ -262,29 +262,32 @@ class CloudFormationService:
         template = parse(change_set.template_text, f"stack {record.name}")
         resolved = change_set.resolved_parameters
         creating = change_set.change_set_type == "CREATE"
-        previous = self.host.running().get(record.name)
         failed: list[str] = []
         progress = self._progress(record, failed)
-        try:
-            if creating:
-                self.host.create(record.name, record.stack_id, template, resolved, progress)
-            else:
-                self.host.update(record.name, template, resolved, progress)
-        except Exception as error:  # every failure is the stack's, reported in its events
-            logger.info("stack %s: %s failed: %s", record.name, change_set.change_set_type, error)
-            self._roll_back(record, creating, previous, failed, str(error))
+        # The operation, its rollback and its record: one step to a snapshot.
+        with self.host.exclusive():
+            previous = self.host.running().get(record.name)
+            try:
+                if creating:
+                    self.host.create(record.name, record.stack_id, template, resolved, progress)
+                else:
+                    self.host.update(record.name, template, resolved, progress)
+            except Exception as error:  # every failure is the stack's, reported in its events
+                logger.info("stack %s: %s failed: %s", record.name, change_set.change_set_type, error)
+                self._roll_back(record, creating, previous, failed, str(error))
+                with self._lock:
+                    record.change_sets.clear()
+                return
             with self._lock:
+                record.template_text = change_set.template_text
+                record.parameters = dict(change_set.parameters)
+                record.description = description_of(template)
+                record.capabilities, record.tags = change_set.capabilities, change_set.tags
+                record.updated_at = None if creating else self._clock()
+                # Executed, a change set and the stack's others no longer apply: CloudFormation removes
+                # them all.
                 record.change_sets.clear()
-            return
-        with self._lock:
-            record.template_text = change_set.template_text
-            record.parameters = dict(change_set.parameters)
-            record.description = description_of(template)
-            record.capabilities, record.tags = change_set.capabilities, change_set.tags
-            record.updated_at = None if creating else self._clock()
-            # Executed, a change set and the stack's others no longer apply: CloudFormation removes them all.
-            record.change_sets.clear()
-            record.event(CREATE_COMPLETE if creating else "UPDATE_COMPLETE", self._clock())
+                record.event(CREATE_COMPLETE if creating else "UPDATE_COMPLETE", self._clock())
 
     def redeploy(self, name: str, template: Template, values: Mapping[str, str]) -> None:
         """The update a `cdk deploy` of `template` would make to stack `name`, made now and recorded in its
@@ -292,22 +295,24 @@ class CloudFormationService:
         was saved. `template` is a file's (its functions' assets are beside it). Raises CloudFormationError
         with the reason when the change cannot be made; the stack then runs its previous template."""
         record = self.stack(name)
-        previous = self.host.running().get(name)
         failed: list[str] = []
         with self._lock:
             record.event("UPDATE_IN_PROGRESS", self._clock(), reason="the template changed (outbox local up)")
-        try:
-            refuse_unknown_types(template)
-            self.host.update(name, template, values, self._progress(record, failed), code_from_s3=False)
-        except Exception as error:  # the stack's, as for a change set: reported in its events, then raised
-            self._roll_back(record, False, previous, failed, str(error), code_from_s3=False)
-            raise CloudFormationError("ValidationError", str(error)) from error
-        with self._lock:
-            record.template_text = json.dumps(template.body)
-            record.parameters = dict(values)
-            record.description = description_of(template)
-            record.updated_at = self._clock()
-            record.event("UPDATE_COMPLETE", self._clock())
+        # The operation, its rollback and its record: one step to a snapshot.
+        with self.host.exclusive():
+            previous = self.host.running().get(name)
+            try:
+                refuse_unknown_types(template)
+                self.host.update(name, template, values, self._progress(record, failed), code_from_s3=False)
+            except Exception as error:  # the stack's, as for a change set: reported in its events, raised
+                self._roll_back(record, False, previous, failed, str(error), code_from_s3=False)
+                raise CloudFormationError("ValidationError", str(error)) from error
+            with self._lock:
+                record.template_text = json.dumps(template.body)
+                record.parameters = dict(values)
+                record.description = description_of(template)
+                record.updated_at = self._clock()
+                record.event("UPDATE_COMPLETE", self._clock())
 
     def _roll_back(
         self,
@@ -378,21 +383,22 @@ class CloudFormationService:
         self._run(record, lambda: self._delete(record))
 
     def _delete(self, record: StackRecord) -> None:
-        # Not only a running stack: a delete that failed left resources, which this one retries.
-        left = self.host.delete(record.name, self._progress(record, []))
-        with self._lock:
-            if left:
-                record.event(
-                    "DELETE_FAILED",
-                    self._clock(),
-                    reason=f"The following resource(s) failed to delete: [{', '.join(left)}]. ",
-                )
-                return
-            record.event(DELETE_COMPLETE, self._clock())
-            record.deleted_at = self._clock()
-            record.change_sets.clear()
-            self.records.pop(record.name, None)
-            self.deleted.append(record)
+        with self.host.exclusive():  # the deletion and its record: one step to a snapshot
+            # Not only a running stack: a delete that failed left resources, which this one retries.
+            left = self.host.delete(record.name, self._progress(record, []))
+            with self._lock:
+                if left:
+                    record.event(
+                        "DELETE_FAILED",
+                        self._clock(),
+                        reason=f"The following resource(s) failed to delete: [{', '.join(left)}]. ",
+                    )
+                    return
+                record.event(DELETE_COMPLETE, self._clock())
+                record.deleted_at = self._clock()
+                record.change_sets.clear()
+                self.records.pop(record.name, None)
+                self.deleted.append(record)
 
     # --- internals -------------------------------------------------------------------------------------
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import io
 import json
+import threading
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -381,3 +382,52 @@ def test_a_delete_that_failed_is_retried_and_deletes_what_was_left(runtime: Loca
     assert ("Files", "DELETE_COMPLETE") in {
         (e["LogicalResourceId"], e["ResourceStatus"]) for e in events["StackEvents"]
     }
+
+
+def held_by_another_thread(lock: Any) -> bool:
+    """Whether `lock` is held (by someone other than a fresh thread): what a snapshot's cut would find."""
+    free: list[bool] = []
+
+    def probe() -> None:
+        if lock.acquire(timeout=0):
+            lock.release()
+            free.append(True)
+
+    prober = threading.Thread(target=probe)
+    prober.start()
+    prober.join()
+    return not free
+
+
+def test_a_rollback_runs_with_the_stacks_held_as_its_operation_does(
+    runtime: LocalRuntime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a host that notes, as each rollback step begins, whether a snapshot could cut there (the stacks
+    # lock free: it would save the failed operation's resources without the stack that owns them)
+    host = runtime.cloudformation.host
+    steps: list[tuple[str, bool]] = []
+    delete, update = host.delete, host.update
+
+    def noting_delete(*args: Any, **kwargs: Any) -> Any:
+        steps.append(("delete", held_by_another_thread(runtime.stacks_lock)))
+        return delete(*args, **kwargs)
+
+    def noting_update(*args: Any, **kwargs: Any) -> Any:
+        steps.append(("update", held_by_another_thread(runtime.stacks_lock)))
+        return update(*args, **kwargs)
+
+    monkeypatch.setattr(host, "delete", noting_delete)
+    monkeypatch.setattr(host, "update", noting_update)
+    broken = function("stream", {})
+    broken["Properties"]["Code"]["S3Key"] = "never-uploaded.zip"
+    queue = {"Type": "AWS::SQS::Queue", "Properties": {}}
+
+    # When a create fails and is rolled back, then an update fails and is rolled back
+    deploy(runtime, "Created", {"Resources": {"Work": queue, "Broken": broken}})
+    deploy(runtime, "Updated", {"Resources": {"Work": queue}})
+    deploy(runtime, "Updated", {"Resources": {"Work": queue, "Extra": queue, "Broken": broken}})
+
+    # Then each rollback ran, and began with the stacks held since its operation (no cut in between)
+    assert status(runtime, "Created") == "ROLLBACK_COMPLETE"
+    assert status(runtime, "Updated") == "UPDATE_ROLLBACK_COMPLETE"
+    assert steps == [("delete", True), ("update", True), ("update", True)]

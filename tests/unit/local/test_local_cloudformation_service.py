@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 from urllib.parse import quote
 
@@ -33,6 +34,9 @@ class FakeHost:
 
     def running(self) -> Mapping[str, RunningStack]:
         return dict(self.stacks)
+
+    def exclusive(self) -> AbstractContextManager[object]:
+        return nullcontext()
 
     def _provision(
         self, name: str, stack_id: str, body: Template, values: Mapping[str, str], progress: Progress
