@@ -73,10 +73,13 @@ class CloudFormationService:
         """Stacks by name (every one but the deleted)."""
         self.deleted: list[StackRecord] = []
         self._threads: list[threading.Thread] = []
+        self._closing = False
+        """Set by `close`: the runtime is stopping, no operation starts any more."""
 
     def forget(self) -> None:
         """Forget every stack (the runtime starts again, from an empty account)."""
         with self._lock:
+            self._closing = False
             self.records.clear()
             self.deleted.clear()
 
@@ -235,6 +238,7 @@ class CloudFormationService:
 
     def execute_change_set(self, name_or_arn: str, stack_name: str | None) -> None:
         with self._lock:
+            self._refuse_when_closing()
             record, change_set = self.change_set(name_or_arn, stack_name)
             if change_set.execution_status != "AVAILABLE":
                 raise CloudFormationError(
@@ -256,7 +260,8 @@ class CloudFormationService:
             for other in record.change_sets.values():
                 if other is not change_set:
                     other.execution_status = "OBSOLETE"
-        self._run(record, lambda: self._deploy(record, change_set))
+            operation = self._start(record, lambda: self._deploy(record, change_set))
+        operation.join(self._answer_within_s)
 
     def _deploy(self, record: StackRecord, change_set: ChangeSet) -> None:
         template = parse(change_set.template_text, f"stack {record.name}")
@@ -372,6 +377,7 @@ class CloudFormationService:
 
     def delete_stack(self, name_or_id: str) -> None:
         with self._lock:
+            self._refuse_when_closing()
             record = next((r for r in self.stacks() if name_or_id in {r.name, r.stack_id}), None)
             if record is None or record.status == "DELETE_IN_PROGRESS":
                 return  # deleting what does not exist succeeds, as on AWS
@@ -380,7 +386,8 @@ class CloudFormationService:
                     f"Stack:{record.stack_id} is in {record.status} state and can not be deleted."
                 )
             record.event("DELETE_IN_PROGRESS", self._clock(), reason="User Initiated")
-        self._run(record, lambda: self._delete(record))
+            operation = self._start(record, lambda: self._delete(record))
+        operation.join(self._answer_within_s)
 
     def _delete(self, record: StackRecord) -> None:
         with self.host.exclusive():  # the deletion and its record: one step to a snapshot
@@ -402,7 +409,13 @@ class CloudFormationService:
 
     # --- internals -------------------------------------------------------------------------------------
 
-    def _run(self, record: StackRecord, operation: Callable[[], None]) -> None:
+    def _refuse_when_closing(self) -> None:
+        if self._closing:
+            raise validation_error("The local runtime is stopping: no stack operation starts any more.")
+
+    def _start(self, record: StackRecord, operation: Callable[[], None]) -> threading.Thread:
+        """Run `operation` on its own thread (started under the service's lock: `close` sees every one)."""
+
         def run() -> None:
             with self._operation_lock:
                 try:
@@ -418,10 +431,19 @@ class CloudFormationService:
         self._threads = [t for t in self._threads if t.is_alive()]
         self._threads.append(thread)
         thread.start()
-        thread.join(self._answer_within_s)
+        return thread
 
     def wait(self, timeout_s: float = 60.0) -> None:
-        """Until every operation started has ended (tests; the runtime's stop)."""
+        """Until every operation started has ended (tests; `close`)."""
         deadline = time.monotonic() + timeout_s
-        for thread in list(self._threads):
+        with self._lock:
+            threads = list(self._threads)
+        for thread in threads:
             thread.join(max(0.0, deadline - time.monotonic()))
+
+    def close(self, timeout_s: float = 60.0) -> None:
+        """The runtime stops: refuse new operations, then wait for the running one to end (its stack
+        attached or rolled back while the runtime still runs), at most `timeout_s`."""
+        with self._lock:
+            self._closing = True
+        self.wait(timeout_s)

@@ -9,6 +9,7 @@ import copy
 import io
 import json
 import threading
+import time
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from outbox_local.cloudformation.host import CloudFormationError
 from outbox_local.runtime import LocalRuntime
 from tests.support.local_templates import (
     HANDLERS,
@@ -431,3 +433,49 @@ def test_a_rollback_runs_with_the_stacks_held_as_its_operation_does(
     assert status(runtime, "Created") == "ROLLBACK_COMPLETE"
     assert status(runtime, "Updated") == "UPDATE_ROLLBACK_COMPLETE"
     assert steps == [("delete", True), ("update", True), ("update", True)]
+
+
+def test_stop_waits_for_the_stack_operation_under_way_and_refuses_new_ones() -> None:
+    # Given a runtime whose stack creation is held until released, a deploy under way
+    runtime = LocalRuntime(options(None))
+    runtime.start()
+    bootstrapped(runtime)
+    host = runtime.cloudformation.host
+    entered, release, created = threading.Event(), threading.Event(), threading.Event()
+    create = host.create
+
+    def held_create(*args: Any, **kwargs: Any) -> None:
+        entered.set()
+        release.wait(10)
+        create(*args, **kwargs)
+        created.set()
+
+    host.create = held_create  # type: ignore[method-assign]
+    failures: list[BaseException] = []
+
+    def deploying() -> None:
+        try:
+            deploy(runtime, "Held", queue_template())
+        except BaseException as error:  # the client's side: whatever it gets is fine here
+            failures.append(error)
+
+    client = threading.Thread(target=deploying)
+    client.start()
+    assert entered.wait(10)
+
+    # When the runtime stops (the operation released a little later)
+    stopping = threading.Thread(target=runtime.stop)
+    stopping.start()
+    time.sleep(0.3)
+    refused = runtime.cloudformation
+    with pytest.raises(CloudFormationError, match="stopping"):
+        refused.delete_stack("Held")
+    release.set()
+    stopping.join(30)
+    client.join(30)
+
+    # Then stop returned only once the operation ended (its stack created while the runtime still ran), and
+    # the stack, like everything else, no longer runs
+    assert not stopping.is_alive()
+    assert created.is_set()
+    assert refused.stack("Held").status == "CREATE_COMPLETE"
