@@ -31,6 +31,7 @@ from outbox_local.cloudformation.host import (
     StackResource,
     validation_error,
 )
+from outbox_local.cloudformation.operations import Operations
 from outbox_local.cloudformation.records import (
     CREATE_COMPLETE,
     DELETE_COMPLETE,
@@ -67,19 +68,15 @@ class CloudFormationService:
         self._answer_within_s = answer_within_s
         self._clock = clock
         self._lock = threading.RLock()
-        self._operation_lock = threading.Lock()
-        """One stack operation at a time: each changes moto and the runtime's stacks."""
+        self._operations = Operations()
         self.records: dict[str, StackRecord] = {}
         """Stacks by name (every one but the deleted)."""
         self.deleted: list[StackRecord] = []
-        self._threads: list[threading.Thread] = []
-        self._closing = False
-        """Set by `close`: the runtime is stopping, no operation starts any more."""
 
     def forget(self) -> None:
         """Forget every stack (the runtime starts again, from an empty account)."""
         with self._lock:
-            self._closing = False
+            self._operations.reopen()
             self.records.clear()
             self.deleted.clear()
 
@@ -238,7 +235,7 @@ class CloudFormationService:
 
     def execute_change_set(self, name_or_arn: str, stack_name: str | None) -> None:
         with self._lock:
-            self._refuse_when_closing()
+            self._operations.refuse_when_closing()
             record, change_set = self.change_set(name_or_arn, stack_name)
             if change_set.execution_status != "AVAILABLE":
                 raise CloudFormationError(
@@ -377,7 +374,7 @@ class CloudFormationService:
 
     def delete_stack(self, name_or_id: str) -> None:
         with self._lock:
-            self._refuse_when_closing()
+            self._operations.refuse_when_closing()
             record = next((r for r in self.stacks() if name_or_id in {r.name, r.stack_id}), None)
             if record is None or record.status == "DELETE_IN_PROGRESS":
                 return  # deleting what does not exist succeeds, as on AWS
@@ -407,43 +404,22 @@ class CloudFormationService:
                 self.records.pop(record.name, None)
                 self.deleted.append(record)
 
-    # --- internals -------------------------------------------------------------------------------------
-
-    def _refuse_when_closing(self) -> None:
-        if self._closing:
-            raise validation_error("The local runtime is stopping: no stack operation starts any more.")
+    # --- running -------------------------------------------------------------------------------------
 
     def _start(self, record: StackRecord, operation: Callable[[], None]) -> threading.Thread:
-        """Run `operation` on its own thread (started under the service's lock: `close` sees every one)."""
+        def failed(error: Exception) -> None:
+            with self._lock:
+                record.event(f"{record.status.split('_')[0]}_FAILED", self._clock(), reason=str(error))
 
-        def run() -> None:
-            with self._operation_lock:
-                try:
-                    operation()
-                except Exception as error:  # the thread's last word: the stack's status
-                    logger.exception("stack %s: operation failed", record.name)
-                    with self._lock:
-                        record.event(
-                            f"{record.status.split('_')[0]}_FAILED", self._clock(), reason=str(error)
-                        )
-
-        thread = threading.Thread(target=run, name=f"cloudformation-{record.name}", daemon=True)
-        self._threads = [t for t in self._threads if t.is_alive()]
-        self._threads.append(thread)
-        thread.start()
-        return thread
+        return self._operations.start(record.name, operation, failed)
 
     def wait(self, timeout_s: float = 60.0) -> None:
-        """Until every operation started has ended (tests; `close`)."""
-        deadline = time.monotonic() + timeout_s
-        with self._lock:
-            threads = list(self._threads)
-        for thread in threads:
-            thread.join(max(0.0, deadline - time.monotonic()))
+        """Until every operation started has ended (tests)."""
+        self._operations.wait(timeout_s)
 
     def close(self, timeout_s: float = 60.0) -> None:
         """The runtime stops: refuse new operations, then wait for the running one to end (its stack
         attached or rolled back while the runtime still runs), at most `timeout_s`."""
-        with self._lock:
-            self._closing = True
-        self.wait(timeout_s)
+        with self._lock:  # as a new operation checks and starts: none starts after this
+            self._operations.close()
+        self._operations.wait(timeout_s)
