@@ -183,6 +183,8 @@ class LocalRuntime:
                 ) from error
 
     def stop(self) -> None:
+        # First: an operation under way (a deploy) ends while everything it attaches to still runs.
+        self.cloudformation.close()
         if self._background is not None:
             self._background.request_stop()
         self._apis.stop()

@@ -7,7 +7,8 @@ stack's resources (in moto) and to what the runtime runs for it (functions, mapp
   and the re-applied types (functions with their new code and settings, mappings, routes, rules); every
   other resource stays as it is, data and all. The stack's runners are then swapped: the old ones stop
   (`detach_stack`), removed resources are deleted, and the new ones start, each stream mapping after the
-  last record its previous runner was done with (never from its starting position again).
+  last record its previous runner was done with (never from its starting position again), unless it now
+  reads another stream (then from its starting position, as the new mapping AWS makes for it).
 - Delete: stop running the stack, then delete its resources in reverse dependency order (a `Retain`ed one
   stays).
 
@@ -17,6 +18,7 @@ Each resource's step is reported to the caller (`Progress`), which turns them in
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
@@ -55,8 +57,10 @@ class RuntimeStackHost:
         self._clients = clients
         self._stack_set = stack_set
         self.region = runtime.options.region
-        self._failed_creates: dict[str, tuple[Template, dict[str, tuple[str, ResolvedResource]]]] = {}
-        """What a failed create made, until its rollback (`delete`) removes it."""
+        self._left: dict[str, tuple[Template, dict[str, tuple[str, ResolvedResource]], bool]] = {}
+        """By stack, what is no longer running but still in moto: what a failed create made (until its
+        rollback removes it), what a delete could not remove (until a retried delete does); and whether
+        removing it is a create's rollback (a `RetainExceptOnCreate` resource goes then)."""
 
     # --- reading ---------------------------------------------------------------------------------------
 
@@ -106,6 +110,9 @@ class RuntimeStackHost:
 
     # --- operations ------------------------------------------------------------------------------------
 
+    def exclusive(self) -> AbstractContextManager[object]:
+        return self._stack_set().lock
+
     def create(
         self, name: str, stack_id: str, template: Template, values: Mapping[str, str], progress: Progress
     ) -> None:
@@ -121,7 +128,7 @@ class RuntimeStackHost:
                     exports=self.exports(),
                 )
             except Exception:
-                self._failed_creates[name] = (template, made.resources)
+                self._left[name] = (template, made.resources, True)
                 raise
             stacks.attach(definition, provisioned, outputs, stack_id=stack_id, created_at=self._now())
 
@@ -159,8 +166,14 @@ class RuntimeStackHost:
                 self._remove(template, made.added, progress, rollback=True)
                 raise
             detached = stacks.detach(name)
-            # Read once the runners stopped: nothing moves them on any more.
-            positions = {runner.name: runner.positions() for runner in detached.mappings}
+            # Read once the runners stopped: nothing moves them on any more. A mapping whose stream changed
+            # is a new mapping on AWS (EventSourceArn is replaced): it starts at its StartingPosition.
+            streams = {mapping.logical_id: mapping.settings.stream_arn for mapping in provisioned.mappings}
+            positions = {
+                runner.name: runner.positions()
+                for runner in detached.mappings
+                if streams.get(runner.name) == runner.settings.stream_arn
+            }
             removed = {
                 c.logical_id: current.provisioned.resources[c.logical_id]
                 for c in changes
@@ -177,15 +190,25 @@ class RuntimeStackHost:
             )
 
     def delete(self, name: str, progress: Progress) -> list[str]:
-        """Remove the stack (a failed create: what it made, as its rollback)."""
-        if name in self._failed_creates:
-            template, made = self._failed_creates.pop(name)
-            return self._remove(template, made, progress, rollback=True)
-        self._refuse_exports_in_use(name)
+        """Remove the stack (a failed create: what it made, as its rollback; a delete that failed: what it
+        left); nothing to remove when the runtime holds nothing of it. What could not be removed is kept,
+        for the next delete to retry."""
         stacks = self._stack_set()
         with stacks.lock:
-            detached = stacks.detach(name)
-            return self._remove(detached.definition.template, dict(detached.provisioned.resources), progress)
+            if name in self._left:
+                template, resources, rollback = self._left.pop(name)
+            elif name in stacks.stacks:
+                self._refuse_exports_in_use(name)
+                detached = stacks.detach(name)
+                template, resources = detached.definition.template, dict(detached.provisioned.resources)
+                rollback = False
+            else:
+                return []
+            failed = self._remove(template, resources, progress, rollback=rollback)
+            if failed:
+                left = {logical_id: resources[logical_id] for logical_id in failed}
+                self._left[name] = (template, left, rollback)
+            return failed
 
     # --- internals -------------------------------------------------------------------------------------
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -57,6 +58,12 @@ class StackHost(Protocol):
 
     def running(self) -> Mapping[str, RunningStack]: ...
 
+    def exclusive(self) -> AbstractContextManager[object]:
+        """The runtime's stacks held (re-entrant) while an operation and its rollback run, as one step: a
+        snapshot never sees a failed operation's resources without the stack they belong to. Take it before
+        the service's own lock, never while holding it."""
+        ...
+
     def create(
         self, name: str, stack_id: str, template: Template, values: Mapping[str, str], progress: Progress
     ) -> None: ...
@@ -75,8 +82,8 @@ class StackHost(Protocol):
         ...
 
     def delete(self, name: str, progress: Progress) -> list[str]:
-        """Remove the stack (or what its failed create made); returns the resources that could not be
-        deleted (empty: all gone)."""
+        """Remove the stack (or what its failed create made, or what a failed delete left); returns the
+        resources that could not be deleted (empty: all gone), which the host keeps for the next delete."""
         ...
 
     def exports(self) -> dict[str, str]:

@@ -32,7 +32,7 @@ def settle(
     read_ssm: Callable[[str], str | None],
 ) -> tuple[dict[str, str], dict[str, str]]:
     """(the values as the stack keeps them, the values the resolver uses: SSM types read)."""
-    declared: Mapping[str, Any] = template.body.get("Parameters") or {}
+    declared = _declared(template)
     unknown = sorted((set(given) | use_previous) - set(declared))
     if unknown:
         raise ParameterError(f"Parameters: [{', '.join(unknown)}] do not exist in the template")
@@ -69,13 +69,31 @@ def settle(
 def check_rules(template: Template, resolver: Resolver) -> None:
     """The template's `Rules`: each assertion whose rule applies must hold, or the change set is refused
     with its AssertDescription (as CloudFormation refuses it)."""
-    for name, rule in (template.body.get("Rules") or {}).items():
-        condition = rule.get("RuleCondition")
+    for name, rule in _mapping(template.body.get("Rules") or {}, "Rules").items():
+        condition = _mapping(rule, f"Rule {name}").get("RuleCondition")
         if condition is not None and not resolver.resolve(condition):
             continue
-        for assertion in rule.get("Assertions", []):
+        assertions = rule.get("Assertions", [])
+        if not isinstance(assertions, list) or not all(
+            isinstance(assertion, dict) and "Assert" in assertion for assertion in assertions
+        ):
+            raise ParameterError(f"Rule {name}: Assertions must be a list of objects, each with an Assert")
+        for assertion in assertions:
             if not resolver.resolve(assertion["Assert"]):
                 raise ParameterError(str(assertion.get("AssertDescription") or f"Rule {name} failed"))
+
+
+def _declared(template: Template) -> Mapping[str, Mapping[str, Any]]:
+    """The template's `Parameters`, each an object (refused, named, when not)."""
+    declared = _mapping(template.body.get("Parameters") or {}, "Parameters")
+    return {name: _mapping(spec, f"Parameter {name}") for name, spec in declared.items()}
+
+
+def _mapping(value: Any, where: str) -> Mapping[str, Any]:
+    """`value`, which the template's `where` must hold as an object (a list there is refused, named)."""
+    if not isinstance(value, dict):
+        raise ParameterError(f"Template format error: {where} must be an object, not {type(value).__name__}")
+    return value
 
 
 def ssm_reader(ssm: Any) -> Callable[[str], str | None]:

@@ -31,6 +31,7 @@ from outbox_local.cloudformation.host import (
     StackResource,
     validation_error,
 )
+from outbox_local.cloudformation.operations import Operations
 from outbox_local.cloudformation.records import (
     CREATE_COMPLETE,
     DELETE_COMPLETE,
@@ -69,16 +70,15 @@ class CloudFormationService:
         self._answer_within_s = answer_within_s
         self._clock = clock
         self._lock = threading.RLock()
-        self._operation_lock = threading.Lock()
-        """One stack operation at a time: each changes moto and the runtime's stacks."""
+        self._operations = Operations()
         self.records: dict[str, StackRecord] = {}
         """Stacks by name (every one but the deleted)."""
         self.deleted: list[StackRecord] = []
-        self._threads: list[threading.Thread] = []
 
     def forget(self) -> None:
         """Forget every stack (the runtime starts again, from an empty account)."""
         with self._lock:
+            self._operations.reopen()
             self.records.clear()
             self.deleted.clear()
 
@@ -253,6 +253,7 @@ class CloudFormationService:
 
     def execute_change_set(self, name_or_arn: str, stack_name: str | None) -> None:
         with self._lock:
+            self._operations.refuse_when_closing()
             record, change_set = self.change_set(name_or_arn, stack_name)
             if change_set.execution_status != "AVAILABLE":
                 raise CloudFormationError(
@@ -274,35 +275,39 @@ class CloudFormationService:
             for other in record.change_sets.values():
                 if other is not change_set:
                     other.execution_status = "OBSOLETE"
-        self._run(record, lambda: self._deploy(record, change_set))
+            operation = self._start(record, lambda: self._deploy(record, change_set))
+        operation.join(self._answer_within_s)
 
     def _deploy(self, record: StackRecord, change_set: ChangeSet) -> None:
         template = parse(change_set.template_text, f"stack {record.name}")
         resolved = change_set.resolved_parameters
         creating = change_set.change_set_type == "CREATE"
-        previous = self.host.running().get(record.name)
         failed: list[str] = []
         progress = self._progress(record, failed)
-        try:
-            if creating:
-                self.host.create(record.name, record.stack_id, template, resolved, progress)
-            else:
-                self.host.update(record.name, template, resolved, progress)
-        except Exception as error:  # every failure is the stack's, reported in its events
-            logger.info("stack %s: %s failed: %s", record.name, change_set.change_set_type, error)
-            self._roll_back(record, creating, previous, failed, str(error))
+        # The operation, its rollback and its record: one step to a snapshot.
+        with self.host.exclusive():
+            previous = self.host.running().get(record.name)
+            try:
+                if creating:
+                    self.host.create(record.name, record.stack_id, template, resolved, progress)
+                else:
+                    self.host.update(record.name, template, resolved, progress)
+            except Exception as error:  # every failure is the stack's, reported in its events
+                logger.info("stack %s: %s failed: %s", record.name, change_set.change_set_type, error)
+                self._roll_back(record, creating, previous, failed, str(error))
+                with self._lock:
+                    record.change_sets.clear()
+                return
             with self._lock:
+                record.template_text = change_set.template_text
+                record.parameters = dict(change_set.parameters)
+                record.description = description_of(template)
+                record.capabilities, record.tags = change_set.capabilities, change_set.tags
+                record.updated_at = None if creating else self._clock()
+                # Executed, a change set and the stack's others no longer apply: CloudFormation removes
+                # them all.
                 record.change_sets.clear()
-            return
-        with self._lock:
-            record.template_text = change_set.template_text
-            record.parameters = dict(change_set.parameters)
-            record.description = description_of(template)
-            record.capabilities, record.tags = change_set.capabilities, change_set.tags
-            record.updated_at = None if creating else self._clock()
-            # Executed, a change set and the stack's others no longer apply: CloudFormation removes them all.
-            record.change_sets.clear()
-            record.event(CREATE_COMPLETE if creating else "UPDATE_COMPLETE", self._clock())
+                record.event(CREATE_COMPLETE if creating else "UPDATE_COMPLETE", self._clock())
 
     def redeploy(self, name: str, template: Template, values: Mapping[str, str]) -> None:
         """The update a `cdk deploy` of `template` would make to stack `name`, made now and recorded in its
@@ -310,22 +315,24 @@ class CloudFormationService:
         was saved. `template` is a file's (its functions' assets are beside it). Raises CloudFormationError
         with the reason when the change cannot be made; the stack then runs its previous template."""
         record = self.stack(name)
-        previous = self.host.running().get(name)
         failed: list[str] = []
         with self._lock:
             record.event("UPDATE_IN_PROGRESS", self._clock(), reason="the template changed (outbox local up)")
-        try:
-            refuse_unknown_types(template)
-            self.host.update(name, template, values, self._progress(record, failed), code_from_s3=False)
-        except Exception as error:  # the stack's, as for a change set: reported in its events, then raised
-            self._roll_back(record, False, previous, failed, str(error), code_from_s3=False)
-            raise CloudFormationError("ValidationError", str(error)) from error
-        with self._lock:
-            record.template_text = json.dumps(template.body)
-            record.parameters = dict(values)
-            record.description = description_of(template)
-            record.updated_at = self._clock()
-            record.event("UPDATE_COMPLETE", self._clock())
+        # The operation, its rollback and its record: one step to a snapshot.
+        with self.host.exclusive():
+            previous = self.host.running().get(name)
+            try:
+                refuse_unknown_types(template)
+                self.host.update(name, template, values, self._progress(record, failed), code_from_s3=False)
+            except Exception as error:  # the stack's, as for a change set: reported in its events, raised
+                self._roll_back(record, False, previous, failed, str(error), code_from_s3=False)
+                raise CloudFormationError("ValidationError", str(error)) from error
+            with self._lock:
+                record.template_text = json.dumps(template.body)
+                record.parameters = dict(values)
+                record.description = description_of(template)
+                record.updated_at = self._clock()
+                record.event("UPDATE_COMPLETE", self._clock())
 
     def _roll_back(
         self,
@@ -385,6 +392,7 @@ class CloudFormationService:
 
     def delete_stack(self, name_or_id: str) -> None:
         with self._lock:
+            self._operations.refuse_when_closing()
             record = next((r for r in self.stacks() if name_or_id in {r.name, r.stack_id}), None)
             if record is None or record.status == "DELETE_IN_PROGRESS":
                 return  # deleting what does not exist succeeds, as on AWS
@@ -393,50 +401,43 @@ class CloudFormationService:
                     f"Stack:{record.stack_id} is in {record.status} state and can not be deleted."
                 )
             record.event("DELETE_IN_PROGRESS", self._clock(), reason="User Initiated")
-        self._run(record, lambda: self._delete(record))
+            operation = self._start(record, lambda: self._delete(record))
+        operation.join(self._answer_within_s)
 
     def _delete(self, record: StackRecord) -> None:
-        left = (
-            self.host.delete(record.name, self._progress(record, []))
-            if record.name in self.host.running()
-            else []
-        )
-        with self._lock:
-            if left:
-                record.event(
-                    "DELETE_FAILED",
-                    self._clock(),
-                    reason=f"The following resource(s) failed to delete: [{', '.join(left)}]. ",
-                )
-                return
-            record.event(DELETE_COMPLETE, self._clock())
-            record.deleted_at = self._clock()
-            record.change_sets.clear()
-            self.records.pop(record.name, None)
-            self.deleted.append(record)
+        with self.host.exclusive():  # the deletion and its record: one step to a snapshot
+            # Not only a running stack: a delete that failed left resources, which this one retries.
+            left = self.host.delete(record.name, self._progress(record, []))
+            with self._lock:
+                if left:
+                    record.event(
+                        "DELETE_FAILED",
+                        self._clock(),
+                        reason=f"The following resource(s) failed to delete: [{', '.join(left)}]. ",
+                    )
+                    return
+                record.event(DELETE_COMPLETE, self._clock())
+                record.deleted_at = self._clock()
+                record.change_sets.clear()
+                self.records.pop(record.name, None)
+                self.deleted.append(record)
 
-    # --- internals -------------------------------------------------------------------------------------
+    # --- running -------------------------------------------------------------------------------------
 
-    def _run(self, record: StackRecord, operation: Callable[[], None]) -> None:
-        def run() -> None:
-            with self._operation_lock:
-                try:
-                    operation()
-                except Exception as error:  # the thread's last word: the stack's status
-                    logger.exception("stack %s: operation failed", record.name)
-                    with self._lock:
-                        record.event(
-                            f"{record.status.split('_')[0]}_FAILED", self._clock(), reason=str(error)
-                        )
+    def _start(self, record: StackRecord, operation: Callable[[], None]) -> threading.Thread:
+        def failed(error: Exception) -> None:
+            with self._lock:
+                record.event(f"{record.status.split('_')[0]}_FAILED", self._clock(), reason=str(error))
 
-        thread = threading.Thread(target=run, name=f"cloudformation-{record.name}", daemon=True)
-        self._threads = [t for t in self._threads if t.is_alive()]
-        self._threads.append(thread)
-        thread.start()
-        thread.join(self._answer_within_s)
+        return self._operations.start(record.name, operation, failed)
 
     def wait(self, timeout_s: float = 60.0) -> None:
-        """Until every operation started has ended (tests; the runtime's stop)."""
-        deadline = time.monotonic() + timeout_s
-        for thread in list(self._threads):
-            thread.join(max(0.0, deadline - time.monotonic()))
+        """Until every operation started has ended (tests)."""
+        self._operations.wait(timeout_s)
+
+    def close(self, timeout_s: float = 60.0) -> None:
+        """The runtime stops: refuse new operations, then wait for the running one to end (its stack
+        attached or rolled back while the runtime still runs), at most `timeout_s`."""
+        with self._lock:  # as a new operation checks and starts: none starts after this
+            self._operations.close()
+        self._operations.wait(timeout_s)

@@ -70,6 +70,13 @@ def rule(ctx: ProvisioningContext, resource: Resource, p: dict[str, Any]) -> Res
             raise UnsupportedResourceError(
                 f"{resource.logical_id}: rule targets on {service} are not delivered locally"
             )
+    # Re-applied by an update, the rule keeps only the targets the template names (put_targets adds or
+    # replaces by Id; one no longer named would go on receiving the rule's events).
+    named = {target["Id"] for target in queue_targets}
+    listed = events.list_targets_by_rule(Rule=name, EventBusName=bus)["Targets"]
+    stale = [target["Id"] for target in listed if target["Id"] not in named]
+    if stale:
+        events.remove_targets(Rule=name, EventBusName=bus, Ids=stale)
     if queue_targets:
         events.put_targets(Rule=name, EventBusName=bus, Targets=queue_targets)
     ref = name if bus == "default" else f"{bus}|{name}"

@@ -5,9 +5,12 @@ with its error in the events, several stacks at once."""
 
 from __future__ import annotations
 
+import copy
 import io
 import json
 import socket
+import threading
+import time
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +19,7 @@ from typing import Any
 import pytest
 
 from outbox_cli.local import describe
+from outbox_local.cloudformation.host import CloudFormationError
 from outbox_local.runtime import LocalRuntime
 from tests.support.local_templates import (
     HANDLERS,
@@ -398,3 +402,174 @@ def test_an_api_keeps_its_url_and_the_start_up_stack_its_place_through_updates_a
         assert second.api_url == f"http://127.0.0.1:{port}"
         assert outputs(second, "Other")["ApiUrl"] == other_url
         assert other_url.startswith(second.apis[second.stacks["Other"].api_ids[0]].url)
+
+
+def test_an_update_that_repoints_the_mapping_and_the_rule_delivers_from_and_to_the_new_ones_only(
+    runtime: LocalRuntime,
+) -> None:
+    # Given the stack deployed, three items delivered from its table's stream, an event through its bus rule
+    body = template()
+    deploy(runtime, "Items", body)
+    found = outputs(runtime, "Items")
+    put_items(runtime, found["TableName"], "a1", "a2", "a3")
+    runtime.drain_streams()
+    assert delivered(runtime, found["DeliveredUrl"]) == ["a1", "a2", "a3"]
+
+    # When an update points the mapping at a new table's stream and the rule at a new queue (the old target
+    # no longer in the template)
+    changed = template()
+    resources = changed["Resources"]
+    resources["Items2"] = copy.deepcopy(resources["Items"])
+    resources["Items2"]["Properties"]["TableName"] = "items-two"
+    resources["Mapping"]["Properties"]["EventSourceArn"] = {"Fn::GetAtt": ["Items2", "StreamArn"]}
+    resources["BusConsumer2"] = {"Type": "AWS::SQS::Queue"}
+    resources["BusRule"]["Properties"]["Targets"] = [
+        {"Id": "q2", "Arn": {"Fn::GetAtt": ["BusConsumer2", "Arn"]}}
+    ]
+    changed["Outputs"]["BusConsumer2Url"] = {"Value": {"Ref": "BusConsumer2"}}
+    deploy(runtime, "Items", changed)
+    assert status(runtime, "Items") == "UPDATE_COMPLETE"
+    found = outputs(runtime, "Items")
+
+    # Then the mapping reads the new stream from its starting position: all five items, once, in order
+    put_items(runtime, "items-two", "b1", "b2", "b3", "b4", "b5")
+    runtime.drain_streams()
+    assert delivered(runtime, found["DeliveredUrl"]) == ["b1", "b2", "b3", "b4", "b5"]
+    # And an event on the bus reaches the rule's new target only
+    runtime.client("events").put_events(
+        Entries=[{"Source": "local.tests", "DetailType": "t", "Detail": "{}", "EventBusName": "local-bus"}]
+    )
+    assert len(delivered(runtime, found["BusConsumer2Url"])) == 1
+    assert delivered(runtime, found["BusConsumerUrl"]) == []
+
+
+def test_a_delete_that_failed_is_retried_and_deletes_what_was_left(runtime: LocalRuntime) -> None:
+    # Given a stack whose bucket holds an object, deleted: the bucket cannot go (DELETE_FAILED), its queue did
+    body = {
+        "Resources": {
+            "Files": {"Type": "AWS::S3::Bucket", "Properties": {"BucketName": "kept-files"}},
+            "Work": {"Type": "AWS::SQS::Queue", "Properties": {"QueueName": "kept-work"}},
+        }
+    }
+    deploy(runtime, "Files", body)
+    cloudformation = runtime.client("cloudformation")
+    stack_id = cloudformation.describe_stacks(StackName="Files")["Stacks"][0]["StackId"]
+    s3 = runtime.client("s3")
+    s3.put_object(Bucket="kept-files", Key="report.txt", Body=b"x")
+    cloudformation.delete_stack(StackName="Files")
+    runtime.cloudformation.wait()
+    assert status(runtime, "Files") == "DELETE_FAILED"
+    assert "kept-files" in {bucket["Name"] for bucket in s3.list_buckets()["Buckets"]}
+
+    # When the object is removed and the delete retried
+    s3.delete_object(Bucket="kept-files", Key="report.txt")
+    cloudformation.delete_stack(StackName="Files")
+    runtime.cloudformation.wait()
+
+    # Then the stack is deleted and so is its bucket (not reported deleted with the bucket still there)
+    assert "kept-files" not in {bucket["Name"] for bucket in s3.list_buckets()["Buckets"]}
+    assert "Files" not in {stack["StackName"] for stack in cloudformation.describe_stacks()["Stacks"]}
+    events = cloudformation.describe_stack_events(StackName=stack_id)
+    assert ("Files", "DELETE_COMPLETE") in {
+        (e["LogicalResourceId"], e["ResourceStatus"]) for e in events["StackEvents"]
+    }
+
+
+def held_by_another_thread(lock: Any) -> bool:
+    """Whether `lock` is held (by someone other than a fresh thread): what a snapshot's cut would find."""
+    free: list[bool] = []
+
+    def probe() -> None:
+        if lock.acquire(timeout=0):
+            lock.release()
+            free.append(True)
+
+    prober = threading.Thread(target=probe)
+    prober.start()
+    prober.join()
+    return not free
+
+
+def test_a_rollback_runs_with_the_stacks_held_as_its_operation_does(
+    runtime: LocalRuntime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a host that notes, as each rollback step begins, whether a snapshot could cut there (the stacks
+    # lock free: it would save the failed operation's resources without the stack that owns them)
+    host = runtime.cloudformation.host
+    steps: list[tuple[str, bool]] = []
+    delete, update = host.delete, host.update
+
+    def noting_delete(*args: Any, **kwargs: Any) -> Any:
+        steps.append(("delete", held_by_another_thread(runtime.stacks_lock)))
+        return delete(*args, **kwargs)
+
+    def noting_update(*args: Any, **kwargs: Any) -> Any:
+        steps.append(("update", held_by_another_thread(runtime.stacks_lock)))
+        return update(*args, **kwargs)
+
+    monkeypatch.setattr(host, "delete", noting_delete)
+    monkeypatch.setattr(host, "update", noting_update)
+    broken = function("stream", {})
+    broken["Properties"]["Code"]["S3Key"] = "never-uploaded.zip"
+    queue = {"Type": "AWS::SQS::Queue", "Properties": {}}
+
+    # When a create fails and is rolled back, then an update fails and is rolled back
+    deploy(runtime, "Created", {"Resources": {"Work": queue, "Broken": broken}})
+    deploy(runtime, "Updated", {"Resources": {"Work": queue}})
+    deploy(runtime, "Updated", {"Resources": {"Work": queue, "Extra": queue, "Broken": broken}})
+
+    # Then each rollback ran, and began with the stacks held since its operation (no cut in between)
+    assert status(runtime, "Created") == "ROLLBACK_COMPLETE"
+    assert status(runtime, "Updated") == "UPDATE_ROLLBACK_COMPLETE"
+    assert steps == [("delete", True), ("update", True), ("update", True)]
+
+
+def test_stop_waits_for_the_stack_operation_under_way_and_refuses_new_ones() -> None:
+    # Given a runtime whose stack creation is held until released, a deploy under way
+    runtime = LocalRuntime(options(None))
+    runtime.start()
+    bootstrapped(runtime)
+    host = runtime.cloudformation.host
+    entered, release, created = threading.Event(), threading.Event(), threading.Event()
+    create = host.create
+
+    def held_create(*args: Any, **kwargs: Any) -> None:
+        entered.set()
+        release.wait(10)
+        create(*args, **kwargs)
+        created.set()
+
+    host.create = held_create  # type: ignore[method-assign]
+    failures: list[BaseException] = []
+
+    def deploying() -> None:
+        try:
+            deploy(runtime, "Held", queue_template())
+        except BaseException as error:  # the client's side: whatever it gets is fine here
+            failures.append(error)
+
+    client = threading.Thread(target=deploying)
+    client.start()
+    assert entered.wait(10)
+
+    # When the runtime stops (the operation released a little later)
+    stopping = threading.Thread(target=runtime.stop)
+    stopping.start()
+    refused = runtime.cloudformation
+    deadline = time.monotonic() + 10
+    answer = ""
+    while "stopping" not in answer and time.monotonic() < deadline:
+        # Before stop begins, the delete is refused for the create under way; once it began, for the stop
+        with pytest.raises(CloudFormationError) as error:
+            refused.delete_stack("Held")
+        answer = str(error.value)
+    assert "The local runtime is stopping" in answer
+    release.set()
+    stopping.join(30)
+    client.join(30)
+
+    # Then stop returned only once the operation ended (its stack created while the runtime still ran), and
+    # the stack, like everything else, no longer runs
+    assert not stopping.is_alive()
+    assert created.is_set()
+    assert refused.stack("Held").status == "CREATE_COMPLETE"

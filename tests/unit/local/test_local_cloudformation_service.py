@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 
@@ -32,6 +34,9 @@ class FakeHost:
 
     def running(self) -> Mapping[str, RunningStack]:
         return dict(self.stacks)
+
+    def exclusive(self) -> AbstractContextManager[object]:
+        return nullcontext()
 
     def _provision(
         self, name: str, stack_id: str, body: Template, values: Mapping[str, str], progress: Progress
@@ -202,3 +207,36 @@ def test_the_api_answers_describe_stacks_and_refuses_what_it_does_not_implement(
     status, body = api.handle(Request("Action=CreateStackSet&StackSetName=x"))
     assert status.startswith("400")
     assert b"does not implement CreateStackSet" in body
+
+
+@pytest.mark.parametrize(
+    ("body", "named"),
+    [
+        ({"Rules": {"Check": {"Assertions": [{"AssertDescription": "x"}]}}}, b"Rule Check"),
+        ({"Rules": {"Check": {"Assertions": "not a list"}}}, b"Rule Check"),
+        ({"Rules": ["Check"]}, b"Rules"),
+        ({"Parameters": ["Stage"]}, b"Parameters"),
+        ({"Parameters": {"Stage": "dev"}}, b"Parameter Stage"),
+    ],
+)
+def test_a_malformed_parameters_or_rules_section_is_a_validation_error_naming_it(
+    service: CloudFormationService, body: dict[str, Any], named: bytes
+) -> None:
+    # Given a template whose Parameters or Rules have the wrong shape
+    text = json.dumps({**body, "Resources": {"Queue": {"Type": "AWS::SQS::Queue"}}})
+    api = CloudFormationApi(service)
+    # When a change set is created from it
+    query = "&".join(
+        [
+            "Action=CreateChangeSet",
+            "StackName=App",
+            "ChangeSetName=cs",
+            "ChangeSetType=CREATE",
+            f"TemplateBody={quote(text)}",
+        ]
+    )
+    status, answer = api.handle(Request(query))
+    # Then the answer is a ValidationError naming the section, not a server error
+    assert status.startswith("400"), answer
+    assert b"<Code>ValidationError</Code>" in answer
+    assert named in answer
