@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from outbox_local.errors import TemplateError, UnsupportedResourceError
-from outbox_local.provisioning import HANDLERS, NO_OP_TYPES, REAPPLIED_TYPES
+from outbox_local.provisioning import REAPPLIED_TYPES
 from outbox_local.template import ResolvedResource, Resolver, Template, imported
 
 ADD = "Add"
@@ -98,17 +98,6 @@ def imports(deployed: Deployed, exports: Mapping[str, str]) -> set[str]:
     return names
 
 
-def refuse_unknown_types(template: Template) -> None:
-    """UnsupportedResourceError naming each resource type the runtime has no handler for."""
-    unknown = sorted(
-        {r.type for r in template.resources.values() if r.type not in HANDLERS and r.type not in NO_OP_TYPES}
-    )
-    if unknown:
-        raise UnsupportedResourceError(
-            f"the local runtime does not emulate these resource types: {', '.join(unknown)}"
-        )
-
-
 def refuse_what_cannot_change_in_place(changes: list[ResourceChange]) -> None:
     """UnsupportedResourceError naming each modified resource the runtime cannot update in place."""
     refused = [
@@ -125,21 +114,41 @@ def refuse_what_cannot_change_in_place(changes: list[ResourceChange]) -> None:
         )
 
 
+def resolver_over(
+    template: Template,
+    *,
+    region: str,
+    stack_name: str,
+    parameter_values: Mapping[str, str],
+    resources: Mapping[str, tuple[str, ResolvedResource]],
+    exports: Mapping[str, str] | None = None,
+) -> Resolver:
+    """A resolver of `template` for a stack whose resources are already made (`Ref`/`GetAtt` find them)."""
+    resolver = Resolver(
+        template,
+        region=region,
+        stack_name=stack_name,
+        parameter_values=parameter_values,
+        exports=exports,
+    )
+    resolver.resources.update({logical_id: resolved for logical_id, (_, resolved) in resources.items()})
+    return resolver
+
+
 def _resolver(
     template: Template,
     deployed: Deployed,
     parameter_values: Mapping[str, str],
     exports: Mapping[str, str] | None = None,
 ) -> Resolver:
-    resolver = Resolver(
+    return resolver_over(
         template,
         region=deployed.region,
         stack_name=deployed.stack_name,
         parameter_values=parameter_values,
+        resources=deployed.resources,
         exports=exports,
     )
-    resolver.resources.update({logical_id: res for logical_id, (_, res) in deployed.resources.items()})
-    return resolver
 
 
 _UNRESOLVED = "<resolved at deployment>"

@@ -29,6 +29,7 @@ from outbox_local.cloudformation.changes import (
     Deployed,
     imports,
     refuse_what_cannot_change_in_place,
+    resolver_over,
     resource_changes,
 )
 from outbox_local.cloudformation.host import Progress, RunningStack
@@ -38,7 +39,7 @@ from outbox_local.errors import ProvisioningError, TemplateError
 from outbox_local.provisioning.cloudformation import stack_outputs
 from outbox_local.provisioning.removal import remove, retained
 from outbox_local.stacks import DeployedStack, StackDefinition
-from outbox_local.template import ResolvedResource, Resolver, Resource, Template
+from outbox_local.template import ResolvedResource, Resource, Template
 
 if TYPE_CHECKING:
     from outbox_local.runtime import LocalRuntime
@@ -73,7 +74,13 @@ class RuntimeStackHost:
     def _running(self, deployed: DeployedStack) -> RunningStack:
         definition = deployed.definition
         resources = deployed.provisioned.resources
-        resolver = self._resolver(definition, resources)
+        resolver = resolver_over(
+            definition.template,
+            region=self.region,
+            stack_name=definition.name,
+            parameter_values=definition.parameter_values,
+            resources=resources,
+        )
         return RunningStack(
             stack_id=deployed.stack_id,
             created_at=deployed.created_at,
@@ -252,18 +259,6 @@ class RuntimeStackHost:
                 continue
             progress(logical_id, kind, resolved.ref, "DELETE_COMPLETE", None)
         return failed
-
-    def _resolver(
-        self, definition: StackDefinition, resources: Mapping[str, tuple[str, ResolvedResource]]
-    ) -> Resolver:
-        resolver = Resolver(
-            definition.template,
-            region=self.region,
-            stack_name=definition.name,
-            parameter_values=definition.parameter_values,
-        )
-        resolver.resources.update({logical_id: resolved for logical_id, (_, resolved) in resources.items()})
-        return resolver
 
     def _now(self) -> float:
         return self._runtime.clock()

@@ -19,7 +19,6 @@ from collections.abc import Callable, Mapping
 
 from outbox_local.cloudformation import parameters
 from outbox_local.cloudformation.changes import (
-    refuse_unknown_types,
     refuse_what_cannot_change_in_place,
     resource_changes,
 )
@@ -46,6 +45,7 @@ from outbox_local.cloudformation.records import (
 )
 from outbox_local.cloudformation.template_text import parse
 from outbox_local.errors import LocalRuntimeError, TemplateError
+from outbox_local.provisioning import refuse_unknown_types
 from outbox_local.provisioning.cloudformation import StackOutput
 from outbox_local.stacks import stack_id
 from outbox_local.template import Resolver, Template

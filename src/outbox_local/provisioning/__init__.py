@@ -48,6 +48,7 @@ __all__ = [
     "QueueMappingSpec",
     "RouteSpec",
     "ScheduleSpec",
+    "refuse_unknown_types",
 ]
 
 HANDLERS: dict[str, Handler] = {
@@ -93,6 +94,17 @@ Progress = Callable[[Resource, ResolvedResource | None, BaseException | None], N
 """Told of each resource once it is provisioned (its resolved resource) or failed (the error)."""
 
 
+def refuse_unknown_types(template: Template) -> None:
+    """UnsupportedResourceError naming each resource type of the template the runtime has no handler for."""
+    unknown = sorted(
+        {r.type for r in template.resources.values() if r.type not in HANDLERS and r.type not in NO_OP_TYPES}
+    )
+    if unknown:
+        raise UnsupportedResourceError(
+            f"the local runtime does not emulate these resource types: {', '.join(unknown)}"
+        )
+
+
 class Provisioner:
     def __init__(
         self,
@@ -126,11 +138,7 @@ class Provisioner:
         context = self._context
         keep = keep or {}
         ordered = context.template.in_dependency_order()
-        unknown = sorted({r.type for r in ordered if r.type not in HANDLERS and r.type not in NO_OP_TYPES})
-        if unknown:
-            raise UnsupportedResourceError(
-                f"the local runtime does not know these resource types: {', '.join(unknown)}"
-            )
+        refuse_unknown_types(context.template)
         for resource in ordered:
             if resource.condition and not context.resolver.condition(resource.condition):
                 self.stack.skipped[resource.logical_id] = f"condition {resource.condition} is false"
