@@ -79,16 +79,23 @@ def open_state(options: RuntimeOptions) -> tuple[Persistence | None, Snapshot | 
     return persistence, snapshot
 
 
+def restore_moto(snapshot: Snapshot | None) -> None:
+    """moto emptied, then its backends as saved (with a snapshot): before the AWS endpoint serves anyone, so
+    no client is answered from an empty moto, nor has its acknowledged write discarded by the restore."""
+    moto_state.reset()
+    if snapshot is not None:
+        moto_state.restore(snapshot.moto)
+
+
 def restore(
     snapshot: Snapshot,
     stacks: StackSet,
     api_urls: Callable[[], Mapping[str, str]],
     alarms: AlarmEvaluator | None,
 ) -> None:
-    """moto's backends as saved, then every saved stack attached, in the order they were created (nothing
-    provisioned); outputs that named an API's earlier URL name the one it is served at now (its port may
-    differ: `--api-port 0`)."""
-    moto_state.restore(snapshot.moto)
+    """Every saved stack attached, in the order they were created (nothing provisioned; moto's backends were
+    restored before the endpoint served: `restore_moto`); outputs that named an API's earlier URL name the
+    one it is served at now (its port may differ: `--api-port 0`)."""
     saved: SavedRuntime = snapshot.runtime
     if alarms is not None:
         alarms.resume(saved.alarm_states)
