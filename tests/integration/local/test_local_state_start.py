@@ -1,5 +1,6 @@
 """A runtime with a state directory as it starts and idles: a client served as soon as the AWS endpoint
-answers sees the restored state and keeps what it wrote; an idle runtime writes no snapshot."""
+answers sees the restored state and keeps what it wrote; an idle runtime writes no snapshot; a checkpoint
+moved past filtered records, with no request made, is saved."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from moto.moto_api._internal.models import moto_api_backend
 from outbox_local.aws_server import LocalAwsServer
 from outbox_local.endpoint import LOCAL_CREDENTIALS
 from outbox_local.runtime import LocalRuntime, RuntimeOptions
+from tests.support.local_templates import options as template_options
+from tests.support.local_templates import template, write_template
 
 IDLE_S = 2.5
 """Two and a half cut intervals (`outbox_local.persistence.CUT_INTERVAL_S`)."""
@@ -74,3 +77,47 @@ def test_an_idle_runtime_writes_no_snapshot(tmp_path: Path) -> None:
 
         # Then nothing is saved: reads change nothing
         assert runtime.persistence.saves == saves
+
+
+def moved_on(stack: Any, checkpoint: str | None) -> str:
+    """The stack's one mapping's checkpoint, once it is another than `checkpoint`."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        [runner] = stack.mappings
+        [position] = runner.positions()
+        if position.checkpoint is not None and position.checkpoint != checkpoint:
+            return str(position.checkpoint)
+        time.sleep(0.02)
+    raise AssertionError(f"the mapping's checkpoint stayed at {checkpoint}")
+
+
+def test_a_checkpoint_moved_past_filtered_records_is_saved(tmp_path: Path) -> None:
+    # Given a runtime in the background whose stream mapping passes only INSERTs, an item inserted (and
+    # delivered), the runtime settled
+    state_dir = tmp_path / "state"
+    path = write_template(tmp_path, template())
+    with LocalRuntime(template_options(path, background=True, state_dir=state_dir)) as runtime:
+        assert runtime.persistence is not None
+        dynamodb = runtime.client("dynamodb")
+        [table] = [ref for logical_id, _, ref in runtime.resource_names() if logical_id == "Items"]
+        dynamodb.put_item(TableName=table, Item={"pk": {"S": "a"}})
+        [stack] = runtime.stacks.values()
+        inserted = moved_on(stack, None)
+
+        # When the item is modified: a record the mapping filters out, its checkpoint moved past it with no
+        # request made (the write itself was saved by an earlier cut, before the mapping could read it)
+        dynamodb.put_item(TableName=table, Item={"pk": {"S": "a"}, "n": {"N": "1"}})
+        moved_on(stack, inserted)
+        live = {runner.name: tuple(runner.positions()) for runner in stack.mappings}
+
+        # Then a cut saves that checkpoint
+        deadline = time.monotonic() + 5
+        saved: dict[str, Any] = {}
+        while time.monotonic() < deadline:
+            snapshot = runtime.persistence.directory.read()
+            assert snapshot is not None
+            saved = dict(snapshot.runtime.stacks[0].positions)
+            if saved == live:
+                break
+            time.sleep(0.1)
+        assert saved == live
