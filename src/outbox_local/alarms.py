@@ -120,8 +120,10 @@ class AlarmEvaluator:
         if state is None or state == history.state:
             return None
         transition = Transition(name, history.state, state, reason)
-        history.state = state
         self._apply(alarm, transition)
+        # Kept (and so saved by a snapshot) only once set and notified: a crash in between restores the old
+        # state, and the change is notified again, never kept without its notification.
+        history.state = state
         return transition
 
     def _sample(self, alarm: Mapping[str, Any], statistic: str, window: tuple[float, float]) -> float | None:

@@ -7,7 +7,6 @@ import logging
 import tempfile
 import threading
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +38,13 @@ from outbox_local.moto_performance import lighter_moto
 from outbox_local.moto_sns_sizes import topic_message_sizes
 from outbox_local.moto_transactions import atomic_transactions
 from outbox_local.persistence import Persistence, StateDirError
-from outbox_local.persistence.runtime_state import StacksHeld, open_state, restore, saved_runtime
+from outbox_local.persistence.runtime_state import (
+    StacksHeld,
+    open_state,
+    restore,
+    restore_moto,
+    saved_runtime,
+)
 from outbox_local.provisioning import ProvisionedStack
 from outbox_local.queue_mapping import QueueMappingRunner
 from outbox_local.runtime_options import RuntimeOptions, VirtualClock
@@ -134,14 +139,11 @@ class LocalRuntime:
         )
         self.cloudformation.forget()  # a start after stop(): the earlier start's stacks are gone
         try:
+            restore_moto(snapshot)  # moto's backends are process-wide: an empty account, or the saved one
             self._server.start()
-            self._reset_moto()
             self._open_machinery()
             if snapshot is not None:
-                for saved in snapshot.runtime.stacks:
-                    for api_id, url in saved.api_urls.items():
-                        self._apis.reserve(api_id, url)
-                restore(snapshot, self._started_stacks(), self._apis.urls, self.alarms)
+                restore(snapshot, self._started_stacks(), self._apis, self.alarms)
                 if snapshot.runtime.cloudformation is not None:
                     self.cloudformation.resume(snapshot.runtime.cloudformation)
             if template is not None:
@@ -353,12 +355,6 @@ class LocalRuntime:
         }
 
     # --- internals -----------------------------------------------------------------------------------
-
-    def _reset_moto(self) -> None:
-        # moto's backends are process-wide: start from an empty account, as a fresh stack would.
-        request = urllib.request.Request(f"{self.endpoint_url}/moto-api/reset", method="POST")  # noqa: S310
-        with urllib.request.urlopen(request, timeout=10):  # noqa: S310 - our own loopback server
-            pass
 
     def _open_machinery(self) -> None:
         """What every stack's functions, mappings, schedules and alarms share."""

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import time
 import traceback
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -33,6 +35,10 @@ CUT_INTERVAL_S = 1.0
 """A cut at least this often while the runtime runs (the mappings' positions move without any request)."""
 SAVE_TIMEOUT_S = 30.0
 """How long the HTTP API waits for its answer's cut before answering an error instead."""
+WRITE_TIMEOUT_S = 60.0
+"""How long a snapshot writer may take (it pickles and writes in ~10-100 ms): one still running then is
+killed, and its save fails."""
+_WAIT_POLL_S = (0.001, 0.05)
 
 
 class Persistence:
@@ -44,7 +50,13 @@ class Persistence:
         self.snapshotter: Snapshotter | None = None
         self._saved_lengths: Mapping[StreamKey, int] = {}
         """Each stream's records that the snapshot on disk holds: what the mappings may read."""
-        self._served_at_last_save = -1
+        self.write_timeout_s = WRITE_TIMEOUT_S
+        self._moto_version = version("moto")
+        """Looked up here, not in a writer: a forked process must not read package metadata (it may wait for
+        a lock a thread of the runtime held at the fork)."""
+        self._changes_at_last_save = -1
+        self._last_saved: Any = None
+        """The runtime's own state in the last snapshot written: saved again only once it changed."""
         self.saves = 0
         self.held_s = 0.0
         """Time requests were held by cuts (a fork each), and time the saves took in all (cut to fsync)."""
@@ -80,33 +92,56 @@ class Persistence:
     def _save(self, runtime_state: Callable[[], Any], guard: AbstractContextManager[Any]) -> None:
         """One cut, written by a child process forked during it (`_write_in_child`): requests are held only
         for the fork, while the child, a copy of this process frozen at the cut, pickles and writes at its
-        pace. Nothing served since the last save: nothing to write."""
+        pace. No request that may change moto since the last save and the runtime's own state as saved then:
+        nothing to write."""
         started = time.perf_counter()
         with guard, self.lock.cut(), moto_state.queues_held():
-            served = self.lock.served
-            if served == self._served_at_last_save:
-                return
+            changes = self.lock.changes
             state = runtime_state()
+            if changes == self._changes_at_last_save and state == self._last_saved:
+                return
             lengths = stream_lengths()
             child = os.fork()
             if child == 0:
                 self._write_in_child(state)
         held = time.perf_counter() - started
-        _, status = os.waitpid(child, 0)
+        status = self._wait_for_writer(child)
         if status != 0:
             raise StateNotSavedError(f"the process writing the snapshot failed (wait status {status})")
-        self._served_at_last_save = served
+        self._changes_at_last_save = changes
+        self._last_saved = state
         self._saved_lengths = lengths
         self.saves += 1
         self.held_s += held
         self.saving_s += time.perf_counter() - started
+
+    def _wait_for_writer(self, child: int) -> int:
+        """The writer's wait status once it ended; killed (and its temporary file removed) when it runs past
+        `write_timeout_s`, which fails the save."""
+        deadline = time.monotonic() + self.write_timeout_s
+        pause, longest = _WAIT_POLL_S
+        while True:
+            ended, status = os.waitpid(child, os.WNOHANG)
+            if ended:
+                return status
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(pause)
+            pause = min(2 * pause, longest)
+        os.kill(child, signal.SIGKILL)
+        os.waitpid(child, 0)
+        self.directory.temporary_path(child).unlink(missing_ok=True)
+        raise StateNotSavedError(
+            f"the process writing the snapshot did not finish within {self.write_timeout_s} s: killed"
+        )
 
     def _write_in_child(self, state: Any) -> NoReturn:
         """In the forked child: only this thread exists, every other one stopped where it was at the cut
         (no request mid-way, every queue's lock held by this thread). Pickle, write, exit without running
         anything of the parent's (no atexit, no buffered output flushed twice)."""
         try:
-            self.directory.write(Snapshot(moto=moto_state.dump(), runtime=state).encode())
+            snapshot = Snapshot(moto=moto_state.dump(), runtime=state, moto_version=self._moto_version)
+            self.directory.write(snapshot.encode())
         except BaseException:
             with contextlib.suppress(BaseException):
                 os.write(

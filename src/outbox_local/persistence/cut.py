@@ -9,6 +9,10 @@ never losses).
 
 SQS `ReceiveMessage` does not take the lock: a long poll would hold a cut, and with it every request, for up
 to 20 s. The cut holds each queue's own lock instead (`outbox_local.persistence.moto_state`).
+
+The lock counts the requests that may have changed moto (`changes`): a cut with none since the last one and
+the runtime's own state as it was has nothing new to save. Reads do not count (an idle runtime's alarm loop
+reads CloudWatch and SQS each second), nor do receives that answered no message.
 """
 
 from __future__ import annotations
@@ -21,6 +25,22 @@ from typing import Any
 from outbox_local.faults import WsgiApp, operation_of
 
 _UNLOCKED = frozenset({("sqs", "ReceiveMessage")})
+_READ_PREFIXES = ("Describe", "Get", "List", "Head")
+_READS = frozenset({"Query", "Scan", "BatchGetItem"})
+_READS_THAT_CHANGE = frozenset({"GetShardIterator", "GetRecords"})
+"""moto keeps each stream iterator it hands out (and the next one GetRecords answers) in its backend."""
+_RECEIVED = b"ReceiptHandle"
+"""In a receive's answer (JSON and XML protocols alike) only when it answered a message."""
+
+
+def changes_state(environ: dict[str, Any], operation: str) -> bool:
+    """Whether a request may change moto's state: all but reads. A REST request (S3, Lambda's API: no
+    operation in its body or headers) reads when it is a GET or a HEAD."""
+    if not operation:
+        return environ.get("REQUEST_METHOD", "POST") not in ("GET", "HEAD")
+    if operation in _READS_THAT_CHANGE:
+        return True
+    return not (operation in _READS or operation.startswith(_READ_PREFIXES))
 
 
 class CutLock:
@@ -32,9 +52,8 @@ class CutLock:
         self._requests = 0
         self._cuts_waiting = 0
         self._cutting = False
-        self.served = 0
-        """Requests served so far (SQS receives included): a cut with none since the last one has nothing
-        new to save."""
+        self.changes = 0
+        """Requests served so far that may have changed moto's state (`changes_state`)."""
 
     @contextlib.contextmanager
     def request(self) -> Iterator[None]:
@@ -46,7 +65,6 @@ class CutLock:
         finally:
             with self._changed:
                 self._requests -= 1
-                self.served += 1
                 if not self._requests:
                     self._changed.notify_all()
 
@@ -70,20 +88,28 @@ class CutLock:
         """The endpoint's application, each request served under the lock, its whole answer included."""
 
         def middleware(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-            signed_for_sqs = "/sqs/aws4_request" in environ.get("HTTP_AUTHORIZATION", "")
-            if signed_for_sqs and operation_of(environ) in _UNLOCKED:
-                try:
-                    return app(environ, start_response)
-                finally:
+            operation = operation_of(environ)
+            if operation in _UNLOCKED:
+                answer = _whole(app(environ, start_response))
+                if _RECEIVED in answer[0]:
                     with self._changed:
-                        self.served += 1  # counted once it changed its queue: the next cut saves that
+                        self.changes += 1  # counted once it changed its queue: the next cut saves that
+                return answer
             with self.request():
-                body = app(environ, start_response)
-                try:
-                    return [b"".join(body)]
-                finally:
-                    close = getattr(body, "close", None)
-                    if close is not None:
-                        close()
+                answer = _whole(app(environ, start_response))
+                if changes_state(environ, operation[1]):
+                    with self._changed:
+                        self.changes += 1
+                return answer
 
         return middleware
+
+
+def _whole(body: Iterable[bytes]) -> list[bytes]:
+    """An answer read whole (and its iterable closed, as a WSGI server would)."""
+    try:
+        return [b"".join(body)]
+    finally:
+        close = getattr(body, "close", None)
+        if close is not None:
+            close()

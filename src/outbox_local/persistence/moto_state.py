@@ -16,7 +16,11 @@ Pickle handles all of moto's objects but four kinds, which this module's pickler
   pickle cannot name: saved with a factory that makes a copy of what the lambda made when saved (a fresh,
   empty value, as the lambda makes each time); and a subclass whose `__init__` takes other arguments
   (SSM's `ParameterDict`), which pickle would call with the factory alone: rebuilt without it.
-S3 objects' bodies need nothing: moto's `FakeKey` pickles its body itself (`__getstate__`).
+- an S3 object (`FakeKey`): pickled as moto's own `__getstate__` does (its attributes and its body; moto's
+  `__setstate__` rebuilds it), but with its body read by position (`os.pread`). moto keeps a body over
+  ~5 MB (MOTO_S3_DEFAULT_KEY_BUFFER_SIZE) in a temporary file; a snapshot writer forked from the runtime
+  shares that file's read position with it, so the seek-and-read of `__getstate__` in the writer and a
+  GetObject's in the runtime would move each other's position and read parts of the wrong bytes.
 
 SQS receives are the one kind of request a cut does not wait for (a long poll would hold every cut, and so
 every request, up to 20 s): `capture` holds every queue's own lock instead, the lock each receive holds
@@ -29,13 +33,14 @@ import contextlib
 import copy
 import functools
 import io
+import os
 import pickle
 import sys
 import threading
 import time
 from collections import defaultdict
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
 from cryptography.hazmat.primitives.serialization import (
@@ -45,6 +50,8 @@ from cryptography.hazmat.primitives.serialization import (
     load_der_private_key,
 )
 from moto.core.base_backend import BackendDict, BaseBackend
+from moto.moto_api._internal.models import moto_api_backend
+from moto.s3.models import FakeKey
 from moto.sqs.models import SQSBackend
 
 from outbox_local.errors import LocalRuntimeError
@@ -73,6 +80,8 @@ class _MotoPickler(pickle.Pickler):
             return threading.Condition, ()
         if isinstance(obj, defaultdict) and (type(obj) is not defaultdict or _unnamed(obj.default_factory)):
             return _reduced_defaultdict(obj)
+        if isinstance(obj, FakeKey):
+            return _reduced_key(obj)
         if isinstance(obj, _PRIVATE_KEYS):
             key: Any = obj
             der = key.private_bytes(Encoding.DER, PrivateFormat.PKCS8, NoEncryption())
@@ -82,6 +91,44 @@ class _MotoPickler(pickle.Pickler):
 
 _FRESH: dict[type, Any] = {_LOCK: threading.Lock, _RLOCK: threading.RLock, threading.Event: threading.Event}
 """Saved as a new one: a cut runs while no request holds a lock or waits on an event."""
+
+
+def _reduced_key(key: FakeKey) -> tuple[Any, ...]:
+    """What moto 5.2.5's `FakeKey.__getstate__` answers (its attributes, its body as `value`, no buffer, no
+    lock), unpickled by moto's own `__setstate__`; the body read without moving the file's position."""
+    state = key.__dict__.copy()
+    state["value"] = _body(key)
+    del state["_value_buffer"]
+    del state["lock"]
+    return _new_key, (type(key),), state
+
+
+def _new_key(kind: type[FakeKey]) -> FakeKey:
+    return object.__new__(kind)  # the attributes and the body follow: moto's __setstate__
+
+
+_READ_CHUNK = 16 * 1024 * 1024
+
+
+def _body(key: FakeKey) -> bytes:
+    buffer = key._value_buffer  # a tempfile.SpooledTemporaryFile: in memory, then in a file once rolled over
+    if buffer.closed:
+        return b""  # as __getstate__: a deleted key's body is gone
+    if not buffer._rolled:  # type: ignore[attr-defined]
+        memory = cast(io.BytesIO, buffer._file)
+        return memory.getvalue()  # this process's own memory: no position shared
+    descriptor = buffer.fileno()
+    chunks, offset = [], 0
+    while chunk := os.pread(descriptor, _READ_CHUNK, offset):
+        chunks.append(chunk)
+        offset += len(chunk)
+    body = b"".join(chunks)
+    if len(body) != key.contentsize:  # part of it still in the file object's write buffer, not in the file
+        raise MotoStateError(
+            f"S3 object {key.bucket_name}/{key.name}: {len(body)} bytes in its file, {key.contentsize} "
+            "written"
+        )
+    return body
 
 
 def _reduced_defaultdict(saved: defaultdict[Any, Any]) -> tuple[Any, ...]:
@@ -164,6 +211,12 @@ def queues_held() -> Iterator[None]:
     finally:
         for lock in reversed(taken):
             lock.release()
+
+
+def reset() -> None:
+    """Empty moto, as its `/moto-api/reset` endpoint does (this very call), in this process: a runtime resets
+    and restores moto before its endpoint serves anyone, so no client is served from an empty moto."""
+    moto_api_backend.reset()
 
 
 def restore(data: bytes) -> int:

@@ -17,6 +17,7 @@ from typing import Any
 
 from outbox_local.alarms import AlarmEvaluator
 from outbox_local.cloudformation.records import SavedRecords
+from outbox_local.local_apis import LocalApis
 from outbox_local.persistence import Persistence, Snapshot, moto_state
 from outbox_local.provisioning import ProvisionedStack
 from outbox_local.runtime_options import RuntimeOptions
@@ -112,21 +113,26 @@ def open_state(options: RuntimeOptions) -> tuple[Persistence | None, Snapshot | 
     return persistence, snapshot
 
 
-def restore(
-    snapshot: Snapshot,
-    stacks: StackSet,
-    api_urls: Callable[[], Mapping[str, str]],
-    alarms: AlarmEvaluator | None,
-) -> None:
-    """moto's backends as saved, then every saved stack attached, in the order they were created (nothing
-    provisioned); outputs that named an API's earlier URL name the one it is served at now (its port may
-    differ: `--api-port 0`)."""
-    moto_state.restore(snapshot.moto)
+def restore_moto(snapshot: Snapshot | None) -> None:
+    """moto emptied, then its backends as saved (with a snapshot): before the AWS endpoint serves anyone, so
+    no client is answered from an empty moto, nor has its acknowledged write discarded by the restore."""
+    moto_state.reset()
+    if snapshot is not None:
+        moto_state.restore(snapshot.moto)
+
+
+def restore(snapshot: Snapshot, stacks: StackSet, apis: LocalApis, alarms: AlarmEvaluator | None) -> None:
+    """Every saved stack attached, in its place (nothing provisioned; moto's backends were restored before
+    the endpoint served: `restore_moto`), each HTTP API on the port it had, so the URLs its outputs and its
+    clients know still answer."""
     saved: SavedRuntime = snapshot.runtime
     if alarms is not None:
         alarms.resume(saved.alarm_states)
     for stack in saved.stacks:
-        deployed = stacks.attach(
+        for api_id, url in stack.api_urls.items():
+            apis.reserve(api_id, url)
+    for stack in saved.stacks:
+        stacks.attach(
             stack.definition,
             stack.provisioned,
             dict(stack.outputs),
@@ -134,9 +140,3 @@ def restore(
             created_at=stack.created_at,
             resume_at=stack.positions,
         )
-        now = api_urls()
-        for api_id, earlier in stack.api_urls.items():
-            if api_id in now and now[api_id] != earlier:
-                for name, value in deployed.outputs.items():
-                    if isinstance(value, str):
-                        deployed.outputs[name] = value.replace(earlier, now[api_id])

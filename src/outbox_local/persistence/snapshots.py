@@ -149,10 +149,14 @@ class StateDirectory:
             )
         return snapshot
 
+    def temporary_path(self, writer: int) -> Path:
+        """Where the process `writer` writes a snapshot before renaming it into place."""
+        return self.path / f".{SNAPSHOT_FILE}.{writer}.tmp"
+
     def write(self, encoded: bytes) -> None:
         """Replace the snapshot with an encoded one (`Snapshot.encode`), atomically and durably."""
         data = _HEADER + encoded
-        temporary = self.path / f".{SNAPSHOT_FILE}.{os.getpid()}.tmp"
+        temporary = self.temporary_path(os.getpid())
         with temporary.open("wb") as file:
             file.write(data)
             file.flush()

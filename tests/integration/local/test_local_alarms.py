@@ -117,3 +117,29 @@ def test_publisher_errors_fire_only_after_three_failing_periods_of_five(runtime:
         expected = "ALARM" if period == 2 else "OK"
         assert state(runtime, "OutboxStack-Outbox-PublisherErrors") == expected
         runtime.clock.advance(60)
+
+
+def test_a_state_is_kept_only_once_its_change_was_applied_and_notified(runtime: LocalRuntime) -> None:
+    # Given the runtime's alarm evaluator, whose states a snapshot saves (a cut may come at any moment)
+    evaluator = runtime.alarms
+    assert evaluator is not None
+    apply = evaluator._apply
+    kept_while_applying: dict[str, str | None] = {}
+    kept_after: dict[str, str | None] = {}
+
+    def observed_apply(alarm: Any, transition: Any) -> None:
+        kept_while_applying[transition.alarm] = evaluator.states().get(transition.alarm)
+        apply(alarm, transition)
+
+    evaluator._apply = observed_apply  # type: ignore[method-assign]
+
+    # When the alarms move (each INSUFFICIENT_DATA -> OK, set in CloudWatch and notified)
+    moved = runtime.evaluate_alarms()
+    kept_after.update(evaluator.states())
+
+    # Then while a change was being set and notified, the state a cut would save was still the old one
+    # (a crash then restores the old state and notifies the change again: never a change never notified)
+    assert moved
+    for transition in moved:
+        assert kept_while_applying[transition.alarm] != transition.new
+        assert kept_after[transition.alarm] == transition.new

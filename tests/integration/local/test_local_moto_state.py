@@ -5,6 +5,8 @@ it (new writes after the restore included)."""
 from __future__ import annotations
 
 import json
+import os
+import pickle
 import threading
 import time
 import urllib.request
@@ -13,6 +15,7 @@ from typing import Any
 import boto3
 import pytest
 from moto.core.models import DEFAULT_ACCOUNT_ID
+from moto.s3.models import s3_backends
 from moto.sqs.models import sqs_backends
 
 from outbox_local.endpoint import LOCAL_CREDENTIALS
@@ -169,3 +172,49 @@ def test_state_another_moto_cannot_read_is_a_typed_error() -> None:
     # When they are restored, Then the error says so
     with pytest.raises(moto_state.MotoStateError, match="cannot be read by this moto"):
         moto_state.restore(b"not a pickle")
+
+
+def test_an_object_kept_in_a_file_is_read_whole_by_a_forked_writer_and_the_server_too(endpoint: str) -> None:
+    # Given an 8 MB S3 object: moto keeps a body over ~5 MB in a temporary file, whose read position a
+    # snapshot writer forked from the runtime shares with it
+    s3 = client(endpoint, "s3")
+    s3.create_bucket(Bucket="large")
+    body = os.urandom(8 * 1024 * 1024)
+    s3.put_object(Bucket="large", Key="envelope", Body=body)
+    key = s3_backends[DEFAULT_ACCOUNT_ID]["aws"].buckets["large"].keys["envelope"]
+    assert key._value_buffer._rolled  # the case under test: the body is in a file
+    descriptor = key._value_buffer.fileno()
+
+    def captures_wrong(count: int) -> int:
+        """In a forked writer: how many of `count` captures do not hold the body whole."""
+        wrong = 0
+        for _ in range(count):
+            saved = pickle.loads(moto_state.dump())  # noqa: S301 - our own capture
+            s3_saved = next(backend for *_, backend in saved if hasattr(backend, "buckets"))
+            wrong += s3_saved.buckets["large"].keys["envelope"].value != body
+        return wrong
+
+    # When a forked writer captures moto's state while the file's position is somewhere in the middle
+    os.lseek(descriptor, 1000, os.SEEK_SET)
+    writer = os.fork()
+    if writer == 0:
+        os._exit(captures_wrong(1))
+    _, status = os.waitpid(writer, 0)
+    # Then its capture holds the body whole, and the position the runtime shares with it did not move
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert os.lseek(descriptor, 0, os.SEEK_CUR) == 1000
+
+    # When a writer captures again and again while the server answers GetObjects of the object
+    writer = os.fork()
+    if writer == 0:
+        os._exit(captures_wrong(10))
+    wrong_reads = reads = 0
+    while True:
+        done, status = os.waitpid(writer, os.WNOHANG)
+        reads += 1
+        wrong_reads += s3.get_object(Bucket="large", Key="envelope")["Body"].read() != body
+        if done:
+            break
+    # Then every capture, and every answer, is the body whole
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert wrong_reads == 0, f"{wrong_reads} of {reads} reads"
