@@ -10,7 +10,8 @@ from outbox_cli.local import describe
 
 
 def runtime_with(stack_outputs: dict[str, str]) -> Any:
-    """What `describe` reads of a running runtime: its options, endpoint and outputs (nothing hosted)."""
+    """What `describe` reads of a running runtime: its options, endpoint and outputs, its one stack (nothing
+    hosted)."""
     return SimpleNamespace(
         options=SimpleNamespace(
             region="us-east-1", stack_name="PaymentsStack", template_path="t.json", state_dir=None
@@ -19,6 +20,7 @@ def runtime_with(stack_outputs: dict[str, str]) -> Any:
         api_url=None,
         outputs=stack_outputs,
         stack=None,
+        stacks={"PaymentsStack": None},
         host=None,
         mappings=[],
         queue_mappings=[],
@@ -60,3 +62,14 @@ def test_the_outputs_column_is_as_wide_as_the_longest_output_name() -> None:
     # Then every value starts in the same column, two spaces after the longest name
     section = banner.split("  Outputs:\n", 1)[1].split("\n\n", 1)[0].splitlines()
     assert section == [f"    {'Ab':<30}  short", "    OrderSummaryDeadLetterQueueUrl  long"]
+
+
+def test_the_banner_names_the_other_stacks_the_runtime_runs() -> None:
+    # Given a runtime running its start-up stack and two more (deployed into it, or restored)
+    runtime = runtime_with({})
+    runtime.stacks = {"PaymentsStack": None, "OutboxStack": None, "Billing": None}
+
+    # When its banner is printed, Then the others are named, with how to operate each
+    assert "  Other stacks  OutboxStack, Billing (`outbox status --stack NAME` for each)" in describe(runtime)
+    # and a runtime with its one stack names none
+    assert "Other stacks" not in describe(runtime_with({}))
