@@ -10,9 +10,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import boto3
-from botocore.config import Config
-
 from outbox.aws import TIMEOUT_SCALE_VARIABLE
 from outbox_local.alarms import AlarmEvaluator, Transition
 from outbox_local.aws_server import LocalAwsServer
@@ -23,12 +20,13 @@ from outbox_local.cloudformation.host import CloudFormationError
 from outbox_local.cloudformation.service import CloudFormationService
 from outbox_local.control_api import ControlApi, mapping_report
 from outbox_local.emf_metrics import EmfMetricsForwarder
-from outbox_local.endpoint import LOCAL_CREDENTIALS, environment
+from outbox_local.endpoint import environment
+from outbox_local.endpoint_clients import EndpointClients
 from outbox_local.errors import RuntimeStateError
 from outbox_local.event_source_mapping_api import (
     EventSourceMappingApi,
 )
-from outbox_local.faults import INTERNAL_USER_AGENT, FaultInjector
+from outbox_local.faults import FaultInjector
 from outbox_local.functions import FunctionHost
 from outbox_local.http_api import HttpApiServer
 from outbox_local.invocation import InvocationResult
@@ -82,7 +80,7 @@ class LocalRuntime:
         self.event_source_mappings = EventSourceMappingApi()
         """What the AWS endpoint answers to Lambda's ListEventSourceMappings and GetEventSourceMapping."""
         self._server: LocalAwsServer | None = None
-        self._clients: dict[str, Any] = {}
+        self._clients = EndpointClients(lambda: self.endpoint_url, options.region)
         self._apis = LocalApis(self._invoke_for_api, host=options.host, first_port=options.api_port)
         self.host: FunctionHost | None = None
         self._stack_set: StackSet | None = None
@@ -209,9 +207,7 @@ class LocalRuntime:
         # A runtime started again after stop() must not keep this start's stacks (their mappings' clients are
         # closed and they would poll the stream a second time).
         self._stack_set = None
-        for client in self._clients.values():
-            client.close()
-        self._clients.clear()
+        self._clients.close()
         if self._server is not None:
             self._server.stop()
             self._server = None
@@ -280,28 +276,11 @@ class LocalRuntime:
     def client(self, service: str) -> Any:
         """A boto3 client on the local endpoint (cached; closed when the runtime stops). Armed faults apply to
         it as to the functions' own clients."""
-        return self._client(service, internal=False)
+        return self._clients.client(service)
 
     def _internal_client(self, service: str) -> Any:
-        """A client for what AWS itself does around the functions (the mappings' polls and deletes, the
-        on-failure sends, provisioning, metrics): a fault armed on a service never fails these, so an outage
-        hits the functions' calls, as on AWS."""
-        return self._client(service, internal=True)
-
-    def _client(self, service: str, *, internal: bool) -> Any:
-        key = f"{service}/internal" if internal else service
-        if key not in self._clients:
-            self._clients[key] = boto3.client(
-                service,
-                endpoint_url=self.endpoint_url,
-                region_name=self.options.region,
-                config=Config(
-                    retries={"mode": "standard", "total_max_attempts": 3},
-                    user_agent_extra=INTERNAL_USER_AGENT if internal else None,
-                ),
-                **LOCAL_CREDENTIALS,
-            )
-        return self._clients[key]
+        """A client armed faults never fail: an outage hits the functions' calls, as on AWS."""
+        return self._clients.client(service, internal=True)
 
     def invoke(self, function: str, event: Any) -> InvocationResult:
         if self.host is None:
