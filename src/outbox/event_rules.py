@@ -17,6 +17,8 @@ if TYPE_CHECKING:
 _AGGREGATE_TYPE = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")
 _EVENT_TYPE = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,127}$")
 _MAX_ID_LENGTH = 256
+REGION_NAME = re.compile(r"[a-z]{2}(-[a-z]+)+-[0-9]{1,2}")
+"""An AWS region's name (`us-east-1`, `us-gov-west-1`): what `origin` holds, and every region setting."""
 _CANONICAL_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
@@ -51,7 +53,18 @@ def broken_rule(event: OutboxEvent) -> tuple[str, str] | None:  # noqa: PLR0911 
         return "trace", "trace must hold a well-formed X-Ray header and W3C traceparent (TraceContext.given)"
     if not (_is_int(event.attempts) and event.attempts >= 0):
         return "attempts", "attempts must be >= 0"
+    origin = event.origin
+    if origin is not None and not (isinstance(origin, str) and is_region_name(origin)):
+        return "origin", "origin must be an AWS region's name like us-east-1"
     return None
+
+
+def is_region_name(text: str) -> bool:
+    """Whether `text` has the shape of an AWS region's name (at most 32 characters)."""
+    return len(text) <= _MAX_REGION_LENGTH and REGION_NAME.fullmatch(text) is not None
+
+
+_MAX_REGION_LENGTH = 32
 
 
 _AGGREGATE_ID_RULE = f"aggregate_id must be 1-{_MAX_ID_LENGTH} characters"

@@ -66,3 +66,17 @@ HELD_AGGREGATES: Final = "HeldAggregates"
 SWEPT_EVENTS: Final = "SweptEvents"
 BACKED_OFF_EVENTS: Final = "BackedOffEvents"
 GAVE_UP_EVENTS: Final = "GaveUpEvents"
+
+# Emitted by the sweeper of an outbox across regions (outbox.regions) on every run, with a `Region` dimension
+# (each region's sweeper reports its own view).
+REGION_DIMENSION: Final = "Region"
+REGION_HEARTBEAT_AGE_SECONDS: Final = "RegionHeartbeatAgeSeconds"
+"""The oldest peer heartbeat's age this region read: past the takeover time, a peer is presumed lost."""
+TAKEOVER_IN_PROGRESS: Final = "TakeoverInProgress"
+"""Origins this region holds for lost regions (0 while every region publishes its own)."""
+LATE_REPLICA_EVENTS: Final = "LateReplicaEvents"
+"""Rows marked FAILED (`LateReplica`): they replicated after a taker published a later event of their
+aggregate. Each needs an operator (docs/multi-region.md, runbook)."""
+TAKEN_OVER_DUPLICATES_AVOIDED: Final = "TakenOverDuplicatesAvoided"
+"""Rows a taker published, found PENDING after the return (their settle had not replicated): settled without
+publishing."""

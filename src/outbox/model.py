@@ -41,6 +41,18 @@ AUDIT_KEY_PREFIX = f"{RESERVED_KEY_PREFIX}audit{RESERVED_KEY_PREFIX}"
 on, kept after the event's row has left the table."""
 SWEEPER_CURSOR_KEY = f"{RESERVED_KEY_PREFIX}sweeper"
 """The sweeper's saved position in its scan of the table, one item per scan segment (seq = the segment)."""
+# --- One outbox across regions (docs/multi-region.md; outbox.regions): absent on a single-region outbox.
+ORIGIN = "origin"
+"""String: the region whose writer saved the row (`OutboxWriter(origin=...)`). A row without one belongs to
+the home region (the first of OUTBOX_REGIONS)."""
+TAKEN_BY = "taken_by"
+"""String: the region that claimed the row while it held the row's origin (a takeover); set by the sweeper's
+claim, never by writers. No claim takes a row whose `taken_by` names a region still holding its origin."""
+HEARTBEAT_KEY_PREFIX = f"{RESERVED_KEY_PREFIX}region{RESERVED_KEY_PREFIX}"
+"""A region's heartbeat lives at (`#region#` + the region, 0), written by that region's sweeper each run."""
+TAKEN_KEY_PREFIX = f"{RESERVED_KEY_PREFIX}taken{RESERVED_KEY_PREFIX}"
+"""What a region published of another's origin while it held it, per aggregate: (`#taken#` + aggregate_key,
+0)."""
 # DynamoDB's TTL attribute. The outbox sets it on no row; a row another writer saves PENDING with it would
 # expire before it is published, so reading one is poison, and its FAILED mark removes it.
 TTL_ATTRIBUTE = "expires_at"
@@ -232,6 +244,8 @@ class OutboxEvent:
     # --- Large payloads (outbox.payload_refs): read from a row whose envelope is in the payload store, the
     # event holds where it is (and, once a publisher read it, its text) and an empty `payload`.
     stored: StoredEnvelope | None = field(default=None, repr=False, compare=False)
+    origin: str | None = None
+    """The region whose writer saved it (`ORIGIN`), when the outbox spans regions; not in the envelope."""
     _payload_json: str = field(default="", repr=False, compare=False)
     aggregate_key: str = field(init=False, repr=False, compare=False)
     """aggregate_type#aggregate_id: the row's partition key, the key of its order (set once, read often)."""
@@ -347,6 +361,8 @@ class OutboxEvent:
             item[TTL_ATTRIBUTE] = {"N": str(self.expires_at)}
         if self.trace:
             item.update(self.trace.attributes())
+        if self.origin is not None:
+            item[ORIGIN] = {"S": self.origin}
         return item
 
     @classmethod
@@ -374,6 +390,7 @@ class OutboxEvent:
                 if _TRACE_HEADER in item or _TRACEPARENT in item
                 else NO_TRACE,
                 stored=stored,
+                origin=reader.string(ORIGIN) if ORIGIN in item else None,
             )
         except InvalidOutboxRowError:
             raise

@@ -42,6 +42,36 @@ PUBLISHER_FILTER_PATTERNS: Final[tuple[Mapping[str, object], ...]] = (
 redrives and TTL deletions match none, so they cost no invocations."""
 
 
+_ORIGIN: Final = "origin"  # outbox.model.ORIGIN (this module stays free of the model: the constructs load it)
+
+
+def publisher_filter_patterns(
+    region: str | None = None, *, home: bool = False
+) -> tuple[Mapping[str, object], ...]:
+    """The publisher mapping's patterns on an outbox across regions (docs/multi-region.md): its region's
+    INSERTs only (`origin` = `region`), and for the home region also INSERTs of rows without `origin` (another
+    writer's). Other regions' INSERTs, which every replica's stream carries, cost no invocation; their owner
+    is their own region's publisher, or a sweeper. The MODIFY pattern is unchanged (the publisher checks a
+    rewritten slot's origin itself). Without `region`: PUBLISHER_FILTER_PATTERNS, the single-region value.
+
+    "Attribute absent" is `{"exists": false}` on the leaf: Lambda's Exists operator works on leaf nodes only,
+    and a DynamoDB image nests each value under its type, so the test is on `origin.S`.
+    """
+    if region is None:
+        return PUBLISHER_FILTER_PATTERNS
+    own: list[Mapping[str, object]] = [
+        {"eventName": [INSERT_EVENT_NAME], "dynamodb": {"NewImage": {_ORIGIN: {"S": [region]}}}}
+    ]
+    if home:
+        own.append(
+            {
+                "eventName": [INSERT_EVENT_NAME],
+                "dynamodb": {"NewImage": {_ORIGIN: {"S": [{"exists": False}]}}},
+            }
+        )
+    return (*own, PUBLISHER_FILTER_PATTERNS[1])
+
+
 class Range(NamedTuple):
     """An allowed range."""
 

@@ -6,7 +6,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from outbox.errors import DuplicateEventError, InvalidEventError
+from outbox.errors import ConfigurationError, DuplicateEventError, InvalidEventError
+from outbox.event_rules import is_region_name
 from outbox.limits import Item
 from outbox.model import PARTITION_KEY, OutboxEvent, OutboxStatus, outbox_table
 from outbox.offloading import Offloader
@@ -31,6 +32,12 @@ class OutboxWriter:
     Lambda invocation's X-Ray header and the current OpenTelemetry span (`outbox.trace_context`). Pass
     `trace_context=lambda: TraceContext.given(traceparent=...)` to take a caller's header instead, or
     `lambda: NO_TRACE` to save none.
+
+    On an outbox that spans regions (DynamoDB global tables, docs/multi-region.md), `origin` is the region
+    this writer saves in: each row carries it (`origin`), so that region's publisher announces it and another
+    region takes it over only if that region is lost. `outbox.regions.writer_origin(os.environ)` reads it from
+    `OUTBOX_ORIGIN`, which the construct's `writer_environment` sets. Without it, rows belong to the home
+    region.
     """
 
     def __init__(
@@ -41,11 +48,15 @@ class OutboxWriter:
         trace_context: Callable[[], TraceContext] = active_trace_context,
         payload_store: PayloadStore | None = None,
         offload_above_bytes: int = DEFAULT_OFFLOAD_THRESHOLD_BYTES,
+        origin: str | None = None,
     ) -> None:
         """`payload_store`: where envelopes larger than `offload_above_bytes` are kept (outbox.offloading),
         up to outbox.payload_refs.MAX_STORED_ENVELOPE_BYTES; without one, every row holds its payload and is
         limited by DynamoDB's 400 KB item size."""
         self.table = outbox_table(table_name)
+        if origin is not None and not (isinstance(origin, str) and is_region_name(origin)):
+            raise ConfigurationError(f"origin must be an AWS region's name like us-east-1, got {origin!r}")
+        self.origin = origin
         # Schemas: every event is checked against its (event_type, schema_version) schema before any of
         # them joins the transaction (and before any envelope is stored), so a refused payload leaves the
         # transaction as it was and stores nothing.
@@ -74,6 +85,8 @@ class OutboxWriter:
         active = TraceContext.given(*self._trace_context()) if any(not e.trace for e in events) else None
         # The trace on the event itself, so that an envelope kept in the payload store carries it too.
         traced = [replace(e, trace=active) if active is not None and not e.trace else e for e in events]
+        if self.origin is not None:
+            traced = [e if e.origin is not None else replace(e, origin=self.origin) for e in traced]
         if self._offloader is not None:
             for event in traced:
                 self._offloader.check(event)

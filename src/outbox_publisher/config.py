@@ -16,6 +16,7 @@ from datetime import timedelta
 
 from outbox.config import optional, positive_duration, positive_int, require
 from outbox.errors import ConfigurationError
+from outbox.regions import RegionSettings
 from outbox_publisher.messages import (
     EVENTBRIDGE_MAX_CONFIGURABLE_BYTES,
     EVENTBRIDGE_MAX_ENTRY_BYTES,
@@ -84,6 +85,8 @@ class PublisherConfig:
     sweep_grace: timedelta = timedelta(seconds=DEFAULT_SWEEP_GRACE_SECONDS)
     topic_max_message_bytes: int = SNS_MAX_MESSAGE_BYTES
     eventbridge_max_entry_bytes: int = EVENTBRIDGE_MAX_ENTRY_BYTES
+    regions: RegionSettings | None = None
+    """An outbox across regions (`OUTBOX_REGIONS`, outbox.regions); None: a single-region outbox."""
 
     @property
     def fifo_topic(self) -> bool:
@@ -141,4 +144,5 @@ class PublisherConfig:
             sweep_grace=grace,
             topic_max_message_bytes=topic_bytes,
             eventbridge_max_entry_bytes=bus_bytes,
+            regions=RegionSettings.from_env(env),
         )

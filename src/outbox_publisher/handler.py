@@ -21,12 +21,14 @@ from outbox import metrics as metric_names
 from outbox.aws import invocation_client
 from outbox.clock import Clock, utc_now
 from outbox.payload_store import PayloadStore
+from outbox.regions import VIEW_MAX_AGE
 from outbox_publisher.config import PublisherConfig
 from outbox_publisher.deadline import LambdaDeadline
 from outbox_publisher.errors import InvalidStreamEventError, StreamConfigurationError
 from outbox_publisher.leases import DynamoDBRowClaimer, RowClaimer
 from outbox_publisher.ports import DestinationPort, PoisonQueue
 from outbox_publisher.predecessors import PredecessorReader
+from outbox_publisher.region_store import CachedOwnership, DynamoDBRegionStore, RegionStore
 from outbox_publisher.report import EventOutcome, Status
 from outbox_publisher.retry import Random, RetryPolicy, Sleep, system_random, system_sleep
 from outbox_publisher.routing import Destination
@@ -67,6 +69,7 @@ def build_publisher(
     retry: RetryPolicy | None = None,
     payloads: PayloadStore | None = None,
     lookahead: int = LOOKAHEAD,
+    region_store: RegionStore | None = None,
 ) -> Publisher:
     """Wires the publisher; tests pass their own ports, clock and sleep (and the bench a `lookahead`)."""
     engine = build_engine(
@@ -82,6 +85,10 @@ def build_publisher(
         lookahead=lookahead,
         payloads=payloads,
     )
+    regions = None
+    if config.regions is not None:
+        store = region_store or DynamoDBRegionStore(invocation_client("dynamodb"), config.table_name)
+        regions = CachedOwnership(store, config.regions, max_age=VIEW_MAX_AGE, clock=clock)
     stream = StreamPublisher(
         engine,
         config.table_name,
@@ -89,6 +96,7 @@ def build_publisher(
         sweep_grace=config.sweep_grace,
         clock=clock,
         retry=retry,
+        regions=regions,
     )
     return Publisher(config, stream)
 

@@ -11,6 +11,11 @@ The stream publisher claims only rows that reach it late (close to the sweeper's
 published without a claim, inside a horizon that ends before the sweeper may look at it
 (docs/publisher.md, "Order gate and sweeper"). The sweeper claims every row it publishes. A lease outlives
 its holder's invocation by nothing: when the invocation is over, the lease has expired.
+
+On an outbox across regions (outbox.regions), a claim carries a `Fence`: it refuses a row whose `taken_by`
+names a region that still holds the row's origin (Claim.TAKEN), and a taker's claim stamps `taken_by` with its
+own region in the same UpdateItem. Conditions are checked against this region's replica only: the fence holds
+once the other region's writes replicated (docs/multi-region.md says what that leaves).
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from outbox.model import (
     LEASE_UNTIL,
     NEXT_ATTEMPT_AT,
     SWEEP_FAILURES,
+    TAKEN_BY,
     OutboxStatus,
     RowKey,
     truncate_error,
@@ -58,6 +64,15 @@ class Lease(NamedTuple):
         return math.ceil(self.until.timestamp())
 
 
+class Fence(NamedTuple):
+    """What a claim on an outbox across regions checks and writes of `taken_by`."""
+
+    accepted: frozenset[str]
+    """The `taken_by` values the row may hold: this region, and regions that no longer hold its origin."""
+    stamp: str | None = None
+    """This region, when it claims the row as the taker of its origin: written to `taken_by`."""
+
+
 class Claim(StrEnum):
     CLAIMED = "claimed"
     NOT_PENDING = "not_pending"
@@ -68,6 +83,8 @@ class Claim(StrEnum):
     """The sweeper is waiting before its next attempt."""
     MISSING = "missing"
     """The row is gone: its event is out (settled), or an operator skipped it."""
+    TAKEN = "taken"
+    """Another region claimed it as the taker of its origin and has not handed the origin back."""
 
 
 class ClaimResult(NamedTuple):
@@ -81,7 +98,9 @@ class ClaimResult(NamedTuple):
 class RowClaimer(Protocol):
     """Port: claims rows and backs them off. Raises an OutboxError if DynamoDB did not answer."""
 
-    def claim(self, key: RowKey, lease: Lease, now: datetime) -> ClaimResult: ...
+    def claim(self, key: RowKey, lease: Lease, now: datetime, fence: Fence | None = None) -> ClaimResult:
+        """`fence`: on an outbox across regions only (None: the single-region claim, unchanged)."""
+        ...
 
     def back_off(
         self,
@@ -111,22 +130,27 @@ class DynamoDBRowClaimer:
         self._table = table_name
         self.calls = 0
 
-    def claim(self, key: RowKey, lease: Lease, now: datetime) -> ClaimResult:
+    def claim(self, key: RowKey, lease: Lease, now: datetime, fence: Fence | None = None) -> ClaimResult:
+        expression = f"SET {LEASE_OWNER} = :owner, {LEASE_UNTIL} = :until"
+        condition = _CLAIM_CONDITION
+        values: dict[str, Any] = {
+            ":pending": {"S": OutboxStatus.PENDING.value},
+            ":owner": {"S": lease.owner},
+            ":until": {"N": str(lease.until_epoch)},
+            ":now": {"N": str(int(now.timestamp()))},
+        }
+        if fence is not None:
+            takers = sorted(fence.accepted | ({fence.stamp} if fence.stamp else set()))
+            names = [f":taker{index}" for index in range(len(takers))]
+            values.update({name: {"S": taker} for name, taker in zip(names, takers, strict=True)})
+            condition += f" AND (attribute_not_exists({TAKEN_BY}) OR {TAKEN_BY} IN ({', '.join(names)}))"
+            if fence.stamp is not None:
+                expression += f", {TAKEN_BY} = :stamp"
+                values[":stamp"] = {"S": fence.stamp}
         try:
-            response = self._update(
-                key,
-                f"SET {LEASE_OWNER} = :owner, {LEASE_UNTIL} = :until",
-                _CLAIM_CONDITION,
-                {
-                    ":pending": {"S": OutboxStatus.PENDING.value},
-                    ":owner": {"S": lease.owner},
-                    ":until": {"N": str(lease.until_epoch)},
-                    ":now": {"N": str(int(now.timestamp()))},
-                },
-                ReturnValues="ALL_NEW",
-            )
+            response = self._update(key, expression, condition, values, ReturnValues="ALL_NEW")
         except ConditionNotMetError as failed:
-            return ClaimResult(_why(failed.item, lease, now), failed.item)
+            return ClaimResult(_why(failed.item, lease, now, fence), failed.item)
         return ClaimResult(Claim.CLAIMED, response.get("Attributes"))
 
     def back_off(
@@ -199,11 +223,14 @@ class DynamoDBRowClaimer:
         )
 
 
-def _why(row: Mapping[str, Any] | None, lease: Lease, now: datetime) -> Claim:
+def _why(row: Mapping[str, Any] | None, lease: Lease, now: datetime, fence: Fence | None = None) -> Claim:
     if not row:
         return Claim.MISSING
     if row.get("status", {"S": OutboxStatus.PENDING.value}).get("S") != OutboxStatus.PENDING:
         return Claim.NOT_PENDING
+    taker = row.get(TAKEN_BY, {}).get("S")
+    if fence is not None and taker is not None and taker not in fence.accepted and taker != fence.stamp:
+        return Claim.TAKEN
     next_attempt = row.get(NEXT_ATTEMPT_AT, {}).get("N")
     if next_attempt is not None and float(next_attempt) > now.timestamp():
         return Claim.BACKING_OFF

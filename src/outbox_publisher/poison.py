@@ -32,6 +32,20 @@ class PoisonReason(StrEnum):
     """Transient failures outlasted the sweeper's limit (attempts or age): kept FAILED for an operator."""
     WRITER_CONTRACT = "writer_contract"
     """Another writer broke the row contract (outbox_publisher.writer_contract): FAILED, for an operator."""
+    LATE_REPLICA = "late_replica"
+    """On an outbox across regions: the row replicated after the region that took its origin over published a
+    later event of its aggregate (outbox.regions.TakenVerdict): FAILED (code `LateReplica`), for an operator
+    to redrive or skip; its aggregate holds."""
+
+    @property
+    def marked_at_once(self) -> bool:
+        """Marked FAILED at once, whatever its predecessor, and never released past: the publishing path alone
+        knows why (a rewritten slot, a late replica), and nothing after it may go first."""
+        return self in _MARKED_AT_ONCE
+
+
+_MARKED_AT_ONCE = frozenset({PoisonReason.WRITER_CONTRACT, PoisonReason.LATE_REPLICA})
+LATE_REPLICA_CODE = "LateReplica"
 
 
 class Rejection(NamedTuple):

@@ -19,7 +19,7 @@ from outbox_publisher.gate import HoldReason, OrderGate, Unknown, predecessors_t
 from outbox_publisher.memory import RowMemory
 from outbox_publisher.outcome_updates import continues_past_poison, failed_mark, update_rows, updates_for
 from outbox_publisher.planning import CallGroup, Planned
-from outbox_publisher.poison import PoisonReason, Rejection
+from outbox_publisher.poison import Rejection
 from outbox_publisher.poisoning import contract_break_mark, poisoned, send_to_poison_queue
 from outbox_publisher.predecessors import PredecessorState
 from outbox_publisher.report import EventOutcome, PublishReport, Status
@@ -127,8 +127,9 @@ class EngineRun:
         self._poison(index, candidate, rejection, attempts=0, delivered_to=())
 
     def _contract_break(self, index: int, candidate: Candidate, rejection: Rejection) -> bool:
-        """Poisons a writer-contract break at once, whatever its predecessor; False for other poison."""
-        if rejection.reason is not PoisonReason.WRITER_CONTRACT:
+        """Poisons a writer-contract break (or a late replica) at once, whatever its predecessor; False for
+        other poison."""
+        if not rejection.reason.marked_at_once:
             return False
         self._poison_contract_break(index, candidate, rejection)
         return True
@@ -374,7 +375,7 @@ class EngineRun:
             return
         outcome = poisoned(candidate, rejection, attempts=attempts, delivered_to=delivered_to)
         continues = continues_past_poison(candidate, self.engine._router)
-        if continues and rejection.reason is not PoisonReason.WRITER_CONTRACT:
+        if continues and not rejection.reason.marked_at_once:
             # Its successors go on past it only once its row says so (FAILED, released): were they to go
             # first and the mark fail, the sweeper would publish it later, after them.
             continues = self._released(outcome)

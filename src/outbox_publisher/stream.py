@@ -13,6 +13,11 @@ still younger than the grace, so no sweep has taken it. An event a destination d
 for the sweeper. Only what the run could not attempt is handed back: the first such record and EVERY later
 one, since Lambda re-sends from the LOWEST reported sequence number. The batch is one ordered unit, so
 Powertools' BatchProcessor (record by record, carrying on past failures) is not used.
+
+On an outbox across regions (outbox.regions), a record is published only when its row is this region's to
+stream (`Ownership.may_stream`: its own origin, its heartbeat `own` and fresh, saved after the last resume);
+any other is skipped as `not_owner`, left to the sweepers, never handed back. When the heartbeat cannot be
+read, the batch is handed back from its first candidate: no guess either way.
 """
 
 from __future__ import annotations
@@ -32,9 +37,10 @@ from outbox_publisher.deadline import Deadline
 from outbox_publisher.engine import PublishingEngine
 from outbox_publisher.errors import InvalidStreamEventError, StreamConfigurationError
 from outbox_publisher.gate import HoldReason
-from outbox_publisher.leases import STREAM_PUBLISHER, Claim, Lease, RowClaimer
+from outbox_publisher.leases import STREAM_PUBLISHER, Claim, ClaimResult, Fence, Lease, RowClaimer
 from outbox_publisher.memory import RowMemory
 from outbox_publisher.outcome_updates import park_for
+from outbox_publisher.region_store import CachedOwnership
 from outbox_publisher.report import PublishReport, Status
 from outbox_publisher.retry import RetryPolicy
 from outbox_publisher.row_updates import Park, RowUpdatesReport
@@ -158,7 +164,9 @@ class StreamPublisher:
         sweep_grace: timedelta,
         clock: Clock = utc_now,
         retry: RetryPolicy | None = None,
+        regions: CachedOwnership | None = None,
     ) -> None:
+        self._regions = regions
         self._engine = engine
         self._table_name = table_name
         self._claimer = claimer
@@ -182,10 +190,22 @@ class StreamPublisher:
         candidates: list[Candidate] = []
         positions: list[int] = []
         stop: int | None = None
+        ownership = None
         for position, verdict in enumerate(verdicts):
             if isinstance(verdict, Skipped):
                 _count(result.skipped, verdict.reason)
                 continue
+            if self._regions is not None:
+                try:
+                    ownership = ownership or self._regions.current(deadline)
+                except OutboxError:
+                    stop = position  # who owns it is unknown: resume from this record
+                    break
+                event = verdict.event
+                occurred_at = parse_timestamp(event.occurred_at) if event is not None else None
+                if not ownership.may_stream(verdict.row, occurred_at, started):
+                    _count(result.skipped, "not_owner")  # the sweepers' (its owner's, or after a resume)
+                    continue
             candidate: Candidate | None = verdict
             if self._late(verdict, started):
                 if not self._retry.has_time_for(deadline):
@@ -245,6 +265,14 @@ class StreamPublisher:
                 extra={"error": type(error).__name__},
             )
 
+    def _claim_row(self, candidate: Candidate, lease: Lease, now: datetime) -> ClaimResult:
+        assert candidate.key is not None  # noqa: S101 - _late checked it
+        if self._regions is None:
+            return self._claimer.claim(candidate.key, lease, now)
+        ownership = self._regions.current()
+        fence = Fence(ownership.accepts(ownership.origin_of(candidate.row)))
+        return self._claimer.claim(candidate.key, lease, now, fence)
+
     def _late(self, candidate: Candidate, now: datetime) -> bool:
         event = candidate.event
         if event is None or candidate.key is None:
@@ -262,7 +290,7 @@ class StreamPublisher:
         """The candidate as claimed (its row as stored now), or None when it is not this path's to publish."""
         assert candidate.key is not None  # noqa: S101 - _late checked it
         result.claims += 1
-        claim = self._claimer.claim(candidate.key, lease, now)
+        claim = self._claim_row(candidate, lease, now)
         if claim.claim is Claim.CLAIMED and claim.row is not None:
             if writer_contract.changed_fields(candidate.row, claim.row):
                 # Another writer rewrote the slot since this INSERT: its MODIFY record, later in the shard,
@@ -275,6 +303,8 @@ class StreamPublisher:
             _count(result.held, HoldReason.LEASED.value)
         elif claim.claim is Claim.BACKING_OFF:
             _count(result.held, HoldReason.BACKING_OFF.value)
+        elif claim.claim is Claim.TAKEN:
+            _count(result.skipped, "not_owner")  # another region took it over and holds it
         else:
             _count(result.skipped, "already_moved")  # settled or failed meanwhile
         return None

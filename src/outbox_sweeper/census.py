@@ -14,7 +14,7 @@ known to be the lowest, so the order gate reads its predecessor.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
@@ -24,6 +24,7 @@ from outbox.model import (
     FAILED_INDEX_SORT_KEY,
     LEASE_UNTIL,
     NEXT_ATTEMPT_AT,
+    ORIGIN,
     RELEASED_AT,
     OutboxStatus,
     RowKey,
@@ -39,6 +40,7 @@ SCANNED_ATTRIBUTES = (
     RELEASED_AT,
     FAILED_INDEX_PARTITION_KEY,
     FAILED_INDEX_SORT_KEY,
+    ORIGIN,
 )
 """What a scan reads of each row besides its key: the rest comes with the claim."""
 HELD_LISTED = 1_000
@@ -53,6 +55,8 @@ class DueRow(NamedTuple):
     """Its aggregate has no row below it that is not out: its predecessor is out, without a read."""
     occurred_at: datetime | None = None
     """When it occurred, if that is a date not in the future: its age counts until it is out."""
+    origin: str | None = None
+    """Its `origin`, as stored (an outbox across regions)."""
 
 
 class HeldAggregate(NamedTuple):
@@ -115,7 +119,11 @@ class Census:
         grace: timedelta,
         due_limit: int,
         resumed_after: RowKey | None = None,
+        owns: Callable[[Mapping[str, Any]], bool] | None = None,
     ) -> None:
+        """`owns`: on an outbox across regions (outbox.regions.Ownership.owns), whether this region publishes
+        a row; a PENDING row it does not own is not due here, and holds the rows after it back."""
+        self._owns = owns
         self._now = now
         self._now_epoch = now.timestamp()
         self._due_before = now - grace
@@ -219,10 +227,12 @@ class Census:
         old_enough = (
             occurred_at is None or occurred_at <= self._due_before or occurred_at > self._future_after
         )
-        if self._waiting or backing_off or leased or not old_enough:
+        not_ours = self._owns is not None and not self._owns(item)
+        if self._waiting or backing_off or leased or not old_enough or not_ours:
             self._waiting = True  # the rows after it must not go first
         elif len(self.due) < self._due_limit:
-            self.due.append(DueRow(key, self._all_out, dated))  # its age counts until it is out
+            # Its age counts until it is out.
+            self.due.append(DueRow(key, self._all_out, dated, string_attribute(item, ORIGIN)))
             self._all_out = False
             return
         self._all_out = False

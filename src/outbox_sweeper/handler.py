@@ -14,7 +14,7 @@ from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
-from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
 import outbox_tracing as tracing
 from outbox import metrics as metric_names
@@ -26,6 +26,7 @@ from outbox_publisher.deadline import LambdaDeadline
 from outbox_publisher.leases import DynamoDBRowClaimer, RowClaimer
 from outbox_publisher.ports import DestinationPort, PoisonQueue
 from outbox_publisher.predecessors import PredecessorReader
+from outbox_publisher.region_store import DynamoDBRegionStore, RegionStore
 from outbox_publisher.retry import Random, RetryPolicy, Sleep, system_random, system_sleep
 from outbox_publisher.routing import Destination
 from outbox_publisher.row_updates import RowUpdater
@@ -33,6 +34,7 @@ from outbox_publisher.wiring import build_engine
 from outbox_sweeper.config import SweeperConfig
 from outbox_sweeper.cursor import CursorStore, DynamoDBCursorStore
 from outbox_sweeper.failed_index import DynamoDBFailedIndexer, FailedIndexer
+from outbox_sweeper.regional import RegionalSweep
 from outbox_sweeper.scan import DynamoDBTableScan, TableScan
 from outbox_sweeper.sweep import Sweeper, SweepReport
 
@@ -63,6 +65,7 @@ def build_sweeper(
     random: Random = system_random,
     retry: RetryPolicy | None = None,
     payloads: PayloadStore | None = None,
+    region_store: RegionStore | None = None,
 ) -> Sweeper:
     """Wires the sweeper; tests pass their own ports, clock and sleep."""
     table = config.publisher.table_name
@@ -90,6 +93,9 @@ def build_sweeper(
         clock=clock,
         random=random,
         retry=retry,
+        regions=RegionalSweep(region_store or DynamoDBRegionStore(dynamodb, table), config.publisher.regions)
+        if config.publisher.regions is not None
+        else None,
     )
 
 
@@ -127,7 +133,19 @@ def segment_of(event: Any) -> int:
 
 def summary(report: SweepReport) -> dict[str, Any]:
     publish, figures = report.publish, report.figures
-    return {
+    region = report.region
+    regional = (
+        {}
+        if region is None
+        else {
+            "region": region.region,
+            "region_state": region.state.value if region.state else None,
+            "taking": list(region.taking),
+            "late_replicas": region.late_replicas,
+            "taken_duplicates_avoided": region.duplicates_avoided,
+        }
+    )
+    return regional | {
         "pending": figures.pending,
         "pass_complete": report.complete,
         "oldest_pending_age_s": round(report.oldest_pending_age_s, 3),
@@ -165,5 +183,24 @@ def _observe(report: SweepReport) -> None:
     metrics.add_metric(
         name=metric_names.WRITER_CONTRACT_VIOLATIONS, unit=count, value=report.publish.contract_breaks
     )
+    if report.region is not None:
+        _observe_region(report)
     level = logger.warning if report.held_aggregates or report.gave_up or report.backed_off else logger.info
     level("sweep done", extra=summary(report))
+
+
+def _observe_region(report: SweepReport) -> None:
+    """The region's figures, each with its `Region` dimension (one EMF document each: the function's other
+    metrics keep their dimensions unchanged)."""
+    region = report.region
+    assert region is not None  # noqa: S101 - the caller checked
+    dimensions = {metric_names.SERVICE_DIMENSION: SERVICE, metric_names.REGION_DIMENSION: region.region}
+    figures = (
+        (metric_names.REGION_HEARTBEAT_AGE_SECONDS, MetricUnit.Seconds, region.oldest_peer_age_s),
+        (metric_names.TAKEOVER_IN_PROGRESS, MetricUnit.Count, len(region.taking)),
+        (metric_names.LATE_REPLICA_EVENTS, MetricUnit.Count, region.late_replicas),
+        (metric_names.TAKEN_OVER_DUPLICATES_AVOIDED, MetricUnit.Count, region.duplicates_avoided),
+    )
+    for name, unit, value in figures:
+        with single_metric(name=name, unit=unit, value=value, default_dimensions=dimensions):
+            pass

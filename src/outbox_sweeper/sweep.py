@@ -9,6 +9,9 @@ publishes what was claimed; a row it could not deliver backs off exponentially (
 run that may take a row past its attempt or age cutoff is its last chance: failing again makes it poison
 (`gave_up`). FAILED rows missing from the failed index are added to it, so operators see them.
 
+On an outbox across regions, each run first writes its region's heartbeat and publishes only the rows its
+region owns (outbox_sweeper.regional).
+
 A second sweep over the same rows adds nothing: a published row left the table, and one another path holds
 is not claimed.
 """
@@ -19,11 +22,9 @@ import logging
 import uuid
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
-from decimal import Decimal
 from typing import Any
 
 from outbox.clock import Clock, parse_timestamp, utc_now
-from outbox.config import MAX_COUNT
 from outbox.errors import OutboxError
 from outbox.model import (
     ENVELOPE_WAITS,
@@ -34,23 +35,28 @@ from outbox.model import (
     RowKey,
     string_attribute,
 )
+from outbox.regions import TakenVerdict
 from outbox_publisher.candidates import Candidate
 from outbox_publisher.deadline import Deadline
 from outbox_publisher.dynamodb_rows import UPDATE_CALL_MS
 from outbox_publisher.engine import PublishingEngine
 from outbox_publisher.gate import HoldReason
-from outbox_publisher.leases import Claim, Lease, RowClaimer
+from outbox_publisher.leases import Claim, ClaimResult, Lease, RowClaimer
 from outbox_publisher.outcome_updates import park_for
 from outbox_publisher.poison import PoisonReason
 from outbox_publisher.predecessors import PredecessorState
 from outbox_publisher.report import EventOutcome, PublishReport, Status
 from outbox_publisher.retry import Random, RetryPolicy, system_random
-from outbox_publisher.row_updates import Park, RowUpdatesReport
+from outbox_publisher.row_updates import Park, RowUpdatesReport, Settle
+from outbox_sweeper.backoff import backoff, stored_count
 from outbox_sweeper.census import Census, DueRow, Figures
 from outbox_sweeper.config import SweepSettings
 from outbox_sweeper.cursor import Cursor, CursorStore
 from outbox_sweeper.failed_index import FailedIndexer
+from outbox_sweeper.regional import RegionalSweep, RegionRun
 from outbox_sweeper.scan import TableScan, read_segment
+
+__all__ = ["SWEEPER", "SweepReport", "Sweeper", "backoff", "stored_count"]
 
 SWEEPER = "sweeper"
 """Prefix of the sweeper's lease owners. Each run owns its leases (`sweeper:<run id>`): two runs that
@@ -79,6 +85,7 @@ class SweepReport:
         "parked",
         "poisoned",
         "publish",
+        "region",
         "rows_read",
         "swept",
     )
@@ -105,6 +112,8 @@ class SweepReport:
         self.parked = RowUpdatesReport()
         """Rows of events the run had no time to take everywhere, recording which destinations took them."""
         self.publish = PublishReport([], None, RowUpdatesReport())
+        self.region: RegionRun | None = None
+        """On an outbox across regions: the run's heartbeat, ownership and late replicas."""
 
     @property
     def held_aggregates(self) -> int:
@@ -133,8 +142,10 @@ class Sweeper:
         random: Random = system_random,
         retry: RetryPolicy | None = None,
         run_id: Callable[[], str] = lambda: uuid.uuid4().hex,
+        regions: RegionalSweep | None = None,
     ) -> None:
         self._run_id = run_id
+        self._regions = regions
         self._engine = engine
         self._scan = scan
         self._cursors = cursors
@@ -152,12 +163,15 @@ class Sweeper:
             raise ValueError(f"segment must be 0..{segments - 1}, got {segment}")
         now = self._clock()
         report = SweepReport(now)
+        regions = self._regions
+        report.region = region = regions.begin(now, deadline) if regions is not None else None
         cursor = self._cursors.load(segment, segments)
         census = Census(
             now=now,
             grace=self._grace,
             due_limit=self._settings.max_rows,
             resumed_after=RowKey.stored(cursor.position) if cursor.position is not None else None,
+            owns=region.ownership.owns if region is not None else None,
         )
         progress = read_segment(
             census,
@@ -172,10 +186,19 @@ class Sweeper:
         for held in census.held:
             _held(held.aggregate_key, held.waiting_seq, held.failed_seq)
         lease = Lease(f"{SWEEPER}:{self._run_id()}", now + timedelta(milliseconds=deadline.remaining_ms()))
+        if regions is not None and region is not None:
+            regions.read_records(region, census.due, deadline)
         candidates = self._claim(census.due, lease, now, deadline, report)
+        if regions is not None and region is not None and candidates:
+            candidates, unrecorded = regions.record_claimed(region, candidates, now, deadline)
+            for candidate in unrecorded:
+                if candidate.key is not None:
+                    self._release(candidate.key, lease)
         held_beyond = 0
         if candidates:
             report.publish = self._engine.publish(candidates, deadline)
+            if regions is not None and region is not None:
+                regions.record_published(region, report.publish.outcomes, now, deadline)
             held_beyond = self._settle(report, lease, deadline)
         report.indexed = self._index(census.unindexed, deadline)
         # What the run published is out: it counts no more (the oldest-pending alarm clears at once).
@@ -228,6 +251,7 @@ class Sweeper:
         aggregate: str | None = None
         known: PredecessorState | None = None
         stopped = False
+        region = report.region
         for row in due:
             if row.key.aggregate_key != aggregate:
                 aggregate, stopped = row.key.aggregate_key, False
@@ -237,7 +261,7 @@ class Sweeper:
             if report.claimed >= self._settings.max_rows or not self._retry.has_time_for(deadline):
                 break
             try:
-                claim = self._claimer.claim(row.key, lease, now)
+                claim = self._claim_one(row, lease, now, region)
             except OutboxError as error:
                 # DynamoDB did not answer: publish what is claimed; the rest waits for the next run.
                 _log.warning("could not claim a row; claiming stops here", extra={"error": str(error)})
@@ -245,6 +269,11 @@ class Sweeper:
             if claim.claim is Claim.CLAIMED and claim.row is not None:
                 report.claimed += 1
                 candidate = Candidate.from_row(_ref(row.key), claim.row, source={"swept_by": lease.owner})
+                if region is not None and (verdict := region.verdict(row)) is not None:
+                    late, out = self._taken_over(verdict, row, candidate.but(lease=lease), region, deadline)
+                    candidates.extend(late)
+                    known, stopped = (PredecessorState.OUT, False) if out else (known, True)
+                    continue
                 candidates.append(
                     candidate.but(
                         lease=lease, predecessor=known, last_chance=self._last_chance(claim.row, now)
@@ -258,6 +287,31 @@ class Sweeper:
             else:
                 stopped = True  # leased, backing off, or FAILED now: later events must not go before it
         return candidates
+
+    def _claim_one(self, row: DueRow, lease: Lease, now: datetime, region: RegionRun | None) -> ClaimResult:
+        if region is None:
+            return self._claimer.claim(row.key, lease, now)
+        if region.needs_record(row) and row.key.aggregate_key in region.unchecked:
+            return ClaimResult(Claim.TAKEN)  # its takeover record could not be read: the aggregate waits
+        return self._claimer.claim(row.key, lease, now, region.fence(row))
+
+    def _taken_over(
+        self, verdict: TakenVerdict, row: DueRow, candidate: Candidate, region: RegionRun, deadline: Deadline
+    ) -> tuple[list[Candidate], bool]:
+        """A claimed row a taker dealt with: the candidates it becomes (a late replica, marked FAILED at once:
+        the events after it wait for an operator), and whether it is out now (a duplicate the taker published,
+        settled without publishing)."""
+        if verdict is TakenVerdict.LATE_REPLICA:
+            assert candidate.row is not None  # noqa: S101 - claimed
+            return [region.late_replica(row, candidate.row, candidate)], False
+        assert candidate.key is not None  # noqa: S101 - claimed
+        assert candidate.lease is not None  # noqa: S101 - claimed
+        settle = Settle(candidate.key, candidate.event_id, candidate.generation)
+        if candidate.key in self._engine.update_rows([settle], deadline).done:
+            region.duplicates_avoided += 1
+            return [], True
+        self._release(candidate.key, candidate.lease)
+        return [], False
 
     def _last_chance(self, row: Mapping[str, Any], now: datetime) -> bool:
         """This run may take the row to its attempt cutoff, or it is past its age cutoff (both counted from
@@ -372,26 +426,3 @@ def _out(row: Mapping[str, Any] | None) -> bool:
 
 def _ref(key: RowKey) -> str:
     return f"{key.aggregate_key}/{key.seq_text}"
-
-
-def backoff(failures: int, settings: SweepSettings, draw: float) -> timedelta:
-    """The wait after a row's `failures`-th failed sweep: the base doubled per further failure, at most the
-    cap, with equal jitter (`draw` in [0, 1)): at least half of it, so a failing row waits."""
-    base, most = settings.backoff_base, settings.backoff_max
-    # Doubled no more often than it takes to pass the cap: base * 2**n overflows a timedelta past n ~ 40.
-    doublings = max(0, min(failures - 1, (most // base).bit_length()))
-    ceiling = min(most, base * (1 << doublings))
-    return ceiling * (0.5 + draw / 2)
-
-
-def stored_count(row: Mapping[str, Any], name: str) -> int:
-    """A count the sweeper keeps on a row (attempts, failed sweeps), from 0 to MAX_COUNT: a larger one
-    (another writer's `9E+125`, `1e400` or `Infinity`) is MAX_COUNT, which passes every cutoff; an unreadable
-    one is 0."""
-    try:
-        value = Decimal(row.get(name, {}).get("N", "0"))
-    except (TypeError, ArithmeticError, AttributeError, ValueError):
-        return 0
-    if value.is_nan() or value <= 0:
-        return 0
-    return MAX_COUNT if value >= MAX_COUNT else int(value)

@@ -1,0 +1,234 @@
+"""The sweeper's part on an outbox across regions (outbox.regions, docs/multi-region.md).
+
+Each run first reads every region's heartbeat and writes its own (`begin`): its state, the origins it holds
+for lost regions, the ones it hands back. The run then publishes only the rows it owns (the census leaves the
+others, and they hold the rows after them back), claims a taken-over row with `taken_by` stamped, and refuses
+a row another region took and still holds (outbox_publisher.leases.Fence).
+
+Late replicas: a row a taker never saw (it replicated late) may sit below a seq the taker published. Before a
+taker publishes rows of a taken origin it adds their seqs to the aggregate's `#taken#` record (`claimed`), and
+after, the ones it published (`published`). Every run checks the rows it claims that a taker may have dealt
+with (a taken origin's, or its own origin's saved before its last resume) against that record
+(`TakenRecord.verdict`): a row the taker published is settled without publishing; one it never claimed, below
+one it claimed or published, is marked FAILED (`LateReplica`), and its aggregate holds for an operator.
+
+If the heartbeats cannot be read or written, the run owns nothing: it publishes no row and takes nothing over,
+and its figures are still reported.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import Any
+
+from outbox.errors import OutboxError
+from outbox.regions import (
+    Heartbeat,
+    Ownership,
+    RegionSettings,
+    RegionState,
+    RegionView,
+    TakenRecord,
+    TakenVerdict,
+    next_heartbeat,
+    ownership,
+)
+from outbox_publisher.candidates import Candidate
+from outbox_publisher.deadline import Deadline
+from outbox_publisher.leases import Fence
+from outbox_publisher.poison import LATE_REPLICA_CODE, PoisonReason, Rejection
+from outbox_publisher.region_store import RegionStore, read_view, taken_expiry
+from outbox_publisher.report import EventOutcome, Status
+from outbox_sweeper.census import DueRow
+
+_log = logging.getLogger(__name__)
+
+
+class RegionRun:
+    """One sweep's view, heartbeat and ownership, and what it did of late replicas."""
+
+    def __init__(
+        self,
+        settings: RegionSettings,
+        view: RegionView | None,
+        heartbeat: Heartbeat | None,
+    ) -> None:
+        self.settings = settings
+        self.view = view
+        self.heartbeat = heartbeat
+        """The heartbeat this run wrote; None when it could not read or write one (it owns nothing)."""
+        self.ownership: Ownership = (
+            ownership(view, heartbeat) if view is not None else Ownership(settings, None)
+        )
+        self.records: dict[str, TakenRecord] = {}
+        self.unchecked: set[str] = set()
+        """Aggregates whose `#taken#` record could not be read: their rows that need it are not claimed."""
+        self.late_replicas = 0
+        self.duplicates_avoided = 0
+
+    @property
+    def region(self) -> str:
+        return self.settings.region
+
+    @property
+    def state(self) -> RegionState | None:
+        return self.heartbeat.state if self.heartbeat else None
+
+    @property
+    def taking(self) -> tuple[str, ...]:
+        return tuple(sorted(self.heartbeat.taking)) if self.heartbeat else ()
+
+    @property
+    def oldest_peer_age_s(self) -> float:
+        """The oldest peer heartbeat's age in this run's view (the takeover time when no view, or none)."""
+        age = self.view.oldest_peer_age_ms() if self.view is not None else None
+        return self.settings.takeover_after.total_seconds() if age is None else age / 1000
+
+    def row(self, due: DueRow) -> dict[str, Any]:
+        """What the ownership decisions read of a due row."""
+        return {} if due.origin is None else {"origin": {"S": due.origin}}
+
+    def fence(self, due: DueRow) -> Fence:
+        row = self.row(due)
+        origin = self.ownership.origin_of(row)
+        stamp = self.region if self.ownership.taken(row) else None
+        return Fence(self.ownership.accepts(origin), stamp)
+
+    def needs_record(self, due: DueRow) -> bool:
+        row = self.row(due)
+        return self.ownership.taken(row) or self.ownership.from_before_resume(row, due.occurred_at)
+
+    def verdict(self, due: DueRow) -> TakenVerdict | None:
+        """What a taker's record says of a due row that needs one (None: publish it as usual)."""
+        if not self.needs_record(due):
+            return None
+        record = self.records.get(due.key.aggregate_key)
+        return record.verdict(due.key.seq) if record is not None else None
+
+    def late_replica(self, due: DueRow, claimed_row: Mapping[str, Any], candidate: Candidate) -> Candidate:
+        """The claimed row, rejected as a late replica (marked FAILED at once, never released)."""
+        record = self.records[due.key.aggregate_key]
+        detail = (
+            f"seq {due.key.seq_text} replicated after region {record.by} took origin {record.origin} over "
+            "and "
+            f"published up to seq {record.highest()} of its aggregate: redrive or skip it"
+        )
+        rejection = Rejection(PoisonReason.LATE_REPLICA, LATE_REPLICA_CODE, detail)
+        self.late_replicas += 1
+        return Candidate.rejected(
+            candidate.ref, claimed_row, rejection, keys=due.key.item(), source=candidate.source
+        ).but(lease=candidate.lease)
+
+
+class RegionalSweep:
+    """The regions' side of every sweep: heartbeat first, `#taken#` records around the publish."""
+
+    def __init__(self, store: RegionStore, settings: RegionSettings) -> None:
+        self._store = store
+        self._settings = settings
+
+    @property
+    def settings(self) -> RegionSettings:
+        return self._settings
+
+    def begin(self, now: datetime, deadline: Deadline) -> RegionRun:
+        """Reads the view, decides and writes this region's heartbeat."""
+        try:
+            view = read_view(self._store, self._settings, now, deadline)
+        except OutboxError as error:
+            _log.warning("could not read the regions' heartbeats: publishing nothing", extra=_err(error))
+            return RegionRun(self._settings, None, None)
+        heartbeat = next_heartbeat(view)
+        try:
+            self._store.write_heartbeat(heartbeat, deadline)
+        except OutboxError as error:
+            # Unwritten, its decisions are no one's to see: act on none of them.
+            _log.warning("could not write this region's heartbeat: publishing nothing", extra=_err(error))
+            return RegionRun(self._settings, view, None)
+        if view.own is None or view.own.state is not heartbeat.state or view.own.taking != heartbeat.taking:
+            _log.warning(
+                "region state",
+                extra={
+                    "region": heartbeat.region,
+                    "state": heartbeat.state.value,
+                    "taking": sorted(heartbeat.taking),
+                    "released": sorted(heartbeat.released),
+                },
+            )
+        return RegionRun(self._settings, view, heartbeat)
+
+    def read_records(self, run: RegionRun, due: Iterable[DueRow], deadline: Deadline) -> None:
+        """Reads the `#taken#` records of the aggregates whose due rows need one."""
+        wanted = {row.key.aggregate_key for row in due if run.needs_record(row)}
+        if not wanted:
+            return
+        try:
+            run.records = self._store.read_taken(wanted, deadline)
+        except OutboxError as error:
+            _log.warning("could not read the takeover records: their rows wait", extra=_err(error))
+            run.unchecked = wanted
+
+    def record_claimed(
+        self, run: RegionRun, candidates: list[Candidate], now: datetime, deadline: Deadline
+    ) -> tuple[list[Candidate], list[Candidate]]:
+        """Adds the seqs of the taken rows about to be published to their records; returns the candidates to
+        publish and those to release (their record could not be written: they are not published)."""
+        keep: list[Candidate] = []
+        dropped: list[Candidate] = []
+        failed: set[str] = set()
+        for aggregate, origin, seqs in _taken_groups(run, candidates):
+            try:
+                self._store.record_taken(
+                    aggregate,
+                    origin=origin,
+                    by=run.region,
+                    seqs=seqs,
+                    published=False,
+                    expires_at=taken_expiry(self._settings, now),
+                    deadline=deadline,
+                )
+            except OutboxError as error:
+                _log.warning("could not record taken rows: not publishing them", extra=_err(error))
+                failed.add(aggregate)
+        for candidate in candidates:
+            key = candidate.key
+            (dropped if key is not None and key.aggregate_key in failed else keep).append(candidate)
+        return keep, dropped
+
+    def record_published(
+        self, run: RegionRun, outcomes: Iterable[EventOutcome], now: datetime, deadline: Deadline
+    ) -> None:
+        """Adds the seqs of the taken rows published to their records (best effort: a row whose seq stays in
+        `claimed` only is published again if found pending, never counted a late replica)."""
+        published = [outcome.candidate for outcome in outcomes if outcome.status is Status.PUBLISHED]
+        for aggregate, origin, seqs in _taken_groups(run, published):
+            try:
+                self._store.record_taken(
+                    aggregate,
+                    origin=origin,
+                    by=run.region,
+                    seqs=seqs,
+                    published=True,
+                    expires_at=taken_expiry(self._settings, now),
+                    deadline=deadline,
+                )
+            except OutboxError as error:
+                _log.warning("could not record published taken rows", extra=_err(error))
+
+
+def _taken_groups(run: RegionRun, candidates: Iterable[Candidate]) -> list[tuple[str, str, list[int]]]:
+    """(aggregate, origin, seqs) of the candidates of origins this run holds."""
+    groups: dict[str, tuple[str, list[int]]] = {}
+    for candidate in candidates:
+        key = candidate.key
+        if key is None or candidate.rejection is not None or not run.ownership.taken(candidate.row):
+            continue
+        origin = run.ownership.origin_of(candidate.row)
+        groups.setdefault(key.aggregate_key, (origin, []))[1].append(key.seq)
+    return [(aggregate, origin, seqs) for aggregate, (origin, seqs) in groups.items()]
+
+
+def _err(error: Exception) -> dict[str, str]:
+    return {"error": type(error).__name__, "detail": str(error)}
