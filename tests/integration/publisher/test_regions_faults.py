@@ -18,7 +18,7 @@ from outbox.regions import Heartbeat, TakenRecord
 from outbox_publisher.deadline import Deadline
 from outbox_publisher.region_store import DynamoDBRegionStore
 from tests.integration.publisher.publisher_world import SnsClientFailingEvents, World
-from tests.integration.publisher.regions_world import A, B, INTERVAL, TAKEOVER, TwoRegions, two_regions
+from tests.integration.publisher.regions_world import INTERVAL, TAKEOVER, A, B, TwoRegions, two_regions
 from tests.integration.publisher.sweeping import OUT, assert_in_seq_order, statuses
 from tests.support.events import event
 
