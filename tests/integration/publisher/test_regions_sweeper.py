@@ -14,6 +14,7 @@ from collections import Counter
 import pytest
 
 from outbox.regions import RegionState
+from outbox_ops.release import redrive
 from tests.integration.publisher.publisher_world import World
 from tests.integration.publisher.regions_world import (
     INTERVAL,
@@ -25,7 +26,7 @@ from tests.integration.publisher.regions_world import (
     key_of,
     two_regions,
 )
-from tests.integration.publisher.sweeping import OUT, assert_in_seq_order, statuses
+from tests.integration.publisher.sweeping import OUT, assert_in_seq_order, key, statuses
 from tests.support.events import event
 
 
@@ -141,6 +142,21 @@ def test_a_lost_region_is_taken_over_in_order_then_handed_back_with_nothing_twic
     assert [(p["reason"], p["seq"]) for p in poison] == [("late_replica", 3)]
     # and every other event of the order was published exactly once
     assert Counter(by_b) == Counter(e.event_id for e in order if e.seq != 3)
+
+    # When an operator redrives the late replica (announcing it after its successors: their decision)
+    redrive(
+        world_a.dynamodb,
+        world_a.tables.outbox,
+        key(order[2]),
+        reason="late",
+        actor="ops",
+        now=world_a.clock(),
+    )
+    regions.sweep(A)
+
+    # Then A publishes it once, and its row is out
+    assert regions.published() == [order[2].event_id]
+    assert statuses(world_a, order[2]) == [OUT]
 
 
 def test_a_returning_region_resumes_alone_when_nothing_was_taken_over(regions: TwoRegions) -> None:
