@@ -112,7 +112,9 @@ class World:
         table = config.publisher.table_name
         return {
             "scan": DynamoDBTableScan(dynamodb, table),
-            "cursors": DynamoDBCursorStore(dynamodb, table),
+            "cursors": DynamoDBCursorStore(
+                dynamodb, table, region=config.publisher.regions.region if config.publisher.regions else None
+            ),
             "indexer": DynamoDBFailedIndexer(dynamodb, table),
         }
 

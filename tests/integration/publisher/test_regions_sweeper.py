@@ -61,6 +61,14 @@ def test_each_region_publishes_its_own_origin_once(regions: TwoRegions) -> None:
         report = regions.sweep(region)
         assert report.region is not None
         assert (report.region.state, report.region.taking) == (RegionState.OWN, ())
+    # and each region kept its own sweep position (one item each: replicated, never overwritten by the other)
+    regions.replication.both()
+    world_a = regions.world(A)
+    assert {
+        item["aggregate_key"]["S"]
+        for item in world_a.dynamodb.scan(TableName=world_a.tables.outbox)["Items"]
+        if item["aggregate_key"]["S"].startswith("#sweeper")
+    } == {f"#sweeper#{A}", f"#sweeper#{B}"}
 
 
 def test_rows_without_origin_belong_to_the_home_region(regions: TwoRegions) -> None:
