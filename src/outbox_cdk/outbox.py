@@ -125,7 +125,10 @@ class OutboxProps:
 
     def __post_init__(self) -> None:
         if self.regions is not None:
-            self._check_regions()
+            self.regions.refuse_unsupported(
+                customer_key=self.customer_managed_key or self.encryption_key is not None,
+                payloads=self.payloads is not None,
+            )
         if self.table is not None and self.table_props is not None:
             raise OutboxConstructError(
                 "pass either table (your own) or table_props (for the one created here), not both"
@@ -150,20 +153,6 @@ class OutboxProps:
             raise OutboxConstructError(
                 f"outputs_prefix {self.outputs_prefix!r} must be letters and digits only: it begins each "
                 "output's key, a CloudFormation logical ID"
-            )
-
-    def _check_regions(self) -> None:
-        if self.customer_managed_key or self.encryption_key is not None:
-            raise OutboxConstructError(
-                "regions: a customer-managed key is not supported with regions yet (each replica region "
-                "needs a key of its own, which one stack cannot create): leave customer_managed_key and "
-                "encryption_key unset, AWS's managed keys then encrypt every region"
-            )
-        if self.payloads is not None:
-            raise OutboxConstructError(
-                "regions: a payload store is not supported with regions yet (its bucket is in one region, "
-                "where another region's publisher taking its rows over could not read it): leave payloads "
-                "unset"
             )
 
 
@@ -228,7 +217,13 @@ class Outbox(Construct):
         self.global_table_name: str | None = None
         """The global table's name (with regions): what each replica region's `OutboxReplica` takes."""
         if props.regions is not None:
-            self.region = self._check_region(props)
+            sweeper = props.sweeper
+            self.region = props.regions.check_stack(
+                self,
+                table_given=props.table is not None,
+                schedule=sweeper.schedule,
+                timeout=(sweeper.function or default_sweeper_function()).timeout,
+            )
         self.table: dynamodb.ITable = props.table or self._create_table(props)
         self.destinations: OutboxDestinations | None = None
         create_topic = props.destinations.topic and props.topic is None
@@ -303,24 +298,6 @@ class Outbox(Construct):
         if props.schema_registry is not None:
             self.schema_registry = OutboxSchemaRegistry(self, "SchemaRegistry", props.schema_registry)
         self.outputs: dict[str, CfnOutput] = self._outputs()
-
-    def _check_region(self, props: OutboxProps) -> str:
-        """The stack's region, checked against `props.regions` and the sweeper's schedule."""
-        regions = cast(OutboxRegions, props.regions)
-        region = regions.region_of(self)
-        sweeper = props.sweeper
-        regions.check_sweeper(sweeper.schedule, (sweeper.function or default_sweeper_function()).timeout)
-        if region == regions.home and props.table is not None:
-            raise OutboxConstructError(
-                "regions: in the home region the outbox creates the global table itself (its replicas are "
-                "the regions'); leave table unset"
-            )
-        if region != regions.home and props.table is None:
-            raise OutboxConstructError(
-                f"regions: stack {Stack.of(self).stack_name} is in replica region {region}: use "
-                "OutboxReplica there (outbox_cdk.replica), which finds the replica of the home region's table"
-            )
-        return region
 
     def _create_table(self, props: OutboxProps) -> dynamodb.ITable:
         if props.regions is None:

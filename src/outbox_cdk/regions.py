@@ -116,6 +116,42 @@ class OutboxRegions:
             )
         return region
 
+    def check_stack(
+        self, scope: Construct, *, table_given: bool, schedule: Duration, timeout: Duration
+    ) -> str:
+        """The region of an `Outbox` in `scope`, checked: the home region's creates the global table, a
+        replica region's is given the replica (`OutboxReplica`); the sweeper's schedule and timeout fit the
+        takeover time (`check_sweeper`)."""
+        region = self.region_of(scope)
+        self.check_sweeper(schedule, timeout)
+        if region == self.home and table_given:
+            raise OutboxConstructError(
+                "regions: in the home region the outbox creates the global table itself (its replicas are "
+                "the regions'); leave table unset"
+            )
+        if region != self.home and not table_given:
+            raise OutboxConstructError(
+                f"regions: stack {Stack.of(scope).stack_name} is in replica region {region}: use "
+                "OutboxReplica there (outbox_cdk.replica), which finds the replica of the home region's table"
+            )
+        return region
+
+    @staticmethod
+    def refuse_unsupported(*, customer_key: bool, payloads: bool) -> None:
+        """What a multi-region outbox does not support yet, refused with why."""
+        if customer_key:
+            raise OutboxConstructError(
+                "regions: a customer-managed key is not supported with regions yet (each replica region "
+                "needs a key of its own, which one stack cannot create): leave customer_managed_key and "
+                "encryption_key unset, AWS's managed keys then encrypt every region"
+            )
+        if payloads:
+            raise OutboxConstructError(
+                "regions: a payload store is not supported with regions yet (its bucket is in one region, "
+                "where another region's publisher taking its rows over could not read it): leave payloads "
+                "unset"
+            )
+
     def function_environment(self, region: str) -> dict[str, str]:
         """What the publisher and the sweeper of `region` are configured with (outbox.regions)."""
         return {

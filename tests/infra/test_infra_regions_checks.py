@@ -138,3 +138,14 @@ def test_the_sample_refuses_a_regions_context_without_a_replica() -> None:
     regions = regions_from_context(App(context={"regions": f" {HOME}, {REPLICA} "}))
     assert regions is not None
     assert regions.ring == (HOME, REPLICA)
+
+
+def test_the_sample_refuses_regions_with_one_customer_managed_key() -> None:
+    from infra.app import build_app
+    from outbox_cdk import OutboxConstructError
+
+    # Given `-c regions=... -c kms_key=customer`
+    # When the app is built
+    # Then it is refused before anything is synthesized: each replica region would need a key of its own
+    with pytest.raises(OutboxConstructError, match="customer-managed key is not supported with regions"):
+        build_app({"regions": f"{HOME},{REPLICA}", "kms_key": "customer"})
