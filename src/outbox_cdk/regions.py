@@ -179,5 +179,7 @@ def publisher_filter_patterns(
     own: dict[str, object] = {**insert, "dynamodb": {"NewImage": {"origin": {"S": [region]}}}}
     patterns: list[Mapping[str, object]] = [own]
     if home:
-        patterns.append({**insert, "dynamodb": {"NewImage": {"origin": [{"exists": False}]}}})
+        # `exists` applies to leaves only: on `origin` itself (a node holding {"S": ...}) `false` would match
+        # every row; on `origin.S` it matches exactly the rows without an origin.
+        patterns.append({**insert, "dynamodb": {"NewImage": {"origin": {"S": [{"exists": False}]}}}})
     return (*patterns, *others)

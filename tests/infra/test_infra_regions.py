@@ -120,7 +120,7 @@ def test_each_publisher_mapping_passes_only_its_own_origins_new_rows(
     contract = dict(mapping.PUBLISHER_FILTER_PATTERNS[1])
     assert home_patterns == [
         {"eventName": ["INSERT"], "dynamodb": {"NewImage": {"origin": {"S": [HOME]}}}},
-        {"eventName": ["INSERT"], "dynamodb": {"NewImage": {"origin": [{"exists": False}]}}},
+        {"eventName": ["INSERT"], "dynamodb": {"NewImage": {"origin": {"S": [{"exists": False}]}}}},
         contract,
     ]
     assert replica_patterns == [
