@@ -264,6 +264,8 @@ class Outbox(Construct):
                 topic_max_message_bytes=props.topic_max_message_bytes,
                 eventbridge_max_entry_bytes=props.eventbridge_max_entry_bytes,
                 regions=props.regions,
+                sweep_schedule=props.sweeper.schedule,
+                sweeper_timeout=(props.sweeper.function or default_sweeper_function()).timeout,
             ),
             powertools_layer=layer,
             outbox_name=self.outbox_name,

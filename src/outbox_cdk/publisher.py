@@ -122,6 +122,10 @@ class PublisherSettings:
     # One outbox across regions (outbox_cdk.regions): the publisher of the stack's region publishes only its
     # region's rows (and a lost region's, taken over). None: a single-region outbox.
     regions: OutboxRegions | None = None
+    # With regions, the schedule and timeout of the sweeper built from this publisher (the `Outbox` passes
+    # its sweeper's; `OutboxSweeper` refuses others): both functions count the region decisions in them.
+    sweep_schedule: Duration = field(default_factory=lambda: Duration.minutes(c.SWEEP_SCHEDULE_MINUTES))
+    sweeper_timeout: Duration = field(default_factory=lambda: Duration.seconds(c.SWEEPER_TIMEOUT_SECONDS))
 
     def __post_init__(self) -> None:
         # The function refuses to start past MAX_DURATION (outbox.numbers): said here, at synth, instead.
@@ -269,7 +273,13 @@ class OutboxPublisher(Construct):
         if settings.eventbridge_max_entry_bytes is not None:
             environment[env.ENV_EVENTBRIDGE_MAX_ENTRY_BYTES] = str(settings.eventbridge_max_entry_bytes)
         if settings.regions is not None and self.region is not None:
-            environment.update(settings.regions.function_environment(self.region))
+            environment.update(
+                settings.regions.function_environment(
+                    self.region,
+                    sweep_interval=settings.sweep_schedule,
+                    sweeper_timeout=settings.sweeper_timeout,
+                )
+            )
         if settings.routes_configured:
             routes = routes_json(settings.routes, settings.default_destinations)
             configured = configured_destinations(

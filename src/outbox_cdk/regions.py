@@ -25,6 +25,9 @@ from outbox_cdk.errors import OutboxConstructError
 ENV_OUTBOX_REGION: Final = "OUTBOX_REGION"
 ENV_OUTBOX_REGIONS: Final = "OUTBOX_REGIONS"
 ENV_OUTBOX_TAKEOVER_AFTER_SECONDS: Final = "OUTBOX_TAKEOVER_AFTER_SECONDS"
+# The sweeper's schedule and timeout: the decisions' fence and margins count in them.
+ENV_OUTBOX_SWEEP_INTERVAL_SECONDS: Final = "OUTBOX_SWEEP_INTERVAL_SECONDS"
+ENV_OUTBOX_SWEEPER_TIMEOUT_SECONDS: Final = "OUTBOX_SWEEPER_TIMEOUT_SECONDS"
 # The writer's (outbox.OutboxWriter's `origin`): the region whose writer saved the row.
 ENV_OUTBOX_ORIGIN: Final = "OUTBOX_ORIGIN"
 DEFAULT_TAKEOVER_AFTER_SECONDS: Final = 600
@@ -152,12 +155,18 @@ class OutboxRegions:
                 "unset"
             )
 
-    def function_environment(self, region: str) -> dict[str, str]:
-        """What the publisher and the sweeper of `region` are configured with (outbox.regions)."""
+    def function_environment(
+        self, region: str, *, sweep_interval: Duration, sweeper_timeout: Duration
+    ) -> dict[str, str]:
+        """What the publisher and the sweeper of `region` are configured with (outbox.regions), the sweeper's
+        schedule and timeout included: both functions decide with the same figures."""
+        self.check_sweeper(sweep_interval, sweeper_timeout)
         return {
             ENV_OUTBOX_REGION: region,
             ENV_OUTBOX_REGIONS: ",".join(self.ring),
             ENV_OUTBOX_TAKEOVER_AFTER_SECONDS: str(self.takeover_after_seconds),
+            ENV_OUTBOX_SWEEP_INTERVAL_SECONDS: str(int(sweep_interval.to_seconds())),
+            ENV_OUTBOX_SWEEPER_TIMEOUT_SECONDS: str(int(sweeper_timeout.to_seconds())),
         }
 
     def filter_patterns(self, region: str) -> tuple[Mapping[str, object], ...]:
@@ -171,7 +180,7 @@ class OutboxRegions:
 # (the home region's also passes rows without `origin`, which belong to home); the MODIFY pattern (a pending
 # row rewritten: the writer contract) is unchanged.
 def publisher_filter_patterns(
-    region: str | None = None, home: bool = False
+    region: str | None = None, *, home: bool = False
 ) -> tuple[Mapping[str, object], ...]:
     if region is None:
         return mapping.PUBLISHER_FILTER_PATTERNS

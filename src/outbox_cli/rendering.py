@@ -74,7 +74,8 @@ def regions(report: RegionsReport) -> str:
             (
                 heartbeat.region + (" (home)" if heartbeat.region == report.home else ""),
                 "never" if age is None else f"{age:.0f} s ago" + (" LOST" if report.lost(heartbeat) else ""),
-                heartbeat.state or "-",
+                (heartbeat.state or "-")
+                + ("" if heartbeat.since is None else f" since {format_timestamp(heartbeat.since)}"),
                 ", ".join(heartbeat.taking) or "-",
                 ", ".join(heartbeat.released) or "-",
                 ", ".join(f"{peer} {behind:.0f} s" for peer, behind in heartbeat.behind_s().items()) or "-",

@@ -2,9 +2,10 @@
 another region has taken over, and how far behind each region saw its peers (docs/multi-region.md).
 
 Each region's sweeper writes one heartbeat item, `aggregate_key = "#region#<region>"`, `seq = 0`: `beat_at`
-(epoch ms, the writer's clock), `state` (`own`, `rejoining`, `yielded`), `taking` and `released` (origin ->
-epoch ms) and `seen` (peer -> the peer's `beat_at` it last read). The table is a global table: what is read
-here is this region's replica, so a peer's heartbeat age is its silence plus the replication lag into here.
+(epoch ms, the writer's clock), `state` (`own`, `rejoining`, `yielded`) and `since` (when it began),
+`taking` and `released` (origin -> epoch ms) and `seen` (peer -> the peer's `beat_at` it last read). The
+table is a global table: what is read here is this region's replica, so a peer's heartbeat age is its
+silence plus the replication lag into here.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from outbox.model import PARTITION_KEY, SORT_KEY
 
 # STAND-IN until `outbox.regions` lands on main (issue 34, core): the heartbeat item's key and attributes.
 HEARTBEAT_KEY_PREFIX: Final = "#region#"
-BEAT_AT, STATE, TAKING, RELEASED, SEEN = "beat_at", "state", "taking", "released", "seen"
+BEAT_AT, STATE, SINCE = "beat_at", "state", "since"
+TAKING, RELEASED, SEEN = "taking", "released", "seen"
 STATE_OWN: Final = "own"
 MULTI_REGION_DOC: Final = "docs/multi-region.md"
 
@@ -36,6 +38,8 @@ class RegionHeartbeat:
     region: str
     beat_at: datetime | None = None
     state: str | None = None
+    since: datetime | None = None
+    """When the current state began (for `own`, the last resume)."""
     taking: Mapping[str, datetime] = field(default_factory=dict)
     released: Mapping[str, datetime] = field(default_factory=dict)
     seen: Mapping[str, datetime] = field(default_factory=dict)
@@ -130,6 +134,7 @@ class RegionsReport:
                     "age_seconds": heartbeat.age_s(self.checked_at),
                     "lost": self.lost(heartbeat),
                     "state": heartbeat.state,
+                    "since": None if heartbeat.since is None else format_timestamp(heartbeat.since),
                     "taking": stamps(heartbeat.taking),
                     "released": stamps(heartbeat.released),
                     "seen": stamps(heartbeat.seen),
@@ -176,6 +181,7 @@ def _heartbeat(region: str, item: Mapping[str, Any] | None) -> RegionHeartbeat:
         region=region,
         beat_at=_epoch_ms(item.get(BEAT_AT, {}).get("N")),
         state=item.get(STATE, {}).get("S"),
+        since=_epoch_ms(item.get(SINCE, {}).get("N")),
         taking=_stamps(item.get(TAKING)),
         released=_stamps(item.get(RELEASED)),
         seen=_stamps(item.get(SEEN)),

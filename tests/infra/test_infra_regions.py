@@ -25,7 +25,13 @@ PUBLISHER = "outbox_publisher.handler.handler"
 SWEEPER = "outbox_sweeper.handler.handler"
 HOME, REPLICA = "us-east-1", "us-west-2"
 REPLICA_STACK = f"OutboxStack-{REPLICA}"
-REGION_ENV = ("OUTBOX_REGION", "OUTBOX_REGIONS", "OUTBOX_TAKEOVER_AFTER_SECONDS")
+REGION_ENV = (
+    "OUTBOX_REGION",
+    "OUTBOX_REGIONS",
+    "OUTBOX_TAKEOVER_AFTER_SECONDS",
+    "OUTBOX_SWEEP_INTERVAL_SECONDS",
+    "OUTBOX_SWEEPER_TIMEOUT_SECONDS",
+)
 
 
 @pytest.fixture(scope="module")
@@ -98,13 +104,16 @@ def test_each_region_functions_know_their_region_the_ring_and_the_takeover_time(
 ) -> None:
     # Given the publisher and the sweeper of each region
     # When their environments are read
-    # Then each names its own region, the ring home first, and the default takeover time
+    # Then each names its own region, the ring home first, the default takeover time, and the sweeper's
+    # schedule and timeout (the region decisions count in them)
     for template, region in ((home, HOME), (replica, REPLICA)):
         environment = _environment(template, handler)
         assert {name: environment[name] for name in REGION_ENV} == {
             "OUTBOX_REGION": region,
             "OUTBOX_REGIONS": f"{HOME},{REPLICA}",
             "OUTBOX_TAKEOVER_AFTER_SECONDS": "600",
+            "OUTBOX_SWEEP_INTERVAL_SECONDS": "60",
+            "OUTBOX_SWEEPER_TIMEOUT_SECONDS": "120",
         }
 
 

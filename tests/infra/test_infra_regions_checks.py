@@ -149,3 +149,29 @@ def test_the_sample_refuses_regions_with_one_customer_managed_key() -> None:
     # Then it is refused before anything is synthesized: each replica region would need a key of its own
     with pytest.raises(OutboxConstructError, match="customer-managed key is not supported with regions"):
         build_app({"regions": f"{HOME},{REPLICA}", "kms_key": "customer"})
+
+
+def test_a_sweeper_built_by_hand_must_have_the_timing_its_publisher_was_told() -> None:
+    from aws_cdk import App, Duration, Environment, Stack
+    from aws_cdk import aws_sns as sns
+
+    from outbox_cdk import (
+        OutboxConstructError,
+        OutboxPublisher,
+        OutboxSweeper,
+        PublisherSettings,
+        SweeperSettings,
+    )
+
+    # Given a publisher with regions composed by hand, told the default sweeper timing (60 s, 120 s)
+    stack = Stack(App(), "Stack", env=Environment(region=HOME))
+    publisher = OutboxPublisher(
+        stack, "Publisher", topic=sns.Topic(stack, "Topic"), settings=PublisherSettings(regions=_regions())
+    )
+
+    # When a sweeper on another schedule is built from it
+    # Then it is refused: both functions must count the region decisions in the same figures
+    with pytest.raises(OutboxConstructError, match="must be this sweeper's schedule"):
+        OutboxSweeper(
+            stack, "Sweeper", publisher=publisher, settings=SweeperSettings(schedule=Duration.minutes(2))
+        )

@@ -44,6 +44,7 @@ def _beat(
             "region": {"S": region},
             "beat_at": {"N": _ms(NOW - ago)},
             "state": {"S": state},
+            "since": {"N": _ms(NOW - timedelta(hours=1))},
             "seen": stamps(seen),
             "taking": stamps(taking),
             "released": stamps(released),
@@ -77,6 +78,7 @@ def test_two_live_regions_are_healthy_and_each_shows_how_far_behind_it_saw_the_o
     printed = report.to_json()["regions"]
     assert printed["home"] == HOME
     assert [h["state"] for h in printed["heartbeats"]] == ["own", "own"]
+    assert [h["since"] for h in printed["heartbeats"]] == ["2026-12-05T00:00:00.000Z"] * 2
     assert [h["lost"] for h in printed["heartbeats"]] == [False, False]
 
 
