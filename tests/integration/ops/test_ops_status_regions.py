@@ -3,10 +3,12 @@ items (the sweeper writes them: issue 34's core), the origins taken over, and th
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import boto3
+import pytest
 
 from outbox_cli import rendering
 from outbox_ops.clients import OpsClients
@@ -155,3 +157,49 @@ def test_a_single_region_outbox_reads_no_heartbeat_and_prints_no_region(tables: 
     assert report.regions is None
     assert "regions" not in report.to_json()
     assert "regions (takeover" not in rendering.status(report)
+
+
+def test_the_command_reads_the_regions_from_the_stacks_outputs_and_prints_them(
+    dynamodb: Any, tables: Tables, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from outbox_cli.main import main
+
+    # Given a stack whose outputs name the outbox table, its regions and takeover time (as OutboxStack's do
+    # with -c regions=...), and both regions beating
+    template = {
+        "Resources": {"Topic": {"Type": "AWS::SNS::Topic"}},
+        "Outputs": {
+            "OutboxTableName": {"Value": tables.outbox},
+            "OutboxRegions": {"Value": f"{HOME},{PEER}"},
+            "OutboxTakeoverAfterSeconds": {"Value": "900"},
+        },
+    }
+    boto3.client("cloudformation", region_name=REGION).create_stack(
+        StackName="Regional", TemplateBody=json.dumps(template)
+    )
+    now = datetime.now(UTC)
+    for region in (HOME, PEER):
+        dynamodb.put_item(
+            TableName=tables.outbox,
+            Item={
+                "aggregate_key": {"S": f"#region#{region}"},
+                "seq": {"N": "0"},
+                "region": {"S": region},
+                "beat_at": {"N": _ms(now - timedelta(seconds=30))},
+                "state": {"S": "own"},
+            },
+        )
+
+    # When `outbox status` runs on that stack, in JSON and as a table
+    json_code = main(["status", "--stack", "Regional", "--region", REGION, "--json"])
+    printed = json.loads(capsys.readouterr().out)
+    table_code = main(["status", "--stack", "Regional", "--region", REGION])
+    text = capsys.readouterr().out
+
+    # Then both show the two regions, home first, with the stack's takeover time, and the outbox is healthy
+    assert (json_code, table_code) == (0, 0)
+    assert printed["regions"]["regions"] == [HOME, PEER]
+    assert printed["regions"]["takeover_after_seconds"] == 900
+    assert [h["lost"] for h in printed["regions"]["heartbeats"]] == [False, False]
+    assert "regions (takeover after 900 s):" in text
+    assert "us-east-1 (home)" in text
