@@ -37,7 +37,7 @@ from outbox_cdk.naming import outbox_name_for
 from outbox_cdk.payloads import grant_payload_reads
 from outbox_cdk.queues import FailureQueuesProps, create_on_failure_queue, create_poison_queue
 from outbox_cdk.regions import OutboxRegions
-from outbox_cdk.table import DataTableProps, OutboxTable, check_outbox_table
+from outbox_cdk.table import DataTableProps, OutboxTable, check_global_table, check_outbox_table
 from outbox_publisher import config as env
 from outbox_publisher import routing
 from outbox_publisher.config import event_source_problem
@@ -209,8 +209,11 @@ class OutboxPublisher(Construct):
         )
 
         self.settings = settings
-        self.region: str | None = settings.regions.region_of(self) if settings.regions else None
+        self.region: str | None = None
         """The stack's region, with regions configured (the origin this publisher owns)."""
+        if settings.regions is not None:
+            self.region = settings.regions.region_of(self)
+            check_global_table(self.table, settings.regions.ring)
         environment = self._environment(settings)
         self.environment: dict[str, str] = dict(environment)
         """What the publisher is configured with; the sweeper (outbox_cdk.sweeper) publishes with the same."""

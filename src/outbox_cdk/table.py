@@ -210,6 +210,27 @@ def check_outbox_table(table: dynamodb.ITable) -> None:
         )
 
 
+def check_global_table(table: dynamodb.ITable, regions: Sequence[str]) -> None:
+    """Refuse, at synth, a table of this app that an outbox across `regions` cannot span: it must be a global
+    table (`TableV2`) with a replica in each region. An imported table (a replica region's) is taken on
+    trust."""
+    properties = _properties(table)
+    if properties is None:
+        return
+    if isinstance(table.node.default_child, dynamodb.CfnTable):
+        raise OutboxConstructError(
+            "regions: the outbox table is a single-region table; an outbox across regions needs a global "
+            "table (OutboxGlobalTable, or a TableV2 with a replica in each region)"
+        )
+    replicas = {_field(replica, "region") for replica in _listed(properties.get("replicas"))}
+    missing = [region for region in regions if region not in replicas]
+    if missing:
+        raise OutboxConstructError(
+            f"regions: the outbox table has no replica in {', '.join(missing)}; give it one in each region "
+            f"({', '.join(regions)})"
+        )
+
+
 def _properties(table: dynamodb.ITable) -> dict[str, Any] | None:
     """The table's CloudFormation properties, or None for an imported table (nothing to inspect)."""
     cfn = table.node.default_child

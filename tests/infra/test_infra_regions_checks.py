@@ -157,6 +157,7 @@ def test_a_sweeper_built_by_hand_must_have_the_timing_its_publisher_was_told() -
 
     from outbox_cdk import (
         OutboxConstructError,
+        OutboxGlobalTable,
         OutboxPublisher,
         OutboxSweeper,
         PublisherSettings,
@@ -166,7 +167,11 @@ def test_a_sweeper_built_by_hand_must_have_the_timing_its_publisher_was_told() -
     # Given a publisher with regions composed by hand, told the default sweeper timing (60 s, 120 s)
     stack = Stack(App(), "Stack", env=Environment(region=HOME))
     publisher = OutboxPublisher(
-        stack, "Publisher", topic=sns.Topic(stack, "Topic"), settings=PublisherSettings(regions=_regions())
+        stack,
+        "Publisher",
+        table=OutboxGlobalTable(stack, "Table", replica_regions=[REPLICA], table_name="t-table"),
+        topic=sns.Topic(stack, "Topic"),
+        settings=PublisherSettings(regions=_regions()),
     )
 
     # When a sweeper on another schedule is built from it
@@ -175,3 +180,30 @@ def test_a_sweeper_built_by_hand_must_have_the_timing_its_publisher_was_told() -
         OutboxSweeper(
             stack, "Sweeper", publisher=publisher, settings=SweeperSettings(schedule=Duration.minutes(2))
         )
+
+
+def test_a_publisher_with_regions_needs_a_global_table_with_a_replica_in_each_region() -> None:
+    from aws_cdk import App, Environment, Stack
+    from aws_cdk import aws_sns as sns
+
+    from outbox_cdk import (
+        OutboxConstructError,
+        OutboxGlobalTable,
+        OutboxPublisher,
+        OutboxTable,
+        PublisherSettings,
+    )
+
+    # Given a home-region stack with a single-region table, and one global table missing a region
+    stack = Stack(App(), "Stack", env=Environment(region=HOME))
+    topic = sns.Topic(stack, "Topic")
+    single = OutboxTable(stack, "Single")
+    partial = OutboxGlobalTable(stack, "Partial", replica_regions=["eu-west-1"], table_name="partial-table")
+    settings = PublisherSettings(regions=_regions())
+
+    # When a publisher with regions is built on either
+    # Then each is refused, saying what the table lacks
+    with pytest.raises(OutboxConstructError, match="single-region table"):
+        OutboxPublisher(stack, "OnSingle", table=single, topic=topic, settings=settings)
+    with pytest.raises(OutboxConstructError, match=f"no replica in {REPLICA}"):
+        OutboxPublisher(stack, "OnPartial", table=partial, topic=topic, settings=settings)
