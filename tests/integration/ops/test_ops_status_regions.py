@@ -203,3 +203,23 @@ def test_the_command_reads_the_regions_from_the_stacks_outputs_and_prints_them(
     assert [h["lost"] for h in printed["regions"]["heartbeats"]] == [False, False]
     assert "regions (takeover after 900 s):" in text
     assert "us-east-1 (home)" in text
+
+
+def test_the_regions_can_be_named_on_the_command_line_for_a_table_without_a_stack(
+    dynamodb: Any, tables: Tables, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from outbox_cli.main import main
+
+    # Given only a table (no stack names the regions), the home region silent for 15 minutes
+    # (the command reads the clock: the beat is placed 15 minutes before now)
+    _beat(dynamodb, tables.outbox, HOME, ago=NOW - datetime.now(UTC) + timedelta(minutes=15))
+
+    # When the status is asked for with the regions and a 20-minute takeover time given as flags
+    argv = ["status", "--table", tables.outbox, "--region", REGION, "--json"]
+    code = main([*argv, "--regions", f"{HOME},{PEER}", "--takeover-after", "20m"])
+    printed = json.loads(capsys.readouterr().out)["regions"]
+
+    # Then the regions are read with that takeover time: home is not lost yet, the peer (no heartbeat) is
+    assert printed["takeover_after_seconds"] == 1200
+    assert [h["lost"] for h in printed["heartbeats"]] == [False, True]
+    assert code == 3
