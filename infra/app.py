@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
-from aws_cdk import App
+from aws_cdk import App, Environment
 
 from infra import constants as c
 from infra.orders_api import OrdersApiSettings
+from infra.replica_stack import OutboxReplicaStack
 from infra.stack import OutboxStack, OutboxStackProps
 from orders.event_schemas import SCHEMA_DIRECTORY
 from outbox_cdk import constants as cdk
@@ -19,6 +21,7 @@ from outbox_cdk.nag import add_nag_checks
 from outbox_cdk.outbox import OutboxProps
 from outbox_cdk.payloads import PayloadStoreProps
 from outbox_cdk.queues import FailureQueuesProps
+from outbox_cdk.regions import OutboxRegions
 from outbox_cdk.schema_registry import SchemaRegistryProps
 from outbox_cdk.table import DataTableProps
 
@@ -30,6 +33,8 @@ CTX_EVENT_SOURCE = "event_source"
 CTX_ALARM_TOPIC_ARN = "alarm_topic_arn"
 CTX_API_RESERVED_CONCURRENCY = "api_reserved_concurrency"
 CTX_KMS_KEY = "kms_key"
+# `-c regions=us-east-1,us-west-2`: one outbox across these regions (home first), a stack per region.
+CTX_REGIONS = "regions"
 
 # `kms_key` values: AWS's own keys (each resource's default), or one customer-managed key for all of them.
 KMS_KEY_AWS_MANAGED = "aws-managed"
@@ -81,6 +86,20 @@ def _customer_managed_key(app: App) -> bool:
     return choice == KMS_KEY_CUSTOMER
 
 
+def regions_from_context(app: App) -> OutboxRegions | None:
+    """`-c regions=HOME,REPLICA,...`: the multi-region variant (docs/deploy.md, "Several regions")."""
+    value = _optional_text(app, CTX_REGIONS)
+    if value is None:
+        return None
+    names = [name.strip() for name in value.split(",") if name.strip()]
+    if len(names) < 2:
+        raise OutboxConstructError(
+            f"context {CTX_REGIONS!r} names the home region then at least one replica region, "
+            f"comma-separated (us-east-1,us-west-2), got {value!r}"
+        )
+    return OutboxRegions(home=names[0], replicas=names[1:])
+
+
 def props_from_context(app: App) -> OutboxStackProps:
     """Typed stack props from the few knobs the CLI exposes; everything else keeps its default."""
     api_defaults = OrdersApiSettings()
@@ -116,11 +135,54 @@ def props_from_context(app: App) -> OutboxStackProps:
 def build_app(context: Mapping[str, Any] | None = None, outdir: str | None = None) -> tuple[App, OutboxStack]:
     """The app with cdk-nag attached: ``app.synth()`` fails on any unacknowledged finding."""
     app = App(context=dict(context or {}), outdir=outdir)
-    stack = OutboxStack(
-        app,
-        c.STACK_ID,
-        props=props_from_context(app),
-        description="Transactional outbox on DynamoDB Streams: Orders API, publisher, SNS/EventBridge",
-    )
+    props = props_from_context(app)
+    regions = regions_from_context(app)
+    if regions is None:
+        stack = OutboxStack(
+            app,
+            c.STACK_ID,
+            props=props,
+            description="Transactional outbox on DynamoDB Streams: Orders API, publisher, SNS/EventBridge",
+        )
+    else:
+        stack = _multi_region(app, props, regions)
     add_nag_checks(app)
     return app, stack
+
+
+def _multi_region(app: App, props: OutboxStackProps, regions: OutboxRegions) -> OutboxStack:
+    """The home region's stack (the sample, its outbox table global) and one stack per replica region."""
+    # A payload store's bucket is one region's (OutboxProps refuses it with regions): every event stays in
+    # its row, as the Orders API's do.
+    outbox = replace(props.outbox, regions=regions, payloads=None)
+    home = OutboxStack(
+        app,
+        c.STACK_ID,
+        props=replace(props, outbox=outbox),
+        env=Environment(region=regions.home),
+        description=f"Transactional outbox on DynamoDB Streams, home region {regions.home} of "
+        f"{', '.join(regions.ring)}: Orders API, publisher, SNS/EventBridge",
+    )
+    table_name = home.outbox.global_table_name
+    assert table_name is not None  # noqa: S101 - the home Outbox with regions names its global table
+    # The table is the home stack's (its replicas included), the schema registry the home region's.
+    replica_outbox = replace(outbox, table_props=None, schema_registry=None, alarm_topic=None)
+    for region in regions.replicas:
+        replica = OutboxReplicaStack(
+            app,
+            replica_stack_id(region),
+            regions=regions,
+            table_name=table_name,
+            outbox=replica_outbox,
+            env=Environment(region=region),
+            description=f"Transactional outbox on DynamoDB Streams, replica region {region} of "
+            f"{', '.join(regions.ring)}: publisher, sweeper, SNS/EventBridge",
+        )
+        # The replica's stream exists once the home stack has created the global table.
+        replica.node.add_dependency(home)
+    return home
+
+
+def replica_stack_id(region: str) -> str:
+    """The sample's stack in replica region `region`: `OutboxStack-us-west-2`."""
+    return f"{c.STACK_ID}-{region}"

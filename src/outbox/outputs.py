@@ -42,6 +42,13 @@ OUTBOX_OUTPUTS: Final = (
 """What the `Outbox` construct writes, each prefixed by its `outputs_prefix` (TopicArn, EventBusName and
 EventSource only for the destinations it has)."""
 
+# With regions (outbox_cdk.regions), every region's stack writes these too (each prefixed likewise): the
+# regions in ring order, comma-separated, home first; the takeover time. `outbox status` reads the heartbeats
+# by them.
+OUTBOX_REGIONS: Final = "OutboxRegions"
+TAKEOVER_AFTER_SECONDS: Final = "OutboxTakeoverAfterSeconds"
+REGION_OUTPUTS: Final = (OUTBOX_REGIONS, TAKEOVER_AFTER_SECONDS)
+
 
 def alarm_name(outbox_name: str, alarm: str) -> str:
     """The name of one of an outbox's alarms (`PoisonQueueDepth`, ...): `<outbox name>-<alarm>`. An outbox's

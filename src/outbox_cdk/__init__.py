@@ -35,8 +35,10 @@ from outbox_cdk.operators import OperatorAccess, OutboxOperatorPolicy
 from outbox_cdk.outbox import Outbox, OutboxProps
 from outbox_cdk.publisher import OutboxPublisher, PublisherSettings, StreamMappingProps
 from outbox_cdk.queues import FailureQueues, FailureQueuesProps
+from outbox_cdk.regions import OutboxRegions
+from outbox_cdk.replica import OutboxReplica, OutboxReplicaProps
 from outbox_cdk.sweeper import OutboxSweeper, SweeperSettings
-from outbox_cdk.table import DataTableProps, OutboxTable, add_failed_index
+from outbox_cdk.table import DataTableProps, OutboxGlobalTable, OutboxTable, add_failed_index
 from outbox_publisher.routing import Destination, Route
 from outbox_sweeper.config import SweepSettings
 
@@ -54,11 +56,15 @@ __all__ = [
     "Outbox",
     "OutboxConstructError",
     "OutboxDestinations",
+    "OutboxGlobalTable",
     "OutboxKey",
     "OutboxMonitoring",
     "OutboxOperatorPolicy",
     "OutboxProps",
     "OutboxPublisher",
+    "OutboxRegions",
+    "OutboxReplica",
+    "OutboxReplicaProps",
     "OutboxSweeper",
     "OutboxTable",
     "PowertoolsLayer",

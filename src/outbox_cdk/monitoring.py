@@ -18,6 +18,7 @@ from constructs import Construct
 from outbox import metrics, outputs
 from outbox_cdk import constants as c
 from outbox_cdk.naming import outbox_name_for
+from outbox_cdk.regions import REGION_DIMENSION, REGION_HEARTBEAT_AGE_SECONDS, TAKEOVER_IN_PROGRESS
 
 RUNBOOK: Final = "docs/runbook.md"
 
@@ -60,6 +61,26 @@ def service_metric(
         statistic=statistic,
         period=period or Duration.minutes(c.ALARM_PERIOD_MINUTES),
     )
+
+
+def region_metric(metric_name: str, service: str, region: str, statistic: str) -> cloudwatch.Metric:
+    """A region metric the sweeper emits (`service` and `Region` dimensions)."""
+    return cloudwatch.Metric(
+        namespace=metrics.NAMESPACE,
+        metric_name=metric_name,
+        dimensions_map={metrics.SERVICE_DIMENSION: service, REGION_DIMENSION: region},
+        statistic=statistic,
+        period=Duration.minutes(c.ALARM_PERIOD_MINUTES),
+    )
+
+
+@dataclass(frozen=True)
+class RegionWatch:
+    """What the region alarms of one region's outbox watch: the region, and the takeover time (the
+    heartbeat-age alarm's threshold)."""
+
+    region: str
+    takeover_after_seconds: int
 
 
 class AlarmTopic(Construct):
@@ -121,9 +142,10 @@ class OutboxMonitoring(Construct):
         thresholds: AlarmThresholds | None = None,
         encryption_key: kms.IKey | None = None,
         outbox_name: str | None = None,
+        region: RegionWatch | None = None,
     ) -> None:
         """`encryption_key`: the key of the alarm topic created here when no `alarm_topic` is given (None:
-        a key of its own)."""
+        a key of its own). `region`: with regions (outbox_cdk.regions), this region's two alarms more."""
         super().__init__(scope, construct_id)
         thresholds = thresholds or AlarmThresholds()
         self.alarm_topic: sns.ITopic = alarm_topic or AlarmTopic(self, "AlarmTopic", key=encryption_key).topic
@@ -261,12 +283,47 @@ class OutboxMonitoring(Construct):
                 ],
             ),
         )
+        self.region_heartbeat_alarm: cloudwatch.Alarm | None = None
+        self.takeover_alarm: cloudwatch.Alarm | None = None
+        if region is not None:
+            self._region_alarms(region, sweeper)
         self.dashboard.add_widgets(
             cloudwatch.AlarmStatusWidget(title="Alarms", alarms=self.alarms, width=24),
         )
 
+    def _region_alarms(self, region: RegionWatch, sweeper: str) -> None:
+        """A peer silent for the takeover time (its rows are about to pass, or have passed, to another
+        region), and a takeover in progress here: both need an operator to look (docs/runbook.md)."""
+        heartbeat_age = region_metric(REGION_HEARTBEAT_AGE_SECONDS, sweeper, region.region, "Maximum")
+        taking = region_metric(TAKEOVER_IN_PROGRESS, sweeper, region.region, "Maximum")
+        self.region_heartbeat_alarm = self._alarm(
+            "RegionHeartbeatAgeAlarm",
+            "RegionHeartbeatAge",
+            f"A peer region's heartbeat, as {region.region} reads it, is older than the takeover time.",
+            heartbeat_age,
+            threshold=region.takeover_after_seconds,
+        )
+        self.takeover_alarm = self._alarm(
+            "TakeoverInProgressAlarm",
+            "TakeoverInProgress",
+            f"{region.region} publishes the rows of a region it took over.",
+            taking,
+            threshold=1,
+        )
+        self.dashboard.add_widgets(
+            cloudwatch.GraphWidget(
+                title=f"Regions as {region.region} sees them: oldest peer heartbeat (s)",
+                left=[heartbeat_age],
+                left_annotations=[
+                    cloudwatch.HorizontalAnnotation(value=region.takeover_after_seconds, label="takeover")
+                ],
+            ),
+            cloudwatch.GraphWidget(title=f"Origins {region.region} has taken over", left=[taking]),
+        )
+
     @property
     def alarms(self) -> list[cloudwatch.Alarm]:
+        region_alarms = [alarm for alarm in (self.region_heartbeat_alarm, self.takeover_alarm) if alarm]
         return [
             self.iterator_age_alarm,
             self.poison_queue_alarm,
@@ -276,6 +333,7 @@ class OutboxMonitoring(Construct):
             self.held_aggregates_alarm,
             self.writer_contract_alarm,
             self.sweeper_errors_alarm,
+            *region_alarms,
         ]
 
     def _alarm(

@@ -33,7 +33,7 @@ from outbox_cdk.encryption import OutboxKey
 from outbox_cdk.errors import OutboxConstructError
 from outbox_cdk.functions import FunctionSettings, powertools_layer
 from outbox_cdk.grants import grant_key_use
-from outbox_cdk.monitoring import AlarmThresholds, OutboxMonitoring
+from outbox_cdk.monitoring import AlarmThresholds, OutboxMonitoring, RegionWatch
 from outbox_cdk.naming import outbox_name_for
 from outbox_cdk.operators import OperatorAccess, OutboxOperatorPolicy
 from outbox_cdk.payloads import (
@@ -49,9 +49,10 @@ from outbox_cdk.publisher import (
     default_publisher_function,
 )
 from outbox_cdk.queues import FailureQueues, FailureQueuesProps
+from outbox_cdk.regions import ENV_OUTBOX_ORIGIN, OutboxRegions
 from outbox_cdk.schema_registry import OutboxSchemaRegistry, SchemaRegistryProps
 from outbox_cdk.sweeper import OutboxSweeper, SweeperSettings, default_sweeper_function
-from outbox_cdk.table import DataTableProps, OutboxTable
+from outbox_cdk.table import DataTableProps, OutboxGlobalTable, OutboxTable
 from outbox_publisher.config import DEFAULT_SWEEP_GRACE_SECONDS, ENV_OUTBOX_TABLE_NAME
 from outbox_publisher.messages import (
     EVENTBRIDGE_MAX_CONFIGURABLE_BYTES,
@@ -116,8 +117,18 @@ class OutboxProps:
     topic_max_message_bytes: int | None = None
     # PutEvents' entry limit (None: the API reference's 262,144; the AWS Compute Blog reports 1 MB).
     eventbridge_max_entry_bytes: int | None = None
+    # --- One outbox across regions (outbox_cdk.regions; docs/deploy.md, "Several regions") ---
+    # The home region, the replica regions and the takeover time. In the home region's stack the outbox
+    # table becomes a global table with a replica in each; each replica region's stack holds an
+    # `OutboxReplica` (outbox_cdk.replica). None: one region, as before.
+    regions: OutboxRegions | None = None
 
     def __post_init__(self) -> None:
+        if self.regions is not None:
+            self.regions.refuse_unsupported(
+                customer_key=self.customer_managed_key or self.encryption_key is not None,
+                payloads=self.payloads is not None,
+            )
         if self.table is not None and self.table_props is not None:
             raise OutboxConstructError(
                 "pass either table (your own) or table_props (for the one created here), not both"
@@ -178,7 +189,8 @@ class Outbox(Construct):
     monitoring, operator policy and the stack outputs the `outbox` commands read.
 
     Give a writer function of yours what the library's writer needs: ``outbox.grant_write(function)`` and
-    ``outbox.writer_environment`` (the table's name under ``OUTBOX_TABLE_NAME``).
+    ``outbox.writer_environment`` (the table's name under ``OUTBOX_TABLE_NAME``; with regions, the writer's
+    region under ``OUTBOX_ORIGIN``).
     """
 
     def __init__(self, scope: Construct, construct_id: str, props: OutboxProps | None = None) -> None:
@@ -199,7 +211,20 @@ class Outbox(Construct):
             props = under_key(props, self.key)
         layer = powertools_layer(self)
 
-        self.table: dynamodb.ITable = props.table or OutboxTable(self, "Table", props.table_props)
+        self.regions = props.regions
+        self.region: str | None = None
+        """The stack's region, with regions configured."""
+        self.global_table_name: str | None = None
+        """The global table's name (with regions): what each replica region's `OutboxReplica` takes."""
+        if props.regions is not None:
+            sweeper = props.sweeper
+            self.region = props.regions.check_stack(
+                self,
+                table_given=props.table is not None,
+                schedule=sweeper.schedule,
+                timeout=(sweeper.function or default_sweeper_function()).timeout,
+            )
+        self.table: dynamodb.ITable = props.table or self._create_table(props)
         self.destinations: OutboxDestinations | None = None
         create_topic = props.destinations.topic and props.topic is None
         create_bus = props.destinations.event_bus and props.event_bus is None
@@ -238,6 +263,9 @@ class Outbox(Construct):
                 function=props.publisher_function,
                 topic_max_message_bytes=props.topic_max_message_bytes,
                 eventbridge_max_entry_bytes=props.eventbridge_max_entry_bytes,
+                regions=props.regions,
+                sweep_schedule=props.sweeper.schedule,
+                sweeper_timeout=(props.sweeper.function or default_sweeper_function()).timeout,
             ),
             powertools_layer=layer,
             outbox_name=self.outbox_name,
@@ -257,6 +285,11 @@ class Outbox(Construct):
             thresholds=props.alarm_thresholds,
             encryption_key=self.key,
             outbox_name=self.outbox_name,
+            region=(
+                RegionWatch(self.region, props.regions.takeover_after_seconds)
+                if props.regions is not None and self.region is not None
+                else None
+            ),
         )
         self.alarm_topic: sns.ITopic = self.monitoring.alarm_topic
         # Attach it to the role your operators assume to run `outbox redrive` / `skip` (docs/operations.md).
@@ -268,12 +301,27 @@ class Outbox(Construct):
             self.schema_registry = OutboxSchemaRegistry(self, "SchemaRegistry", props.schema_registry)
         self.outputs: dict[str, CfnOutput] = self._outputs()
 
+    def _create_table(self, props: OutboxProps) -> dynamodb.ITable:
+        if props.regions is None:
+            return OutboxTable(self, "Table", props.table_props)
+        self.global_table_name = props.regions.table_name or f"{self.outbox_name}-table"
+        return OutboxGlobalTable(
+            self,
+            "Table",
+            props.table_props,
+            replica_regions=props.regions.replicas,
+            table_name=self.global_table_name,
+        )
+
     @property
     def writer_environment(self) -> Mapping[str, str]:
         """The environment a writer function needs: the outbox table's name under the variable the library's
         functions read (``OUTBOX_TABLE_NAME``), and with a payload store its bucket, prefix and threshold
         (outbox.s3_payloads.PayloadStoreConfig)."""
         environment = {ENV_OUTBOX_TABLE_NAME: self.table.table_name}
+        if self.region is not None:
+            # With regions, the writer stamps each row with its region (outbox.OutboxWriter's origin).
+            environment[ENV_OUTBOX_ORIGIN] = self.region
         if self.payloads is not None:
             environment.update(self.payloads.writer_environment)
         return environment
@@ -343,6 +391,15 @@ class Outbox(Construct):
                 ),
             }
         )
+        if self.regions is not None:
+            described[outputs.OUTBOX_REGIONS] = (
+                ",".join(self.regions.ring),
+                "The outbox's regions in ring order, home first",
+            )
+            described[outputs.TAKEOVER_AFTER_SECONDS] = (
+                str(self.regions.takeover_after_seconds),
+                "Seconds a region's heartbeat may be silent before another region takes its rows over",
+            )
         # Direct children of the stack, so each logical ID is exactly the documented name (prefixed).
         stack = Stack.of(self)
         return {
@@ -355,7 +412,9 @@ def _claim_outputs(outbox: Outbox, prefix: str) -> None:
     """Refuse, before anything is built, an outbox whose outputs another already wrote in this stack."""
     stack = Stack.of(outbox)
     taken = [
-        name for name in outputs.OUTBOX_OUTPUTS if stack.node.try_find_child(f"{prefix}{name}") is not None
+        name
+        for name in (*outputs.OUTBOX_OUTPUTS, *outputs.REGION_OUTPUTS)
+        if stack.node.try_find_child(f"{prefix}{name}") is not None
     ]
     if taken:
         shown = f"{prefix!r}" if prefix else "no prefix"

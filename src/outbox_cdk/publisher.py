@@ -10,7 +10,7 @@ refused here, at synth, with a message that says what to change.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import cast
@@ -36,7 +36,8 @@ from outbox_cdk.grants import grant_publishing
 from outbox_cdk.naming import outbox_name_for
 from outbox_cdk.payloads import grant_payload_reads
 from outbox_cdk.queues import FailureQueuesProps, create_on_failure_queue, create_poison_queue
-from outbox_cdk.table import DataTableProps, OutboxTable, check_outbox_table
+from outbox_cdk.regions import OutboxRegions
+from outbox_cdk.table import DataTableProps, OutboxTable, check_global_table, check_outbox_table
 from outbox_publisher import config as env
 from outbox_publisher import routing
 from outbox_publisher.config import event_source_problem
@@ -118,6 +119,13 @@ class PublisherSettings:
     # 256 KiB and the PutEvents reference's 256 KB); larger stored envelopes go as claim checks.
     topic_max_message_bytes: int | None = None
     eventbridge_max_entry_bytes: int | None = None
+    # One outbox across regions (outbox_cdk.regions): the publisher of the stack's region publishes only its
+    # region's rows (and a lost region's, taken over). None: a single-region outbox.
+    regions: OutboxRegions | None = None
+    # With regions, the schedule and timeout of the sweeper built from this publisher (the `Outbox` passes
+    # its sweeper's; `OutboxSweeper` refuses others): both functions count the region decisions in them.
+    sweep_schedule: Duration = field(default_factory=lambda: Duration.minutes(c.SWEEP_SCHEDULE_MINUTES))
+    sweeper_timeout: Duration = field(default_factory=lambda: Duration.seconds(c.SWEEPER_TIMEOUT_SECONDS))
 
     def __post_init__(self) -> None:
         # The function refuses to start past MAX_DURATION (outbox.numbers): said here, at synth, instead.
@@ -201,6 +209,11 @@ class OutboxPublisher(Construct):
         )
 
         self.settings = settings
+        self.region: str | None = None
+        """The stack's region, with regions configured (the origin this publisher owns)."""
+        if settings.regions is not None:
+            self.region = settings.regions.region_of(self)
+            check_global_table(self.table, settings.regions.ring)
         environment = self._environment(settings)
         self.environment: dict[str, str] = dict(environment)
         """What the publisher is configured with; the sweeper (outbox_cdk.sweeper) publishes with the same."""
@@ -262,6 +275,14 @@ class OutboxPublisher(Construct):
             environment[env.ENV_TOPIC_MAX_MESSAGE_BYTES] = str(settings.topic_max_message_bytes)
         if settings.eventbridge_max_entry_bytes is not None:
             environment[env.ENV_EVENTBRIDGE_MAX_ENTRY_BYTES] = str(settings.eventbridge_max_entry_bytes)
+        if settings.regions is not None and self.region is not None:
+            environment.update(
+                settings.regions.function_environment(
+                    self.region,
+                    sweep_interval=settings.sweep_schedule,
+                    sweeper_timeout=settings.sweeper_timeout,
+                )
+            )
         if settings.routes_configured:
             routes = routes_json(settings.routes, settings.default_destinations)
             configured = configured_destinations(
@@ -297,6 +318,12 @@ class OutboxPublisher(Construct):
         if self.payload_bucket is not None:
             grant_payload_reads(self.function, self.payload_bucket)
 
+    def _filter_patterns(self) -> tuple[Mapping[str, object], ...]:
+        regions = self.settings.regions
+        if regions is None or self.region is None:
+            return mapping.PUBLISHER_FILTER_PATTERNS
+        return regions.filter_patterns(self.region)
+
     def _stream_mapping(self, stream: StreamMappingProps) -> lambda_.EventSourceMapping:
         source_mapping = lambda_.EventSourceMapping(
             self,
@@ -314,10 +341,9 @@ class OutboxPublisher(Construct):
             report_batch_item_failures=True,
             enabled=stream.enabled,
             # New rows, and the few changes that can break the writer contract; the publisher's own
-            # status updates and TTL deletions never reach it, so they cost no invocations.
-            filters=[
-                lambda_.FilterCriteria.filter(dict(pattern)) for pattern in mapping.PUBLISHER_FILTER_PATTERNS
-            ],
+            # status updates and TTL deletions never reach it, so they cost no invocations. With regions,
+            # only this region's new rows (another region's cost nothing here either).
+            filters=[lambda_.FilterCriteria.filter(dict(pattern)) for pattern in self._filter_patterns()],
         )
         # The on-failure destination is set on the L1 resource: the L2 SqsDlq helper would also
         # grant sqs:GetQueueAttributes and sqs:GetQueueUrl, which Lambda does not need.

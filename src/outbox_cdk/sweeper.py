@@ -80,6 +80,7 @@ class OutboxSweeper(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         settings = settings or SweeperSettings()
+        _check_regional_timing(publisher, settings)
         self.publisher = publisher
         self.service = metrics.service_name(publisher.outbox_name, metrics.SWEEPER)
         try:
@@ -146,3 +147,21 @@ class OutboxSweeper(Construct):
         )
         if publisher.payload_bucket is not None:
             grant_payload_reads(self.function, publisher.payload_bucket)
+
+
+def _check_regional_timing(publisher: OutboxPublisher, settings: SweeperSettings) -> None:
+    """With regions, the publisher was told this sweeper's schedule and timeout (the region decisions of both
+    functions count in them): refuse a sweeper that differs."""
+    told = publisher.settings
+    if told.regions is None:
+        return
+    timeout = (settings.function or default_sweeper_function()).timeout
+    if (told.sweep_schedule.to_seconds(), told.sweeper_timeout.to_seconds()) != (
+        settings.schedule.to_seconds(),
+        timeout.to_seconds(),
+    ):
+        raise OutboxConstructError(
+            "regions: the publisher's settings (sweep_schedule, sweeper_timeout) must be this sweeper's "
+            f"schedule ({int(settings.schedule.to_seconds())} s) and timeout "
+            f"({int(timeout.to_seconds())} s): both functions count the region decisions in them"
+        )

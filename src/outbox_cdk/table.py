@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,6 +92,63 @@ class OutboxTable(dynamodb.Table):
         add_failed_index(self)
 
 
+class OutboxGlobalTable(dynamodb.TableV2):
+    """The outbox table as a global table (`AWS::DynamoDB::GlobalTable`, version 2019.11.21): what
+    `OutboxTable` is, in the home region, with a replica in each of `replica_regions`. Every replica has its
+    own NEW_AND_OLD_IMAGES stream, carrying every write wherever it was made (the publisher of each region
+    filters by `origin`: outbox_cdk.regions), and inherits the home table's PITR and deletion protection.
+
+    Encryption: AWS's managed key in every region. A customer-managed key needs one key per region, which a
+    stack in one region cannot create: refused (OutboxConstructError).
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        props: DataTableProps | None = None,
+        *,
+        replica_regions: Sequence[str],
+        table_name: str,
+    ) -> None:
+        props = props or DataTableProps()
+        if props.encryption_key is not None:
+            raise OutboxConstructError(
+                "a multi-region outbox table cannot take a customer-managed key here: every replica region "
+                "needs a key of its own, which this stack cannot create; use AWS's managed keys (the "
+                "default) with regions"
+            )
+        super().__init__(
+            scope,
+            construct_id,
+            table_name=table_name,
+            partition_key=dynamodb.Attribute(name=PARTITION_KEY, type=dynamodb.AttributeType.STRING),
+            sort_key=dynamodb.Attribute(name=SORT_KEY, type=dynamodb.AttributeType.NUMBER),
+            billing=dynamodb.Billing.on_demand(),
+            dynamo_stream=dynamodb.StreamViewType.NEW_AND_OLD_IMAGES,
+            encryption=dynamodb.TableEncryptionV2.aws_managed_key(),
+            time_to_live_attribute=TTL_ATTRIBUTE,
+            point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
+                point_in_time_recovery_enabled=True
+            ),
+            deletion_protection=props.retain_data,
+            removal_policy=RemovalPolicy.RETAIN if props.retain_data else RemovalPolicy.DESTROY,
+            replicas=[dynamodb.ReplicaTableProps(region=region) for region in replica_regions],
+            global_secondary_indexes=[
+                dynamodb.GlobalSecondaryIndexPropsV2(
+                    index_name=FAILED_INDEX_NAME,
+                    partition_key=dynamodb.Attribute(
+                        name=FAILED_INDEX_PARTITION_KEY, type=dynamodb.AttributeType.NUMBER
+                    ),
+                    sort_key=dynamodb.Attribute(
+                        name=FAILED_INDEX_SORT_KEY, type=dynamodb.AttributeType.STRING
+                    ),
+                    projection_type=dynamodb.ProjectionType.KEYS_ONLY,
+                )
+            ],
+        )
+
+
 def add_failed_index(table: dynamodb.Table) -> None:
     """Add the sparse `failed` index the operations commands read to a table of yours (`OutboxTable` has
     it).
@@ -149,6 +207,27 @@ def check_outbox_table(table: dynamodb.ITable) -> None:
         raise OutboxConstructError(
             f"the outbox table's keys must be {PARTITION_KEY} (partition, string) and {SORT_KEY} (sort, "
             f"number), as the outbox row contract says; this table has {found}"
+        )
+
+
+def check_global_table(table: dynamodb.ITable, regions: Sequence[str]) -> None:
+    """Refuse, at synth, a table of this app that an outbox across `regions` cannot span: it must be a global
+    table (`TableV2`) with a replica in each region. An imported table (a replica region's) is taken on
+    trust."""
+    properties = _properties(table)
+    if properties is None:
+        return
+    if isinstance(table.node.default_child, dynamodb.CfnTable):
+        raise OutboxConstructError(
+            "regions: the outbox table is a single-region table; an outbox across regions needs a global "
+            "table (OutboxGlobalTable, or a TableV2 with a replica in each region)"
+        )
+    replicas = {_field(replica, "region") for replica in _listed(properties.get("replicas"))}
+    missing = [region for region in regions if region not in replicas]
+    if missing:
+        raise OutboxConstructError(
+            f"regions: the outbox table has no replica in {', '.join(missing)}; give it one in each region "
+            f"({', '.join(regions)})"
         )
 
 

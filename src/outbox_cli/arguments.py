@@ -140,6 +140,17 @@ def region(text: str) -> str:
     return _matching(_REGION, "is not a region's name, e.g. us-east-1")(text)
 
 
+def regions(text: str) -> str:
+    """`--regions us-east-1,us-west-2`: an outbox's regions, home first, each a region's name; two at
+    least."""
+    names = [name.strip() for name in text.split(",")]
+    if len(names) < 2 or len(set(names)) != len(names) or not all(names):
+        raise _refused(
+            text, "is not a list of two regions or more, home first, each once: us-east-1,us-west-2"
+        )
+    return ",".join(region(name) for name in names)
+
+
 stack = _matching(
     _STACK, "is not a CloudFormation stack name (a letter, then up to 127 letters, digits or '-') or ARN"
 )

@@ -17,6 +17,7 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, TextIO
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -77,31 +78,7 @@ def add_commands(commands: Any) -> None:
     common.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
     state = commands.add_parser("status", parents=[common], help="is anything stuck, what, since when")
-    state.add_argument(
-        "--stuck-after",
-        type=argument_types.duration,
-        default=StatusThresholds().stuck_after,
-        help="e.g. 15m (default)",
-    )
-    state.add_argument(
-        "--degraded-after",
-        type=argument_types.duration,
-        default=StatusThresholds().degraded_after,
-        help="e.g. 5m (default)",
-    )
-    state.add_argument(
-        "--sweep-grace",
-        type=argument_types.duration,
-        default=StatusThresholds().sweep_grace,
-        help="the sweeper's SWEEP_GRACE_SECONDS (60s, its default): a pending event older than it degrades",
-    )
-    state.add_argument(
-        "--scan-for",
-        type=argument_types.duration,
-        default=StatusThresholds().scan_for,
-        help="read the table for at most this long, e.g. 30s (default; past it the counts are lower bounds)",
-    )
-    state.set_defaults(run=_status)
+    _status_arguments(state)
 
     failed = commands.add_parser("failed", help="FAILED events: what, when, why")
     failed_commands = failed.add_subparsers(dest="failed_command", required=True)
@@ -224,6 +201,46 @@ def run(command: Command, arguments: argparse.Namespace, out: TextIO) -> int:
     return EXIT_FAILED
 
 
+def _status_arguments(state: argparse.ArgumentParser) -> None:
+    state.add_argument(
+        "--stuck-after",
+        type=argument_types.duration,
+        default=StatusThresholds().stuck_after,
+        help="e.g. 15m (default)",
+    )
+    state.add_argument(
+        "--degraded-after",
+        type=argument_types.duration,
+        default=StatusThresholds().degraded_after,
+        help="e.g. 5m (default)",
+    )
+    state.add_argument(
+        "--sweep-grace",
+        type=argument_types.duration,
+        default=StatusThresholds().sweep_grace,
+        help="the sweeper's SWEEP_GRACE_SECONDS (60s, its default): a pending event older than it degrades",
+    )
+    state.add_argument(
+        "--scan-for",
+        type=argument_types.duration,
+        default=StatusThresholds().scan_for,
+        help="read the table for at most this long, e.g. 30s (default; past it the counts are lower bounds)",
+    )
+    state.add_argument(
+        "--regions",
+        type=argument_types.regions,
+        help="an outbox across regions, home first, e.g. us-east-1,us-west-2 (default: the stack's "
+        "OutboxRegions output): each region's heartbeat is shown",
+    )
+    state.add_argument(
+        "--takeover-after",
+        type=argument_types.duration,
+        help="with regions, the takeover time, e.g. 10m (default: the stack's OutboxTakeoverAfterSeconds, "
+        "else 10m)",
+    )
+    state.set_defaults(run=_status)
+
+
 # --- the commands -----------------------------------------------------------------------------------------
 
 
@@ -251,6 +268,12 @@ def _connect(arguments: argparse.Namespace) -> tuple[OpsClients, OutboxResources
 
 def _status(arguments: argparse.Namespace, out: TextIO) -> int:
     clients, resources = _connect(arguments)
+    if arguments.regions:
+        resources = replace(resources, regions=arguments.regions)
+    if arguments.takeover_after:
+        resources = replace(
+            resources, takeover_after_seconds=str(int(arguments.takeover_after.total_seconds()))
+        )
     thresholds = StatusThresholds(
         stuck_after=arguments.stuck_after,
         degraded_after=arguments.degraded_after,

@@ -14,10 +14,12 @@ from botocore.exceptions import (
     NoRegionError,
 )
 
+from outbox.clock import format_timestamp
 from outbox_ops.audit import AuditEntry, AuditRecord
 from outbox_ops.failed import FailedRow
 from outbox_ops.queues import QueueDepth
 from outbox_ops.redrive import OperationReport
+from outbox_ops.regions import RegionsReport
 from outbox_ops.status import StatusReport
 
 
@@ -56,6 +58,36 @@ def status(report: StatusReport) -> str:
         text += "\nheld aggregates:\n" + table(
             ["aggregate", "waiting seq", "failed seq", "fix"],
             [(h.aggregate_key, h.waiting_seq, h.failed_seq, h.fix) for h in report.held],
+        )
+    if report.regions is not None:
+        text += "\n" + regions(report.regions)
+    return text
+
+
+def regions(report: RegionsReport) -> str:
+    """Each region's heartbeat as read here (age, state, what it takes and released, how far behind it saw
+    each peer), then the origins taken over and by whom."""
+    rows = []
+    for heartbeat in report.heartbeats:
+        age = heartbeat.age_s(report.checked_at)
+        rows.append(
+            (
+                heartbeat.region + (" (home)" if heartbeat.region == report.home else ""),
+                "never" if age is None else f"{age:.0f} s ago" + (" LOST" if report.lost(heartbeat) else ""),
+                (heartbeat.state or "-")
+                + ("" if heartbeat.since is None else f" since {format_timestamp(heartbeat.since)}"),
+                ", ".join(heartbeat.taking) or "-",
+                ", ".join(heartbeat.released) or "-",
+                ", ".join(f"{peer} {behind:.0f} s" for peer, behind in heartbeat.behind_s().items()) or "-",
+            )
+        )
+    text = f"regions (takeover after {report.takeover_after_s} s):\n" + table(
+        ["region", "heartbeat", "state", "taking", "released", "saw peers behind by"], rows
+    )
+    taken = report.taken_over
+    if taken:
+        text += "\ntaken over:\n" + table(
+            ["origin", "by", "since"], [(t.origin, t.by, format_timestamp(t.since)) for t in taken]
         )
     return text
 

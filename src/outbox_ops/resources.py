@@ -48,6 +48,9 @@ class OutboxResources:
     name."""
     dead_letter_queues: tuple[DeadLetterQueue, ...] = ()
     """The consumers' dead-letter queues the stack names (none without a stack)."""
+    regions: str | None = None
+    """With regions (outbox_cdk.regions): every region, comma-separated, home first."""
+    takeover_after_seconds: str | None = None
 
     @classmethod
     def find(
@@ -94,6 +97,8 @@ _OUTPUTS = {
     "publisher_function": outputs.PUBLISHER_FUNCTION_NAME,
     "sweeper_function": outputs.SWEEPER_FUNCTION_NAME,
     "outbox_name": outputs.DASHBOARD_NAME,
+    "regions": outputs.OUTBOX_REGIONS,
+    "takeover_after_seconds": outputs.TAKEOVER_AFTER_SECONDS,
 }
 assert set(_OUTPUTS) | {"dead_letter_queues"} == {  # noqa: S101 - a wiring check
     field.name for field in fields(OutboxResources)

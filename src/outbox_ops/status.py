@@ -28,6 +28,7 @@ from outbox.aws_errors import error_code
 from outbox.clock import format_timestamp, utc_now
 from outbox_ops.clients import OpsClients
 from outbox_ops.queues import QueueDepth, depth
+from outbox_ops.regions import RegionsReport, parse_ring, read_regions
 from outbox_ops.resources import DeadLetterQueue, OutboxResources
 from outbox_sweeper.census import Census
 from outbox_sweeper.config import DEFAULT_SWEEP_GRACE
@@ -39,6 +40,8 @@ SWEEP_GRACE = DEFAULT_SWEEP_GRACE
 CONSUMER_DEAD_LETTERS_RUNBOOK = "docs/runbook.md#consumerdeadletters"
 SCAN_FOR = timedelta(seconds=30)
 _PUBLISHED_WINDOW = timedelta(hours=1)
+# The takeover time a stack that names its regions but not its takeover time is read with (outbox.regions).
+DEFAULT_TAKEOVER_AFTER_SECONDS = 600
 
 
 class Verdict(StrEnum):
@@ -134,6 +137,8 @@ class StatusReport:
     """None when the metrics could not be read."""
     mappings: list[MappingState] | None = None
     """None when the publisher function is not known, or they could not be read (`unknown` says why)."""
+    regions: RegionsReport | None = None
+    """With regions: each region's heartbeat, the origins taken over (outbox_ops.regions)."""
     unknown: list[str] = field(default_factory=list)
     """What could not be read, and why (e.g. a role without `cloudwatch:GetMetricData`)."""
     verdict: Verdict = Verdict.HEALTHY
@@ -144,7 +149,7 @@ class StatusReport:
         def queue(found: QueueDepth | None) -> dict[str, int] | None:
             return None if found is None else {"visible": found.visible, "in_flight": found.in_flight}
 
-        return {
+        found: dict[str, Any] = {
             "checked_at": format_timestamp(self.checked_at),
             "table": self.table,
             "verdict": self.verdict.value,
@@ -166,6 +171,9 @@ class StatusReport:
             "published_last_hour": self.published_last_hour,
             "stream_mappings": None if self.mappings is None else [m.to_json() for m in self.mappings],
         }
+        if self.regions is not None:
+            found["regions"] = self.regions.to_json()
+        return found
 
 
 @dataclass(frozen=True)
@@ -201,6 +209,14 @@ def status(
     if resources.publisher_function:
         function = resources.publisher_function
         report.mappings = _optional(report, "stream mappings", lambda: _mappings(clients.lambda_, function))
+    if resources.regions:
+        ring = parse_ring(resources.regions)
+        takeover = int(resources.takeover_after_seconds or DEFAULT_TAKEOVER_AFTER_SECONDS)
+        report.regions = _optional(
+            report,
+            "region heartbeats",
+            lambda: read_regions(clients.dynamodb, resources.table, ring, takeover, now),
+        )
     report.published_last_hour = _optional(
         report, "published, last hour", lambda: _published(clients.cloudwatch, now, resources.outbox_name)
     )
@@ -232,6 +248,8 @@ def judge(report: StatusReport, thresholds: StatusThresholds) -> tuple[Verdict, 
         )
     elif age > thresholds.degraded_after:
         degraded.append(f"the oldest pending event is {_duration(age)} old: the sweeper should take it soon")
+    if report.regions is not None:
+        degraded += report.regions.reasons()
     degraded += _needs_a_look(report, thresholds)
     if stuck:
         return Verdict.STUCK, stuck + degraded

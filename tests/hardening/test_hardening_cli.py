@@ -282,6 +282,8 @@ FLAGS: dict[str, st.SearchStrategy[str] | None] = {
     "--stuck-after": durations,
     "--degraded-after": durations,
     "--scan-for": durations,
+    "--takeover-after": durations,
+    "--regions": st.one_of(values, st.sampled_from(("us-east-1,us-west-2", "us-east-1", "us-east-1,,x"))),
     # Real regions, names botocore refuses, and none (a usage error). Not a well-formed name of no region:
     # moto has no backend for it and fails inside the client (AWS would not answer: a typed exit 1).
     "--region": st.one_of(

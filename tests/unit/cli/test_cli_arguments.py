@@ -30,6 +30,7 @@ def usage_error(argv: list[str]) -> str:
 
 DURATION_FLAGS = [
     pytest.param(["status", "--stuck-after"], id="stuck-after"),
+    pytest.param(["status", "--takeover-after"], id="takeover-after"),
     pytest.param(["status", "--degraded-after"], id="degraded-after"),
     pytest.param(["status", "--scan-for"], id="scan-for"),
 ]
@@ -70,6 +71,32 @@ def test_status_reads_the_table_for_the_scan_for_it_is_given_or_the_default() ->
 
     # Then
     assert (given.scan_for, default.scan_for) == (timedelta(minutes=2), StatusThresholds().scan_for)
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("us-east-1", "is not a list of two regions or more"),
+        ("us-east-1,us-east-1", "is not a list of two regions or more"),
+        ("us-east-1,", "is not a list of two regions or more"),
+        ("us-east-1,US West", "is not a region's name"),
+    ],
+)
+def test_regions_that_are_not_two_distinct_region_names_are_a_usage_error(text: str, said: str) -> None:
+    # Given / When / Then
+    assert said in usage_error(["status", "--regions", text, *WHERE])
+
+
+def test_status_takes_the_regions_and_the_takeover_time_it_is_given() -> None:
+    # Given / When
+    given = build_parser().parse_args(
+        ["status", "--regions", "us-east-1, us-west-2", "--takeover-after", "15m", *WHERE]
+    )
+    default = build_parser().parse_args(["status", *WHERE])
+
+    # Then the regions are normalized, home first; without them, the stack's outputs decide
+    assert (given.regions, given.takeover_after) == ("us-east-1,us-west-2", timedelta(minutes=15))
+    assert (default.regions, default.takeover_after) == (None, None)
 
 
 def test_audit_takes_an_aggregate_and_shows_payloads_only_when_asked() -> None:
