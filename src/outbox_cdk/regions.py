@@ -9,7 +9,6 @@ sweeper and their destinations in each replica region's stack. The model: docs/m
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
@@ -17,31 +16,26 @@ from typing import Final
 from aws_cdk import Duration, Stack, Token
 from constructs import Construct
 
-from outbox import stream_mapping as mapping
+from outbox import metrics, regions
+from outbox.event_rules import is_region_name
+from outbox.stream_mapping import publisher_filter_patterns
 from outbox_cdk.errors import OutboxConstructError
 
-# --- Names the functions read (outbox.regions.RegionSettings.from_env) ----------------------------
-# STAND-IN until `outbox.regions` lands on main (issue 34, core): the lead imports them from there at merge.
-ENV_OUTBOX_REGION: Final = "OUTBOX_REGION"
-ENV_OUTBOX_REGIONS: Final = "OUTBOX_REGIONS"
-ENV_OUTBOX_TAKEOVER_AFTER_SECONDS: Final = "OUTBOX_TAKEOVER_AFTER_SECONDS"
-# The sweeper's schedule and timeout: the decisions' fence and margins count in them.
-ENV_OUTBOX_SWEEP_INTERVAL_SECONDS: Final = "OUTBOX_SWEEP_INTERVAL_SECONDS"
-ENV_OUTBOX_SWEEPER_TIMEOUT_SECONDS: Final = "OUTBOX_SWEEPER_TIMEOUT_SECONDS"
-# The writer's (outbox.OutboxWriter's `origin`): the region whose writer saved the row.
-ENV_OUTBOX_ORIGIN: Final = "OUTBOX_ORIGIN"
-DEFAULT_TAKEOVER_AFTER_SECONDS: Final = 600
-# The sweeper's region metrics (outbox.metrics; STAND-IN names as above), each with a `Region` dimension
-# besides Powertools' `service`.
-REGION_HEARTBEAT_AGE_SECONDS: Final = "RegionHeartbeatAgeSeconds"
-TAKEOVER_IN_PROGRESS: Final = "TakeoverInProgress"
-REGION_DIMENSION: Final = "Region"
+# The names the functions read (outbox.regions.RegionSettings.from_env) and the sweeper's region metrics
+# (outbox.metrics), defined once there.
+ENV_OUTBOX_REGION: Final = regions.ENV_REGION
+ENV_OUTBOX_REGIONS: Final = regions.ENV_REGIONS
+ENV_OUTBOX_TAKEOVER_AFTER_SECONDS: Final = regions.ENV_TAKEOVER_AFTER_SECONDS
+ENV_OUTBOX_SWEEP_INTERVAL_SECONDS: Final = regions.ENV_SWEEP_INTERVAL_SECONDS
+ENV_OUTBOX_SWEEPER_TIMEOUT_SECONDS: Final = regions.ENV_SWEEPER_TIMEOUT_SECONDS
+ENV_OUTBOX_ORIGIN: Final = regions.ENV_ORIGIN
+DEFAULT_TAKEOVER_AFTER_SECONDS: Final = regions.DEFAULT_TAKEOVER_AFTER_SECONDS
+REGION_HEARTBEAT_AGE_SECONDS: Final = metrics.REGION_HEARTBEAT_AGE_SECONDS
+TAKEOVER_IN_PROGRESS: Final = metrics.TAKEOVER_IN_PROGRESS
+REGION_DIMENSION: Final = metrics.REGION_DIMENSION
 # A sweeper that missed this many scheduled runs, plus one run's timeout, may still be alive: a takeover time
 # shorter than that would take over a region whose sweeper is only late.
 SWEEPS_BEFORE_TAKEOVER: Final = 3
-
-# aws, aws-cn, aws-us-gov, ... region names: letters and digits between dashes (us-east-1, cn-north-1).
-_REGION = re.compile(r"^[a-z]{2}(-[a-z0-9]+)+-\d+$")
 
 
 @dataclass(frozen=True)
@@ -65,7 +59,7 @@ class OutboxRegions:
         # A tuple, so that the dataclass stays hashable and nothing shares a caller's list.
         object.__setattr__(self, "replicas", tuple(self.replicas))
         for region in self.ring:
-            if Token.is_unresolved(region) or not _REGION.match(region):
+            if Token.is_unresolved(region) or not is_region_name(region):
                 raise OutboxConstructError(
                     f"regions: {region!r} is not a region name (like us-east-1): each region of a global "
                     "table is named in the template"
@@ -172,23 +166,3 @@ class OutboxRegions:
     def filter_patterns(self, region: str) -> tuple[Mapping[str, object], ...]:
         """The publisher mapping's filter patterns in `region`: foreign-origin INSERTs filtered out."""
         return publisher_filter_patterns(region=region, home=region == self.home)
-
-
-# ------------------------------------------------------------------------------------------------------
-# STAND-IN for `outbox.stream_mapping.publisher_filter_patterns` (issue 34, core), same signature: the lead
-# replaces this with an import at merge. The patterns follow the brief: the INSERT pattern carries `origin`
-# (the home region's also passes rows without `origin`, which belong to home); the MODIFY pattern (a pending
-# row rewritten: the writer contract) is unchanged.
-def publisher_filter_patterns(
-    region: str | None = None, *, home: bool = False
-) -> tuple[Mapping[str, object], ...]:
-    if region is None:
-        return mapping.PUBLISHER_FILTER_PATTERNS
-    insert, *others = mapping.PUBLISHER_FILTER_PATTERNS
-    own: dict[str, object] = {**insert, "dynamodb": {"NewImage": {"origin": {"S": [region]}}}}
-    patterns: list[Mapping[str, object]] = [own]
-    if home:
-        # `exists` applies to leaves only: on `origin` itself (a node holding {"S": ...}) `false` would match
-        # every row; on `origin.S` it matches exactly the rows without an origin.
-        patterns.append({**insert, "dynamodb": {"NewImage": {"origin": {"S": [{"exists": False}]}}}})
-    return (*patterns, *others)

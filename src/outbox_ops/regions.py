@@ -16,18 +16,11 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from outbox.clock import format_timestamp
-from outbox.model import PARTITION_KEY, SORT_KEY
+from outbox.regions import Heartbeat, RegionState
+from outbox_publisher.deadline import NoDeadline
+from outbox_publisher.region_store import DynamoDBRegionStore
 
-# STAND-IN until `outbox.regions` lands on main (issue 34, core): the heartbeat item's key and attributes.
-HEARTBEAT_KEY_PREFIX: Final = "#region#"
-BEAT_AT, STATE, SINCE = "beat_at", "state", "since"
-TAKING, RELEASED, SEEN = "taking", "released", "seen"
-STATE_OWN: Final = "own"
 MULTI_REGION_DOC: Final = "docs/multi-region.md"
-
-
-def heartbeat_key(region: str) -> dict[str, Any]:
-    return {PARTITION_KEY: {"S": f"{HEARTBEAT_KEY_PREFIX}{region}"}, SORT_KEY: {"N": "0"}}
 
 
 @dataclass(frozen=True)
@@ -112,7 +105,7 @@ class RegionsReport:
                     f"though {taken.origin} beats again: it hands them back once {taken.origin} has seen it"
                 )
         for heartbeat in self.heartbeats:
-            if heartbeat.state not in (None, STATE_OWN) and not self.lost(heartbeat):
+            if heartbeat.state not in (None, RegionState.OWN.value) and not self.lost(heartbeat):
                 found.append(
                     f"region {heartbeat.region} is {heartbeat.state}: it publishes none of its own rows yet "
                     f"(see {MULTI_REGION_DOC})"
@@ -152,19 +145,16 @@ class RegionsReport:
 def read_regions(
     dynamodb: Any, table: str, ring: Sequence[str], takeover_after_s: int, now: datetime
 ) -> RegionsReport:
-    """Every region's heartbeat in `table`, read in one consistent BatchGetItem (unprocessed keys retried)."""
-    keys = [heartbeat_key(region) for region in ring]
-    items: dict[str, dict[str, Any]] = {}
-    request: dict[str, Any] = {table: {"Keys": keys, "ConsistentRead": True}}
-    while request:
-        response = dynamodb.batch_get_item(RequestItems=request)
-        for item in response.get("Responses", {}).get(table, []):
-            items[item[PARTITION_KEY]["S"].removeprefix(HEARTBEAT_KEY_PREFIX)] = item
-        request = response.get("UnprocessedKeys") or {}
+    """Every region's heartbeat in `table`, read as the sweepers read them (one consistent BatchGetItem); a
+    region without a well-formed heartbeat shows as never beaten."""
+    found = {
+        heartbeat.region: heartbeat
+        for heartbeat in DynamoDBRegionStore(dynamodb, table).read_heartbeats(ring, NoDeadline())
+    }
     return RegionsReport(
         ring=tuple(ring),
         takeover_after_s=takeover_after_s,
-        heartbeats=[_heartbeat(region, items.get(region)) for region in ring],
+        heartbeats=[_shown(region, found.get(region)) for region in ring],
         checked_at=now,
     )
 
@@ -174,33 +164,23 @@ def parse_ring(text: str) -> tuple[str, ...]:
     return tuple(region.strip() for region in text.split(",") if region.strip())
 
 
-def _heartbeat(region: str, item: Mapping[str, Any] | None) -> RegionHeartbeat:
-    if item is None:
+def _shown(region: str, heartbeat: Heartbeat | None) -> RegionHeartbeat:
+    if heartbeat is None:
         return RegionHeartbeat(region)
     return RegionHeartbeat(
         region=region,
-        beat_at=_epoch_ms(item.get(BEAT_AT, {}).get("N")),
-        state=item.get(STATE, {}).get("S"),
-        since=_epoch_ms(item.get(SINCE, {}).get("N")),
-        taking=_stamps(item.get(TAKING)),
-        released=_stamps(item.get(RELEASED)),
-        seen=_stamps(item.get(SEEN)),
+        beat_at=_moment(heartbeat.beat_at),
+        state=heartbeat.state.value,
+        since=_moment(heartbeat.since),
+        taking=_moments(heartbeat.taking),
+        released=_moments(heartbeat.released),
+        seen=_moments(heartbeat.seen),
     )
 
 
-def _stamps(value: Mapping[str, Any] | None) -> dict[str, datetime]:
-    found: dict[str, datetime] = {}
-    for region, stamp in ((value or {}).get("M") or {}).items():
-        at = _epoch_ms(stamp.get("N"))
-        if at is not None:
-            found[region] = at
-    return found
+def _moments(stamps: Mapping[str, int]) -> dict[str, datetime]:
+    return {region: _moment(at) for region, at in stamps.items()}
 
 
-def _epoch_ms(value: str | None) -> datetime | None:
-    if value is None:
-        return None
-    try:
-        return datetime.fromtimestamp(int(value) / 1000, tz=UTC)
-    except (ValueError, OverflowError):
-        return None
+def _moment(epoch_ms: int) -> datetime:
+    return datetime.fromtimestamp(epoch_ms / 1000, tz=UTC)

@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from outbox import metrics
+from outbox import metrics, regions
 from outbox.aws_errors import error_code
 from outbox.clock import format_timestamp, utc_now
 from outbox_ops.clients import OpsClients
@@ -40,8 +40,6 @@ SWEEP_GRACE = DEFAULT_SWEEP_GRACE
 CONSUMER_DEAD_LETTERS_RUNBOOK = "docs/runbook.md#consumerdeadletters"
 SCAN_FOR = timedelta(seconds=30)
 _PUBLISHED_WINDOW = timedelta(hours=1)
-# The takeover time a stack that names its regions but not its takeover time is read with (outbox.regions).
-DEFAULT_TAKEOVER_AFTER_SECONDS = 600
 
 
 class Verdict(StrEnum):
@@ -211,7 +209,7 @@ def status(
         report.mappings = _optional(report, "stream mappings", lambda: _mappings(clients.lambda_, function))
     if resources.regions:
         ring = parse_ring(resources.regions)
-        takeover = int(resources.takeover_after_seconds or DEFAULT_TAKEOVER_AFTER_SECONDS)
+        takeover = int(resources.takeover_after_seconds or regions.DEFAULT_TAKEOVER_AFTER_SECONDS)
         report.regions = _optional(
             report,
             "region heartbeats",

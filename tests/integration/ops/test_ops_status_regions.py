@@ -187,6 +187,7 @@ def test_the_command_reads_the_regions_from_the_stacks_outputs_and_prints_them(
                 "region": {"S": region},
                 "beat_at": {"N": _ms(now - timedelta(seconds=30))},
                 "state": {"S": "own"},
+                "since": {"N": _ms(now - timedelta(hours=1))},
             },
         )
 

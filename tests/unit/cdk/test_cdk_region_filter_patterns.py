@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from outbox_cdk.regions import publisher_filter_patterns
+from outbox.stream_mapping import publisher_filter_patterns
 from outbox_local.filtering import FilterCriteria
 
 HOME, PEER = "us-east-1", "us-west-2"
