@@ -155,6 +155,10 @@ def test_a_lost_region_is_taken_over_in_order_then_handed_back_with_nothing_twic
     assert [(p["reason"], p["seq"]) for p in poison] == [("late_replica", 3)]
     # and every other event of the order was published exactly once
     assert Counter(by_b) == Counter(e.event_id for e in order if e.seq != 3)
+    # and once every write has replicated (B's delete of seq 2, older than A's claim and settle of it), seq 2
+    # stays settled in both replicas: A's claim brought it back in B, A's settle removed it again
+    regions.replication.both()
+    assert (world_a.stored(order[1]), world_b.stored(order[1])) == (None, None)
 
     # When an operator redrives the late replica (announcing it after its successors: their decision)
     redrive(
