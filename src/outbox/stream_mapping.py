@@ -51,25 +51,33 @@ def publisher_filter_patterns(
     """The publisher mapping's patterns on an outbox across regions (docs/multi-region.md): its region's
     INSERTs only (`origin` = `region`), and for the home region also INSERTs of rows without `origin` (another
     writer's). Other regions' INSERTs, which every replica's stream carries, cost no invocation; their owner
-    is their own region's publisher, or a sweeper. The MODIFY pattern is unchanged (the publisher checks a
-    rewritten slot's origin itself). Without `region`: PUBLISHER_FILTER_PATTERNS, the single-region value.
+    is their own region's publisher, or a sweeper. The MODIFY pattern (a rewritten slot) likewise passes only
+    its region's rows: another region's updates of its own pending rows (leases, backoffs) cost nothing here.
+    Without `region`: PUBLISHER_FILTER_PATTERNS, the single-region value.
 
     "Attribute absent" is `{"exists": false}` on the leaf: Lambda's Exists operator works on leaf nodes only,
     and a DynamoDB image nests each value under its type, so the test is on `origin.S`.
     """
     if region is None:
         return PUBLISHER_FILTER_PATTERNS
-    own: list[Mapping[str, object]] = [
-        {"eventName": [INSERT_EVENT_NAME], "dynamodb": {"NewImage": {_ORIGIN: {"S": [region]}}}}
-    ]
+    origins: list[object] = [region]
     if home:
-        own.append(
-            {
-                "eventName": [INSERT_EVENT_NAME],
-                "dynamodb": {"NewImage": {_ORIGIN: {"S": [{"exists": False}]}}},
-            }
-        )
-    return (*own, PUBLISHER_FILTER_PATTERNS[1])
+        origins.append({"exists": False})
+    # One pattern per event name and origin test: within a pattern a list's values are alternatives, but an
+    # "exists" test and a value on one leaf are two patterns for Lambda (each counts towards its five).
+    patterns: list[Mapping[str, object]] = []
+    for single_region_pattern in PUBLISHER_FILTER_PATTERNS:
+        for origin in origins:
+            patterns.append(_with_origin(single_region_pattern, origin))
+    return tuple(patterns)
+
+
+def _with_origin(pattern: Mapping[str, object], origin: object) -> Mapping[str, object]:
+    dynamodb = dict(pattern.get("dynamodb", {}))  # type: ignore[call-overload]
+    new_image = dict(dynamodb.get("NewImage", {}))
+    new_image[_ORIGIN] = {"S": [origin]}
+    dynamodb["NewImage"] = new_image
+    return {**pattern, "dynamodb": dynamodb}
 
 
 class Range(NamedTuple):

@@ -125,17 +125,27 @@ def test_each_publisher_mapping_passes_only_its_own_origins_new_rows(
     # When its filter patterns are read
     home_patterns, replica_patterns = _patterns(home), _patterns(replica)
 
-    # Then home passes INSERTs of its origin and of rows without one; the replica its origin's only; both keep
-    # the writer-contract MODIFY pattern as a single region has it
-    contract = dict(mapping.PUBLISHER_FILTER_PATTERNS[1])
+    # Then home passes INSERTs and rewritten slots (the writer-contract MODIFY pattern, as a single region has
+    # it) of its origin and of rows without one; the replica its origin's only
+    contract = mapping.PUBLISHER_FILTER_PATTERNS[1]
+
+    def modify(origin: object) -> dict[str, Any]:
+        images = dict(contract["dynamodb"])  # type: ignore[call-overload]
+        return {
+            **contract,
+            "dynamodb": {**images, "NewImage": {**images["NewImage"], "origin": {"S": [origin]}}},
+        }
+
+    absent = {"exists": False}
     assert home_patterns == [
         {"eventName": ["INSERT"], "dynamodb": {"NewImage": {"origin": {"S": [HOME]}}}},
-        {"eventName": ["INSERT"], "dynamodb": {"NewImage": {"origin": {"S": [{"exists": False}]}}}},
-        contract,
+        {"eventName": ["INSERT"], "dynamodb": {"NewImage": {"origin": {"S": [absent]}}}},
+        modify(HOME),
+        modify(absent),
     ]
     assert replica_patterns == [
         {"eventName": ["INSERT"], "dynamodb": {"NewImage": {"origin": {"S": [REPLICA]}}}},
-        contract,
+        modify(REPLICA),
     ]
 
 

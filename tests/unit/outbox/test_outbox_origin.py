@@ -75,11 +75,9 @@ def _insert(origin: str | None) -> dict[str, Any]:
     return {"eventName": "INSERT", "dynamodb": {"NewImage": image, "Keys": {}}}
 
 
-def _modify(old: str, new: str) -> dict[str, Any]:
-    return {
-        "eventName": "MODIFY",
-        "dynamodb": {"OldImage": {"status": {"S": old}}, "NewImage": {"status": {"S": new}}},
-    }
+def _modify(old: str, new: str, origin: str | None = None) -> dict[str, Any]:
+    image = {"status": {"S": new}} | ({} if origin is None else {"origin": {"S": origin}})
+    return {"eventName": "MODIFY", "dynamodb": {"OldImage": {"status": {"S": old}}, "NewImage": image}}
 
 
 def _accepts(patterns: tuple[Any, ...], record: dict[str, Any]) -> bool:
@@ -109,8 +107,11 @@ def test_a_regions_patterns_pass_its_own_inserts_only(
     assert _accepts(publisher_filter_patterns(region, home=home), _insert(origin)) is accepted
 
 
-def test_a_regions_patterns_keep_the_pending_modify_and_drop_settles() -> None:
+def test_a_regions_patterns_keep_its_own_pending_modify_and_drop_settles() -> None:
     patterns = publisher_filter_patterns(B)
-    assert _accepts(patterns, _modify("PENDING", "PENDING"))
-    assert not _accepts(patterns, _modify("PENDING", "FAILED"))
+    assert _accepts(patterns, _modify("PENDING", "PENDING", origin=B))
+    assert not _accepts(patterns, _modify("PENDING", "PENDING", origin=A))
+    assert not _accepts(patterns, _modify("PENDING", "PENDING"))
+    assert _accepts(publisher_filter_patterns(A, home=True), _modify("PENDING", "PENDING"))
+    assert not _accepts(patterns, _modify("PENDING", "FAILED", origin=B))
     assert not _accepts(patterns, {"eventName": "REMOVE", "dynamodb": {"OldImage": {}}})
