@@ -15,8 +15,9 @@ global tables (version 2019.11.21, multi-region eventual consistency) replicate 
 
 How: each replica's stream is read in this process (`outbox_local.moto_streams.InProcessStreams`, the named
 module that reads moto's streams as the stream mappings do: record times with moto's microseconds, where
-GetRecords over HTTP answers milliseconds, and no serializing). A record that is not the echo of a write made here is a local write: its time is its
-`ApproximateCreationDateTime`, and it is queued for every other replica. A delivery first reads the target's
+GetRecords over HTTP answers milliseconds, and no serializing). A record that is not the echo of a write made
+here is a local write: its time is its `ApproximateCreationDateTime`, and it is queued for every other
+replica. A delivery first reads the target's
 item (consistently) and writes only if that item is still the version last known here: otherwise a local
 write there is not read yet, and the delivery waits a step (that write, once read, may be the newer one). The
 write itself is conditional on the item being what was just read, so a local write racing it makes it fail
