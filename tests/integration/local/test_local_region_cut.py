@@ -49,9 +49,9 @@ def test_a_cut_region_runs_nothing_until_restored_then_takes_up_where_it_was(tmp
         dynamodb.put_item(TableName=outputs["TableName"], Item={"pk": {"S": "i-1"}, "behaviour": {"S": "ok"}})
         runtime.drain_streams()
         assert receive_all(sqs, outputs["DeliveredUrl"]) == []
-        (mapping,) = runtime.stacks["West"].mappings
+        (mapping,) = runtime.stacks["us-west-2/West"].mappings
         assert mapping.stats().invocations == 0
-        function = runtime.stacks["West"].provisioned.functions[0]
+        function = runtime.stacks["us-west-2/West"].provisioned.functions[0]
         result = runtime.invoke(function.arn, {})
         assert result.error_type == REGION_CUT_ERROR
 
