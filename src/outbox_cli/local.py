@@ -60,6 +60,12 @@ def add_up_arguments(parser: argparse.ArgumentParser) -> None:
         help="start with no stack, ready for `cdk bootstrap` and `cdk deploy` (docs/local.md); the default "
         "when cdk.out holds no template",
     )
+    parser.add_argument(
+        "--replication-lag",
+        type=argument_types.replication_lag,
+        metavar="SECONDS",
+        help="how long a global table's write takes to reach its other replicas (default 1, AWS's typical)",
+    )
     how = parser.add_mutually_exclusive_group()
     how.add_argument(
         "--in-process",
@@ -109,6 +115,7 @@ def options(arguments: argparse.Namespace, *, background: bool) -> RuntimeOption
         max_environments=None if in_process else max_environments,
         state_dir=(arguments.state_dir or DEFAULT_STATE_DIR) if keeps_state else None,
         fresh_state=getattr(arguments, "fresh", False),
+        replication_lag_s=lag if (lag := getattr(arguments, "replication_lag", None)) is not None else 1.0,
     )
 
 
