@@ -49,7 +49,7 @@ from outbox_local.replication import Replicator
 from outbox_local.runtime_options import RuntimeOptions, VirtualClock
 from outbox_local.schedules import ScheduleRunner
 from outbox_local.stack_set import StackSet
-from outbox_local.stacks import DeployedStack, StackDefinition
+from outbox_local.stacks import DeployedStack, StackDefinition, stack_key
 from outbox_local.stream_mapping import NOTHING_DONE, StepKind
 from outbox_local.stream_poller import StreamMappingRunner, iterator_age_ms
 from outbox_local.template import Template
@@ -167,7 +167,10 @@ class LocalRuntime:
                 if snapshot.runtime.cloudformation is not None:
                     self.cloudformation.resume(snapshot.runtime.cloudformation)
             if template is not None:
-                self._run_start_up_stack(template)
+                self._run_start_up_stack(template, self.options.stack_name, None)
+            for more in self.options.more_stacks:
+                region = None if more.region in {None, self.options.region} else more.region
+                self._run_start_up_stack(Template.load(more.template_path), more.name, region)
             if self.persistence is not None:
                 held = StacksHeld(self.stacks_lock, self.cloudformation.saved)
                 self.persistence.start(
@@ -189,22 +192,23 @@ class LocalRuntime:
             self.stop()
             raise
 
-    def _run_start_up_stack(self, template: Template) -> None:
-        """Create the stack the runtime starts with; restored from a state directory, update it in place if
-        its template changed since (as `cdk deploy` would), or refuse to start if that cannot be done."""
-        name = self.options.stack_name
-        running = self.stacks.get(name)
+    def _run_start_up_stack(self, template: Template, name: str, region: str | None) -> None:
+        """Create a stack the runtime starts with (in `region`; None: the runtime's); restored from a state
+        directory, update it in place if its template changed since (as `cdk deploy` would), or refuse to
+        start if that cannot be done."""
+        running = self.stacks.get(stack_key(name, region))
         if running is None:
             definition = StackDefinition(
                 name,
                 template,
                 parameter_values=self.options.parameter_values,
                 code_root=self.options.code_root,
+                region=region,
             )
             self.create_stack(definition)
         elif dict(running.definition.template.body) != dict(template.body):
             try:
-                self.cloudformation.redeploy(name, template, self.options.parameter_values)
+                self.cloudformation.redeploy(name, template, self.options.parameter_values, region=region)
             except CloudFormationError as error:
                 raise StateDirError(
                     f"{template.path} changed since stack {name}'s state was saved, and the runtime cannot "

@@ -332,21 +332,24 @@ class CloudFormationService:
                 record.change_sets.clear()
                 record.event(CREATE_COMPLETE if creating else "UPDATE_COMPLETE", self._clock())
 
-    def redeploy(self, name: str, template: Template, values: Mapping[str, str]) -> None:
+    def redeploy(
+        self, name: str, template: Template, values: Mapping[str, str], *, region: str | None = None
+    ) -> None:
         """The update a `cdk deploy` of `template` would make to stack `name`, made now and recorded in its
         events: what `outbox local up` does when the template its stack started from changed since the state
         was saved. `template` is a file's (its functions' assets are beside it). Raises CloudFormationError
         with the reason when the change cannot be made; the stack then runs its previous template."""
-        record = self.stack(name, region=self.host.region)  # the start-up stack: in the runtime's region
+        record = self.stack(name, region=region or self.host.region)  # a stack the runtime starts with
+        key = self.key(record)
         failed: list[str] = []
         with self._lock:
             record.event("UPDATE_IN_PROGRESS", self._clock(), reason="the template changed (outbox local up)")
         # The operation, its rollback and its record: one step to a snapshot.
         with self.host.exclusive():
-            previous = self.host.running().get(name)
+            previous = self.host.running().get(key)
             try:
                 refuse_unknown_types(template)
-                self.host.update(name, template, values, self._progress(record, failed), code_from_s3=False)
+                self.host.update(key, template, values, self._progress(record, failed), code_from_s3=False)
             except Exception as error:  # the stack's, as for a change set: reported in its events, raised
                 self._roll_back(record, False, previous, failed, str(error), code_from_s3=False)
                 raise CloudFormationError("ValidationError", str(error)) from error

@@ -5,6 +5,7 @@ write in one region replicated into the other."""
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import time
 from collections.abc import Iterator
@@ -14,8 +15,11 @@ from typing import Any
 import boto3
 import pytest
 
+from outbox_cli.local import options as local_options
+from outbox_cli.main import build_parser
 from outbox_local.endpoint import LOCAL_CREDENTIALS
 from outbox_local.endpoint import environment as local_environment
+from outbox_local.errors import TemplateError
 from outbox_local.runtime import LocalRuntime, RuntimeOptions
 from tests.support.synth import CDK_CLI, cli_environment
 
@@ -65,6 +69,13 @@ def synthesize(out: Path) -> None:
     app.synth()
 
 
+@pytest.fixture(scope="module")
+def cdk_out(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("app") / "cdk.out"
+    synthesize(out)
+    return out
+
+
 @pytest.fixture
 def runtime(tmp_path: Path) -> Iterator[LocalRuntime]:
     options = RuntimeOptions(template_path=None, state_dir=tmp_path / "state", replication_lag_s=0.2)
@@ -85,9 +96,8 @@ def client(runtime: LocalRuntime, service: str, region: str) -> Any:
     return boto3.client(service, endpoint_url=runtime.endpoint_url, region_name=region, **LOCAL_CREDENTIALS)
 
 
-def test_one_app_deployed_into_two_regions_with_a_global_table(runtime: LocalRuntime, tmp_path: Path) -> None:
-    out = tmp_path / "cdk.out"
-    synthesize(out)
+def test_one_app_deployed_into_two_regions_with_a_global_table(runtime: LocalRuntime, cdk_out: Path) -> None:
+    out = cdk_out
     cdk(runtime, "bootstrap", f"aws://123456789012/{EAST}", f"aws://123456789012/{WEST}")
     cdk(runtime, "deploy", "--app", str(out), "Home", "Replica", "--require-approval", "never")
 
@@ -111,3 +121,34 @@ def test_one_app_deployed_into_two_regions_with_a_global_table(runtime: LocalRun
     cdk(runtime, "destroy", "--app", str(out), "Replica", "Home", "--force")
     for region in (EAST, WEST):
         assert TABLE not in client(runtime, "dynamodb", region).list_tables()["TableNames"]
+
+
+def test_local_up_all_stacks_starts_each_stack_of_cdk_out_in_its_region(
+    cdk_out: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(cdk_out.parent)
+    arguments = build_parser().parse_args(["local", "up", "--all-stacks", "--no-state", "--in-process"])
+    started = dataclasses.replace(local_options(arguments, background=False), aws_port=0, api_port=0)
+    assert (started.stack_name, started.region) == ("Home", EAST)
+    assert [(more.name, more.region) for more in started.more_stacks] == [("Replica", WEST)]
+    with LocalRuntime(started) as runtime:
+        assert set(runtime.stacks) == {"Home", "us-west-2/Replica"}
+        west = client(runtime, "dynamodb", WEST)
+        assert (
+            runtime.stacks["us-west-2/Replica"].outputs["Stream"]
+            == west.describe_table(TableName=TABLE)["Table"]["LatestStreamArn"]
+        )
+        client(runtime, "dynamodb", EAST).put_item(
+            TableName=TABLE, Item={"aggregate_key": {"S": "Order#1"}, "seq": {"N": "1"}}
+        )
+        runtime.drain_streams()
+        assert west.scan(TableName=TABLE)["Count"] == 1
+
+
+def test_all_stacks_refuses_a_template_of_its_own(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.chdir(tmp_path)
+    arguments = build_parser().parse_args(["local", "up", "--all-stacks", "--template", "x.template.json"])
+    with pytest.raises(TemplateError, match=r"--all-stacks starts cdk\.out.s stacks"):
+        local_options(arguments, background=False)
+    with pytest.raises(TemplateError, match=r"no manifest\.json"):
+        local_options(build_parser().parse_args(["local", "up", "--all-stacks"]), background=False)
