@@ -102,7 +102,8 @@ class Delivery:
     """The item as written (DynamoDB JSON); None: a delete."""
     written: WriteTime
     target: str
-    due: float
+    jitter: float = 0.0
+    """Added to the lag for this delivery (drawn when it was queued)."""
 
     @property
     def source(self) -> str:
@@ -237,6 +238,14 @@ class Replicator:
         with self._lock:
             self._book.cut.discard(region)
 
+    def set_lag(self, lag_s: float) -> None:
+        """Replicate `lag_s` after each write from now on, the writes queued included (a replication lag
+        fault: raised, then brought back)."""
+        if lag_s < 0:
+            raise ReplicationError("the replication lag cannot be negative")
+        with self._lock:
+            self.lag_s = lag_s
+
     @property
     def cut_regions(self) -> frozenset[str]:
         with self._lock:
@@ -260,7 +269,7 @@ class Replicator:
         with self._stepping:
             self.poll()
             at = self._clock() if now is None else now
-            return self._deliver(lambda delivery: delivery.due <= at)
+            return self._deliver(lambda delivery: self._due(delivery) <= at)
 
     def drain(self, max_rounds: int = _MAX_DRAIN_ROUNDS) -> int:
         """Deliver everything queued, the lag ignored, until nothing is left but what a cut holds; answers how
@@ -284,7 +293,7 @@ class Replicator:
     def next_due(self) -> float | None:
         """When the first queued write not held by a cut is due (None: none)."""
         with self._lock:
-            due = [d.due for d in self._book.queue.values() if not self._held(d)]
+            due = [self._due(d) for d in self._book.queue.values() if not self._held(d)]
         return min(due) if due else None
 
     def stats(self) -> dict[str, int]:
@@ -434,11 +443,15 @@ class Replicator:
                 image=image,
                 written=written,
                 target=target,
-                due=written.at + self.lag_s + jitter,
+                jitter=jitter,
             )
             book.next_id += 1
             book.queue[delivery.id] = delivery
         return len(regions) - 1
+
+    def _due(self, delivery: Delivery) -> float:
+        """When a queued write reaches its replica: the lag (as it is now) after it was made."""
+        return delivery.written.at + self.lag_s + delivery.jitter
 
     def _held(self, delivery: Delivery) -> bool:
         cut = self._book.cut

@@ -298,3 +298,19 @@ def test_concurrent_writers_and_the_background_thread_converge(regions: dict[str
     replicator.drain()
     for pk in ("K0", "K1", "K2"):
         assert _get(regions[EAST], pk) == _get(regions[WEST], pk)
+
+
+def test_a_lag_raised_holds_the_queued_writes_longer_and_brought_back_releases_them(
+    regions: dict[str, Any],
+) -> None:
+    replicator = _replicator(lag_s=1.0)
+    regions[EAST].put_item(TableName=TABLE, Item=_item("A", status="PENDING"))
+    written = time.time()
+    replicator.set_lag(30.0)
+    assert replicator.step(now=written + 5) == 0
+    assert replicator.next_due() == pytest.approx(written + 30, abs=0.5)
+    replicator.set_lag(1.0)
+    assert replicator.step(now=written + 5) == 1
+    assert _get(regions[WEST], "A") == _item("A", status="PENDING")
+    with pytest.raises(ReplicationError, match="cannot be negative"):
+        replicator.set_lag(-1)
