@@ -202,3 +202,16 @@ def test_local_up_passes_its_replication_lag_to_the_runtime() -> None:
     arguments = build_parser().parse_args(["local", "up", "--no-stack", "--replication-lag", "0.5"])
     assert isinstance(arguments, argparse.Namespace)
     assert local_options(arguments, background=True).replication_lag_s == 0.5
+
+
+def test_another_regions_alarm_states_are_kept_across_a_restart(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    with LocalRuntime(options(None, state_dir=state)) as runtime:
+        outputs = west_stack(runtime, tmp_path)
+        client(runtime, "sqs", WEST).send_message(QueueUrl=outputs["OnFailureUrl"], MessageBody="x")
+        (transition,) = runtime.evaluate_alarms()
+        assert transition.new == "ALARM"
+    with LocalRuntime(options(None, state_dir=state)) as runtime:
+        assert runtime.restored
+        assert list(runtime.regional_alarms.states()[WEST].values()) == ["ALARM"]
+        assert runtime.evaluate_alarms() == []  # nothing changed: nothing notified again
