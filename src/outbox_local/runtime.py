@@ -530,7 +530,12 @@ class LocalRuntime:
             "regions": self.regions(),
             "cut": sorted(self.cut_regions),
             "replication_pending": self.replication.pending(),
+            "replication_lag_s": self.replication.lag_s,
         }
+
+    def set_replication_lag(self, seconds: float) -> None:
+        """A replication lag fault (`Replicator.set_lag`), from the control API."""
+        self.replication.set_lag(seconds)
 
     def regions(self) -> list[str]:
         """The regions the runtime holds something in: its own, its stacks', its global tables' replicas."""
