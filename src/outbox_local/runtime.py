@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from outbox.aws import TIMEOUT_SCALE_VARIABLE
-from outbox_local.alarms import AlarmEvaluator, Transition
+from outbox_local.alarms import AlarmEvaluator, RegionalAlarms, Transition
 from outbox_local.aws_server import LocalAwsServer
 from outbox_local.background import Background
 from outbox_local.cloudformation.api import CloudFormationApi
@@ -22,7 +22,7 @@ from outbox_local.control_api import ControlApi, mapping_report
 from outbox_local.emf_metrics import EmfMetricsForwarder
 from outbox_local.endpoint import environment
 from outbox_local.endpoint_clients import EndpointClients
-from outbox_local.errors import RuntimeStateError
+from outbox_local.errors import LocalRuntimeError, RuntimeStateError
 from outbox_local.event_source_mapping_api import (
     EventSourceMappingApi,
 )
@@ -45,10 +45,12 @@ from outbox_local.persistence.runtime_state import (
 )
 from outbox_local.provisioning import ProvisionedStack
 from outbox_local.queue_mapping import QueueMappingRunner
+from outbox_local.region_cuts import RegionCuts
+from outbox_local.replication import Replicator
 from outbox_local.runtime_options import RuntimeOptions, VirtualClock
 from outbox_local.schedules import ScheduleRunner
 from outbox_local.stack_set import StackSet
-from outbox_local.stacks import DeployedStack, StackDefinition
+from outbox_local.stacks import DeployedStack, StackDefinition, stack_key
 from outbox_local.stream_mapping import NOTHING_DONE, StepKind
 from outbox_local.stream_poller import StreamMappingRunner, iterator_age_ms
 from outbox_local.template import Template
@@ -88,9 +90,20 @@ class LocalRuntime:
         self.schedules: ScheduleRunner | None = None
         self.alarms: AlarmEvaluator | None = None
         """The template's alarms, evaluated by `evaluate_alarms()` (each second in the background)."""
+        self.regional_alarms = RegionalAlarms(self._alarm_evaluator)
+        """The alarms of the stacks of other regions than the runtime's."""
         self._metrics: EmfMetricsForwarder | None = None
         self._background: Background | None = None
         self._corrections = contextlib.ExitStack()
+        self.replication = Replicator(
+            lambda region: self._internal_client("dynamodb", region),
+            lag_s=options.replication_lag_s,
+            clock=self.clock,
+        )
+        """Between the replicas of the stacks' global tables (`outbox_local.replication`): on a thread of its
+        own in the background, stepped by `drain_streams()` otherwise."""
+        self._cuts = RegionCuts(self.replication)
+        """Regions cut off (`cut_region`): their functions, pollers and schedules stop, replication queues."""
         self.persistence: Persistence | None = None  # with a state directory (`outbox_local.persistence`)
         self.restored = False  # started from a state directory's snapshot
         self.state_figures = ""  # what keeping the state cost, once stopped
@@ -132,50 +145,67 @@ class LocalRuntime:
                 lambda: mapping_report(self.mappings, self.queue_mappings),
                 lambda: {"region": self.options.region, "stack_name": self.options.stack_name},
                 self.traces.chain,
+                regions=self,
             ),
             cut=self.persistence.wrap if self.persistence is not None else None,
         )
         self.cloudformation.forget()  # a start after stop(): the earlier start's stacks are gone
+        self.replication.reset()
+        self._cuts.clear()
         try:
             restore_moto(snapshot)  # moto's backends are process-wide: an empty account, or the saved one
             self._server.start()
             self._open_machinery()
             if snapshot is not None:
-                restore(snapshot, self._started_stacks(), self._apis, self.alarms)
+                restore(snapshot, self._started_stacks(), self._apis, self.alarms, self.replication)
+                for region in getattr(snapshot.runtime, "cut_regions", ()):  # a region cut off stays so
+                    self.cut_region(region)
+                self.regional_alarms.resume(getattr(snapshot.runtime, "regional_alarm_states", {}))
                 if snapshot.runtime.cloudformation is not None:
                     self.cloudformation.resume(snapshot.runtime.cloudformation)
             if template is not None:
-                self._run_start_up_stack(template)
+                self._run_start_up_stack(template, self.options.stack_name, None)
+            for more in self.options.more_stacks:
+                region = None if more.region in {None, self.options.region} else more.region
+                self._run_start_up_stack(Template.load(more.template_path), more.name, region)
             if self.persistence is not None:
                 held = StacksHeld(self.stacks_lock, self.cloudformation.saved)
                 self.persistence.start(
                     lambda: saved_runtime(
-                        list(self.stacks.values()), self._apis.urls(), self.alarms, held.records
+                        list(self.stacks.values()),
+                        self._apis.urls(),
+                        self.alarms,
+                        held.records,
+                        replication=self.replication.state(),
+                        cut_regions=self.cut_regions,
+                        regional_alarms=self.regional_alarms,
                     ),
                     guard=held,
                 )
             if self._background is not None:
                 self._background.start()
+                self.replication.start(self.options.poll_interval_s)
         except BaseException:
             self.stop()
             raise
 
-    def _run_start_up_stack(self, template: Template) -> None:
-        """Create the stack the runtime starts with; restored from a state directory, update it in place if
-        its template changed since (as `cdk deploy` would), or refuse to start if that cannot be done."""
-        name = self.options.stack_name
-        running = self.stacks.get(name)
+    def _run_start_up_stack(self, template: Template, name: str, region: str | None) -> None:
+        """Create a stack the runtime starts with (in `region`; None: the runtime's); restored from a state
+        directory, update it in place if its template changed since (as `cdk deploy` would), or refuse to
+        start if that cannot be done."""
+        running = self.stacks.get(stack_key(name, region))
         if running is None:
             definition = StackDefinition(
                 name,
                 template,
                 parameter_values=self.options.parameter_values,
                 code_root=self.options.code_root,
+                region=region,
             )
             self.create_stack(definition)
         elif dict(running.definition.template.body) != dict(template.body):
             try:
-                self.cloudformation.redeploy(name, template, self.options.parameter_values)
+                self.cloudformation.redeploy(name, template, self.options.parameter_values, region=region)
             except CloudFormationError as error:
                 raise StateDirError(
                     f"{template.path} changed since stack {name}'s state was saved, and the runtime cannot "
@@ -195,6 +225,7 @@ class LocalRuntime:
         if self._background is not None:
             self._background.join()
             self._background = None
+        self.replication.stop()
         if self.persistence is not None:
             # Nothing runs any more: a last cut holds everything done, then the directory is let go.
             self.persistence.close()
@@ -278,9 +309,10 @@ class LocalRuntime:
         it as to the functions' own clients."""
         return self._clients.client(service)
 
-    def _internal_client(self, service: str) -> Any:
-        """A client armed faults never fail: an outage hits the functions' calls, as on AWS."""
-        return self._clients.client(service, internal=True)
+    def _internal_client(self, service: str, region: str | None = None) -> Any:
+        """A client armed faults never fail: an outage hits the functions' calls, as on AWS. In the runtime's
+        region unless another is named."""
+        return self._clients.client(service, internal=True, region=region)
 
     def invoke(self, function: str, event: Any) -> InvocationResult:
         if self.host is None:
@@ -300,13 +332,17 @@ class LocalRuntime:
             raise RuntimeStateError("drain_streams drives the mappings itself: start with background=False")
         for _ in range(max_steps):
             reports = [report for mapping in self._pollers() for report in mapping.poll_once()]
-            if all(report.kind is StepKind.IDLE for report in reports):
+            replicated = self.replication.step()
+            replication_due = self.replication.next_due()
+            if all(report.kind is StepKind.IDLE for report in reports) and replication_due is None:
                 if self.persistence is None or self.persistence.holds_every_record():
                     return
                 self.persistence.wait_saved()
-            if all(report.kind in NOTHING_DONE for report in reports):
-                # On to when something is next due (a window's end, a retry, a throttle's back-off).
+            if all(report.kind in NOTHING_DONE for report in reports) and not replicated:
+                # On to when something is next due (a window's end, a retry, a throttle's back-off, a write
+                # replicated after the lag).
                 due = [report.due_at for report in reports if report.due_at is not None]
+                due += [replication_due] if replication_due is not None else []
                 wait = min(due) - self.clock() if due else _WAIT_STEP_S
                 self.clock.advance(max(wait, _LEAST_ADVANCE_S))
         raise RuntimeStateError(f"event source mappings still busy after {max_steps} steps")
@@ -339,7 +375,9 @@ class LocalRuntime:
         """What every stack's functions, mappings, schedules and alarms share."""
         # Created here, on the starting thread: invocations run on the pollers' and the API's threads.
         metrics = EmfMetricsForwarder(
-            self._internal_client("cloudwatch"), in_background=self.options.background
+            self._internal_client("cloudwatch"),
+            in_background=self.options.background,
+            regional=lambda function: self._internal_client("cloudwatch", self._region_of_function(function)),
         )
         self._metrics = metrics
         host = FunctionHost(
@@ -348,21 +386,19 @@ class LocalRuntime:
             on_output=metrics.forward,
             max_environments=self.options.max_environments,
             on_invocation=self.traces.record,
+            region_cut=self.region_is_cut,
         )
         self.host = host
         host.open()
         self.schedules = ScheduleRunner(
-            host.invoke, time.monotonic, region=self.options.region, speedup=self.options.schedule_speedup
-        )
-        self.alarms = AlarmEvaluator(
-            self._internal_client("cloudwatch"),
-            self._internal_client("sqs"),
-            self._internal_client("sns"),
-            iterator_age_ms=lambda function: iterator_age_ms(self.mappings, function),
-            errors=lambda function: host.errors[function],
-            clock=self._clock,
+            host.invoke,
+            time.monotonic,
+            region=self.options.region,
             speedup=self.options.schedule_speedup,
+            paused=lambda function_arn: self.region_is_cut(function_arn.split(":")[3]),
         )
+        self.alarms = self._alarm_evaluator(None)
+        self.regional_alarms = RegionalAlarms(self._alarm_evaluator)
         if self.options.background:
             self._background = Background(
                 [],
@@ -370,6 +406,7 @@ class LocalRuntime:
                 evaluate_alarms=self.evaluate_alarms,
                 poll_interval_s=self.options.poll_interval_s,
                 alarm_interval_s=ALARM_TICK_S,
+                paused=lambda poller: self._poller_region(poller) in self.cut_regions,
             )
         self._stack_set = StackSet(
             host=host,
@@ -382,6 +419,8 @@ class LocalRuntime:
             region=self.options.region,
             retry_delay_s=self.options.retry_delay_s,
             visible=self.persistence.visible if self.persistence is not None else None,
+            regional_clients=self._internal_client,
+            global_tables=self.replication,
         )
 
     # --- stacks (`outbox_local.stack_set`) ---------------------------------------------------------
@@ -416,10 +455,93 @@ class LocalRuntime:
         return self.persistence.durable(result) if self.persistence is not None else result
 
     def evaluate_alarms(self) -> list[Transition]:
-        """Evaluate every alarm now (the background poller does it each second)."""
+        """Evaluate every alarm now, in every region (the background poller does it each second)."""
         if self.alarms is None:
             raise RuntimeStateError("the runtime is not started")
-        return self.alarms.tick()
+        # CloudWatch of a region cut off is down too: its alarms are not evaluated.
+        transitions = [] if self.region_is_cut(self.options.region) else self.alarms.tick()
+        others = [r for r in self.regions() if r != self.options.region and not self.region_is_cut(r)]
+        return transitions + self.regional_alarms.tick(others)
+
+    def _alarm_evaluator(self, region: str | None) -> AlarmEvaluator:
+        """The alarms of one region (None: the runtime's)."""
+        host = self.host
+        if host is None:
+            raise RuntimeStateError("the runtime is not started")
+        return AlarmEvaluator(
+            self._internal_client("cloudwatch", region),
+            self._internal_client("sqs", region),
+            self._internal_client("sns", region),
+            iterator_age_ms=lambda function: iterator_age_ms(self.mappings, function),
+            errors=lambda function: host.errors[function],
+            clock=self._clock,
+            speedup=self.options.schedule_speedup,
+        )
 
     def _pollers(self) -> list[StreamMappingRunner | QueueMappingRunner]:
-        return [*self.mappings, *self.queue_mappings]
+        """Every stack's mappings, but those of a region cut off."""
+        cut = self.cut_regions
+        pollers: list[StreamMappingRunner | QueueMappingRunner] = []
+        for deployed in list(self.stacks.values()):
+            if self._started_stacks().region_of(deployed.definition) not in cut:
+                pollers += [*deployed.mappings, *deployed.queue_mappings]
+        return pollers
+
+    def _region_of_function(self, name: str) -> str | None:
+        """The region of a hosted function's stack (None: the runtime's)."""
+        if self.host is None:
+            return None
+        try:
+            return self.host.find(name).region
+        except LocalRuntimeError:
+            return None
+
+    def _poller_region(self, poller: object) -> str | None:
+        stacks = self._stack_set
+        for deployed in list(self.stacks.values()):
+            if any(poller is runner for runner in [*deployed.mappings, *deployed.queue_mappings]):
+                return stacks.region_of(deployed.definition) if stacks is not None else None
+        return None
+
+    # --- regions (a region cut off: docs/local.md, "Two regions locally") --------------------------------
+
+    def cut_region(self, region: str) -> None:
+        """Cut `region` off, as in a regional outage: its functions are no longer invoked (an invocation of
+        one answers `RegionCutOff`), its stream and queue mappings stop polling (where they are: no record is
+        retried or discarded meanwhile), its schedules stop firing, and replication into and out of it queues
+        (`Replicator.cut`). Invocations under way finish."""
+        self._cuts.cut(region)
+
+    def restore_region(self, region: str) -> None:
+        """Bring `region` back: its mappings take up where they were, a schedule due meanwhile fires once,
+        and the queued replication flows (after the lag, counted from each write)."""
+        self._cuts.restore(region)
+
+    @property
+    def cut_regions(self) -> frozenset[str]:
+        return self._cuts.regions
+
+    def region_is_cut(self, region: str) -> bool:
+        return self._cuts.is_cut(region)
+
+    def region_report(self) -> dict[str, Any]:
+        """What `outbox local regions` shows."""
+        return {
+            "regions": self.regions(),
+            "cut": sorted(self.cut_regions),
+            "replication_pending": self.replication.pending(),
+            "replication_lag_s": self.replication.lag_s,
+        }
+
+    def set_replication_lag(self, seconds: float) -> None:
+        """A replication lag fault (`Replicator.set_lag`), from the control API."""
+        self.replication.set_lag(seconds)
+
+    def regions(self) -> list[str]:
+        """The regions the runtime holds something in: its own, its stacks', its global tables' replicas."""
+        stacks = self._stack_set
+        held = {self.options.region}
+        if stacks is not None:
+            held |= {stacks.region_of(deployed.definition) for deployed in list(stacks.stacks.values())}
+        held |= {region for regions in self.replication.tables.values() for region in regions}
+        return sorted(held | self.cut_regions)

@@ -9,11 +9,24 @@ from pathlib import Path
 
 
 @dataclass(frozen=True)
+class StartStack:
+    """One more stack the runtime starts with (`RuntimeOptions.more_stacks`)."""
+
+    template_path: Path
+    name: str
+    region: str | None = None
+    """Where it lives; None: the runtime's region."""
+
+
+@dataclass(frozen=True)
 class RuntimeOptions:
     template_path: Path | None
     """The stack created at start-up; None: none (stacks come later, e.g. from `cdk deploy`)."""
     region: str = "us-east-1"
     stack_name: str = "OutboxStack"
+    more_stacks: tuple[StartStack, ...] = ()
+    """Stacks started after the first (`outbox local up --all-stacks`: the rest of cdk.out), each in its
+    region."""
     host: str = "127.0.0.1"
     aws_port: int = 0
     api_port: int = 0
@@ -38,6 +51,9 @@ class RuntimeOptions:
     temporary directory, removed at stop)."""
     fresh_state: bool = False
     """Discard what `state_dir` holds and start empty (`--fresh`)."""
+    replication_lag_s: float = 1.0
+    """How long after it was made a write to a global table reaches its other replicas (AWS: typically about
+    a second; `outbox_local.replication`)."""
     max_environments: int | None = None
     """Run functions in worker processes, concurrently, up to this many per function (fewer when its
     ReservedConcurrentExecutions says so); None: in this process, one invocation at a time (docs/local.md,
