@@ -143,7 +143,8 @@ def _physical_id(resource: Resource, call: Mapping[str, Any], flat: Mapping[str,
 
 def serves_only_custom_resources(resources: Mapping[str, Resource], function_id: str) -> bool:
     """Whether a function is referred to by `Custom::AWS` resources (as their provider) and otherwise only by
-    what never invokes it (its role, policies, permissions): a function the runtime need not host."""
+    what never invokes it (its role, policies, permissions, its log group): a function the runtime need not
+    host."""
     providing = False
     for resource in resources.values():
         if resource.logical_id == function_id:
@@ -152,9 +153,11 @@ def serves_only_custom_resources(resources: Mapping[str, Resource], function_id:
             continue
         if resource.type == CUSTOM_AWS:
             providing = True
-        elif not resource.type.startswith("AWS::IAM::") and resource.type != "AWS::Lambda::Permission":
+        elif not resource.type.startswith("AWS::IAM::") and resource.type not in _NEVER_INVOKE:
             return False
     return providing
 
+
+_NEVER_INVOKE = frozenset({"AWS::Lambda::Permission", "AWS::Logs::LogGroup"})
 
 HANDLERS: dict[str, Handler] = {CUSTOM_AWS: custom_aws}

@@ -152,7 +152,8 @@ PROVIDER = "AWS679f53fac002430cb0da5b7982bd22872D164C4C"
 
 def replica_stack_template(resource_type: str = "Custom::AWS", **call: Any) -> dict[str, Any]:
     """What CDK synthesizes for a replica region's stack reading its global table's stream ARN with an
-    AwsCustomResource: the Node.js provider function, its role, the call's policy and the `Custom::AWS`."""
+    AwsCustomResource: the Node.js provider function, its role, its log group, the call's policy and the
+    `Custom::AWS`."""
     describe = {
         "service": "DynamoDB",
         "action": "describeTable",
@@ -172,6 +173,13 @@ def replica_stack_template(resource_type: str = "Custom::AWS", **call: Any) -> d
                     "Role": {"Fn::GetAtt": ["ProviderRole", "Arn"]},
                     "Runtime": "nodejs24.x",
                     "Timeout": 120,
+                },
+            },
+            f"{PROVIDER}LogGroup": {
+                "Type": "AWS::Logs::LogGroup",
+                "Properties": {
+                    "LogGroupName": {"Fn::Join": ["", ["/aws/lambda/", {"Ref": PROVIDER}]]},
+                    "RetentionInDays": 30,
                 },
             },
             "StreamArnPolicy": {
