@@ -47,7 +47,7 @@ from orders.service import CommandResult, OrderService
 from orders_api.config import OrdersApiConfig
 from orders_api.http import Response, Router
 from outbox.aws import client
-from outbox.regions import writer_origin
+from outbox.region_settings import writer_origin
 from outbox.trace_context import TRACEPARENT, TraceContext, active_trace_context, is_traceparent
 
 MAX_BODY_BYTES = 16 * 1024

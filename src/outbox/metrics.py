@@ -67,8 +67,8 @@ SWEPT_EVENTS: Final = "SweptEvents"
 BACKED_OFF_EVENTS: Final = "BackedOffEvents"
 GAVE_UP_EVENTS: Final = "GaveUpEvents"
 
-# Emitted by the sweeper of an outbox across regions (outbox.regions) on every run, with a `Region` dimension
-# (each region's sweeper reports its own view).
+# Emitted by the sweeper of an outbox across regions (outbox_publisher.regions) on every run, with a `Region`
+# dimension (each region's sweeper reports its own view).
 REGION_DIMENSION: Final = "Region"
 REGION_HEARTBEAT_AGE_SECONDS: Final = "RegionHeartbeatAgeSeconds"
 """The oldest peer heartbeat's age this region read: past the takeover time, a peer is presumed lost."""

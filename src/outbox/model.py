@@ -41,7 +41,8 @@ AUDIT_KEY_PREFIX = f"{RESERVED_KEY_PREFIX}audit{RESERVED_KEY_PREFIX}"
 on, kept after the event's row has left the table."""
 SWEEPER_CURSOR_KEY = f"{RESERVED_KEY_PREFIX}sweeper"
 """The sweeper's saved position in its scan of the table, one item per scan segment (seq = the segment)."""
-# --- One outbox across regions (docs/multi-region.md; outbox.regions): absent on a single-region outbox.
+# --- One outbox across regions (docs/multi-region.md; outbox_publisher.regions): absent on a single-region
+# outbox.
 ORIGIN = "origin"
 """String: the region whose writer saved the row (`OutboxWriter(origin=...)`). A row without one belongs to
 the home region (the first of OUTBOX_REGIONS)."""

@@ -1,5 +1,6 @@
 """The settings of an outbox across regions (docs/multi-region.md, "Configuration"): read from the environment
-once and validated there (ConfigurationError naming the variable). `outbox.regions` re-exports them."""
+once and validated there (ConfigurationError naming the variable). `outbox_publisher.regions` re-exports
+them."""
 
 from __future__ import annotations
 

@@ -35,9 +35,9 @@ class OutboxWriter:
 
     On an outbox that spans regions (DynamoDB global tables, docs/multi-region.md), `origin` is the region
     this writer saves in: each row carries it (`origin`), so that region's publisher announces it and another
-    region takes it over only if that region is lost. `outbox.regions.writer_origin(os.environ)` reads it from
-    `OUTBOX_ORIGIN`, which the construct's `writer_environment` sets. Without it, rows belong to the home
-    region.
+    region takes it over only if that region is lost. `outbox.region_settings.writer_origin(os.environ)`
+    reads it from `OUTBOX_ORIGIN`, which the construct's `writer_environment` sets. Without it, rows belong
+    to the home region.
     """
 
     def __init__(

@@ -16,13 +16,14 @@ from typing import Final
 from aws_cdk import Duration, Stack, Token
 from constructs import Construct
 
-from outbox import metrics, regions
+from outbox import metrics
+from outbox import region_settings as regions
 from outbox.event_rules import is_region_name
 from outbox.stream_mapping import publisher_filter_patterns
 from outbox_cdk.errors import OutboxConstructError
 
-# The names the functions read (outbox.regions.RegionSettings.from_env) and the sweeper's region metrics
-# (outbox.metrics), defined once there.
+# The names the functions read (outbox.region_settings.RegionSettings.from_env) and the sweeper's region
+# metrics (outbox.metrics), defined once there.
 ENV_OUTBOX_REGION: Final = regions.ENV_REGION
 ENV_OUTBOX_REGIONS: Final = regions.ENV_REGIONS
 ENV_OUTBOX_TAKEOVER_AFTER_SECONDS: Final = regions.ENV_TAKEOVER_AFTER_SECONDS
@@ -152,8 +153,8 @@ class OutboxRegions:
     def function_environment(
         self, region: str, *, sweep_interval: Duration, sweeper_timeout: Duration
     ) -> dict[str, str]:
-        """What the publisher and the sweeper of `region` are configured with (outbox.regions), the sweeper's
-        schedule and timeout included: both functions decide with the same figures."""
+        """What the publisher and the sweeper of `region` are configured with (outbox.region_settings), the
+        sweeper's schedule and timeout included: both functions decide with the same figures."""
         self.check_sweeper(sweep_interval, sweeper_timeout)
         return {
             ENV_OUTBOX_REGION: region,

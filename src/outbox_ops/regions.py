@@ -16,9 +16,9 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from outbox.clock import format_timestamp
-from outbox.regions import Heartbeat, RegionState
 from outbox_publisher.deadline import NoDeadline
 from outbox_publisher.region_store import DynamoDBRegionStore
+from outbox_publisher.regions import Heartbeat, RegionState
 
 MULTI_REGION_DOC: Final = "docs/multi-region.md"
 

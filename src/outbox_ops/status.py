@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from outbox import metrics, regions
+from outbox import metrics, region_settings
 from outbox.aws_errors import error_code
 from outbox.clock import format_timestamp, utc_now
 from outbox_ops.clients import OpsClients
@@ -209,7 +209,7 @@ def status(
         report.mappings = _optional(report, "stream mappings", lambda: _mappings(clients.lambda_, function))
     if resources.regions:
         ring = parse_ring(resources.regions)
-        takeover = int(resources.takeover_after_seconds or regions.DEFAULT_TAKEOVER_AFTER_SECONDS)
+        takeover = int(resources.takeover_after_seconds or region_settings.DEFAULT_TAKEOVER_AFTER_SECONDS)
         report.regions = _optional(
             report,
             "region heartbeats",

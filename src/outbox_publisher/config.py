@@ -16,7 +16,6 @@ from datetime import timedelta
 
 from outbox.config import optional, positive_duration, positive_int, require
 from outbox.errors import ConfigurationError
-from outbox.regions import RegionSettings
 from outbox_publisher.messages import (
     EVENTBRIDGE_MAX_CONFIGURABLE_BYTES,
     EVENTBRIDGE_MAX_ENTRY_BYTES,
@@ -25,6 +24,7 @@ from outbox_publisher.messages import (
     SNS_MIN_CONFIGURABLE_BYTES,
     is_fifo,
 )
+from outbox_publisher.regions import RegionSettings
 from outbox_publisher.routing import (
     ENV_EVENT_BUS_NAME,
     ENV_TOPIC_ARN,
@@ -86,7 +86,7 @@ class PublisherConfig:
     topic_max_message_bytes: int = SNS_MAX_MESSAGE_BYTES
     eventbridge_max_entry_bytes: int = EVENTBRIDGE_MAX_ENTRY_BYTES
     regions: RegionSettings | None = None
-    """An outbox across regions (`OUTBOX_REGIONS`, outbox.regions); None: a single-region outbox."""
+    """An outbox across regions (`OUTBOX_REGIONS`, outbox.region_settings); None: a single-region outbox."""
 
     @property
     def fifo_topic(self) -> bool:

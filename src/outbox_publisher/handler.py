@@ -21,7 +21,6 @@ from outbox import metrics as metric_names
 from outbox.aws import invocation_client
 from outbox.clock import Clock, utc_now
 from outbox.payload_store import PayloadStore
-from outbox.regions import VIEW_MAX_AGE
 from outbox_publisher.config import PublisherConfig
 from outbox_publisher.deadline import LambdaDeadline
 from outbox_publisher.errors import InvalidStreamEventError, StreamConfigurationError
@@ -29,6 +28,7 @@ from outbox_publisher.leases import DynamoDBRowClaimer, RowClaimer
 from outbox_publisher.ports import DestinationPort, PoisonQueue
 from outbox_publisher.predecessors import PredecessorReader
 from outbox_publisher.region_store import CachedOwnership, DynamoDBRegionStore, RegionStore
+from outbox_publisher.regions import VIEW_MAX_AGE
 from outbox_publisher.report import EventOutcome, Status
 from outbox_publisher.retry import Random, RetryPolicy, Sleep, system_random, system_sleep
 from outbox_publisher.routing import Destination

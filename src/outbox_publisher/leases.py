@@ -12,10 +12,10 @@ published without a claim, inside a horizon that ends before the sweeper may loo
 (docs/publisher.md, "Order gate and sweeper"). The sweeper claims every row it publishes. A lease outlives
 its holder's invocation by nothing: when the invocation is over, the lease has expired.
 
-On an outbox across regions (outbox.regions), a claim carries a `Fence`: it refuses a row whose `taken_by`
-names a region that still holds the row's origin (Claim.TAKEN), and a taker's claim stamps `taken_by` with its
-own region in the same UpdateItem. Conditions are checked against this region's replica only: the fence holds
-once the other region's writes replicated (docs/multi-region.md says what that leaves).
+On an outbox across regions (outbox_publisher.regions), a claim carries a `Fence`: it refuses a row whose
+`taken_by` names a region that still holds the row's origin (Claim.TAKEN), and a taker's claim stamps
+`taken_by` with its own region in the same UpdateItem. Conditions are checked against this region's replica
+only: the fence holds once the other region's writes replicated (docs/multi-region.md says what that leaves).
 """
 
 from __future__ import annotations

@@ -34,8 +34,8 @@ class PoisonReason(StrEnum):
     """Another writer broke the row contract (outbox_publisher.writer_contract): FAILED, for an operator."""
     LATE_REPLICA = "late_replica"
     """On an outbox across regions: the row replicated after the region that took its origin over published a
-    later event of its aggregate (outbox.regions.TakenVerdict): FAILED (code `LateReplica`), for an operator
-    to redrive or skip; its aggregate holds."""
+    later event of its aggregate (outbox_publisher.regions.TakenVerdict): FAILED (code `LateReplica`), for an
+    operator to redrive or skip; its aggregate holds."""
 
     @property
     def marked_at_once(self) -> bool:

@@ -1,5 +1,6 @@
-"""The regions' own items in the outbox table (outbox.regions, docs/multi-region.md): heartbeats and `#taken#`
-records, read and written on DynamoDB, and the stream publisher's cached view of its own heartbeat.
+"""The regions' own items in the outbox table (outbox_publisher.regions, docs/multi-region.md): heartbeats
+and `#taken#` records, read and written on DynamoDB, and the stream publisher's cached view of its own
+heartbeat.
 
 Every call is one attempt on the caller's invocation client (outbox.aws: short connect and read timeouts), and
 none starts with less than `UPDATE_CALL_MS` left of the caller's deadline (OutOfTimeError): as the rows'
@@ -18,7 +19,9 @@ from outbox.clock import Clock, utc_now
 from outbox.dynamodb import BATCH_GET_MAX_KEYS, UNPROCESSED_ROUNDS, call
 from outbox.errors import OutOfTimeError, ThrottledError
 from outbox.model import ORIGIN, TTL_ATTRIBUTE
-from outbox.regions import (
+from outbox_publisher.deadline import Deadline, NoDeadline
+from outbox_publisher.dynamodb_rows import UPDATE_CALL_MS
+from outbox_publisher.regions import (
     TAKEN_RECORD_DAYS,
     Heartbeat,
     Ownership,
@@ -30,8 +33,6 @@ from outbox.regions import (
     taken_key,
     view_of,
 )
-from outbox_publisher.deadline import Deadline, NoDeadline
-from outbox_publisher.dynamodb_rows import UPDATE_CALL_MS
 
 
 class RegionStore(Protocol):
@@ -144,8 +145,8 @@ def read_view(store: RegionStore, settings: RegionSettings, now: datetime, deadl
 
 class CachedOwnership:
     """The stream publisher's ownership: its region's heartbeat as its sweeper last wrote it, read at most
-    every `max_age` (outbox.regions.VIEW_MAX_AGE). The publisher writes no heartbeat: it follows its sweeper's
-    decisions, and `Ownership.may_stream` refuses a heartbeat older than the fence."""
+    every `max_age` (outbox_publisher.regions.VIEW_MAX_AGE). The publisher writes no heartbeat: it follows
+    its sweeper's decisions, and `Ownership.may_stream` refuses a heartbeat older than the fence."""
 
     def __init__(
         self,

@@ -14,10 +14,10 @@ for the sweeper. Only what the run could not attempt is handed back: the first s
 one, since Lambda re-sends from the LOWEST reported sequence number. The batch is one ordered unit, so
 Powertools' BatchProcessor (record by record, carrying on past failures) is not used.
 
-On an outbox across regions (outbox.regions), a record is published only when its row is this region's to
-stream (`Ownership.may_stream`: its own origin, its heartbeat `own` and fresh, saved after the last resume);
-any other is skipped as `not_owner`, left to the sweepers, never handed back. When the heartbeat cannot be
-read, the batch is handed back from its first candidate: no guess either way.
+On an outbox across regions (outbox_publisher.regions), a record is published only when its row is this
+region's to stream (`Ownership.may_stream`: its own origin, its heartbeat `own` and fresh, saved after the
+last resume); any other is skipped as `not_owner`, left to the sweepers, never handed back. When the
+heartbeat cannot be read, the batch is handed back from its first candidate: no guess either way.
 """
 
 from __future__ import annotations

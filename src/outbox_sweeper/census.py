@@ -121,8 +121,8 @@ class Census:
         resumed_after: RowKey | None = None,
         owns: Callable[[Mapping[str, Any]], bool] | None = None,
     ) -> None:
-        """`owns`: on an outbox across regions (outbox.regions.Ownership.owns), whether this region publishes
-        a row; a PENDING row it does not own is not due here, and holds the rows after it back."""
+        """`owns`: on an outbox across regions (outbox_publisher.regions.Ownership.owns), whether this region
+        publishes a row; a PENDING row it does not own is not due here, and holds the rows after it back."""
         self._owns = owns
         self._now = now
         self._now_epoch = now.timestamp()

@@ -10,8 +10,9 @@ spans runs (millions of rows after an outage) reports, figure by figure, the lar
 pass's and what the current pass has counted so far: an alarm on them neither misses a row it saw a minute ago
 nor fires late on one it has not reached yet. A change in the number of segments starts a new pass.
 
-Across regions (outbox.regions) each region's sweeper keeps its own cursor, `#sweeper#<region>`: the table is
-replicated, and two regions writing one item would overwrite each other's position (last writer wins).
+Across regions (outbox_publisher.regions) each region's sweeper keeps its own cursor, `#sweeper#<region>`:
+the table is replicated, and two regions writing one item would overwrite each other's position (last writer
+wins).
 """
 
 from __future__ import annotations

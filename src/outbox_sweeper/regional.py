@@ -1,4 +1,4 @@
-"""The sweeper's part on an outbox across regions (outbox.regions, docs/multi-region.md).
+"""The sweeper's part on an outbox across regions (outbox_publisher.regions, docs/multi-region.md).
 
 Each run first reads every region's heartbeat and writes its own (`begin`): its state, the origins it holds
 for lost regions, the ones it hands back. The run then publishes only the rows it owns (the census leaves the
@@ -25,7 +25,12 @@ from typing import Any
 
 from outbox.errors import OutboxError
 from outbox.model import REDRIVEN_AT
-from outbox.regions import (
+from outbox_publisher.candidates import Candidate
+from outbox_publisher.deadline import Deadline
+from outbox_publisher.leases import Fence
+from outbox_publisher.poison import LATE_REPLICA_CODE, PoisonReason, Rejection
+from outbox_publisher.region_store import RegionStore, read_view, taken_expiry
+from outbox_publisher.regions import (
     Heartbeat,
     Ownership,
     RegionSettings,
@@ -36,11 +41,6 @@ from outbox.regions import (
     next_heartbeat,
     ownership,
 )
-from outbox_publisher.candidates import Candidate
-from outbox_publisher.deadline import Deadline
-from outbox_publisher.leases import Fence
-from outbox_publisher.poison import LATE_REPLICA_CODE, PoisonReason, Rejection
-from outbox_publisher.region_store import RegionStore, read_view, taken_expiry
 from outbox_publisher.report import EventOutcome, Status
 from outbox_sweeper.census import DueRow
 

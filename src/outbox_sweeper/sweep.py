@@ -35,7 +35,6 @@ from outbox.model import (
     RowKey,
     string_attribute,
 )
-from outbox.regions import TakenVerdict
 from outbox_publisher.candidates import Candidate
 from outbox_publisher.deadline import Deadline
 from outbox_publisher.dynamodb_rows import UPDATE_CALL_MS
@@ -45,6 +44,7 @@ from outbox_publisher.leases import Claim, ClaimResult, Lease, RowClaimer
 from outbox_publisher.outcome_updates import park_for
 from outbox_publisher.poison import PoisonReason
 from outbox_publisher.predecessors import PredecessorState
+from outbox_publisher.regions import TakenVerdict
 from outbox_publisher.report import EventOutcome, PublishReport, Status
 from outbox_publisher.retry import Random, RetryPolicy, system_random
 from outbox_publisher.row_updates import Park, RowUpdatesReport, Settle

@@ -22,7 +22,8 @@ MAY_IMPORT = {
     "outbox_publisher": {"outbox", "outbox_tracing"},
     "outbox_sweeper": {"outbox", "outbox_tracing", "outbox_publisher"},
     "outbox_inbox": {"outbox"},
-    "outbox_ops": {"outbox", "outbox_sweeper"},
+    # `outbox status` reads the regions' heartbeats with the publishing paths' own store and model.
+    "outbox_ops": {"outbox", "outbox_publisher", "outbox_sweeper"},
     "outbox_local": {"outbox"},
     "outbox_cli": {"outbox", "outbox_ops", "outbox_local"},
     # The constructs validate each function's configuration at synth, with the function's own rules.
@@ -50,6 +51,7 @@ CONTRACT = {
     "outputs",  # stack output names shared by the stack and the CLI
     "payload",
     "payload_refs",  # a row's payload_ref/payload_bytes: what the writer writes and every reader follows
+    "region_settings",  # the regions an outbox spans: the writer's `origin`, and the names its functions read
     "payload_store",  # the payload store's port (no boto3) and its typed errors
     "s3_payloads",  # the store's S3 adapter, which writers, the publisher and the inbox share
     "schemas",  # the event schemas the writer checks every event against before saving (docs/schemas.md)

@@ -10,10 +10,10 @@ import pytest
 
 from outbox.errors import OutOfTimeError, ThrottledError
 from outbox.model import RowKey
-from outbox.regions import Heartbeat, RegionState, TakenRecord
 from outbox_publisher.deadline import LambdaDeadline, NoDeadline
 from outbox_publisher.leases import Claim, DynamoDBRowClaimer, Fence, Lease
 from outbox_publisher.region_store import DynamoDBRegionStore
+from outbox_publisher.regions import Heartbeat, RegionState, TakenRecord
 from tests.integration.publisher.publisher_world import World
 from tests.support.events import event
 from tests.support.lambda_context import FakeLambdaContext

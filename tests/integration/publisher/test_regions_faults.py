@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from outbox.errors import AwsUnavailableError
-from outbox.regions import Heartbeat, TakenRecord
 from outbox_publisher.deadline import Deadline
 from outbox_publisher.region_store import DynamoDBRegionStore
+from outbox_publisher.regions import Heartbeat, TakenRecord
 from tests.integration.publisher.publisher_world import SnsClientFailingEvents, World
 from tests.integration.publisher.regions_world import INTERVAL, TAKEOVER, A, B, TwoRegions, two_regions
 from tests.integration.publisher.sweeping import OUT, assert_in_seq_order, statuses

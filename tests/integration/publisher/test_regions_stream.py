@@ -15,9 +15,9 @@ import pytest
 
 from outbox.errors import AwsUnavailableError
 from outbox.model import OutboxEvent
-from outbox.regions import Heartbeat, RegionState, TakenRecord
 from outbox_publisher.deadline import Deadline
 from outbox_publisher.region_store import DynamoDBRegionStore
+from outbox_publisher.regions import Heartbeat, RegionState, TakenRecord
 from tests.integration.publisher.publisher_world import World
 from tests.integration.publisher.regions_world import A, B, TwoRegions, region_env, two_regions
 from tests.integration.publisher.sweeping import OUT, statuses

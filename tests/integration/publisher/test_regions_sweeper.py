@@ -15,9 +15,9 @@ from datetime import timedelta
 import pytest
 
 from outbox.model import RowKey
-from outbox.regions import RegionState
 from outbox_ops.release import redrive
 from outbox_publisher.leases import Claim, DynamoDBRowClaimer, Fence, Lease
+from outbox_publisher.regions import RegionState
 from tests.integration.publisher.publisher_world import SnsClientFailingEvents, World
 from tests.integration.publisher.regions_world import (
     INTERVAL,

@@ -3,7 +3,6 @@ the publisher mapping's per-region filter patterns, matched by the local runtime
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from typing import Any
 
@@ -11,10 +10,8 @@ import pytest
 
 from outbox.errors import ConfigurationError, InvalidEventError, InvalidOutboxRowError
 from outbox.model import OutboxEvent
-from outbox.stream_mapping import PUBLISHER_FILTER_PATTERNS, publisher_filter_patterns
 from outbox.transaction import Transaction
 from outbox.writer import OutboxWriter
-from outbox_local.filtering import FilterCriteria
 from tests.support.events import event
 
 A, B = "us-east-1", "eu-west-1"
@@ -65,53 +62,3 @@ def test_a_row_with_a_malformed_origin_is_an_invalid_row() -> None:
     assert refused.value.field == "origin"
     with pytest.raises(InvalidOutboxRowError):
         OutboxEvent.from_item(event("A", 1).to_item() | {"origin": {"N": "1"}})
-
-
-# --- the publisher mapping's filter patterns ----------------------------------------------------------
-
-
-def _insert(origin: str | None) -> dict[str, Any]:
-    image = event("A", 1).to_item() | ({"origin": {"S": origin}} if origin else {})
-    return {"eventName": "INSERT", "dynamodb": {"NewImage": image, "Keys": {}}}
-
-
-def _modify(old: str, new: str, origin: str | None = None) -> dict[str, Any]:
-    image = {"status": {"S": new}} | ({} if origin is None else {"origin": {"S": origin}})
-    return {"eventName": "MODIFY", "dynamodb": {"OldImage": {"status": {"S": old}}, "NewImage": image}}
-
-
-def _accepts(patterns: tuple[Any, ...], record: dict[str, Any]) -> bool:
-    return FilterCriteria.from_template({"Filters": [{"Pattern": json.dumps(p)} for p in patterns]}).accepts(
-        record
-    )
-
-
-def test_the_single_region_patterns_are_unchanged() -> None:
-    assert publisher_filter_patterns() is PUBLISHER_FILTER_PATTERNS
-
-
-@pytest.mark.parametrize(
-    ("region", "home", "origin", "accepted"),
-    [
-        (A, True, A, True),
-        (A, True, B, False),
-        (A, True, None, True),  # the home region's: another writer's row without origin
-        (B, False, B, True),
-        (B, False, A, False),
-        (B, False, None, False),
-    ],
-)
-def test_a_regions_patterns_pass_its_own_inserts_only(
-    region: str, home: bool, origin: str | None, accepted: bool
-) -> None:
-    assert _accepts(publisher_filter_patterns(region, home=home), _insert(origin)) is accepted
-
-
-def test_a_regions_patterns_keep_its_own_pending_modify_and_drop_settles() -> None:
-    patterns = publisher_filter_patterns(B)
-    assert _accepts(patterns, _modify("PENDING", "PENDING", origin=B))
-    assert not _accepts(patterns, _modify("PENDING", "PENDING", origin=A))
-    assert not _accepts(patterns, _modify("PENDING", "PENDING"))
-    assert _accepts(publisher_filter_patterns(A, home=True), _modify("PENDING", "PENDING"))
-    assert not _accepts(patterns, _modify("PENDING", "FAILED", origin=B))
-    assert not _accepts(patterns, {"eventName": "REMOVE", "dynamodb": {"OldImage": {}}})

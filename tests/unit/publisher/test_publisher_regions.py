@@ -9,10 +9,17 @@ from datetime import timedelta
 import pytest
 
 from outbox.errors import AwsUnavailableError, ConfigurationError
-from outbox.regions import VIEW_MAX_AGE, Heartbeat, RegionSettings, RegionState, TakenRecord, epoch_ms
 from outbox_publisher.config import PublisherConfig
 from outbox_publisher.deadline import Deadline
 from outbox_publisher.region_store import CachedOwnership
+from outbox_publisher.regions import (
+    VIEW_MAX_AGE,
+    Heartbeat,
+    RegionSettings,
+    RegionState,
+    TakenRecord,
+    epoch_ms,
+)
 from outbox_sweeper.config import SweeperConfig
 from tests.support.clock import FakeClock
 

@@ -1,5 +1,5 @@
-"""outbox.regions: the settings, the heartbeat item, and every decision, as tables of views -> decisions with
-clocks at their boundaries (docs/multi-region.md)."""
+"""outbox_publisher.regions: the settings, the heartbeat item, and every decision, as tables of views ->
+decisions with clocks at their boundaries (docs/multi-region.md)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from outbox.errors import ConfigurationError
-from outbox.regions import (
+from outbox_publisher.regions import (
     Heartbeat,
     Ownership,
     RegionSettings,

@@ -1,6 +1,6 @@
-"""The per-region publisher filter patterns (outbox_cdk.regions; the stand-in for the core's
-`outbox.stream_mapping.publisher_filter_patterns`), run through the local runtime's filter matcher on stream
-records as DynamoDB sends them: each region's publisher gets exactly its own origin's new rows."""
+"""The per-region publisher filter patterns (`outbox.stream_mapping.publisher_filter_patterns`, which the
+constructs deploy), run through the local runtime's filter matcher on stream records as DynamoDB sends them:
+each region's publisher gets exactly its own origin's new rows and rewritten slots."""
 
 from __future__ import annotations
 
@@ -45,6 +45,25 @@ def test_a_regions_mapping_passes_its_own_origins_inserts_and_home_also_those_wi
     # When the row's INSERT record is matched
     # Then only the region's own rows pass, and home's also those that name no origin
     assert _criteria(region, home=home).accepts(_insert(origin)) is accepted
+
+
+def _modify(old: str, new: str, origin: str | None = None) -> dict[str, Any]:
+    image = {"status": {"S": new}} | ({} if origin is None else {"origin": {"S": origin}})
+    return {"eventName": "MODIFY", "dynamodb": {"OldImage": {"status": {"S": old}}, "NewImage": image}}
+
+
+def test_a_regions_mapping_passes_its_own_rewritten_slots_and_no_settle() -> None:
+    # Given each region's patterns
+    peer, home = _criteria(PEER, home=False), _criteria(HOME, home=True)
+    # When a pending row's MODIFY, a mark and a settle are matched
+    # Then a region gets the rewrites of its own rows only (home also of rows without origin), never a mark
+    # or a settle
+    assert peer.accepts(_modify("PENDING", "PENDING", origin=PEER))
+    assert not peer.accepts(_modify("PENDING", "PENDING", origin=HOME))
+    assert not peer.accepts(_modify("PENDING", "PENDING"))
+    assert home.accepts(_modify("PENDING", "PENDING"))
+    assert not peer.accepts(_modify("PENDING", "FAILED", origin=PEER))
+    assert not peer.accepts({"eventName": "REMOVE", "dynamodb": {"OldImage": {}}})
 
 
 def test_without_a_region_the_patterns_are_the_single_region_ones() -> None:
