@@ -1,0 +1,557 @@
+"""Replication between the replicas of a DynamoDB global table, one moto table per region under one name, as
+global tables (version 2019.11.21, multi-region eventual consistency) replicate on AWS:
+
+- asynchronous: a write reaches the other replicas `lag_s` after it was made (AWS: typically about a second),
+  never before; per item, with no order across items (`order` shuffles each step's deliveries);
+- last writer wins by the write's time, deletes included: a write that arrives after a newer one (or after a
+  newer delete) of its item is dropped, so nothing is resurrected. The write times are kept here, per replica
+  and item, never as attributes on the items (real global tables of this version add none);
+- every replica's stream carries every write, wherever it was made: a replicated write lands in its replica
+  through an ordinary boto3 write, so moto's stream records it as DynamoDB Streams would; a write that changes
+  nothing, or that lost to a newer one, is not made (AWS writes no record for it);
+- no echo: a replicated write, read back from its replica's stream, is not replicated again;
+- `cut(region)` holds every write into and out of the region (they queue, as they would while a region is cut
+  off) until `restore(region)`.
+
+How: each replica's stream is read in this process (`outbox_local.moto_streams.InProcessStreams`, the named
+module that reads moto's streams, whose record times have microseconds where GetRecords over HTTP rounds
+them to seconds). A record that is not the echo of a write made here is a local write: its time is its
+`ApproximateCreationDateTime`, and it is queued for every other replica. A delivery first reads the target's
+item (consistently) and writes only if that item is still the version last known here: otherwise a local
+write there is not read yet, and the delivery waits a step (that write, once read, may be the newer one). The
+write itself is conditional on the item being what was just read, so a local write racing it makes it fail
+and wait, never lost. What a condition cannot express: a local write landing between that read and the write
+that keeps every attribute and adds one this table's stream never carried before (overwritten).
+
+Driven step by step (`step()`, `drain()`: tests, the reliability harness) or on a thread of its own
+(`start()`/`stop()`: the runtime). Its state (`state()`/`resume()`) is plain data a snapshot can hold.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from outbox_local.errors import LocalRuntimeError
+from outbox_local.moto_streams import InProcessStreams
+
+__all__ = [
+    "DEFAULT_LAG_S",
+    "Delivery",
+    "ReplicationError",
+    "Replicator",
+    "ReplicatorState",
+    "Version",
+    "WriteTime",
+]
+
+logger = logging.getLogger("outbox_local.replication")
+
+DEFAULT_LAG_S = 1.0
+"""AWS's typical replication delay between the regions of a global table."""
+_NEW_IMAGE_VIEWS = frozenset({"NEW_IMAGE", "NEW_AND_OLD_IMAGES"})
+_MAX_DRAIN_ROUNDS = 1000
+
+Clients = Callable[[str], Any]
+"""A region's DynamoDB client (the runtime's internal ones: no armed fault fails replication)."""
+
+
+class ReplicationError(LocalRuntimeError):
+    """A table cannot be replicated as asked (no stream with new images, a region it has no replica in)."""
+
+
+@dataclass(frozen=True, order=True)
+class WriteTime:
+    """When a write was made, and where: ordered by time, then by region (a tie resolved the same way in
+    every replica)."""
+
+    at: float
+    region: str
+
+
+@dataclass(frozen=True)
+class Version:
+    """What the replicator knows a replica's item to be: the write that made it, and a digest of its
+    attributes (None: deleted)."""
+
+    written: WriteTime
+    digest: str | None
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One write on its way to one replica."""
+
+    id: int
+    table: str
+    key: str
+    """The item's key attributes as canonical text (what versions are kept by)."""
+    keys: Mapping[str, Any]
+    image: Mapping[str, Any] | None
+    """The item as written (DynamoDB JSON); None: a delete."""
+    written: WriteTime
+    target: str
+    due: float
+
+    @property
+    def source(self) -> str:
+        return self.written.region
+
+
+@dataclass(frozen=True)
+class _Echo:
+    delivery_id: int
+    digest: str | None
+    written: WriteTime
+
+
+@dataclass(frozen=True)
+class ReplicatorState:
+    """Everything the replicator holds, as plain data (a snapshot's part)."""
+
+    tables: Mapping[str, tuple[str, ...]]
+    positions: Mapping[tuple[str, str], str]
+    """(region, table) -> the sequence number of the last stream record read."""
+    versions: Mapping[tuple[str, str, str], Version]
+    queue: tuple[Delivery, ...]
+    echoes: Mapping[tuple[str, str, str], tuple[_Echo, ...]]
+    cut: frozenset[str]
+    next_id: int
+
+
+@dataclass
+class _Stats:
+    replicated: int = 0
+    """Writes made in a replica for a write made elsewhere."""
+    superseded: int = 0
+    """Deliveries dropped because the replica already held a newer write of the item (last writer wins)."""
+    unchanged: int = 0
+    """Deliveries that found the item already as written (nothing to write, no stream record)."""
+    retried: int = 0
+    """Deliveries put off a step: the replica's item had changed since last read (a local write)."""
+
+
+@dataclass
+class _Book:
+    """The replicator's mutable state (under `Replicator._lock`)."""
+
+    tables: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    positions: dict[tuple[str, str], str] = field(default_factory=dict)
+    versions: dict[tuple[str, str, str], Version] = field(default_factory=dict)
+    queue: dict[int, Delivery] = field(default_factory=dict)
+    echoes: dict[tuple[str, str, str], list[_Echo]] = field(default_factory=dict)
+    cut: set[str] = field(default_factory=set)
+    next_id: int = 1
+    names: dict[str, set[str]] = field(default_factory=dict)
+    """Per table, every attribute name its streams carried (a condition refuses an item holding one more)."""
+
+
+class Replicator:
+    def __init__(
+        self,
+        clients: Clients,
+        *,
+        lag_s: float = DEFAULT_LAG_S,
+        clock: Callable[[], float] = time.time,
+        order: random.Random | None = None,
+        jitter_s: float = 0.0,
+    ) -> None:
+        """`clients(region)`: a DynamoDB client in that region; `lag_s`: how long after it was made a write
+        reaches the other replicas (plus up to `jitter_s`, drawn from `order`, when given); `clock`: what
+        "now" is for the lag (the writes' own times are moto's, wall-clock); `order`: shuffles the deliveries
+        due at each step (no order across items); None: the order they were read in."""
+        if lag_s < 0 or jitter_s < 0:
+            raise ReplicationError("the replication lag and its jitter cannot be negative")
+        self._clients = clients
+        self.lag_s = lag_s
+        self._clock = clock
+        self._order = order
+        self._jitter_s = jitter_s
+        self._book = _Book()
+        self._lock = threading.RLock()
+        self._stats = _Stats()
+        self._thread: threading.Thread | None = None
+        self._stopping = threading.Event()
+        self._stepping = threading.Lock()
+        """One step at a time (the background thread and a caller's `drain()`)."""
+
+    # --- the tables replicated ------------------------------------------------------------------------------
+
+    def add_table(self, table: str, regions: Sequence[str]) -> None:
+        """Replicate `table` between its replicas in `regions` (each a moto table of that name with a stream
+        of new images), from the first record of each replica's stream."""
+        if len(set(regions)) != len(regions):
+            raise ReplicationError(f"global table {table}: a region is named twice in {list(regions)}")
+        for region in regions:
+            description = self._clients(region).describe_table(TableName=table)["Table"]
+            view = (description.get("StreamSpecification") or {}).get("StreamViewType")
+            if view not in _NEW_IMAGE_VIEWS:
+                raise ReplicationError(
+                    f"global table {table}: the replica in {region} has no stream of new images "
+                    f"(StreamViewType {view}): replication reads each write from its replica's stream"
+                )
+        with self._lock:
+            self._book.tables[table] = tuple(regions)
+
+    def remove_table(self, table: str) -> None:
+        """Stop replicating `table`; its queued writes are dropped."""
+        with self._lock:
+            book = self._book
+            book.tables.pop(table, None)
+            book.queue = {i: d for i, d in book.queue.items() if d.table != table}
+            book.positions = {k: v for k, v in book.positions.items() if k[1] != table}
+            book.versions = {k: v for k, v in book.versions.items() if k[1] != table}
+            book.echoes = {k: v for k, v in book.echoes.items() if k[1] != table}
+
+    @property
+    def tables(self) -> dict[str, tuple[str, ...]]:
+        with self._lock:
+            return dict(self._book.tables)
+
+    # --- cutting a region off -------------------------------------------------------------------------------
+
+    def cut(self, region: str) -> None:
+        """Hold every write into and out of `region` (they queue) until `restore(region)`."""
+        with self._lock:
+            self._book.cut.add(region)
+
+    def restore(self, region: str) -> None:
+        """Let the writes held by `cut(region)` flow again (at the next step)."""
+        with self._lock:
+            self._book.cut.discard(region)
+
+    @property
+    def cut_regions(self) -> frozenset[str]:
+        with self._lock:
+            return frozenset(self._book.cut)
+
+    # --- driving it -----------------------------------------------------------------------------------------
+
+    def poll(self) -> int:
+        """Read what each replica's stream holds that was not read yet; answer how many local writes were
+        queued for the other replicas."""
+        queued = 0
+        for table, regions in self.tables.items():
+            for region in regions:
+                queued += self._read_stream(table, region, regions)
+        return queued
+
+    def step(self, now: float | None = None) -> int:
+        """Read every stream, then deliver each queued write that is due at `now` (the clock's by default) and
+        whose regions are not cut. Answers how many deliveries were settled (written, superseded or found
+        unchanged); a delivery whose replica changed since last read waits for the next step."""
+        with self._stepping:
+            self.poll()
+            at = self._clock() if now is None else now
+            return self._deliver(lambda delivery: delivery.due <= at)
+
+    def drain(self, max_rounds: int = _MAX_DRAIN_ROUNDS) -> int:
+        """Deliver everything queued, the lag ignored, until nothing is left but what a cut holds; answers how
+        many deliveries were settled. For tests and the reliability harness."""
+        settled = 0
+        with self._stepping:
+            for _ in range(max_rounds):
+                self.poll()
+                if not self._deliverable(lambda _: True):
+                    return settled
+                settled += self._deliver(lambda _: True)
+        raise ReplicationError(f"replication still busy after {max_rounds} rounds")
+
+    def pending(self, region: str | None = None) -> int:
+        """Writes queued (into or out of `region`, if given)."""
+        with self._lock:
+            return sum(
+                1 for d in self._book.queue.values() if region is None or region in (d.source, d.target)
+            )
+
+    def next_due(self) -> float | None:
+        """When the first queued write not held by a cut is due (None: none)."""
+        with self._lock:
+            due = [d.due for d in self._book.queue.values() if not self._held(d)]
+        return min(due) if due else None
+
+    def stats(self) -> dict[str, int]:
+        with self._lock:
+            return {
+                "replicated": self._stats.replicated,
+                "superseded": self._stats.superseded,
+                "unchanged": self._stats.unchanged,
+                "retried": self._stats.retried,
+                "pending": len(self._book.queue),
+            }
+
+    def start(self, interval_s: float = 0.05) -> None:
+        """Step on a thread of its own every `interval_s` until `stop()`."""
+        if self._thread is not None:
+            return
+        self._stopping.clear()
+
+        def run() -> None:
+            while not self._stopping.wait(interval_s):
+                try:
+                    self.step()
+                except Exception:  # a replica being deleted mid-step, say: the next step goes on
+                    logger.exception("replication step failed")
+
+        self._thread = threading.Thread(target=run, name="outbox-local-replication", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    # --- state ----------------------------------------------------------------------------------------------
+
+    def state(self) -> ReplicatorState:
+        with self._lock:
+            book = self._book
+            return ReplicatorState(
+                tables=dict(book.tables),
+                positions=dict(book.positions),
+                versions=dict(book.versions),
+                queue=tuple(book.queue.values()),
+                echoes={key: tuple(echoes) for key, echoes in book.echoes.items() if echoes},
+                cut=frozenset(book.cut),
+                next_id=book.next_id,
+            )
+
+    def resume(self, state: ReplicatorState) -> None:
+        """Take up a saved state (before `start()`): the streams are read on from where it had read them."""
+        with self._lock:
+            self._book = _Book(
+                tables=dict(state.tables),
+                positions=dict(state.positions),
+                versions=dict(state.versions),
+                queue={d.id: d for d in state.queue},
+                echoes={key: list(echoes) for key, echoes in state.echoes.items()},
+                cut=set(state.cut),
+                next_id=state.next_id,
+            )
+
+    # --- internals ------------------------------------------------------------------------------------------
+
+    def _read_stream(self, table: str, region: str, regions: Sequence[str]) -> int:
+        streams = InProcessStreams(region)
+        stream_arn = self._stream_arn(table, region)
+        if stream_arn is None:
+            return 0
+        shards = streams.describe_stream(StreamArn=stream_arn)["StreamDescription"]["Shards"]
+        if not shards:
+            return 0
+        after = self._book.positions.get((region, table))
+        iterator = streams.get_shard_iterator(
+            StreamArn=stream_arn,
+            ShardId=shards[0]["ShardId"],
+            ShardIteratorType="AFTER_SEQUENCE_NUMBER" if after else "TRIM_HORIZON",
+            SequenceNumber=after,
+        )["ShardIterator"]
+        queued = 0
+        while True:
+            answer = streams.get_records(ShardIterator=iterator)
+            if not answer["Records"]:
+                return queued
+            with self._lock:
+                if table not in self._book.tables:
+                    return queued
+                for record in answer["Records"]:
+                    queued += self._take(table, region, regions, record)
+                    self._book.positions[(region, table)] = record["dynamodb"]["SequenceNumber"]
+            iterator = answer["NextShardIterator"]
+
+    def _stream_arn(self, table: str, region: str) -> str | None:
+        try:
+            description = self._clients(region).describe_table(TableName=table)["Table"]
+        except ClientError as error:
+            if error.response["Error"]["Code"] == "ResourceNotFoundException":
+                return None
+            raise
+        arn = description.get("LatestStreamArn")
+        return str(arn) if arn else None
+
+    def _take(self, table: str, region: str, regions: Sequence[str], record: Mapping[str, Any]) -> int:
+        """One stream record of `region`'s replica: the echo of a write made here, or a local write, queued
+        for every other replica."""
+        book = self._book
+        stream = record["dynamodb"]
+        keys = stream["Keys"]
+        key = _canonical(keys)
+        image = None if record["eventName"] == "REMOVE" else stream["NewImage"]
+        digest = _digest(image)
+        if image is not None:
+            book.names.setdefault(table, set()).update(image)
+        where = (region, table, key)
+        echoes = book.echoes.get(where, [])
+        for echo in echoes:
+            if echo.digest == digest:
+                echoes.remove(echo)
+                known = book.versions.get(where)
+                if known is None or known.written < echo.written:
+                    book.versions[where] = Version(echo.written, digest)
+                return 0
+        written = WriteTime(stream["ApproximateCreationDateTime"].timestamp(), region)
+        book.versions[where] = Version(written, digest)
+        for target in regions:
+            if target == region:
+                continue
+            jitter = self._order.uniform(0, self._jitter_s) if self._order and self._jitter_s else 0.0
+            delivery = Delivery(
+                id=book.next_id,
+                table=table,
+                key=key,
+                keys=keys,
+                image=image,
+                written=written,
+                target=target,
+                due=written.at + self.lag_s + jitter,
+            )
+            book.next_id += 1
+            book.queue[delivery.id] = delivery
+        return len(regions) - 1
+
+    def _held(self, delivery: Delivery) -> bool:
+        cut = self._book.cut
+        return delivery.source in cut or delivery.target in cut
+
+    def _deliverable(self, due: Callable[[Delivery], bool]) -> list[Delivery]:
+        with self._lock:
+            ready = [d for d in self._book.queue.values() if due(d) and not self._held(d)]
+        if self._order is not None:
+            self._order.shuffle(ready)
+        return ready
+
+    def _deliver(self, due: Callable[[Delivery], bool]) -> int:
+        settled = 0
+        for delivery in self._deliverable(due):
+            if self._apply(delivery):
+                settled += 1
+        return settled
+
+    def _apply(self, delivery: Delivery) -> bool:
+        """Settle one delivery: True once written, superseded or found unchanged; False when it waits (the
+        replica changed since it was last read)."""
+        where = (delivery.target, delivery.table, delivery.key)
+        with self._lock:
+            if delivery.id not in self._book.queue or self._held(delivery):
+                return False
+            known = self._book.versions.get(where)
+            if known is not None and known.written >= delivery.written:
+                return self._settle(delivery, "superseded")
+        client = self._clients(delivery.target)
+        item = client.get_item(TableName=delivery.table, Key=dict(delivery.keys), ConsistentRead=True).get(
+            "Item"
+        )
+        new_digest = _digest(delivery.image)
+        with self._lock:
+            if _digest(item) != (known.digest if known is not None else None):
+                self._stats.retried += 1  # a local write not read yet: read it first, it may be the newer
+                return False
+            if _digest(item) == new_digest:
+                self._book.versions[where] = Version(delivery.written, new_digest)
+                return self._settle(delivery, "unchanged")
+            echo = _Echo(delivery.id, new_digest, delivery.written)
+            self._book.echoes.setdefault(where, []).append(echo)
+            names = set(self._book.names.get(delivery.table, ()))
+        try:
+            self._write(client, delivery, item, names)
+        except ClientError as error:
+            with self._lock:
+                self._book.echoes.get(where, []).remove(echo)
+            if error.response["Error"]["Code"] != "ConditionalCheckFailedException":
+                raise
+            with self._lock:
+                self._stats.retried += 1
+            return False
+        with self._lock:
+            current = self._book.versions.get(where)
+            if current is None or current.written < delivery.written:
+                self._book.versions[where] = Version(delivery.written, new_digest)
+            return self._settle(delivery, "replicated")
+
+    def _settle(self, delivery: Delivery, outcome: str) -> bool:
+        self._book.queue.pop(delivery.id, None)
+        setattr(self._stats, outcome, getattr(self._stats, outcome) + 1)
+        return True
+
+    def _write(
+        self, client: Any, delivery: Delivery, item: Mapping[str, Any] | None, names: Iterable[str]
+    ) -> None:
+        """The delivery's write, made only if the item is still `item` (None: absent)."""
+        condition = _unchanged(item, delivery.keys, names)
+        if delivery.image is None:
+            client.delete_item(TableName=delivery.table, Key=dict(delivery.keys), **condition)
+        else:
+            client.put_item(TableName=delivery.table, Item=dict(delivery.image), **condition)
+
+
+def _unchanged(
+    item: Mapping[str, Any] | None, keys: Mapping[str, Any], names: Iterable[str]
+) -> dict[str, Any]:
+    """A condition that holds only while the item is `item`: absent, or every attribute equal and no other
+    attribute the table's streams ever carried."""
+    if item is None:
+        return {
+            "ConditionExpression": "attribute_not_exists(#k)",
+            "ExpressionAttributeNames": {"#k": next(iter(keys))},
+        }
+    clauses = []
+    attribute_names: dict[str, str] = {}
+    values: dict[str, Any] = {}
+    for index, (name, value) in enumerate(sorted(item.items())):
+        attribute_names[f"#a{index}"] = name
+        values[f":a{index}"] = value
+        clauses.append(f"#a{index} = :a{index}")
+    for index, name in enumerate(sorted(set(names) - set(item))):
+        attribute_names[f"#n{index}"] = name
+        clauses.append(f"attribute_not_exists(#n{index})")
+    return {
+        "ConditionExpression": " AND ".join(clauses),
+        "ExpressionAttributeNames": attribute_names,
+        "ExpressionAttributeValues": values,
+    }
+
+
+def _plain(value: Any) -> Any:
+    """DynamoDB JSON as canonical JSON: binary as base64 text, sets sorted."""
+    if isinstance(value, bytes | bytearray):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _set_sorted(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        out = {}
+        for kind, inner in value.items():
+            if kind in ("SS", "NS", "BS") and isinstance(inner, list):
+                out[kind] = sorted(inner)
+            else:
+                out[kind] = _set_sorted(inner)
+        return out
+    if isinstance(value, list):
+        return [_set_sorted(v) for v in value]
+    return value
+
+
+def _canonical(value: Mapping[str, Any]) -> str:
+    return json.dumps(_set_sorted(_plain(value)), sort_keys=True, separators=(",", ":"))
+
+
+def _digest(image: Mapping[str, Any] | None) -> str | None:
+    if image is None:
+        return None
+    return hashlib.blake2b(_canonical(image).encode(), digest_size=16).hexdigest()
