@@ -48,8 +48,8 @@ from moto import mock_aws
 
 from outbox.dynamodb import DynamoDBTransactionExecutor
 from outbox.model import AUDIT_KEY_PREFIX, RELEASED_AT, OutboxEvent, RowKey, is_reserved
-from outbox.s3_payloads import S3PayloadStore
 from outbox.regions import Heartbeat, RegionSettings, heartbeat_key
+from outbox.s3_payloads import S3PayloadStore
 from outbox.stream_mapping import publisher_filter_patterns
 from outbox.transaction import Transaction
 from outbox.writer import OutboxWriter
@@ -153,7 +153,9 @@ class RegionSide:
         self.session = boto3.session.Session(region_name=region, **_CREDENTIALS)
         self.admin = {name: self.session.client(name) for name in ("dynamodb", "sqs", "sns", "events")}
         self.table = create_tables(self.admin["dynamodb"]).outbox
-        self.stream_arn = self.admin["dynamodb"].describe_table(TableName=self.table)["Table"]["LatestStreamArn"]
+        self.stream_arn = self.admin["dynamodb"].describe_table(TableName=self.table)["Table"][
+            "LatestStreamArn"
+        ]
         sqs = self.admin["sqs"]
         self.topic_arn = self.admin["sns"].create_topic(Name="outbox-events")["TopicArn"]
         self.admin["events"].create_event_bus(Name=BUS)
@@ -195,7 +197,9 @@ class RegionSide:
                 maximum_record_age_s=3600,
                 bisect_batch_on_function_error=True,
                 report_batch_item_failures=True,
-                filters=FilterCriteria.from_template({"Filters": [{"Pattern": json.dumps(p)} for p in patterns]}),
+                filters=FilterCriteria.from_template(
+                    {"Filters": [{"Pattern": json.dumps(p)} for p in patterns]}
+                ),
                 on_failure_destination_arn=on_failure_arn,
                 retry_delay_s=0.2,
             ),
@@ -207,7 +211,9 @@ class RegionSide:
             clock=clock.seconds,
             region=region,
         )
-        self.schedules = ScheduleRunner(lambda _arn, _event: self.invoke_sweeper(), clock.seconds, region=region)
+        self.schedules = ScheduleRunner(
+            lambda _arn, _event: self.invoke_sweeper(), clock.seconds, region=region
+        )
         self.schedules.add("sweep", f"arn:aws:events:{region}:{ACCOUNT}:rule/sweep", SWEEP_RATE, SWEEPER)
 
     # --- function instances -----------------------------------------------------------------------------
@@ -282,8 +288,8 @@ class RegionSide:
             invocation.recorded = self._recorded(wire.published[before:])
 
     def _recorded(self, publications: list[Publication]) -> frozenset[tuple[str, str]]:
-        """The deliveries among `publications` that this region's replica records now (tests.reliability.system
-        `_recorded`, on this replica)."""
+        """The deliveries among `publications` that this region's replica records now (as the single-region
+        system's `_recorded`, on this replica)."""
         recorded: set[tuple[str, str]] = set()
         for publication in publications:
             item = self.row(publication.aggregate_key, publication.seq)
@@ -306,7 +312,9 @@ class RegionSide:
             with self._invocation(PUBLISHER):
                 invocation = system.wire.invocations[-1]
                 publisher: Publisher = self.instance(PUBLISHER)
-                context = VirtualContext(system.clock, PUBLISHER_TIMEOUT_S, self.name(PUBLISHER), invocation.number)
+                context = VirtualContext(
+                    system.clock, PUBLISHER_TIMEOUT_S, self.name(PUBLISHER), invocation.number
+                )
                 invocation.retried = True  # until it answers without batch item failures
                 payload = handle(event, context, publisher)
                 invocation.retried = bool(payload.get("batchItemFailures"))
@@ -327,7 +335,9 @@ class RegionSide:
                 if report.region is not None and report.region.heartbeat is not None:
                     beat = report.region.heartbeat
                     system.beats.append(
-                        Beat(system.clock.seconds(), self.region, beat.state.value, tuple(sorted(beat.taking)))
+                        Beat(
+                            system.clock.seconds(), self.region, beat.state.value, tuple(sorted(beat.taking))
+                        )
                     )
                     system.late_replicas[self.region] += report.region.late_replicas
                     system.duplicates_avoided[self.region] += report.region.duplicates_avoided
@@ -591,7 +601,14 @@ class TwoRegions:
                 self.failed_reasons.setdefault(row["event_id"]["S"], reason)
                 if LATE_REPLICA in reason:
                     key = RowKey(row["aggregate_key"]["S"], int(row["seq"]["N"]))
-                    skip(side.admin["dynamodb"], side.table, key, reason="late replica", actor="ops", now=self.clock())
+                    skip(
+                        side.admin["dynamodb"],
+                        side.table,
+                        key,
+                        reason="late replica",
+                        actor="ops",
+                        now=self.clock(),
+                    )
                     self.operator_actions["operator_skip"] += 1
 
     # --- the promise ----------------------------------------------------------------------------------------
@@ -631,8 +648,8 @@ class TwoRegions:
         )
 
     def late_replica_events(self, reasons: dict[str, str]) -> set[str]:
-        """The events FAILED as late replicas (`reasons`: event_id -> `last_error`) that were: never published,
-        and a region other than their origin published a later event of their aggregate."""
+        """The events FAILED as late replicas (`reasons`: event_id -> `last_error`) that were: never
+        published, and a region other than their origin published a later event of their aggregate."""
         first_later: dict[str, int] = {}
         published = {p.event_id for p in self.wire.published}
         for publication in self.wire.published:
@@ -665,10 +682,14 @@ class TwoRegions:
             if first == again:
                 continue
             if any(
-                cut.region == first and cut.at >= previous.at and publication.event_id in cut.peer_events[again]
+                cut.region == first
+                and cut.at >= previous.at
+                and publication.event_id in cut.peer_events[again]
                 for cut in self.cuts
             ):
-                explained[(publication.event_id, publication.destination, previous.invocation)] = CAUSE_CUT_IN_FLIGHT
+                explained[(publication.event_id, publication.destination, previous.invocation)] = (
+                    CAUSE_CUT_IN_FLIGHT
+                )
         return explained
 
     def diverged(self) -> list[str]:
@@ -690,13 +711,14 @@ class TwoRegions:
         return check(self.history())
 
     def figures(self, verdict: Verdict) -> dict[str, dict[str, int]]:
-        """Per region: events it published first (on the topic), events of another region's origin it published
-        (taken over), late replicas it marked FAILED, duplicates it sent (copies after an event's first, on
-        either destination), the takeovers it began, the rows it settled unpublished on its return (a taker
-        had published them)."""
+        """Per region: events it published first (on the topic), events of another region's origin it
+        published (taken over), late replicas it marked FAILED, duplicates it sent (copies after an event's
+        first, on either destination), the takeovers it began, the rows it settled unpublished on its return
+        (a taker had published them)."""
         figures: dict[str, dict[str, int]] = {
             region: dict.fromkeys(
-                ("published", "taken_over", "late_replicas", "duplicates", "takeovers", "duplicates_avoided"), 0
+                ("published", "taken_over", "late_replicas", "duplicates", "takeovers", "duplicates_avoided"),
+                0,
             )
             for region in REGIONS
         }
@@ -705,10 +727,17 @@ class TwoRegions:
         for publication in self.wire.published:
             region = region_of(publication.function)
             key = (publication.event_id, publication.destination)
-            if publication.destination == SNS and self.origins.get(publication.event_id) not in (None, region):
-                if (region, publication.event_id) not in taken:
-                    taken.add((region, publication.event_id))
-                    figures[region]["taken_over"] += 1
+            if (
+                publication.destination == SNS
+                and self.origins.get(publication.event_id)
+                not in (
+                    None,
+                    region,
+                )
+                and (region, publication.event_id) not in taken
+            ):
+                taken.add((region, publication.event_id))
+                figures[region]["taken_over"] += 1
             if key in seen:
                 figures[region]["duplicates"] += 1
                 continue
@@ -754,4 +783,3 @@ def two_regions(*, seed: int = 0, quiet: bool = True) -> Iterator[TwoRegions]:
     finally:
         for logger, level in zip(loggers, levels, strict=True):
             logger.setLevel(level)
-
