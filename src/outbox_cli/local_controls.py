@@ -1,4 +1,5 @@
-"""`outbox local fault`, `outbox local faults` and `outbox local mappings`: the running runtime's controls
+"""`outbox local fault`, `outbox local faults`, `outbox local mappings`, `outbox local region` and
+`outbox local regions`: the running runtime's controls
 (`outbox_local.control_api`), reached over its AWS endpoint. Standard library only: they need neither moto
 nor the runtime in this process, only a running `outbox local up`."""
 
@@ -79,6 +80,22 @@ def add_commands(local_commands: Any) -> None:
     mappings.add_argument("--json", action="store_true")
     add_endpoint(mappings)
     mappings.set_defaults(run=list_mappings)
+
+    region = local_commands.add_parser(
+        "region",
+        help="cut a region off (its functions, mappings and schedules stop, replication queues), or back",
+    )
+    region.add_argument("action", choices=["cut", "restore"])
+    region.add_argument("region", type=argument_types.region, help="e.g. us-west-2")
+    add_endpoint(region)
+    region.set_defaults(run=change_region)
+
+    regions = local_commands.add_parser(
+        "regions", help="the regions of a running `outbox local up`: which are cut off, replication queued"
+    )
+    regions.add_argument("--json", action="store_true")
+    add_endpoint(regions)
+    regions.set_defaults(run=list_regions)
 
 
 def add_env_arguments(env: argparse.ArgumentParser) -> None:
@@ -192,6 +209,27 @@ def list_mappings(arguments: argparse.Namespace, out: TextIO) -> int:
         out.write(rendering.table(headers, rows) + "\n")
 
     return run(render)
+
+
+def change_region(arguments: argparse.Namespace, out: TextIO) -> int:
+    body = {"region": arguments.region}
+    path = f"regions/{arguments.action}"
+    return run(lambda: _render_regions(call(endpoint_of(arguments), "POST", path, body), out))
+
+
+def list_regions(arguments: argparse.Namespace, out: TextIO) -> int:
+    return run(lambda: _render_regions(call(endpoint_of(arguments), "GET", "regions"), out, arguments.json))
+
+
+def _render_regions(answer: dict[str, Any], out: TextIO, as_json: bool = False) -> None:
+    if as_json:
+        out.write(json.dumps(answer, indent=2) + "\n")
+        return
+    cut = set(answer["cut"])
+    for region in answer["regions"]:
+        out.write(f"{region}  {'cut off' if region in cut else 'up'}\n")
+    out.write(f"cut off: {', '.join(sorted(cut)) or 'none'}\n")
+    out.write(f"replication: {answer['replication_pending']} write(s) queued\n")
 
 
 def _render_faults(answer: dict[str, Any], out: TextIO, as_json: bool = False) -> None:

@@ -67,7 +67,11 @@ class Background:
         evaluate_alarms: Callable[[], object],
         poll_interval_s: float,
         alarm_interval_s: float,
+        paused: Callable[[Poller], bool] | None = None,
     ) -> None:
+        """`paused(poller)`: a poller of a region cut off (`LocalRuntime.cut_region`) does not poll, as
+        Lambda's pollers there stop; it takes up where it was once its region is restored."""
+        self._paused = paused
         self._evaluate_alarms = evaluate_alarms
         self._poll_interval_s = poll_interval_s
         self._alarm_interval_s = alarm_interval_s
@@ -148,7 +152,8 @@ class Background:
                 poll = self._quiet.begin(key)
                 idle, worked = False, False
                 try:
-                    reports = poller.poll_once()
+                    paused = self._paused is not None and self._paused(poller)
+                    reports = [StepReport(StepKind.IDLE)] if paused else poller.poll_once()
                     idle = all(report.kind is StepKind.IDLE for report in reports)
                     worked = any(report.kind not in NOTHING_DONE for report in reports)
                 except Exception:

@@ -9,6 +9,9 @@
   endpoint and no region ask it (`outbox_ops.clients`).
 - `GET /_outbox/trace/<event_id>`: one event's trace, request -> row -> publish -> consumer
   (`outbox_local.trace_journal`): what `outbox trace` prints.
+- `GET /_outbox/regions`: the regions the runtime holds something in, those cut off, the replication's queued
+  writes; `POST /_outbox/regions/cut` and `POST /_outbox/regions/restore` (JSON: region) cut a region off and
+  bring it back (`LocalRuntime.cut_region`): what `outbox local region` and `outbox local regions` call.
 
 Plain JSON over the loopback endpoint, unsigned: like moto's own `/moto-api/`, it is a local developer tool.
 """
@@ -16,8 +19,9 @@ Plain JSON over the loopback endpoint, unsigned: like moto's own `/moto-api/`, i
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from outbox_local.faults import FaultInjector, WsgiApp
 from outbox_local.queue_mapping import QueueMappingRunner
@@ -30,6 +34,17 @@ TraceReport = Callable[[str], dict[str, Any] | None]
 _ARM_FIELDS = {"service", "operation", "error_code", "http_status", "times", "duration_s", "message"}
 _MAX_TIMES = 2**31 - 1
 _MAX_S = 36_500 * 86_400
+_REGION = re.compile(r"[a-z]{2}(-[a-z]+)+-\d{1,2}")
+
+
+class RegionControl(Protocol):
+    """What the regions' routes act on (`LocalRuntime`)."""
+
+    def cut_region(self, region: str) -> None: ...
+
+    def restore_region(self, region: str) -> None: ...
+
+    def region_report(self) -> dict[str, Any]: ...
 
 
 class ControlApi:
@@ -39,7 +54,9 @@ class ControlApi:
         mappings: MappingReport,
         runtime: RuntimeReport = dict,
         trace: TraceReport = lambda _event_id: None,
+        regions: RegionControl | None = None,
     ) -> None:
+        self._regions = regions
         self._faults = faults
         self._mappings = mappings
         self._runtime = runtime
@@ -50,24 +67,51 @@ class ControlApi:
             path = environ.get("PATH_INFO", "")
             if not path.startswith(PREFIX):
                 return app(environ, start_response)
-            method = environ.get("REQUEST_METHOD", "GET")
-            if path == f"{PREFIX}faults":
-                return self._faults_route(method, environ, start_response)
-            if path == f"{PREFIX}mappings" and method == "GET":
-                return _json(start_response, 200, {"mappings": self._mappings()})
-            if path == f"{PREFIX}runtime" and method == "GET":
-                return _json(start_response, 200, self._runtime())
-            if path.startswith(f"{PREFIX}trace/") and method == "GET":
-                return self._trace_route(path.removeprefix(f"{PREFIX}trace/"), start_response)
-            return _json(start_response, 404, {"error": f"no {method} {path} here"})
+            return self._route(path, environ, start_response)
 
         return middleware
+
+    def _route(
+        self, path: str, environ: dict[str, Any], start_response: Callable[..., Any]
+    ) -> Iterable[bytes]:
+        method = environ.get("REQUEST_METHOD", "GET")
+        if path == f"{PREFIX}faults":
+            return self._faults_route(method, environ, start_response)
+        if path == f"{PREFIX}mappings" and method == "GET":
+            return _json(start_response, 200, {"mappings": self._mappings()})
+        if path == f"{PREFIX}runtime" and method == "GET":
+            return _json(start_response, 200, self._runtime())
+        if path.startswith(f"{PREFIX}regions") and self._regions is not None:
+            return self._regions_route(self._regions, method, path, environ, start_response)
+        if path.startswith(f"{PREFIX}trace/") and method == "GET":
+            return self._trace_route(path.removeprefix(f"{PREFIX}trace/"), start_response)
+        return _json(start_response, 404, {"error": f"no {method} {path} here"})
 
     def _trace_route(self, event_id: str, start_response: Callable[..., Any]) -> Iterable[bytes]:
         chain = self._trace(event_id)
         if chain is None:
             return _json(start_response, 404, {"error": f"the runtime has seen no event {event_id}"})
         return _json(start_response, 200, chain)
+
+    def _regions_route(
+        self,
+        regions: RegionControl,
+        method: str,
+        path: str,
+        environ: dict[str, Any],
+        start_response: Callable[..., Any],
+    ) -> Iterable[bytes]:
+        action = path.removeprefix(f"{PREFIX}regions")
+        if action == "" and method == "GET":
+            return _json(start_response, 200, regions.region_report())
+        if action not in {"/cut", "/restore"} or method != "POST":
+            return _json(start_response, 404, {"error": f"no {method} {path} here"})
+        try:
+            region = _region_request(environ)
+        except ValueError as error:
+            return _json(start_response, 400, {"error": str(error)})
+        (regions.cut_region if action == "/cut" else regions.restore_region)(region)
+        return _json(start_response, 200, regions.region_report())
 
     def _faults_route(
         self, method: str, environ: dict[str, Any], start_response: Callable[..., Any]
@@ -152,6 +196,18 @@ def _arm_request(environ: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(duration, int | float) or isinstance(duration, bool) or not 0 < duration <= _MAX_S:
         raise ValueError(f"duration_s must be a number above 0 and at most {_MAX_S}")
     return body
+
+
+def _region_request(environ: dict[str, Any]) -> str:
+    length = int(environ.get("CONTENT_LENGTH") or 0)
+    try:
+        body = json.loads(environ["wsgi.input"].read(length) or b"{}")
+    except ValueError:
+        raise ValueError("the body is not JSON") from None
+    region = body.get("region") if isinstance(body, dict) else None
+    if not isinstance(region, str) or not _REGION.fullmatch(region):
+        raise ValueError('the body must name a region: {"region": "us-west-2"}')
+    return region
 
 
 def _json(start_response: Callable[..., Any], status: int, body: object) -> Iterable[bytes]:

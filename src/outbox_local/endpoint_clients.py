@@ -20,14 +20,18 @@ class EndpointClients:
         self._region = region
         self._clients: dict[str, Any] = {}
 
-    def client(self, service: str, *, internal: bool = False) -> Any:
-        """One client per service and kind, made on first use, closed by `close()`."""
+    def client(self, service: str, *, internal: bool = False, region: str | None = None) -> Any:
+        """One client per service, kind and region (the runtime's by default), made on first use, closed by
+        `close()`."""
+        region = region or self._region
         key = f"{service}/internal" if internal else service
+        if region != self._region:
+            key = f"{key}@{region}"
         if key not in self._clients:
             self._clients[key] = boto3.client(
                 service,
                 endpoint_url=self._endpoint_url(),
-                region_name=self._region,
+                region_name=region,
                 config=Config(
                     retries={"mode": "standard", "total_max_attempts": 3},
                     user_agent_extra=INTERNAL_USER_AGENT if internal else None,

@@ -33,6 +33,8 @@ class FunctionSpec:
     kms_key_arn: str | None = None
     """`KmsKeyArn`: the key Lambda encrypts the function's environment variables with at rest (checked to
     exist and be enabled at provisioning); the variables reach the handler as they are, as on AWS."""
+    region: str | None = None
+    """The region of the function's stack (its `AWS_REGION`, as Lambda sets it); None: the runtime's."""
 
 
 class LambdaContext:
@@ -85,6 +87,7 @@ def function_variables(
     runtime sets, the template's, then the runtime's overrides."""
     return {
         **base,
+        **({"AWS_REGION": spec.region, "AWS_DEFAULT_REGION": spec.region} if spec.region else {}),
         "AWS_LAMBDA_FUNCTION_NAME": spec.name,
         "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
         "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(spec.memory_mb),

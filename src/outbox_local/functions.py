@@ -35,7 +35,7 @@ from outbox_local.function_spec import (
     invocation_trace_header,
 )
 from outbox_local.in_process import InProcessFunctions
-from outbox_local.invocation import THROTTLED, InvocationResult, Outcome
+from outbox_local.invocation import REGION_CUT_ERROR, THROTTLED, InvocationResult, Outcome
 
 __all__ = ["FunctionHost", "FunctionSpec", "Handler", "LambdaContext", "OutputListener"]
 
@@ -60,6 +60,7 @@ class FunctionHost:
         *,
         max_environments: int | None = None,
         on_invocation: InvocationListener | None = None,
+        region_cut: Callable[[str], bool] | None = None,
     ) -> None:
         """`max_environments`: run functions in worker processes, at most that many at once per function
         (fewer if its ReservedConcurrentExecutions says so); None: in this process, one at a time."""
@@ -67,6 +68,8 @@ class FunctionHost:
         self._overrides = dict(overrides or {})
         self._on_output = on_output
         self._on_invocation = on_invocation
+        self._region_cut = region_cut
+        """Whether a region is cut off (`LocalRuntime.cut_region`): its functions are not invoked."""
         self._functions: dict[str, FunctionSpec] = {}
         self.errors: Counter[str] = Counter()
         """Failed invocations by function name, as Lambda's `Errors` metric counts them."""
@@ -134,6 +137,12 @@ class FunctionHost:
             with self._errors_lock:
                 self.throttles[spec.name] += 1
             return THROTTLED
+        region = spec.region or self._base_environment.get("AWS_REGION", "")
+        if self._region_cut is not None and self._region_cut(region):
+            return InvocationResult(
+                error_type=REGION_CUT_ERROR,
+                error_message=f"{spec.name} was not invoked: its region {region} is cut off (a local fault)",
+            )
         # Each invocation gets its own X-Ray header, as the Lambda runtime sets one per invocation.
         trace_header = invocation_trace_header()
         if self.environments is not None and self._in_worker(spec):

@@ -32,6 +32,10 @@ THROTTLED = InvocationResult(
 )
 """What Lambda answers an invocation of a function whose ReservedConcurrentExecutions is 0."""
 
+REGION_CUT_ERROR = "RegionCutOff"
+"""A local fault, no AWS error: the function's region is cut off (`LocalRuntime.cut_region`), so nothing of it
+runs; what invokes it from another region gets this error."""
+
 
 @dataclass(frozen=True)
 class Outcome:

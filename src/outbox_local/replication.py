@@ -14,9 +14,10 @@ global tables (version 2019.11.21, multi-region eventual consistency) replicate 
   off) until `restore(region)`.
 
 How: each replica's stream is read in this process (`outbox_local.moto_streams.InProcessStreams`, the named
-module that reads moto's streams, whose record times have microseconds where GetRecords over HTTP rounds
-them to seconds). A record that is not the echo of a write made here is a local write: its time is its
-`ApproximateCreationDateTime`, and it is queued for every other replica. A delivery first reads the target's
+module that reads moto's streams as the stream mappings do: record times with moto's microseconds, where
+GetRecords over HTTP answers milliseconds, and no serializing). A record that is not the echo of a write made
+here is a local write: its time is its `ApproximateCreationDateTime`, and it is queued for every other
+replica. A delivery first reads the target's
 item (consistently) and writes only if that item is still the version last known here: otherwise a local
 write there is not read yet, and the delivery waits a step (that write, once read, may be the newer one). The
 write itself is conditional on the item being what was just read, so a local write racing it makes it fail
@@ -203,15 +204,17 @@ class Replicator:
         with self._lock:
             self._book.tables[table] = tuple(regions)
 
-    def remove_table(self, table: str) -> None:
-        """Stop replicating `table`; its queued writes are dropped."""
+    def remove_table(self, table: str) -> tuple[str, ...] | None:
+        """Stop replicating `table`; its queued writes are dropped. Answers the regions it was replicated
+        between (None: it was not)."""
         with self._lock:
             book = self._book
-            book.tables.pop(table, None)
+            regions = book.tables.pop(table, None)
             book.queue = {i: d for i, d in book.queue.items() if d.table != table}
             book.positions = {k: v for k, v in book.positions.items() if k[1] != table}
             book.versions = {k: v for k, v in book.versions.items() if k[1] != table}
             book.echoes = {k: v for k, v in book.echoes.items() if k[1] != table}
+            return regions
 
     @property
     def tables(self) -> dict[str, tuple[str, ...]]:
@@ -326,6 +329,11 @@ class Replicator:
                 cut=frozenset(book.cut),
                 next_id=book.next_id,
             )
+
+    def reset(self) -> None:
+        """Forget every table and write (a runtime starting again)."""
+        with self._lock:
+            self._book = _Book()
 
     def resume(self, state: ReplicatorState) -> None:
         """Take up a saved state (before `start()`): the streams are read on from where it had read them."""
@@ -461,13 +469,15 @@ class Replicator:
                 self._book.versions[where] = Version(delivery.written, new_digest)
                 return self._settle(delivery, "unchanged")
             echo = _Echo(delivery.id, new_digest, delivery.written)
-            self._book.echoes.setdefault(where, []).append(echo)
+            # One echo per delivery: one made again after a restore replaces the one its snapshot held.
+            echoes = [e for e in self._book.echoes.get(where, []) if e.delivery_id != delivery.id]
+            self._book.echoes[where] = [*echoes, echo]
             names = set(self._book.names.get(delivery.table, ()))
         try:
             self._write(client, delivery, item, names)
         except ClientError as error:
             with self._lock:
-                self._book.echoes.get(where, []).remove(echo)
+                self._book.echoes[where] = [e for e in self._book.echoes.get(where, []) if e is not echo]
             if error.response["Error"]["Code"] != "ConditionalCheckFailedException":
                 raise
             with self._lock:

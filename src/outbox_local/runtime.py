@@ -45,6 +45,7 @@ from outbox_local.persistence.runtime_state import (
 )
 from outbox_local.provisioning import ProvisionedStack
 from outbox_local.queue_mapping import QueueMappingRunner
+from outbox_local.replication import Replicator
 from outbox_local.runtime_options import RuntimeOptions, VirtualClock
 from outbox_local.schedules import ScheduleRunner
 from outbox_local.stack_set import StackSet
@@ -91,6 +92,16 @@ class LocalRuntime:
         self._metrics: EmfMetricsForwarder | None = None
         self._background: Background | None = None
         self._corrections = contextlib.ExitStack()
+        self.replication = Replicator(
+            lambda region: self._internal_client("dynamodb", region),
+            lag_s=options.replication_lag_s,
+            clock=self.clock,
+        )
+        """Between the replicas of the stacks' global tables (`outbox_local.replication`): on a thread of its
+        own in the background, stepped by `drain_streams()` otherwise."""
+        self._cut_regions: set[str] = set()
+        self._regions_lock = threading.Lock()
+        """Regions cut off (`cut_region`): their functions, pollers and schedules stop, replication queues."""
         self.persistence: Persistence | None = None  # with a state directory (`outbox_local.persistence`)
         self.restored = False  # started from a state directory's snapshot
         self.state_figures = ""  # what keeping the state cost, once stopped
@@ -132,16 +143,21 @@ class LocalRuntime:
                 lambda: mapping_report(self.mappings, self.queue_mappings),
                 lambda: {"region": self.options.region, "stack_name": self.options.stack_name},
                 self.traces.chain,
+                regions=self,
             ),
             cut=self.persistence.wrap if self.persistence is not None else None,
         )
         self.cloudformation.forget()  # a start after stop(): the earlier start's stacks are gone
+        self.replication.reset()
+        self._cut_regions.clear()
         try:
             restore_moto(snapshot)  # moto's backends are process-wide: an empty account, or the saved one
             self._server.start()
             self._open_machinery()
             if snapshot is not None:
-                restore(snapshot, self._started_stacks(), self._apis, self.alarms)
+                restore(snapshot, self._started_stacks(), self._apis, self.alarms, self.replication)
+                for region in getattr(snapshot.runtime, "cut_regions", ()):  # a region cut off stays so
+                    self.cut_region(region)
                 if snapshot.runtime.cloudformation is not None:
                     self.cloudformation.resume(snapshot.runtime.cloudformation)
             if template is not None:
@@ -150,12 +166,18 @@ class LocalRuntime:
                 held = StacksHeld(self.stacks_lock, self.cloudformation.saved)
                 self.persistence.start(
                     lambda: saved_runtime(
-                        list(self.stacks.values()), self._apis.urls(), self.alarms, held.records
+                        list(self.stacks.values()),
+                        self._apis.urls(),
+                        self.alarms,
+                        held.records,
+                        replication=self.replication.state(),
+                        cut_regions=self.cut_regions,
                     ),
                     guard=held,
                 )
             if self._background is not None:
                 self._background.start()
+                self.replication.start(self.options.poll_interval_s)
         except BaseException:
             self.stop()
             raise
@@ -195,6 +217,7 @@ class LocalRuntime:
         if self._background is not None:
             self._background.join()
             self._background = None
+        self.replication.stop()
         if self.persistence is not None:
             # Nothing runs any more: a last cut holds everything done, then the directory is let go.
             self.persistence.close()
@@ -278,9 +301,10 @@ class LocalRuntime:
         it as to the functions' own clients."""
         return self._clients.client(service)
 
-    def _internal_client(self, service: str) -> Any:
-        """A client armed faults never fail: an outage hits the functions' calls, as on AWS."""
-        return self._clients.client(service, internal=True)
+    def _internal_client(self, service: str, region: str | None = None) -> Any:
+        """A client armed faults never fail: an outage hits the functions' calls, as on AWS. In the runtime's
+        region unless another is named."""
+        return self._clients.client(service, internal=True, region=region)
 
     def invoke(self, function: str, event: Any) -> InvocationResult:
         if self.host is None:
@@ -300,13 +324,17 @@ class LocalRuntime:
             raise RuntimeStateError("drain_streams drives the mappings itself: start with background=False")
         for _ in range(max_steps):
             reports = [report for mapping in self._pollers() for report in mapping.poll_once()]
-            if all(report.kind is StepKind.IDLE for report in reports):
+            replicated = self.replication.step()
+            replication_due = self.replication.next_due()
+            if all(report.kind is StepKind.IDLE for report in reports) and replication_due is None:
                 if self.persistence is None or self.persistence.holds_every_record():
                     return
                 self.persistence.wait_saved()
-            if all(report.kind in NOTHING_DONE for report in reports):
-                # On to when something is next due (a window's end, a retry, a throttle's back-off).
+            if all(report.kind in NOTHING_DONE for report in reports) and not replicated:
+                # On to when something is next due (a window's end, a retry, a throttle's back-off, a write
+                # replicated after the lag).
                 due = [report.due_at for report in reports if report.due_at is not None]
+                due += [replication_due] if replication_due is not None else []
                 wait = min(due) - self.clock() if due else _WAIT_STEP_S
                 self.clock.advance(max(wait, _LEAST_ADVANCE_S))
         raise RuntimeStateError(f"event source mappings still busy after {max_steps} steps")
@@ -348,11 +376,16 @@ class LocalRuntime:
             on_output=metrics.forward,
             max_environments=self.options.max_environments,
             on_invocation=self.traces.record,
+            region_cut=self.region_is_cut,
         )
         self.host = host
         host.open()
         self.schedules = ScheduleRunner(
-            host.invoke, time.monotonic, region=self.options.region, speedup=self.options.schedule_speedup
+            host.invoke,
+            time.monotonic,
+            region=self.options.region,
+            speedup=self.options.schedule_speedup,
+            paused=lambda function_arn: self.region_is_cut(function_arn.split(":")[3]),
         )
         self.alarms = AlarmEvaluator(
             self._internal_client("cloudwatch"),
@@ -370,6 +403,7 @@ class LocalRuntime:
                 evaluate_alarms=self.evaluate_alarms,
                 poll_interval_s=self.options.poll_interval_s,
                 alarm_interval_s=ALARM_TICK_S,
+                paused=lambda poller: self._poller_region(poller) in self.cut_regions,
             )
         self._stack_set = StackSet(
             host=host,
@@ -382,6 +416,8 @@ class LocalRuntime:
             region=self.options.region,
             retry_delay_s=self.options.retry_delay_s,
             visible=self.persistence.visible if self.persistence is not None else None,
+            regional_clients=self._internal_client,
+            global_tables=self.replication,
         )
 
     # --- stacks (`outbox_local.stack_set`) ---------------------------------------------------------
@@ -422,4 +458,61 @@ class LocalRuntime:
         return self.alarms.tick()
 
     def _pollers(self) -> list[StreamMappingRunner | QueueMappingRunner]:
-        return [*self.mappings, *self.queue_mappings]
+        """Every stack's mappings, but those of a region cut off."""
+        cut = self.cut_regions
+        pollers: list[StreamMappingRunner | QueueMappingRunner] = []
+        for deployed in list(self.stacks.values()):
+            if self._started_stacks().region_of(deployed.definition) not in cut:
+                pollers += [*deployed.mappings, *deployed.queue_mappings]
+        return pollers
+
+    def _poller_region(self, poller: object) -> str | None:
+        stacks = self._stack_set
+        for deployed in list(self.stacks.values()):
+            if any(poller is runner for runner in [*deployed.mappings, *deployed.queue_mappings]):
+                return stacks.region_of(deployed.definition) if stacks is not None else None
+        return None
+
+    # --- regions (a region cut off: docs/local.md, "Two regions locally") --------------------------------
+
+    def cut_region(self, region: str) -> None:
+        """Cut `region` off, as in a regional outage: its functions are no longer invoked (an invocation of
+        one answers `RegionCutOff`), its stream and queue mappings stop polling (where they are: no record is
+        retried or discarded meanwhile), its schedules stop firing, and replication into and out of it queues
+        (`Replicator.cut`). Invocations under way finish."""
+        with self._regions_lock:
+            self._cut_regions.add(region)
+            self.replication.cut(region)
+
+    def restore_region(self, region: str) -> None:
+        """Bring `region` back: its mappings take up where they were, a schedule due meanwhile fires once,
+        and the queued replication flows (after the lag, counted from each write)."""
+        with self._regions_lock:
+            self._cut_regions.discard(region)
+            self.replication.restore(region)
+
+    @property
+    def cut_regions(self) -> frozenset[str]:
+        with self._regions_lock:
+            return frozenset(self._cut_regions)
+
+    def region_is_cut(self, region: str) -> bool:
+        with self._regions_lock:
+            return region in self._cut_regions
+
+    def region_report(self) -> dict[str, Any]:
+        """What `outbox local regions` shows."""
+        return {
+            "regions": self.regions(),
+            "cut": sorted(self.cut_regions),
+            "replication_pending": self.replication.pending(),
+        }
+
+    def regions(self) -> list[str]:
+        """The regions the runtime holds something in: its own, its stacks', its global tables' replicas."""
+        stacks = self._stack_set
+        held = {self.options.region}
+        if stacks is not None:
+            held |= {stacks.region_of(deployed.definition) for deployed in list(stacks.stacks.values())}
+        held |= {region for regions in self.replication.tables.values() for region in regions}
+        return sorted(held | self.cut_regions)

@@ -38,6 +38,9 @@ class RuntimeOptions:
     temporary directory, removed at stop)."""
     fresh_state: bool = False
     """Discard what `state_dir` holds and start empty (`--fresh`)."""
+    replication_lag_s: float = 1.0
+    """How long after it was made a write to a global table reaches its other replicas (AWS: typically about
+    a second; `outbox_local.replication`)."""
     max_environments: int | None = None
     """Run functions in worker processes, concurrently, up to this many per function (fewer when its
     ReservedConcurrentExecutions says so); None: in this process, one invocation at a time (docs/local.md,

@@ -52,13 +52,17 @@ class ScheduleRunner:
         *,
         region: str,
         speedup: float = 1.0,
+        paused: Callable[[str], bool] | None = None,
     ) -> None:
+        """`paused(function_arn)`: a schedule whose function's region is cut off does not fire (it fires once
+        at the first tick after its region is restored, as a late schedule does)."""
         if speedup <= 0:
             raise ValueError("speedup must be positive")
         self._invoke = invoke
         self._clock = clock
         self._region = region
         self._speedup = speedup
+        self._paused = paused
         self.schedules: list[Schedule] = []
 
     def add(
@@ -85,7 +89,7 @@ class ScheduleRunner:
         now = self._clock()
         fired = 0
         for schedule in self.schedules:
-            if now >= schedule.next_due:
+            if now >= schedule.next_due and not (self._paused and self._paused(schedule.function_arn)):
                 event = schedule.target_input if schedule.target_input is not None else self._event(schedule)
                 schedule.firings.append(self._invoke(schedule.function_arn, event))
                 schedule.next_due = now + schedule.interval_s

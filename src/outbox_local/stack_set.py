@@ -14,7 +14,7 @@ from outbox_local.event_source_mapping_api import EventSourceMappingApi
 from outbox_local.functions import FunctionHost
 from outbox_local.local_apis import LocalApis
 from outbox_local.moto_streams import Visible
-from outbox_local.provisioning import Progress, ProvisionedStack, Provisioner
+from outbox_local.provisioning import GlobalTables, Progress, ProvisionedStack, Provisioner
 from outbox_local.schedules import ScheduleRunner
 from outbox_local.stack_mappings import attach_mappings
 from outbox_local.stacks import DeployedStack, StackDefinition, stack_id
@@ -36,10 +36,15 @@ class StackSet:
         region: str,
         retry_delay_s: float,
         visible: Visible | None = None,
+        regional_clients: Callable[[str, str], Any] | None = None,
+        global_tables: GlobalTables | None = None,
     ) -> None:
-        """`clients`: the runtime's internal clients (faults armed on a service never fail them);
-        `background`: None when the caller drives the mappings itself; `visible`: how much of each stream
-        the mappings may read (`outbox_local.moto_streams`; None: all of it)."""
+        """`clients`: the runtime's internal clients (faults armed on a service never fail them), in
+        `region`, the runtime's; `regional_clients(service, region)`: the same in any region (a stack in a
+        region of its own, a global table's replicas); `background`: None when the caller drives the
+        mappings itself; `visible`: how much of each stream the mappings may read
+        (`outbox_local.moto_streams`; None: all of it); `global_tables`: what replicates a global table's
+        replicas (`outbox_local.replication`)."""
         self._host = host
         self._schedules = schedules
         self._background = background
@@ -50,6 +55,8 @@ class StackSet:
         self._region = region
         self._retry_delay_s = retry_delay_s
         self._visible = visible
+        self._regional_clients = regional_clients
+        self._global_tables = global_tables
         self.stacks: dict[str, DeployedStack] = {}
         """By name, in the order they were created (a stack updated, detached then attached again, keeps its
         place)."""
@@ -67,7 +74,7 @@ class StackSet:
                 definition,
                 provisioned,
                 outputs,
-                stack_id=stack_id(self._region, definition.name),
+                stack_id=stack_id(self.region_of(definition), definition.name),
                 created_at=self._clock(),
             )
 
@@ -85,9 +92,10 @@ class StackSet:
         from the S3 objects the template names, extracted there (a deployed stack); `exports`: what the other
         stacks export, for `Fn::ImportValue`."""
         with self.lock:
+            region = self.region_of(definition)
             resolver = Resolver(
                 definition.template,
-                region=self._region,
+                region=region,
                 stack_name=definition.name,
                 parameter_values=definition.parameter_values,
                 exports=exports,
@@ -97,19 +105,21 @@ class StackSet:
                 provisioned = Provisioner(
                     definition.template,
                     resolver,
-                    self._clients,
+                    self.clients_in(region),
                     code_root_override=definition.code_root,
                     api_endpoint=self._apis.open,
                     retry_delay_s=self._retry_delay_s,
                     asset_store=asset_store,
                     progress=progress,
+                    regional_clients=self.regional_client,
+                    global_tables=self._global_tables,
                 ).provision(keep)
             except BaseException:
                 # An API it opened would keep its port (the one `local up` announced, maybe) for nothing.
                 self._apis.close(set(self._apis.servers) - served_before)
                 raise
             outputs = {
-                name: self._apis.localized(resolver.resolve(spec.get("Value")), self._region)
+                name: self._apis.localized(resolver.resolve(spec.get("Value")), region)
                 for name, spec in definition.template.outputs.items()
             }
             return provisioned, outputs
@@ -131,12 +141,13 @@ class StackSet:
             deployed = DeployedStack(definition, provisioned, outputs, stack_id, created_at)
             for spec in provisioned.functions:
                 self._host.register(spec)
+            region = self.region_of(definition)
             attach_mappings(
                 deployed,
                 self._host,
-                self._clients,
+                self.clients_in(region),
                 self._clock,
-                self._region,
+                region,
                 visible=self._visible,
                 resume_at=resume_at or {},
             )
@@ -173,6 +184,25 @@ class StackSet:
             for spec in deployed.provisioned.functions:
                 self._host.unregister(spec.arn)
             return deployed
+
+    def region_of(self, definition: StackDefinition) -> str:
+        """The region a stack is deployed in."""
+        return definition.region or self._region
+
+    def clients_in(self, region: str) -> Callable[[str], Any]:
+        """The runtime's internal clients in `region`."""
+        if region == self._region:
+            return self._clients
+        regional = self.regional_client
+        return lambda service: regional(service, region)
+
+    def regional_client(self, service: str, region: str) -> Any:
+        """An internal client in any region."""
+        if region == self._region:
+            return self._clients(service)
+        if self._regional_clients is None:
+            raise RuntimeStateError(f"this runtime has no clients in {region}, only in {self._region}")
+        return self._regional_clients(service, region)
 
     def _publish_mappings(self) -> None:
         self._event_source_mappings.publish(

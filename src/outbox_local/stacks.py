@@ -36,6 +36,9 @@ class StackDefinition:
     code_root: Path | None = None
     """Where every function's code is (tests point a template at their own handlers); None: each function's
     `aws:asset:path`, beside the template, as `cdk synth` wrote it."""
+    region: str | None = None
+    """The region the stack is deployed in (its resources, ARNs and functions' `AWS_REGION`); None: the
+    runtime's (`RuntimeOptions.region`)."""
 
 
 @dataclass

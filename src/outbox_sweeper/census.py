@@ -193,7 +193,10 @@ class Census:
             indexed = FAILED_INDEX_PARTITION_KEY in item and FAILED_INDEX_SORT_KEY in item
             if status == OutboxStatus.FAILED and not indexed:
                 self._unindexed += 1
-                if len(self.unindexed) < UNINDEXED_LISTED:
+                # Across regions, only the row's owner writes it (two regions writing one row race under
+                # last-writer-wins).
+                ours = self._owns is None or self._owns(item)
+                if ours and len(self.unindexed) < UNINDEXED_LISTED:
                     self.unindexed.append(key)
 
     def _enter(self, key: RowKey) -> None:

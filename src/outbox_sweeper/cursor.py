@@ -9,6 +9,9 @@ A pass that ends within one run (the table holds little, as it should) reports i
 spans runs (millions of rows after an outage) reports, figure by figure, the larger of the last complete
 pass's and what the current pass has counted so far: an alarm on them neither misses a row it saw a minute ago
 nor fires late on one it has not reached yet. A change in the number of segments starts a new pass.
+
+Across regions (outbox.regions) each region's sweeper keeps its own cursor, `#sweeper#<region>`: the table is
+replicated, and two regions writing one item would overwrite each other's position (last writer wins).
 """
 
 from __future__ import annotations
@@ -45,13 +48,18 @@ class CursorStore(Protocol):
 
 
 class DynamoDBCursorStore:
-    def __init__(self, client: Any, table_name: str) -> None:
+    def __init__(self, client: Any, table_name: str, *, region: str | None = None) -> None:
         self._client = client
         self._table = table_name
+        self._key = SWEEPER_CURSOR_KEY if region is None else f"{SWEEPER_CURSOR_KEY}#{region}"
 
     def load(self, segment: int, segments: int) -> Cursor:
         response = call(
-            "GetItem", self._client.get_item, TableName=self._table, Key=_key(segment), ConsistentRead=True
+            "GetItem",
+            self._client.get_item,
+            TableName=self._table,
+            Key=_key(self._key, segment),
+            ConsistentRead=True,
         )
         item = response.get("Item")
         if not item:
@@ -59,11 +67,16 @@ class DynamoDBCursorStore:
         return decode(item, segments)
 
     def save(self, segment: int, cursor: Cursor) -> None:
-        call("PutItem", self._client.put_item, TableName=self._table, Item=_key(segment) | encode(cursor))
+        call(
+            "PutItem",
+            self._client.put_item,
+            TableName=self._table,
+            Item=_key(self._key, segment) | encode(cursor),
+        )
 
 
-def _key(segment: int) -> dict[str, Any]:
-    return {PARTITION_KEY: {"S": SWEEPER_CURSOR_KEY}, SORT_KEY: {"N": str(segment)}}
+def _key(partition: str, segment: int) -> dict[str, Any]:
+    return {PARTITION_KEY: {"S": partition}, SORT_KEY: {"N": str(segment)}}
 
 
 def encode(cursor: Cursor) -> dict[str, Any]:

@@ -70,6 +70,7 @@ def build_sweeper(
     """Wires the sweeper; tests pass their own ports, clock and sleep."""
     table = config.publisher.table_name
     dynamodb = invocation_client("dynamodb")
+    regions = config.publisher.regions
     engine = build_engine(
         config.publisher,
         destinations=destinations,
@@ -85,7 +86,7 @@ def build_sweeper(
     return Sweeper(
         engine=engine,
         scan=scan or DynamoDBTableScan(dynamodb, table),
-        cursors=cursors or DynamoDBCursorStore(dynamodb, table),
+        cursors=cursors or DynamoDBCursorStore(dynamodb, table, region=regions.region if regions else None),
         claimer=claimer or DynamoDBRowClaimer(dynamodb, table),
         indexer=indexer or DynamoDBFailedIndexer(dynamodb, table),
         grace=config.publisher.sweep_grace,
@@ -93,8 +94,8 @@ def build_sweeper(
         clock=clock,
         random=random,
         retry=retry,
-        regions=RegionalSweep(region_store or DynamoDBRegionStore(dynamodb, table), config.publisher.regions)
-        if config.publisher.regions is not None
+        regions=RegionalSweep(region_store or DynamoDBRegionStore(dynamodb, table), regions)
+        if regions is not None
         else None,
     )
 

@@ -24,6 +24,7 @@ from datetime import datetime
 from typing import Any
 
 from outbox.errors import OutboxError
+from outbox.model import REDRIVEN_AT
 from outbox.regions import (
     Heartbeat,
     Ownership,
@@ -100,9 +101,11 @@ class RegionRun:
         row = self.row(due)
         return self.ownership.taken(row) or self.ownership.from_before_resume(row, due.occurred_at)
 
-    def verdict(self, due: DueRow) -> TakenVerdict | None:
-        """What a taker's record says of a due row that needs one (None: publish it as usual)."""
-        if not self.needs_record(due):
+    def verdict(self, due: DueRow, claimed_row: Mapping[str, Any]) -> TakenVerdict | None:
+        """What a taker's record says of a due row that needs one (None: publish it as usual). A row an
+        operator redrove is published as they decided (a late replica redriven goes out after its
+        successors: their choice, `outbox redrive`)."""
+        if not self.needs_record(due) or REDRIVEN_AT in claimed_row:
             return None
         record = self.records.get(due.key.aggregate_key)
         return record.verdict(due.key.seq) if record is not None else None

@@ -269,7 +269,7 @@ class Sweeper:
             if claim.claim is Claim.CLAIMED and claim.row is not None:
                 report.claimed += 1
                 candidate = Candidate.from_row(_ref(row.key), claim.row, source={"swept_by": lease.owner})
-                if region is not None and (verdict := region.verdict(row)) is not None:
+                if region is not None and (verdict := region.verdict(row, claim.row)) is not None:
                     late, out = self._taken_over(verdict, row, candidate.but(lease=lease), region, deadline)
                     candidates.extend(late)
                     known, stopped = (PredecessorState.OUT, False) if out else (known, True)

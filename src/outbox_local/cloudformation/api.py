@@ -56,7 +56,7 @@ class CloudFormationApi:
             if scope is None or scope[1] != "cloudformation" or environ.get("REQUEST_METHOD") != "POST":
                 return app(environ, start_response)
             length = int(environ.get("CONTENT_LENGTH") or 0)
-            status, body = self.handle(wire.Request(environ["wsgi.input"].read(length)))
+            status, body = self.handle(wire.Request(environ["wsgi.input"].read(length), region=scope[0]))
             start_response(status, [("Content-Type", "text/xml"), ("Content-Length", str(len(body)))])
             return [body]
 
@@ -226,6 +226,7 @@ class CloudFormationApi:
             description=request.get("Description"),
             capabilities=tuple(request.members("Capabilities")),
             tags=tuple((tag["Key"], tag.get("Value", "")) for tag in request.members("Tags")),
+            region=request.region,
         )
 
     def _describe_change_set(self, request: wire.Request) -> Result:

@@ -37,7 +37,7 @@ from outbox_local.cloudformation.parameters import ssm_reader
 from outbox_local.cloudformation.template_text import s3_location
 from outbox_local.errors import ProvisioningError, TemplateError
 from outbox_local.provisioning.cloudformation import stack_outputs
-from outbox_local.provisioning.removal import remove, retained
+from outbox_local.provisioning.removal import remove, remove_global_table, retained
 from outbox_local.stacks import DeployedStack, StackDefinition
 from outbox_local.template import ResolvedResource, Resource, Template
 
@@ -58,10 +58,11 @@ class RuntimeStackHost:
         self._clients = clients
         self._stack_set = stack_set
         self.region = runtime.options.region
-        self._left: dict[str, tuple[Template, dict[str, tuple[str, ResolvedResource]], bool]] = {}
+        self._left: dict[str, tuple[Template, dict[str, tuple[str, ResolvedResource]], bool, str | None]] = {}
         """By stack, what is no longer running but still in moto: what a failed create made (until its
         rollback removes it), what a delete could not remove (until a retried delete does); and whether
-        removing it is a create's rollback (a `RetainExceptOnCreate` resource goes then)."""
+        removing it is a create's rollback (a `RetainExceptOnCreate` resource goes then); and the stack's
+        region."""
 
     # --- reading ---------------------------------------------------------------------------------------
 
@@ -74,9 +75,10 @@ class RuntimeStackHost:
     def _running(self, deployed: DeployedStack) -> RunningStack:
         definition = deployed.definition
         resources = deployed.provisioned.resources
+        region = definition.region or self.region
         resolver = resolver_over(
             definition.template,
-            region=self.region,
+            region=region,
             stack_name=definition.name,
             parameter_values=definition.parameter_values,
             resources=resources,
@@ -88,7 +90,7 @@ class RuntimeStackHost:
                 template=definition.template,
                 parameter_values=definition.parameter_values,
                 resources=resources,
-                region=self.region,
+                region=region,
                 stack_name=definition.name,
             ),
             outputs=stack_outputs(definition.template, resolver, deployed.outputs),
@@ -123,7 +125,10 @@ class RuntimeStackHost:
     def create(
         self, name: str, stack_id: str, template: Template, values: Mapping[str, str], progress: Progress
     ) -> None:
-        definition = StackDefinition(name, template, parameter_values=dict(values))
+        # The stack's region is the one its id names: the region of the request that created it.
+        definition = StackDefinition(
+            name, template, parameter_values=dict(values), region=stack_id.split(":")[3]
+        )
         made = _Made(progress, existing={})
         stacks = self._stack_set()
         with stacks.lock:
@@ -135,7 +140,7 @@ class RuntimeStackHost:
                     exports=self.exports(),
                 )
             except Exception:
-                self._left[name] = (template, made.resources, True)
+                self._left[name] = (template, made.resources, True, definition.region)
                 raise
             stacks.attach(definition, provisioned, outputs, stack_id=stack_id, created_at=self._now())
 
@@ -158,7 +163,11 @@ class RuntimeStackHost:
             modified = {c.logical_id for c in changes if c.action not in {ADD, REMOVE}}
             # The code root a stack started with (tests' own handlers) stays its code root.
             definition = StackDefinition(
-                name, template, parameter_values=dict(values), code_root=current.definition.code_root
+                name,
+                template,
+                parameter_values=dict(values),
+                code_root=current.definition.code_root,
+                region=current.definition.region,
             )
             made = _Made(progress, existing=dict(current.provisioned.resources), modified=modified)
             try:
@@ -170,7 +179,7 @@ class RuntimeStackHost:
                     exports=exports,
                 )
             except Exception:
-                self._remove(template, made.added, progress, rollback=True)
+                self._remove(template, made.added, progress, rollback=True, region=definition.region)
                 raise
             detached = stacks.detach(name)
             # Read once the runners stopped: nothing moves them on any more. A mapping whose stream changed
@@ -186,7 +195,7 @@ class RuntimeStackHost:
                 for c in changes
                 if c.action == REMOVE
             }
-            self._remove(before.template, removed, progress)
+            self._remove(before.template, removed, progress, region=definition.region)
             stacks.attach(
                 definition,
                 provisioned,
@@ -203,18 +212,18 @@ class RuntimeStackHost:
         stacks = self._stack_set()
         with stacks.lock:
             if name in self._left:
-                template, resources, rollback = self._left.pop(name)
+                template, resources, rollback, region = self._left.pop(name)
             elif name in stacks.stacks:
                 self._refuse_exports_in_use(name)
                 detached = stacks.detach(name)
                 template, resources = detached.definition.template, dict(detached.provisioned.resources)
-                rollback = False
+                rollback, region = False, detached.definition.region
             else:
                 return []
-            failed = self._remove(template, resources, progress, rollback=rollback)
+            failed = self._remove(template, resources, progress, rollback=rollback, region=region)
             if failed:
                 left = {logical_id: resources[logical_id] for logical_id in failed}
-                self._left[name] = (template, left, rollback)
+                self._left[name] = (template, left, rollback, region)
             return failed
 
     # --- internals -------------------------------------------------------------------------------------
@@ -238,8 +247,12 @@ class RuntimeStackHost:
         progress: Progress,
         *,
         rollback: bool = False,
+        region: str | None = None,
     ) -> list[str]:
-        """Delete `resources` from moto, dependents first; the logical ids that could not be deleted."""
+        """Delete `resources` from moto (in the stack's `region`; None: the runtime's), dependents first;
+        the logical ids that could not be deleted."""
+        stacks = self._stack_set()
+        clients = stacks.clients_in(region or self.region)
         order = [r.logical_id for r in _dependency_order(template) if r.logical_id in resources]
         order += [logical_id for logical_id in resources if logical_id not in order]
         failed = []
@@ -252,7 +265,12 @@ class RuntimeStackHost:
                 continue
             progress(logical_id, kind, resolved.ref, "DELETE_IN_PROGRESS", None)
             try:
-                remove(self._clients, kind, resolved)
+                if kind == "AWS::DynamoDB::GlobalTable":
+                    # Replication stops first: no write is replicated into a replica being deleted.
+                    replicas = self._runtime.replication.remove_table(resolved.ref)
+                    remove_global_table(stacks.regional_client, replicas or [region or self.region], resolved)
+                else:
+                    remove(clients, kind, resolved)
             except ClientError as error:
                 failed.append(logical_id)
                 progress(logical_id, kind, resolved.ref, "DELETE_FAILED", _reason(error))

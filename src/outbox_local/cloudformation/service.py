@@ -158,7 +158,9 @@ class CloudFormationService:
         description: str | None = None,
         capabilities: tuple[str, ...] = (),
         tags: tuple[tuple[str, str], ...] = (),
+        region: str | None = None,
     ) -> tuple[ChangeSet, StackRecord]:
+        """`region`: the request's; a stack it creates lives there (its id names it). None: the runtime's."""
         with self._lock:
             record = next((r for r in self.stacks() if stack_name in {r.name, r.stack_id}), None)
             if change_set_type == "CREATE":
@@ -172,6 +174,9 @@ class CloudFormationService:
                 raise validation_error(
                     f"Stack:{record.stack_id} is in {record.status} state and can not be updated."
                 )
+            if record is not None and record.stack_id.startswith("arn:"):
+                region = record.stack_id.split(":")[3]  # an existing stack stays where it is
+            region = region or self.host.region
             if use_previous_template:
                 if record is None or not record.template_text:
                     raise validation_error("UsePreviousTemplate is only for an existing stack")
@@ -183,19 +188,17 @@ class CloudFormationService:
                 values, resolved = parameters.settle(
                     template, given, record.parameters if record else {}, use_previous, self.host.read_ssm
                 )
-                resolver = Resolver(
-                    template, region=self.host.region, stack_name=stack_name, parameter_values=resolved
-                )
+                resolver = Resolver(template, region=region, stack_name=stack_name, parameter_values=resolved)
                 parameters.check_rules(template, resolver)
             except TemplateError as error:
                 raise validation_error(str(error)) from error
             if record is None:
-                record = StackRecord(stack_name, stack_id(self.host.region, stack_name), self._clock())
+                record = StackRecord(stack_name, stack_id(region, stack_name), self._clock())
                 record.event(REVIEW_IN_PROGRESS, self._clock(), reason="User Initiated")
                 self.records[stack_name] = record
             change_set = ChangeSet(
                 name=change_set_name,
-                arn=change_set_arn(self.host.region, change_set_name),
+                arn=change_set_arn(region, change_set_name),
                 change_set_type=change_set_type,
                 template_text=template_text,
                 parameters=values,

@@ -29,7 +29,9 @@ def signed_for(authorization: str) -> tuple[str, str] | None:
 class Request:
     """One query-protocol request's parameters, with the flattened lists and maps read back."""
 
-    def __init__(self, body: bytes | str) -> None:
+    def __init__(self, body: bytes | str, region: str | None = None) -> None:
+        """`region`: the one the request was signed for (its SigV4 scope), where a stack it creates lives."""
+        self.region = region
         text = body.decode("utf-8") if isinstance(body, bytes) else body
         self.params: dict[str, str] = {
             key: values[-1] for key, values in parse_qs(text, keep_blank_values=True).items()

@@ -20,6 +20,7 @@ from outbox_local.cloudformation.records import SavedRecords
 from outbox_local.local_apis import LocalApis
 from outbox_local.persistence import Persistence, Snapshot, moto_state
 from outbox_local.provisioning import ProvisionedStack
+from outbox_local.replication import Replicator, ReplicatorState
 from outbox_local.runtime_options import RuntimeOptions
 from outbox_local.stack_set import StackSet
 from outbox_local.stacks import DeployedStack, StackDefinition
@@ -47,6 +48,11 @@ class SavedRuntime:
     from it, so a restart notifies no change that did not happen)."""
     cloudformation: SavedRecords | None = None
     """What CloudFormation describes of the stacks: statuses, events, parameters as given, deleted stacks."""
+    replication: ReplicatorState | None = None
+    cut_regions: frozenset[str] = frozenset()
+    """Regions cut off (`LocalRuntime.cut_region`): a restart keeps them so."""
+    """The global tables' replication: where it read each replica's stream, the writes queued (a cut
+    region's), each item's last write time per replica."""
 
 
 class StacksHeld:
@@ -79,10 +85,15 @@ def saved_runtime(
     api_urls: Mapping[str, str],
     alarms: AlarmEvaluator | None,
     records: SavedRecords | None = None,
+    *,
+    replication: ReplicatorState | None = None,
+    cut_regions: frozenset[str] = frozenset(),
 ) -> SavedRuntime:
     """The runtime's stacks and alarm states as a snapshot holds them (read during a cut)."""
     return SavedRuntime(
         cloudformation=records,
+        replication=replication,
+        cut_regions=cut_regions,
         alarm_states=alarms.states() if alarms is not None else {},
         stacks=tuple(
             SavedStack(
@@ -121,13 +132,23 @@ def restore_moto(snapshot: Snapshot | None) -> None:
         moto_state.restore(snapshot.moto)
 
 
-def restore(snapshot: Snapshot, stacks: StackSet, apis: LocalApis, alarms: AlarmEvaluator | None) -> None:
+def restore(
+    snapshot: Snapshot,
+    stacks: StackSet,
+    apis: LocalApis,
+    alarms: AlarmEvaluator | None,
+    replication: Replicator | None = None,
+) -> None:
     """Every saved stack attached, in its place (nothing provisioned; moto's backends were restored before
     the endpoint served: `restore_moto`), each HTTP API on the port it had, so the URLs its outputs and its
     clients know still answer."""
     saved: SavedRuntime = snapshot.runtime
     if alarms is not None:
         alarms.resume(saved.alarm_states)
+    # getattr: a snapshot written before replication was kept has none.
+    replicated = getattr(saved, "replication", None)
+    if replication is not None and replicated is not None:
+        replication.resume(replicated)
     for stack in saved.stacks:
         for api_id, url in stack.api_urls.items():
             apis.reserve(api_id, url)

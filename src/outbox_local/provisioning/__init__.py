@@ -18,6 +18,7 @@ from typing import Any
 from outbox_local.errors import EndpointUnavailableError, ProvisioningError, UnsupportedResourceError
 from outbox_local.provisioning import (
     apigateway,
+    custom_aws,
     dynamodb,
     events,
     eventschemas,
@@ -29,11 +30,13 @@ from outbox_local.provisioning import (
 )
 from outbox_local.provisioning.context import (
     Clients,
+    GlobalTables,
     Handler,
     MappingSpec,
     ProvisionedStack,
     ProvisioningContext,
     QueueMappingSpec,
+    RegionalClients,
     RouteSpec,
     ScheduleSpec,
 )
@@ -41,6 +44,7 @@ from outbox_local.template import ResolvedResource, Resolver, Resource, Template
 
 __all__ = [
     "REAPPLIED_TYPES",
+    "GlobalTables",
     "MappingSpec",
     "Progress",
     "ProvisionedStack",
@@ -61,6 +65,7 @@ HANDLERS: dict[str, Handler] = {
     **lambda_.HANDLERS,
     **apigateway.HANDLERS,
     **s3.HANDLERS,
+    **custom_aws.HANDLERS,
 }
 
 # Resource types that need nothing locally, and why. Listing them is a decision, not an oversight.
@@ -87,6 +92,8 @@ REAPPLIED_TYPES: frozenset[str] = frozenset(
         "AWS::Events::Rule",
         "AWS::CloudWatch::Alarm",
         "AWS::CloudWatch::Dashboard",
+        # An update makes its call again: what it read may have changed (a stream ARN).
+        "Custom::AWS",
     }
 )
 
@@ -117,6 +124,8 @@ class Provisioner:
         retry_delay_s: float = 0.0,
         asset_store: Path | None = None,
         progress: Progress | None = None,
+        regional_clients: RegionalClients | None = None,
+        global_tables: GlobalTables | None = None,
     ) -> None:
         self.stack = ProvisionedStack()
         self._progress = progress
@@ -129,6 +138,8 @@ class Provisioner:
             code_root_override=code_root_override,
             retry_delay_s=retry_delay_s,
             asset_store=asset_store,
+            regional_clients=regional_clients,
+            global_tables=global_tables,
         )
 
     def provision(self, keep: Mapping[str, tuple[str, ResolvedResource]] | None = None) -> ProvisionedStack:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from outbox_local.errors import UnsupportedResourceError
 from outbox_local.functions import FunctionSpec
@@ -15,6 +15,16 @@ from outbox_local.stream_mapping import MappingSettings
 from outbox_local.template import ACCOUNT_ID, ResolvedResource, Resolver, Resource, Template, physical_name
 
 Clients = Callable[[str], Any]
+RegionalClients = Callable[[str, str], Any]
+"""(service, region) -> an internal client in that region."""
+
+
+class GlobalTables(Protocol):
+    """What replicates a global table's replicas (`outbox_local.replication.Replicator`)."""
+
+    def add_table(self, table: str, regions: Sequence[str]) -> None: ...
+
+    def remove_table(self, table: str) -> tuple[str, ...] | None: ...
 
 
 @dataclass(frozen=True)
@@ -89,6 +99,10 @@ class ProvisioningContext:
     """Set: functions' code comes from where the template says, `Code.S3Bucket`/`S3Key` (a `cdk deploy`d
     stack: cdk-assets uploaded it to the runtime's S3) or `Code.ZipFile`, extracted here. None: from the
     `aws:asset:path` metadata beside the template (cdk.out, for the stack `outbox local up` starts with)."""
+    regional_clients: RegionalClients | None = None
+    """Clients in other regions than the stack's (a global table's replicas); None: none."""
+    global_tables: GlobalTables | None = None
+    """Where a global table's replicas are registered for replication; None: global tables are refused."""
 
     @property
     def region(self) -> str:

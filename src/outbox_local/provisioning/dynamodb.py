@@ -1,9 +1,11 @@
-"""DynamoDB tables, with their streams, indexes and TTL."""
+"""DynamoDB tables, with their streams, indexes and TTL; global tables as one moto table per replica region,
+replicated by the runtime (`outbox_local.replication`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from outbox_local.errors import UnsupportedResourceError
 from outbox_local.provisioning.context import Handler, ProvisioningContext, cfn_bool, check
 from outbox_local.template import ResolvedResource, Resource
 
@@ -30,7 +32,12 @@ def table(ctx: ProvisioningContext, resource: Resource, p: dict[str, Any]) -> Re
         # Backups and insights have no local behaviour worth emulating.
         {"PointInTimeRecoverySpecification", "ContributorInsightsSpecification", "WarmThroughput"},
     )
-    name = ctx.name(resource, p, "TableName")
+    return _create_table(ctx.clients, {**p, "TableName": ctx.name(resource, p, "TableName")})
+
+
+def _create_table(clients: Any, p: dict[str, Any]) -> ResolvedResource:
+    """One table in the clients' region, as the template describes it (`TableName` settled)."""
+    name = str(p["TableName"])
     request: dict[str, Any] = {
         "TableName": name,
         "KeySchema": p["KeySchema"],
@@ -55,7 +62,7 @@ def table(ctx: ProvisioningContext, resource: Resource, p: dict[str, Any]) -> Re
             "StreamEnabled": True,
             "StreamViewType": stream["StreamViewType"],
         }
-    dynamodb = ctx.clients("dynamodb")
+    dynamodb = clients("dynamodb")
     description = dynamodb.create_table(**request)["TableDescription"]
     ttl = p.get("TimeToLiveSpecification")
     if ttl and ttl.get("Enabled"):
@@ -67,6 +74,117 @@ def table(ctx: ProvisioningContext, resource: Resource, p: dict[str, Any]) -> Re
     if "LatestStreamArn" in description:
         attributes["StreamArn"] = description["LatestStreamArn"]
     return ResolvedResource(ref=name, attributes=attributes)
+
+
+_REPLICA_SETTINGS_IGNORED = {
+    # Backups, insights, capacity and resource policies have no local behaviour worth emulating.
+    "PointInTimeRecoverySpecification",
+    "ContributorInsightsSpecification",
+    "ReadProvisionedThroughputSettings",
+    "ReadOnDemandThroughputSettings",
+    "GlobalSecondaryIndexes",
+    "ResourcePolicy",
+    "ReplicaStreamSpecification",
+    "SSESpecification",
+    "WarmThroughput",
+}
+
+
+def global_table(ctx: ProvisioningContext, resource: Resource, p: dict[str, Any]) -> ResolvedResource:
+    """`AWS::DynamoDB::GlobalTable` (version 2019.11.21, what CDK's TableV2 synthesizes): a table of the same
+    name in each replica's region, each with the template's stream, and the runtime's replicator between
+    them. The stack's region must be one of the replicas, as CloudFormation requires."""
+    check(
+        resource,
+        p,
+        {
+            "TableName",
+            "KeySchema",
+            "AttributeDefinitions",
+            "BillingMode",
+            "GlobalSecondaryIndexes",
+            "LocalSecondaryIndexes",
+            "StreamSpecification",
+            "TimeToLiveSpecification",
+            "SSESpecification",
+            "Replicas",
+            "MultiRegionConsistency",
+        },
+        {"WriteProvisionedThroughputSettings", "WriteOnDemandThroughputSettings", "WarmThroughput"},
+    )
+    if str(p.get("MultiRegionConsistency", "EVENTUAL")) != "EVENTUAL":
+        raise UnsupportedResourceError(
+            f"{resource.logical_id}: MultiRegionConsistency {p['MultiRegionConsistency']} (strongly "
+            "consistent global tables have no streams): only EVENTUAL global tables are emulated"
+        )
+    replicas = list(p.get("Replicas") or [])
+    regions = [str(replica["Region"]) for replica in replicas]
+    if ctx.region not in regions:
+        raise UnsupportedResourceError(
+            f"{resource.logical_id}: Replicas {regions} do not hold the stack's region {ctx.region}, which "
+            "CloudFormation requires"
+        )
+    if len(regions) > 1 and not p.get("StreamSpecification"):
+        raise UnsupportedResourceError(
+            f"{resource.logical_id}: a global table with more than one replica needs a StreamSpecification"
+        )
+    if len(regions) > 1 and (ctx.regional_clients is None or ctx.global_tables is None):
+        raise UnsupportedResourceError(f"{resource.logical_id}: this runtime replicates no global table")
+    for replica in replicas:
+        check(
+            resource,
+            replica,
+            {"Region", "DeletionProtectionEnabled", "Tags", "TableClass"},
+            _REPLICA_SETTINGS_IGNORED,
+        )
+    name = ctx.name(resource, p, "TableName")
+    table_properties: dict[str, Any] = {
+        key: p[key]
+        for key in (
+            "KeySchema",
+            "AttributeDefinitions",
+            "GlobalSecondaryIndexes",
+            "LocalSecondaryIndexes",
+            "StreamSpecification",
+            "TimeToLiveSpecification",
+            "SSESpecification",
+        )
+        if key in p
+    }
+    table_properties["TableName"] = name
+    if "GlobalSecondaryIndexes" in p:  # their write capacity settings are the global table's: not emulated
+        table_properties["GlobalSecondaryIndexes"] = [
+            {key: index[key] for key in ("IndexName", "KeySchema", "Projection")}
+            for index in p["GlobalSecondaryIndexes"]
+        ]
+    table_properties["BillingMode"] = p.get("BillingMode", "PROVISIONED")
+    made: dict[str, ResolvedResource] = {}
+    for replica in sorted(replicas, key=lambda r: r["Region"] != ctx.region):  # the stack's region first
+        own = {
+            key: replica[key] for key in ("DeletionProtectionEnabled", "Tags", "TableClass") if key in replica
+        }
+        region = str(replica["Region"])
+        clients = ctx.clients if region == ctx.region else _in(ctx, region)
+        made[region] = _create_table(clients, {**table_properties, **own})
+    if ctx.global_tables is not None:
+        ctx.global_tables.add_table(name, regions)
+    home = made[ctx.region]
+    description = ctx.clients("dynamodb").describe_table(TableName=name)["Table"]
+    return ResolvedResource(
+        ref=name,
+        attributes={**home.attributes, "TableId": description.get("TableId", name)},
+    )
+
+
+def _in(ctx: ProvisioningContext, region: str) -> Any:
+    regional = ctx.regional_clients
+    if regional is None:
+        raise UnsupportedResourceError(f"this runtime has no clients in {region}")
+
+    def clients(service: str) -> Any:
+        return regional(service, region)
+
+    return clients
 
 
 def _encryption(specification: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -83,4 +201,5 @@ def _encryption(specification: dict[str, Any] | None) -> dict[str, Any] | None:
 
 HANDLERS: dict[str, Handler] = {
     "AWS::DynamoDB::Table": table,
+    "AWS::DynamoDB::GlobalTable": global_table,
 }

@@ -24,6 +24,7 @@ from outbox_local.provisioning.context import (
     cfn_bool,
     check,
 )
+from outbox_local.provisioning.custom_aws import serves_only_custom_resources
 from outbox_local.stream_mapping import NO_LIMIT, MappingSettings
 from outbox_local.template import ResolvedResource, Resource
 
@@ -59,12 +60,18 @@ def function(ctx: ProvisioningContext, resource: Resource, p: dict[str, Any]) ->
         },
     )
     runtime = str(p.get("Runtime", ""))
+    name = ctx.name(resource, p, "FunctionName", 64)
+    arn = ctx.arn("lambda", f"function:{name}")
+    if not runtime.startswith("python") and serves_only_custom_resources(
+        ctx.template.resources, resource.logical_id
+    ):
+        # CDK's AwsCustomResource provider (Node.js): the runtime makes its calls itself
+        # (`outbox_local.provisioning.custom_aws`), so it is never run, nor hosted.
+        return ResolvedResource(ref=name, attributes={"Arn": arn})
     if not runtime.startswith("python"):
         raise UnsupportedResourceError(
             f"{resource.logical_id}: runtime {runtime or '(container image)'} cannot run in process"
         )
-    name = ctx.name(resource, p, "FunctionName", 64)
-    arn = ctx.arn("lambda", f"function:{name}")
     environment = {
         key: str(value) for key, value in (p.get("Environment") or {}).get("Variables", {}).items()
     }
@@ -80,6 +87,7 @@ def function(ctx: ProvisioningContext, resource: Resource, p: dict[str, Any]) ->
         # At most this many environments at once; 0 throttles every invocation (`FunctionHost.invoke`).
         reserved_concurrency=_reserved_concurrency(resource, p.get("ReservedConcurrentExecutions")),
         kms_key_arn=_environment_key(ctx, resource, p.get("KmsKeyArn")),
+        region=ctx.region,
     )
     ctx.stack.functions.append(spec)
     return ResolvedResource(ref=name, attributes={"Arn": arn})

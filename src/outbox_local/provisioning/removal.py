@@ -10,7 +10,7 @@ still holds objects is not deleted and its error is reported, as CloudFormation'
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -72,7 +72,20 @@ NOTHING_TO_REMOVE: dict[str, str] = {
     "AWS::Lambda::EventInvokeConfig": "kept with the function by the runtime",
     "AWS::ApiGatewayV2::Api": "the runtime serves HTTP APIs itself (detach_stack stops them)",
     "AWS::ApiGatewayV2::Route": "served by the runtime's HTTP API",
+    "Custom::AWS": "its call was made at deploy time; an onDelete call is refused at deploy",
 }
+
+
+def remove_global_table(
+    regional_clients: Callable[[str, str], Any], regions: Sequence[str], resolved: ResolvedResource
+) -> None:
+    """A global table: its replica in each of `regions` (the caller stopped replicating it first)."""
+    for region in regions:
+        try:
+            regional_clients("dynamodb", region).delete_table(TableName=resolved.ref)
+        except ClientError as error:
+            if error.response["Error"]["Code"] not in _GONE:
+                raise
 
 
 def remove(clients: Clients, resource_type: str, resolved: ResolvedResource) -> None:

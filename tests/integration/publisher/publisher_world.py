@@ -26,6 +26,7 @@ from outbox_publisher.dynamodb_rows import DynamoDBRowUpdater
 from outbox_publisher.handler import Publisher, build_publisher, handle
 from outbox_publisher.leases import DynamoDBRowClaimer
 from outbox_publisher.predecessors import DynamoDBPredecessorReader
+from outbox_publisher.region_store import DynamoDBRegionStore
 from outbox_publisher.routing import Destination
 from outbox_sweeper.config import SweeperConfig
 from outbox_sweeper.cursor import DynamoDBCursorStore
@@ -73,12 +74,16 @@ class World:
         events_client: Any = None,
         sqs_client: Any = None,
         dynamodb_client: Any = None,
+        region_store: Any = None,
         **env: str,
     ) -> Publisher:
         """The real adapters on moto clients (or on the given wrappers), fake clock and sleep."""
         config = PublisherConfig.from_env(self.env(**env))
         return build_publisher(
-            config, **self._ports(config, sns_client, events_client, sqs_client, dynamodb_client)
+            config,
+            **self._ports(config, sns_client, events_client, sqs_client, dynamodb_client),
+            region_store=region_store
+            or DynamoDBRegionStore(dynamodb_client or self.dynamodb, config.table_name),
         )
 
     def sweeper(
@@ -88,14 +93,17 @@ class World:
         events_client: Any = None,
         sqs_client: Any = None,
         dynamodb_client: Any = None,
+        region_store: Any = None,
         **env: str,
     ) -> Sweeper:
         """The sweeper as deployed, on the same real adapters, fake clock and sleep."""
         config = SweeperConfig.from_env(self.env(**env))
+        table = config.publisher.table_name
         return build_sweeper(
             config,
             **self.sweeper_tables(config, dynamodb_client),
             **self._ports(config.publisher, sns_client, events_client, sqs_client, dynamodb_client),
+            region_store=region_store or DynamoDBRegionStore(dynamodb_client or self.dynamodb, table),
         )
 
     def sweeper_tables(self, config: SweeperConfig, dynamodb_client: Any = None) -> dict[str, Any]:
@@ -104,7 +112,9 @@ class World:
         table = config.publisher.table_name
         return {
             "scan": DynamoDBTableScan(dynamodb, table),
-            "cursors": DynamoDBCursorStore(dynamodb, table),
+            "cursors": DynamoDBCursorStore(
+                dynamodb, table, region=config.publisher.regions.region if config.publisher.regions else None
+            ),
             "indexer": DynamoDBFailedIndexer(dynamodb, table),
         }
 
@@ -147,9 +157,9 @@ class World:
             "random": lambda: 0.5,
         }
 
-    def write(self, *events: OutboxEvent) -> None:
+    def write(self, *events: OutboxEvent, origin: str | None = None) -> None:
         """Rows written the way the library writes them: one transaction per aggregate's events."""
-        writer = OutboxWriter(self.tables.outbox)
+        writer = OutboxWriter(self.tables.outbox, origin=origin)
         for event in events:
             transaction = Transaction()
             writer.append(transaction, event)

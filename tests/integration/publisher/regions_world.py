@@ -1,0 +1,121 @@
+"""Two regions on moto (us-east-1 and eu-west-1, each its own `outbox` table), publishing to the same
+destinations so that a duplicate across regions shows, and the replication between the two tables done
+EXPLICITLY by the test (`Replication`): what global tables do asynchronously, item by item, here happens when
+a test says so, for the items it says. (The project's in-process replicator, outbox_local.replication,
+emulates it faithfully; these tests name each copy instead, to place a fault exactly.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from datetime import timedelta
+from typing import Any
+
+import boto3
+
+from outbox_sweeper.sweep import Sweeper, SweepReport
+from tests.integration.publisher.publisher_world import World
+from tests.support.aws import create_tables, scan_all
+
+A, B = "us-east-1", "eu-west-1"
+"""A is the home region (first in the ring)."""
+INTERVAL = timedelta(seconds=60)
+TAKEOVER = timedelta(seconds=300)
+"""The shortest takeover time these settings allow: 3 x the interval + the timeout."""
+MARGIN = timedelta(seconds=240)
+"""The sweeper's timeout (120 s) + 2 x the interval."""
+
+Key = tuple[str, str]
+
+
+def region_env(region: str) -> dict[str, str]:
+    return {
+        "OUTBOX_REGIONS": f"{A},{B}",
+        "OUTBOX_REGION": region,
+        "OUTBOX_TAKEOVER_AFTER_SECONDS": str(int(TAKEOVER.total_seconds())),
+        "OUTBOX_SWEEP_INTERVAL_SECONDS": str(int(INTERVAL.total_seconds())),
+        "OUTBOX_SWEEPER_TIMEOUT_SECONDS": "120",
+    }
+
+
+def key_of(item: dict[str, Any]) -> Key:
+    return item["aggregate_key"]["S"], item["seq"]["N"]
+
+
+@dataclass
+class Replication:
+    """Copies the writes made in one table since the last copy into the other, when told (no echo: an item
+    copied in is not a write of the table it was copied into)."""
+
+    worlds: dict[str, World]
+    seen: dict[str, dict[Key, dict[str, Any]]] = field(default_factory=dict)
+
+    def copy(self, source: str, target: str, *, hold: Callable[[Key], bool] = lambda _key: False) -> int:
+        """Copies `source`'s writes since the last copy into `target`, except the items `hold` keeps back
+        (they are copied by a later call). Returns how many writes it copied."""
+        src, dst = self.worlds[source], self.worlds[target]
+        seen_src = self.seen.setdefault(source, {})
+        seen_dst = self.seen.setdefault(target, {})
+        now = {key_of(item): item for item in scan_all(src.dynamodb, src.tables.outbox)}
+        copied = 0
+        for key, item in now.items():
+            if seen_src.get(key) != item and not hold(key):
+                dst.dynamodb.put_item(TableName=dst.tables.outbox, Item=item)
+                seen_src[key] = seen_dst[key] = item
+                copied += 1
+        for key in [key for key in seen_src if key not in now and not hold(key)]:
+            dst.dynamodb.delete_item(
+                TableName=dst.tables.outbox,
+                Key={"aggregate_key": {"S": key[0]}, "seq": {"N": key[1]}},
+            )
+            del seen_src[key]
+            seen_dst.pop(key, None)
+            copied += 1
+        return copied
+
+    def both(self) -> None:
+        self.copy(A, B)
+        self.copy(B, A)
+
+
+@dataclass
+class TwoRegions:
+    worlds: dict[str, World]
+    replication: Replication
+    sweepers: dict[str, Sweeper] = field(default_factory=dict)
+
+    def world(self, region: str) -> World:
+        return self.worlds[region]
+
+    def sweeper(self, region: str, **options: Any) -> Sweeper:
+        return self.worlds[region].sweeper(**region_env(region), **options)
+
+    def sweep(self, region: str, sweeper: Sweeper | None = None) -> SweepReport:
+        if sweeper is None:
+            sweeper = self.sweepers.setdefault(region, self.sweeper(region))
+        return self.worlds[region].sweep(sweeper)
+
+    def advance(self, delta: timedelta = INTERVAL) -> None:
+        self.worlds[A].clock.advance(delta)
+
+    def rounds(self, count: int, *, regions: tuple[str, ...] = (A, B), replicate: bool = True) -> None:
+        """`count` sweep intervals: each region in `regions` sweeps, then (if `replicate`) both copies run."""
+        for _ in range(count):
+            for region in regions:
+                self.sweep(region)
+            if replicate:
+                self.replication.both()
+            self.advance()
+
+    def published(self) -> list[str]:
+        """Event ids every region published since the last call (one topic for both: duplicates show)."""
+        return [envelope["event_id"] for envelope in self.worlds[A].topic_envelopes()]
+
+
+def two_regions(world: World) -> TwoRegions:
+    """`world` as region A; region B its replica table in eu-west-1, on the same destinations and clock."""
+    dynamodb_b = boto3.client("dynamodb", region_name=B)
+    tables_b = create_tables(dynamodb_b)
+    worlds = {A: world, B: replace(world, tables=tables_b, dynamodb=dynamodb_b)}
+    return TwoRegions(worlds, Replication(worlds))
