@@ -38,7 +38,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any
 
@@ -132,6 +132,15 @@ class Cut:
     at: float
     peer_events: dict[str, frozenset[str]]
     until: float | None = None
+
+
+@dataclass
+class _Lag:
+    """Writes held back until `until` (virtual time): those `match` picks among the ones it has not seen."""
+
+    until: float
+    match: Callable[[Delivery], bool]
+    considered: set[int] = field(default_factory=set)
 
 
 @dataclass
@@ -390,8 +399,9 @@ class TwoRegions:
         self.sides = {region: RegionSide(self, region) for region in REGIONS}
         # Lag 0 on the wall clock: a write is due at once, and the rounds step every REPLICATION_INTERVAL_S of
         # virtual time; the deliveries due at a step are shuffled (no order across items).
+        described = {region: _DescribedOnce(side.admin["dynamodb"]) for region, side in self.sides.items()}
         self.replicator = Replicator(
-            lambda region: self.sides[region].admin["dynamodb"],
+            described.__getitem__,
             lag_s=0.0,
             clock=time.time,
             order=random.Random(seed ^ 0x5EB),  # noqa: S311 - replayable
@@ -401,6 +411,8 @@ class TwoRegions:
         self.replication_held_until = 0.0
         """A `replication_lag` fault: no write reaches the other replica before this (virtual time)."""
         self.held: dict[int, float] = {}
+        self.lags: list[_Lag] = []
+        """Lasting `hold_writes`: each holds the writes it picks until it ends."""
         """Deliveries held back (`hold_writes`), by id: until when (virtual time)."""
         self.writes_held = 0
         self.committed: dict[str, Committed] = {}
@@ -488,16 +500,28 @@ class TwoRegions:
     def hold_replication(self, seconds: float) -> None:
         self.replication_held_until = max(self.replication_held_until, self.clock.seconds() + seconds)
 
-    def hold_writes(self, match: Callable[[Delivery], bool], seconds: float) -> int:
+    def hold_writes(self, match: Callable[[Delivery], bool], seconds: float, *, lasting: bool = False) -> int:
         """The queued writes that `match` picks reach their replica `seconds` later than the others (per item,
-        no order across items: a later write of an aggregate may arrive first). Through the replicator's
-        state (`state()`/`resume()`): a held delivery is due at the end of time until released."""
+        no order across items: a later write of an aggregate may arrive first); with `lasting`, also the
+        writes queued until then that it picks. Through the replicator's state (`state()`/`resume()`): a held
+        delivery is due at the end of time until released. Answers how many were held now."""
+        until = self.clock.seconds() + seconds
+        lag = _Lag(until, match)
+        held = self._hold(lag)
+        if lasting:
+            self.lags.append(lag)
+        return held
+
+    def _hold(self, lag: _Lag) -> int:
         self.replicator.poll()
         state = self.replicator.state()
-        until = self.clock.seconds() + seconds
-        held = {delivery.id for delivery in state.queue if match(delivery)}
-        for number in held:
-            self.held[number] = max(self.held.get(number, 0.0), until)
+        fresh = [delivery for delivery in state.queue if delivery.id not in lag.considered]
+        held = set()
+        for delivery in fresh:
+            lag.considered.add(delivery.id)
+            if delivery.id not in self.held and lag.match(delivery):
+                held.add(delivery.id)
+                self.held[delivery.id] = lag.until
         self.writes_held += len(held)
         self._set_due(held, _FAR)
         return len(held)
@@ -520,6 +544,7 @@ class TwoRegions:
     def release_replication(self) -> None:
         """Every held write and paused replication flows again (at the next steps)."""
         self.replication_held_until = 0.0
+        self.lags.clear()
         self._release_held(everything=True)
 
     def replicate(self) -> int:
@@ -531,7 +556,14 @@ class TwoRegions:
     def round(self) -> tuple[bool, bool]:
         worked = waiting = False
         now = self.clock.seconds()
+        if self.replication_held_until and now >= self.replication_held_until:
+            self.replicator.poll()
+            self.writes_held += self.replicator.pending()  # what the pause held back (and some due now)
+            self.replication_held_until = 0.0
         if now >= self.next_replication and now >= self.replication_held_until:
+            self.lags = [lag for lag in self.lags if lag.until > now]
+            for lag in self.lags:
+                self._hold(lag)
             self._release_held()
             self.next_replication = now + REPLICATION_INTERVAL_S
             if self.replicator.step():
@@ -753,6 +785,24 @@ class TwoRegions:
             figures[region]["late_replicas"] = self.late_replicas[region]
             figures[region]["duplicates_avoided"] = self.duplicates_avoided[region]
         return figures
+
+
+class _DescribedOnce:
+    """A region's DynamoDB client for the replicator, its DescribeTable answered once per table: the
+    replicator describes each replica at every step (for its stream's ARN, which never changes here), and
+    moto's answer costs milliseconds, most of a schedule's time when asked every virtual second."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self._described: dict[str, Any] = {}
+
+    def describe_table(self, *, TableName: str) -> Any:  # noqa: N803 - boto3's keyword
+        if TableName not in self._described:
+            self._described[TableName] = self._client.describe_table(TableName=TableName)
+        return self._described[TableName]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
 
 
 def _skipped(items: list[dict[str, Any]]) -> frozenset[str]:
