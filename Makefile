@@ -101,16 +101,22 @@ fuzz: $(PY_STAMP)
 		--min-generated 10000
 
 # Issue 15's reliability suite (docs/RELIABILITY.md): tests/reliability's random fault schedules with the profile
-# `long`, RELIABILITY_SCHEDULES of them (1,000 by default); one table, and the same figures as JSON in
-# $RELIABILITY_REPORT (build/reliability/report.json). Fails on any broken promise, and under the schedules asked for.
+# `long`, RELIABILITY_SCHEDULES of them (1,000 by default), and issue 34's two-region schedules,
+# RELIABILITY_REGION_SCHEDULES of them (200 by default); RELIABILITY_TESTS picks the suites (both by default). One
+# table, and the same figures as JSON in $RELIABILITY_REPORT (build/reliability/report.json). Fails on any broken
+# promise, and under the schedules asked for.
+RELIABILITY_TESTS ?= tests/reliability/test_fault_schedules.py tests/reliability/test_region_schedules.py
 reliability: $(PY_STAMP)
 	rm -rf build/reliability/tally
 	start=$$(date +%s); \
 	RELIABILITY_PROFILE=long RELIABILITY_TALLY_DIR=build/reliability/tally $(BIN)/pytest -n 2 -q \
-		tests/reliability/test_fault_schedules.py; tests=$$?; \
+		$(RELIABILITY_TESTS); tests=$$?; \
+	least=0; \
+	case "$(RELIABILITY_TESTS)" in *test_fault_schedules*) least=$$((least + $${RELIABILITY_SCHEDULES:-1000}));; esac; \
+	case "$(RELIABILITY_TESTS)" in *test_region_schedules*) least=$$((least + $${RELIABILITY_REGION_SCHEDULES:-200}));; esac; \
 	$(BIN)/python -m tests.reliability.report build/reliability/tally \
 		--json "$${RELIABILITY_REPORT:-build/reliability/report.json}" \
-		--min-schedules "$${RELIABILITY_SCHEDULES:-1000}" --wall-seconds $$(( $$(date +%s) - start )) \
+		--min-schedules $$least --wall-seconds $$(( $$(date +%s) - start )) \
 		&& exit $$tests
 
 # Issue 35's kill proof, long profile (docs/local.md, "State that survives"): `outbox local up --state-dir` under

@@ -7,8 +7,9 @@ The steps are the single-region schedules' `Step` (plain data, Hypothesis genera
   write in a region cut off is refused (its service is down) and counted as a failed command;
 - `region_loss`: a region cut off (`tests.reliability.regions.TwoRegions.cut`) for `seconds` (one of
   `LOSS_SECONDS`: shorter and longer than the takeover time), then back on its own. `nth` 1: the home
-  region, 2: the other, 3: the home region the moment its publisher has published a batch (after the
-  destinations accepted it, before its settle: the documented in-flight case);
+  region, 2: the other, each its functions first and its replication `REPLICATION_AFTER_S` later (its last
+  writes reach the peer unpublished); 3: the home region, all at once, the moment its publisher has
+  published a batch (after the destinations accepted it, before its settle: the documented in-flight case);
 - `region_return`: the region cut off longest ago comes back now (before its loss's end);
 - `replication_lag`: replication slower than usual for `seconds`. `nth` 1: nothing replicates (both ways);
   2: the writes out of a random region held back that long (the other way flows); 3: a random half of the
@@ -39,6 +40,7 @@ REGION_KINDS = tuple(REGION_UNITS)
 LOSS_SECONDS = (60.0, 420.0, 900.0)
 LAG_SECONDS = (5.0, 30.0, 120.0)
 """Below the takeover time and the handback margin: a lag that long is the RPO's business (documented)."""
+REPLICATION_AFTER_S = 3.0
 WAITS = (0.5, 2.0, 10.0, 30.0, 120.0, 400.0)
 AGGREGATES = 8
 WARM_UP_S = 600
@@ -89,6 +91,8 @@ class RegionFaults:
         self.armed[kind] += 1
         if kind == "region_loss":
             region = REGIONS[1] if step.nth == 2 else REGIONS[0]
+            # 1, 2: its functions stop, and its replication `REPLICATION_AFTER_S` later (its last writes
+            # reach the peer unpublished: the peer's to take over); 3: all at once, mid-publish
             if region in self.losses or any(point.function.endswith(region) for point in self.pending_cuts):
                 return
             if step.nth == 3:
@@ -104,7 +108,7 @@ class RegionFaults:
                 system.wire.crash_points.append(point)
                 self.pending_cuts.append(point)
             else:
-                self._cut(region, step.seconds)
+                self._cut(region, step.seconds, replication_after_s=REPLICATION_AFTER_S)
         elif kind == "region_return":
             if self.losses:
                 region = min(self.losses, key=self.losses.__getitem__)
@@ -118,8 +122,8 @@ class RegionFaults:
             else:
                 system.hold_writes(lambda _delivery: system.random.random() < 0.5, step.seconds, lasting=True)
 
-    def _cut(self, region: str, seconds: float) -> None:
-        self.system.cut(region)
+    def _cut(self, region: str, seconds: float, *, replication_after_s: float = 0.0) -> None:
+        self.system.cut(region, replication_after_s=replication_after_s)
         self.losses[region] = self.system.clock.seconds() + seconds
 
     def _restore(self, region: str) -> None:

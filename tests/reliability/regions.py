@@ -464,13 +464,16 @@ class TwoRegions:
 
     # --- regions cut off ------------------------------------------------------------------------------------
 
-    def cut(self, region: str) -> None:
+    def cut(self, region: str, *, replication_after_s: float = 0.0) -> None:
         """`region` is cut off: its functions stop, its writer refuses, replication into and out of it
-        queues."""
+        queues (`replication_after_s` later: an outage that stops the functions first, while the region's
+        last writes, which its publisher never got to, still replicate)."""
         side = self.sides[region]
         if side.cut:
             return
         side.cut = True
+        if replication_after_s > 0:
+            self.run_for(replication_after_s)
         self.replicator.cut(region)
         peers = {
             peer: frozenset(row["event_id"]["S"] for row in other.event_rows())
