@@ -85,10 +85,12 @@ class DynamoDBOrderRepository:
         executor: TransactionExecutor | None = None,
         trace_context: Callable[[], TraceContext] = active_trace_context,
         schemas: SchemaRegistry | None = None,
+        origin: str | None = None,
     ) -> None:
+        """`origin`: the region this service saves in, when the outbox spans regions (multi-region.md)."""
         self._client = client
         self._orders = TableKeys(orders_table, PARTITION_KEY)
-        self._outbox = OutboxWriter(outbox_table, schemas=schemas, trace_context=trace_context)
+        self._outbox = OutboxWriter(outbox_table, schemas=schemas, trace_context=trace_context, origin=origin)
         self._executor = executor if executor is not None else DynamoDBTransactionExecutor(client)
 
     def get(self, order_id: str) -> Order | None:

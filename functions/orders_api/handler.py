@@ -47,6 +47,7 @@ from orders.service import CommandResult, OrderService
 from orders_api.config import OrdersApiConfig
 from orders_api.http import Response, Router
 from outbox.aws import client
+from outbox.regions import writer_origin
 from outbox.trace_context import TRACEPARENT, TraceContext, active_trace_context, is_traceparent
 
 MAX_BODY_BYTES = 16 * 1024
@@ -77,6 +78,7 @@ def get_service() -> OrderService:
             outbox_table=config.outbox_table_name,
             trace_context=_trace_context,
             schemas=load_schemas(),
+            origin=writer_origin(os.environ),  # OUTBOX_ORIGIN, set when the outbox spans regions
         )
         _service = OrderService(repository)
     return _service

@@ -1,9 +1,10 @@
 """One outbox across regions (DynamoDB global tables, docs/multi-region.md): who publishes which rows.
 
-Pure: the settings, the heartbeat items, and the decisions every region takes from its view of them. The
-adapter that reads and writes them is `outbox.region_store`; the sweeper (outbox_sweeper.regional) and the
-stream publisher (outbox_publisher.stream) act on the decisions. Unset `OUTBOX_REGIONS`: one region, none of
-this runs, and no row, item or call differs from a single-region outbox.
+Pure: the settings (outbox.region_settings, re-exported here), the heartbeat items, and the decisions every
+region takes from its view of them. The adapter that reads and writes them is
+`outbox_publisher.region_store`; the sweeper (outbox_sweeper.regional) and the stream publisher
+(outbox_publisher.stream) act on the decisions. Unset `OUTBOX_REGIONS`: one region, none of this runs, and no
+row or item differs from a single-region outbox's.
 
 Every region's sweeper writes its heartbeat each run (`Heartbeat`, one item per region, one writer each) and
 reads all of them first (its `RegionView`, from its own replica). From the view and its own last heartbeat it
@@ -41,31 +42,55 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, Final
 
-from outbox.config import optional, positive_duration
-from outbox.errors import ConfigurationError
 from outbox.event_rules import is_region_name
 from outbox.model import HEARTBEAT_KEY_PREFIX, ORIGIN, PARTITION_KEY, SORT_KEY, TAKEN_KEY_PREFIX
+from outbox.region_settings import (
+    DEFAULT_TAKEOVER_AFTER_SECONDS,
+    ENV_ORIGIN,
+    ENV_REGION,
+    ENV_REGIONS,
+    ENV_SWEEP_INTERVAL_SECONDS,
+    ENV_SWEEPER_TIMEOUT_SECONDS,
+    ENV_TAKEOVER_AFTER_SECONDS,
+    RegionSettings,
+    writer_origin,
+)
 
-ENV_REGION: Final = "OUTBOX_REGION"
-ENV_REGIONS: Final = "OUTBOX_REGIONS"
-ENV_TAKEOVER_AFTER_SECONDS: Final = "OUTBOX_TAKEOVER_AFTER_SECONDS"
-ENV_SWEEP_INTERVAL_SECONDS: Final = "OUTBOX_SWEEP_INTERVAL_SECONDS"
-"""The sweeper's schedule (the construct sets it): the fence and margins below are counted in it."""
-ENV_SWEEPER_TIMEOUT_SECONDS: Final = "OUTBOX_SWEEPER_TIMEOUT_SECONDS"
-"""The sweeper function's timeout (the construct sets it): the longest a run that began can still publish."""
-ENV_ORIGIN: Final = "OUTBOX_ORIGIN"
-"""The writer's region, for `OutboxWriter(origin=writer_origin(os.environ))`."""
-ENV_AWS_REGION: Final = "AWS_REGION"
+__all__ = [
+    "DEFAULT_TAKEOVER_AFTER_SECONDS",
+    "ENV_ORIGIN",
+    "ENV_REGION",
+    "ENV_REGIONS",
+    "ENV_SWEEPER_TIMEOUT_SECONDS",
+    "ENV_SWEEP_INTERVAL_SECONDS",
+    "ENV_TAKEOVER_AFTER_SECONDS",
+    "TAKEN_RECORD_DAYS",
+    "VIEW_MAX_AGE",
+    "Heartbeat",
+    "Ownership",
+    "RegionSettings",
+    "RegionState",
+    "RegionView",
+    "TakenRecord",
+    "TakenVerdict",
+    "epoch_ms",
+    "handback",
+    "heartbeat_key",
+    "next_heartbeat",
+    "next_state",
+    "ownership",
+    "taken_key",
+    "takeover",
+    "view_of",
+    "writer_origin",
+]
 
-DEFAULT_TAKEOVER_AFTER_SECONDS: Final = 600
-DEFAULT_SWEEP_INTERVAL_SECONDS: Final = 60
-DEFAULT_SWEEPER_TIMEOUT_SECONDS: Final = 120
 VIEW_MAX_AGE: Final = timedelta(seconds=10)
-"""How long the stream publisher trusts a view it read (outbox.region_store.CachedOwnHeartbeat)."""
+"""How long the stream publisher trusts a view it read (outbox_publisher.region_store.CachedOwnership)."""
+
 TAKEN_RECORD_DAYS: Final = 7
 """A `#taken#` item expires this long after its last write plus one takeover time (its TTL): kept well past
 any return of the region whose rows it describes."""
-MIN_REGIONS: Final = 2
 
 
 class RegionState(StrEnum):
@@ -76,113 +101,6 @@ class RegionState(StrEnum):
     its view is current."""
     YIELDED = "yielded"
     """A peer holds its origin (or handed it back less than a margin ago): it publishes nothing of it."""
-
-
-@dataclass(frozen=True, slots=True)
-class RegionSettings:
-    """The regions of one outbox and the times its decisions count in, validated once (ConfigurationError)."""
-
-    region: str
-    regions: tuple[str, ...]
-    """Ring order; the first is the home region, which owns rows saved without `origin`."""
-    takeover_after: timedelta = timedelta(seconds=DEFAULT_TAKEOVER_AFTER_SECONDS)
-    sweep_interval: timedelta = timedelta(seconds=DEFAULT_SWEEP_INTERVAL_SECONDS)
-    sweeper_timeout: timedelta = timedelta(seconds=DEFAULT_SWEEPER_TIMEOUT_SECONDS)
-
-    def __post_init__(self) -> None:
-        for name in (self.region, *self.regions):
-            if not is_region_name(name):
-                raise ConfigurationError(
-                    f"{name!r} is not an AWS region's name ({ENV_REGIONS}, {ENV_REGION})"
-                )
-        if len(set(self.regions)) != len(self.regions):
-            raise ConfigurationError(f"{ENV_REGIONS} names a region twice: {','.join(self.regions)}")
-        if len(self.regions) < MIN_REGIONS:
-            raise ConfigurationError(
-                f"{ENV_REGIONS} must name {MIN_REGIONS} regions at least; unset it for a single-region outbox"
-            )
-        if self.region not in self.regions:
-            raise ConfigurationError(f"{ENV_REGION} {self.region} is not one of {ENV_REGIONS}")
-        least = 3 * self.sweep_interval + self.sweeper_timeout
-        if self.takeover_after < least:
-            raise ConfigurationError(
-                f"{ENV_TAKEOVER_AFTER_SECONDS} must be at least 3 x the sweep interval + the sweeper's "
-                "timeout "
-                f"({int(least.total_seconds())} s)"
-            )
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> RegionSettings | None:
-        """The settings, or None when `OUTBOX_REGIONS` is unset (a single-region outbox)."""
-        listed = optional(env, ENV_REGIONS)
-        if listed is None:
-            return None
-        regions = tuple(name.strip() for name in listed.split(","))
-        if any(not name for name in regions):
-            raise ConfigurationError(f"{ENV_REGIONS} has an empty entry: {listed!r}")
-        region = optional(env, ENV_REGION) or optional(env, ENV_AWS_REGION)
-        if region is None:
-            raise ConfigurationError(f"set {ENV_REGION} (or {ENV_AWS_REGION}) with {ENV_REGIONS}")
-        second = timedelta(seconds=1)
-        return cls(
-            region=region,
-            regions=regions,
-            takeover_after=positive_duration(
-                env, ENV_TAKEOVER_AFTER_SECONDS, unit=second, default=DEFAULT_TAKEOVER_AFTER_SECONDS
-            ),
-            sweep_interval=positive_duration(
-                env, ENV_SWEEP_INTERVAL_SECONDS, unit=second, default=DEFAULT_SWEEP_INTERVAL_SECONDS
-            ),
-            sweeper_timeout=positive_duration(
-                env, ENV_SWEEPER_TIMEOUT_SECONDS, unit=second, default=DEFAULT_SWEEPER_TIMEOUT_SECONDS
-            ),
-        )
-
-    def environment(self) -> dict[str, str]:
-        """These settings as the variables `from_env` reads (the constructs set them)."""
-        return {
-            ENV_REGION: self.region,
-            ENV_REGIONS: ",".join(self.regions),
-            ENV_TAKEOVER_AFTER_SECONDS: str(int(self.takeover_after.total_seconds())),
-            ENV_SWEEP_INTERVAL_SECONDS: str(int(self.sweep_interval.total_seconds())),
-            ENV_SWEEPER_TIMEOUT_SECONDS: str(int(self.sweeper_timeout.total_seconds())),
-        }
-
-    @property
-    def home(self) -> str:
-        return self.regions[0]
-
-    @property
-    def peers(self) -> tuple[str, ...]:
-        return tuple(name for name in self.regions if name != self.region)
-
-    @property
-    def fence(self) -> timedelta:
-        """A region whose own last beat is older than this did not run: it was cut off, or is new."""
-        return 2 * self.sweep_interval
-
-    @property
-    def margin(self) -> timedelta:
-        """After a handback: the taker's last run (the sweeper's timeout) and replication settle."""
-        return self.sweeper_timeout + 2 * self.sweep_interval
-
-    def after(self, region: str) -> tuple[str, ...]:
-        """The other regions in ring order, starting after `region`."""
-        at = self.regions.index(region)
-        return self.regions[at + 1 :] + self.regions[:at]
-
-    def origin_region(self, origin: str | None) -> str:
-        """The region a row's `origin` names; a row without one, or naming no region of the ring, is the
-        home region's."""
-        return origin if origin is not None and origin in self.regions else self.home
-
-
-def writer_origin(env: Mapping[str, str]) -> str | None:
-    """The writer's `origin` from `OUTBOX_ORIGIN` (None when unset); ConfigurationError when malformed."""
-    origin = optional(env, ENV_ORIGIN)
-    if origin is not None and not is_region_name(origin):
-        raise ConfigurationError(f"{ENV_ORIGIN} must be an AWS region's name, got {origin!r}")
-    return origin
 
 
 def epoch_ms(moment: datetime) -> int:

@@ -46,7 +46,7 @@ _ORIGIN: Final = "origin"  # outbox.model.ORIGIN (this module stays free of the 
 
 
 def publisher_filter_patterns(
-    region: str | None = None, *, home: bool = False
+    region: str | None = None, home: bool = False
 ) -> tuple[Mapping[str, object], ...]:
     """The publisher mapping's patterns on an outbox across regions (docs/multi-region.md): its region's
     INSERTs only (`origin` = `region`), and for the home region also INSERTs of rows without `origin` (another

@@ -115,6 +115,18 @@ def schedule_speedup(text: str) -> float:
     return float(text)
 
 
+MAX_REPLICATION_LAG_S = 300.0
+
+
+def replication_lag(text: str) -> float:
+    """`--replication-lag`: seconds, a decimal number in ASCII digits from 0 to 300."""
+    if _DECIMAL.fullmatch(text) is None or not 0 <= float(text) <= MAX_REPLICATION_LAG_S:
+        raise _refused(
+            text, f"is not a replication lag: seconds from 0 to {MAX_REPLICATION_LAG_S:g} (e.g. 1 or 0.5)"
+        )
+    return float(text)
+
+
 def duration(text: str) -> timedelta:
     """`90s`, `15m`, `12h`, `30d` (ASCII digits, at most outbox.numbers.MAX_DURATION)."""
     match = _DURATION.fullmatch(text)

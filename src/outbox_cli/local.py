@@ -8,6 +8,7 @@ Importing this module loads neither moto nor the runtime (they load when a comma
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import os
 import shlex
@@ -60,6 +61,18 @@ def add_up_arguments(parser: argparse.ArgumentParser) -> None:
         help="start with no stack, ready for `cdk bootstrap` and `cdk deploy` (docs/local.md); the default "
         "when cdk.out holds no template",
     )
+    parser.add_argument(
+        "--all-stacks",
+        action="store_true",
+        help="start every stack of cdk.out (its manifest), each in the region its environment names, the "
+        "first one's region the runtime's (an app deployed to several regions: docs/local.md)",
+    )
+    parser.add_argument(
+        "--replication-lag",
+        type=argument_types.replication_lag,
+        metavar="SECONDS",
+        help="how long a global table's write takes to reach its other replicas (default 1, AWS's typical)",
+    )
     how = parser.add_mutually_exclusive_group()
     how.add_argument(
         "--in-process",
@@ -87,6 +100,8 @@ def options(arguments: argparse.Namespace, *, background: bool) -> RuntimeOption
     no_stack = getattr(arguments, "no_stack", False)
     if no_stack and arguments.template:
         raise TemplateError("--no-stack starts with no stack, --template with one: pass one of them")
+    if getattr(arguments, "all_stacks", False):
+        return _all_stacks(arguments, background=background)
     template = arguments.template
     if template is None and not no_stack:
         # `local up` (the only command with --no-stack) may start empty, to deploy into; the demo may not.
@@ -109,6 +124,33 @@ def options(arguments: argparse.Namespace, *, background: bool) -> RuntimeOption
         max_environments=None if in_process else max_environments,
         state_dir=(arguments.state_dir or DEFAULT_STATE_DIR) if keeps_state else None,
         fresh_state=getattr(arguments, "fresh", False),
+        replication_lag_s=lag if (lag := getattr(arguments, "replication_lag", None)) is not None else 1.0,
+    )
+
+
+def _all_stacks(arguments: argparse.Namespace, *, background: bool) -> RuntimeOptions:
+    """`local up --all-stacks`: every stack of cdk.out, the first (in dependency order) as the start-up stack,
+    its region the runtime's."""
+    from outbox_local.cloud_assembly import assembly_stacks  # noqa: PLC0415
+    from outbox_local.errors import TemplateError  # noqa: PLC0415
+    from outbox_local.runtime_options import StartStack  # noqa: PLC0415
+
+    if arguments.template or getattr(arguments, "no_stack", False) or getattr(arguments, "stack_name", None):
+        raise TemplateError(
+            "--all-stacks starts cdk.out's stacks: pass neither --template, --no-stack nor --stack-name"
+        )
+    first, *rest = assembly_stacks(CDK_OUT)
+    region = first.region or arguments.region
+    first_only = {
+        "all_stacks": False,
+        "region": region,
+        "template": first.template_path,
+        "stack_name": first.name,
+    }
+    single = options(argparse.Namespace(**{**vars(arguments), **first_only}), background=background)
+    return dataclasses.replace(
+        single,
+        more_stacks=tuple(StartStack(stack.template_path, stack.name, stack.region) for stack in rest),
     )
 
 

@@ -22,7 +22,7 @@ import math
 import queue
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -78,8 +78,18 @@ class EmfMetricsForwarder:
     before `forward` returns: what a test driving the runtime step by step reads right after.
     """
 
-    def __init__(self, cloudwatch: Any, *, in_background: bool = False) -> None:
+    def __init__(
+        self,
+        cloudwatch: Any,
+        *,
+        in_background: bool = False,
+        regional: Callable[[str], Any] | None = None,
+    ) -> None:
+        """`regional(function_name)`: the CloudWatch client of the function's region (a stack of another
+        region than the runtime's puts its metrics there, as CloudWatch Logs does in the function's region);
+        None: `cloudwatch` for every function."""
         self._cloudwatch = cloudwatch
+        self._regional = regional
         self._pending: queue.SimpleQueue[tuple[str, Batches] | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         if in_background:
@@ -145,7 +155,8 @@ class EmfMetricsForwarder:
     def _put(self, function_name: str, namespace: str, datums: list[MetricDatum]) -> None:
         for start in range(0, len(datums), _MAX_DATUMS_PER_REQUEST):
             try:
-                self._cloudwatch.put_metric_data(
+                cloudwatch = self._regional(function_name) if self._regional is not None else self._cloudwatch
+                cloudwatch.put_metric_data(
                     Namespace=namespace, MetricData=datums[start : start + _MAX_DATUMS_PER_REQUEST]
                 )
             except (BotoCoreError, ClientError) as error:

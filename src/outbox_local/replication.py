@@ -185,6 +185,9 @@ class Replicator:
         self._stopping = threading.Event()
         self._stepping = threading.Lock()
         """One step at a time (the background thread and a caller's `drain()`)."""
+        self._stream_arns: dict[tuple[str, str], str] = {}
+        """(region, table) -> its replica's stream ARN, asked once (a DescribeTable per stream and step would
+        cost the endpoint a request every few milliseconds)."""
 
     # --- the tables replicated ------------------------------------------------------------------------------
 
@@ -210,6 +213,7 @@ class Replicator:
         with self._lock:
             book = self._book
             regions = book.tables.pop(table, None)
+            self._stream_arns = {key: arn for key, arn in self._stream_arns.items() if key[1] != table}
             book.queue = {i: d for i, d in book.queue.items() if d.table != table}
             book.positions = {k: v for k, v in book.positions.items() if k[1] != table}
             book.versions = {k: v for k, v in book.versions.items() if k[1] != table}
@@ -334,10 +338,12 @@ class Replicator:
         """Forget every table and write (a runtime starting again)."""
         with self._lock:
             self._book = _Book()
+            self._stream_arns = {}
 
     def resume(self, state: ReplicatorState) -> None:
         """Take up a saved state (before `start()`): the streams are read on from where it had read them."""
         with self._lock:
+            self._stream_arns = {}
             self._book = _Book(
                 tables=dict(state.tables),
                 positions=dict(state.positions),
@@ -379,6 +385,9 @@ class Replicator:
             iterator = answer["NextShardIterator"]
 
     def _stream_arn(self, table: str, region: str) -> str | None:
+        known = self._stream_arns.get((region, table))
+        if known is not None:
+            return known
         try:
             description = self._clients(region).describe_table(TableName=table)["Table"]
         except ClientError as error:
@@ -386,7 +395,10 @@ class Replicator:
                 return None
             raise
         arn = description.get("LatestStreamArn")
-        return str(arn) if arn else None
+        if not arn:
+            return None
+        self._stream_arns[(region, table)] = str(arn)
+        return str(arn)
 
     def _take(self, table: str, region: str, regions: Sequence[str], record: Mapping[str, Any]) -> int:
         """One stream record of `region`'s replica: the echo of a write made here, or a local write, queued

@@ -22,7 +22,7 @@ from outbox_local.control_api import ControlApi, mapping_report
 from outbox_local.emf_metrics import EmfMetricsForwarder
 from outbox_local.endpoint import environment
 from outbox_local.endpoint_clients import EndpointClients
-from outbox_local.errors import RuntimeStateError
+from outbox_local.errors import LocalRuntimeError, RuntimeStateError
 from outbox_local.event_source_mapping_api import (
     EventSourceMappingApi,
 )
@@ -49,7 +49,7 @@ from outbox_local.replication import Replicator
 from outbox_local.runtime_options import RuntimeOptions, VirtualClock
 from outbox_local.schedules import ScheduleRunner
 from outbox_local.stack_set import StackSet
-from outbox_local.stacks import DeployedStack, StackDefinition
+from outbox_local.stacks import DeployedStack, StackDefinition, stack_key
 from outbox_local.stream_mapping import NOTHING_DONE, StepKind
 from outbox_local.stream_poller import StreamMappingRunner, iterator_age_ms
 from outbox_local.template import Template
@@ -89,6 +89,9 @@ class LocalRuntime:
         self.schedules: ScheduleRunner | None = None
         self.alarms: AlarmEvaluator | None = None
         """The template's alarms, evaluated by `evaluate_alarms()` (each second in the background)."""
+        self.regional_alarms: dict[str, AlarmEvaluator] = {}
+        """The alarms of the stacks of other regions than the runtime's, by region (each region's CloudWatch
+        holds its own)."""
         self._metrics: EmfMetricsForwarder | None = None
         self._background: Background | None = None
         self._corrections = contextlib.ExitStack()
@@ -158,10 +161,16 @@ class LocalRuntime:
                 restore(snapshot, self._started_stacks(), self._apis, self.alarms, self.replication)
                 for region in getattr(snapshot.runtime, "cut_regions", ()):  # a region cut off stays so
                     self.cut_region(region)
+                for region, states in getattr(snapshot.runtime, "regional_alarm_states", {}).items():
+                    self.regional_alarms[region] = self._alarm_evaluator(region)
+                    self.regional_alarms[region].resume(states)
                 if snapshot.runtime.cloudformation is not None:
                     self.cloudformation.resume(snapshot.runtime.cloudformation)
             if template is not None:
-                self._run_start_up_stack(template)
+                self._run_start_up_stack(template, self.options.stack_name, None)
+            for more in self.options.more_stacks:
+                region = None if more.region in {None, self.options.region} else more.region
+                self._run_start_up_stack(Template.load(more.template_path), more.name, region)
             if self.persistence is not None:
                 held = StacksHeld(self.stacks_lock, self.cloudformation.saved)
                 self.persistence.start(
@@ -172,6 +181,7 @@ class LocalRuntime:
                         held.records,
                         replication=self.replication.state(),
                         cut_regions=self.cut_regions,
+                        regional_alarms=self.regional_alarms,
                     ),
                     guard=held,
                 )
@@ -182,22 +192,23 @@ class LocalRuntime:
             self.stop()
             raise
 
-    def _run_start_up_stack(self, template: Template) -> None:
-        """Create the stack the runtime starts with; restored from a state directory, update it in place if
-        its template changed since (as `cdk deploy` would), or refuse to start if that cannot be done."""
-        name = self.options.stack_name
-        running = self.stacks.get(name)
+    def _run_start_up_stack(self, template: Template, name: str, region: str | None) -> None:
+        """Create a stack the runtime starts with (in `region`; None: the runtime's); restored from a state
+        directory, update it in place if its template changed since (as `cdk deploy` would), or refuse to
+        start if that cannot be done."""
+        running = self.stacks.get(stack_key(name, region))
         if running is None:
             definition = StackDefinition(
                 name,
                 template,
                 parameter_values=self.options.parameter_values,
                 code_root=self.options.code_root,
+                region=region,
             )
             self.create_stack(definition)
         elif dict(running.definition.template.body) != dict(template.body):
             try:
-                self.cloudformation.redeploy(name, template, self.options.parameter_values)
+                self.cloudformation.redeploy(name, template, self.options.parameter_values, region=region)
             except CloudFormationError as error:
                 raise StateDirError(
                     f"{template.path} changed since stack {name}'s state was saved, and the runtime cannot "
@@ -367,7 +378,9 @@ class LocalRuntime:
         """What every stack's functions, mappings, schedules and alarms share."""
         # Created here, on the starting thread: invocations run on the pollers' and the API's threads.
         metrics = EmfMetricsForwarder(
-            self._internal_client("cloudwatch"), in_background=self.options.background
+            self._internal_client("cloudwatch"),
+            in_background=self.options.background,
+            regional=lambda function: self._internal_client("cloudwatch", self._region_of_function(function)),
         )
         self._metrics = metrics
         host = FunctionHost(
@@ -387,15 +400,8 @@ class LocalRuntime:
             speedup=self.options.schedule_speedup,
             paused=lambda function_arn: self.region_is_cut(function_arn.split(":")[3]),
         )
-        self.alarms = AlarmEvaluator(
-            self._internal_client("cloudwatch"),
-            self._internal_client("sqs"),
-            self._internal_client("sns"),
-            iterator_age_ms=lambda function: iterator_age_ms(self.mappings, function),
-            errors=lambda function: host.errors[function],
-            clock=self._clock,
-            speedup=self.options.schedule_speedup,
-        )
+        self.alarms = self._alarm_evaluator(None)
+        self.regional_alarms = {}
         if self.options.background:
             self._background = Background(
                 [],
@@ -452,10 +458,34 @@ class LocalRuntime:
         return self.persistence.durable(result) if self.persistence is not None else result
 
     def evaluate_alarms(self) -> list[Transition]:
-        """Evaluate every alarm now (the background poller does it each second)."""
+        """Evaluate every alarm now, in every region (the background poller does it each second)."""
         if self.alarms is None:
             raise RuntimeStateError("the runtime is not started")
-        return self.alarms.tick()
+        # CloudWatch of a region cut off is down too: its alarms are not evaluated.
+        transitions = [] if self.region_is_cut(self.options.region) else self.alarms.tick()
+        for region in self.regions():
+            if region == self.options.region:
+                continue
+            if region not in self.regional_alarms:
+                self.regional_alarms[region] = self._alarm_evaluator(region)
+            if not self.region_is_cut(region):
+                transitions += self.regional_alarms[region].tick()
+        return transitions
+
+    def _alarm_evaluator(self, region: str | None) -> AlarmEvaluator:
+        """The alarms of one region (None: the runtime's)."""
+        host = self.host
+        if host is None:
+            raise RuntimeStateError("the runtime is not started")
+        return AlarmEvaluator(
+            self._internal_client("cloudwatch", region),
+            self._internal_client("sqs", region),
+            self._internal_client("sns", region),
+            iterator_age_ms=lambda function: iterator_age_ms(self.mappings, function),
+            errors=lambda function: host.errors[function],
+            clock=self._clock,
+            speedup=self.options.schedule_speedup,
+        )
 
     def _pollers(self) -> list[StreamMappingRunner | QueueMappingRunner]:
         """Every stack's mappings, but those of a region cut off."""
@@ -465,6 +495,15 @@ class LocalRuntime:
             if self._started_stacks().region_of(deployed.definition) not in cut:
                 pollers += [*deployed.mappings, *deployed.queue_mappings]
         return pollers
+
+    def _region_of_function(self, name: str) -> str | None:
+        """The region of a hosted function's stack (None: the runtime's)."""
+        if self.host is None:
+            return None
+        try:
+            return self.host.find(name).region
+        except LocalRuntimeError:
+            return None
 
     def _poller_region(self, poller: object) -> str | None:
         stacks = self._stack_set

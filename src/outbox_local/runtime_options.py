@@ -9,11 +9,24 @@ from pathlib import Path
 
 
 @dataclass(frozen=True)
+class StartStack:
+    """One more stack the runtime starts with (`RuntimeOptions.more_stacks`)."""
+
+    template_path: Path
+    name: str
+    region: str | None = None
+    """Where it lives; None: the runtime's region."""
+
+
+@dataclass(frozen=True)
 class RuntimeOptions:
     template_path: Path | None
     """The stack created at start-up; None: none (stacks come later, e.g. from `cdk deploy`)."""
     region: str = "us-east-1"
     stack_name: str = "OutboxStack"
+    more_stacks: tuple[StartStack, ...] = ()
+    """Stacks started after the first (`outbox local up --all-stacks`: the rest of cdk.out), each in its
+    region."""
     host: str = "127.0.0.1"
     aws_port: int = 0
     api_port: int = 0

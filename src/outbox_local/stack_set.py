@@ -58,8 +58,8 @@ class StackSet:
         self._regional_clients = regional_clients
         self._global_tables = global_tables
         self.stacks: dict[str, DeployedStack] = {}
-        """By name, in the order they were created (a stack updated, detached then attached again, keeps its
-        place)."""
+        """By key (`StackDefinition.key`: the name, in the runtime's region), in the order they were created
+        (a stack updated, detached then attached again, keeps its place)."""
         self._order: list[str] = []
         self.lock = threading.RLock()
         """Held while a stack is created, attached or detached."""
@@ -67,8 +67,8 @@ class StackSet:
     def create(self, definition: StackDefinition) -> DeployedStack:
         """Provision the stack's resources into moto, then run what it needs (`attach`)."""
         with self.lock:
-            if definition.name in self.stacks:
-                raise RuntimeStateError(f"the runtime already holds a stack named {definition.name}")
+            if definition.key in self.stacks:
+                raise RuntimeStateError(f"the runtime already holds a stack named {definition.key}")
             provisioned, outputs = self.provision(definition)
             return self.attach(
                 definition,
@@ -159,9 +159,9 @@ class StackSet:
                     schedule.function_arn,
                     schedule.target_input,
                 )
-            if definition.name not in self._order:
-                self._order.append(definition.name)
-            self.stacks[definition.name] = deployed
+            if definition.key not in self._order:
+                self._order.append(definition.key)
+            self.stacks[definition.key] = deployed
             self.stacks = {name: self.stacks[name] for name in self._order if name in self.stacks}
             self._publish_mappings()
             if self._background is not None:
@@ -169,13 +169,13 @@ class StackSet:
             self._apis.attach(deployed)
             return deployed
 
-    def detach(self, name: str) -> DeployedStack:
-        """Stop running the stack: its pollers (after what they are doing), APIs, schedules and functions.
-        Its resources stay in moto."""
+    def detach(self, key: str) -> DeployedStack:
+        """Stop running the stack (by its key): its pollers (after what they are doing), APIs, schedules and
+        functions. Its resources stay in moto."""
         with self.lock:
-            deployed = self.stacks.pop(name, None)
+            deployed = self.stacks.pop(key, None)
             if deployed is None:
-                raise RuntimeStateError(f"the runtime holds no stack named {name}")
+                raise RuntimeStateError(f"the runtime holds no stack named {key}")
             self._publish_mappings()
             if self._background is not None:
                 self._background.remove([*deployed.mappings, *deployed.queue_mappings])

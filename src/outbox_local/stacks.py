@@ -20,7 +20,7 @@ from outbox_local.queue_mapping import QueueMappingRunner
 from outbox_local.stream_poller import StreamMappingRunner
 from outbox_local.template import Template
 
-__all__ = ["ACCOUNT_ID", "DeployedStack", "StackDefinition", "stack_id"]
+__all__ = ["ACCOUNT_ID", "DeployedStack", "StackDefinition", "stack_id", "stack_key"]
 
 ACCOUNT_ID = "123456789012"
 """The account moto serves (its default): every ARN the runtime makes names it."""
@@ -39,6 +39,11 @@ class StackDefinition:
     region: str | None = None
     """The region the stack is deployed in (its resources, ARNs and functions' `AWS_REGION`); None: the
     runtime's (`RuntimeOptions.region`)."""
+
+    @property
+    def key(self) -> str:
+        """Where the runtime holds the stack (`stack_key`)."""
+        return stack_key(self.name, self.region)
 
 
 @dataclass
@@ -61,6 +66,16 @@ class DeployedStack:
     @property
     def name(self) -> str:
         return self.definition.name
+
+    @property
+    def key(self) -> str:
+        return self.definition.key
+
+
+def stack_key(name: str, region: str | None) -> str:
+    """Where the runtime holds a stack: by its name in the runtime's region (`region` None), by region and
+    name in another (each region has stacks of its own: `cdk bootstrap` makes a `CDKToolkit` in each)."""
+    return name if region is None else f"{region}/{name}"
 
 
 def stack_id(region: str, name: str) -> str:

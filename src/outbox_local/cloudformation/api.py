@@ -78,7 +78,11 @@ class CloudFormationApi:
 
     def _describe_stacks(self, request: wire.Request) -> Result:
         name = request.get("StackName")
-        records = [self.service.stack(name, deleted_too=True)] if name else self.service.stacks()
+        records = (
+            [self.service.stack(name, deleted_too=True, region=request.region)]
+            if name
+            else self.service.stacks(request.region)
+        )
         return {"Stacks": [self._stack(record) for record in records]}
 
     def _stack(self, record: StackRecord) -> dict[str, Any]:
@@ -123,24 +127,26 @@ class CloudFormationApi:
                 "StackStatus": record.status,
                 "StackStatusReason": record.status_reason,
             }
-            for record in [*self.service.stacks(), *self.service.deleted]
+            for record in [*self.service.stacks(request.region), *self.service.deleted_in(request.region)]
             if not wanted or record.status in wanted
         ]
         return {"StackSummaries": summaries}
 
     def _delete_stack(self, request: wire.Request) -> Result:
-        self.service.delete_stack(_required(request, "StackName"))
+        self.service.delete_stack(_required(request, "StackName"), request.region)
         return None
 
     def _describe_stack_events(self, request: wire.Request) -> Result:
-        record = self.service.stack(_required(request, "StackName"), deleted_too=True)
+        record = self.service.stack(_required(request, "StackName"), deleted_too=True, region=request.region)
         return {"StackEvents": [render.event(event) for event in reversed(record.events)]}
 
     def _get_template(self, request: wire.Request) -> Result:
-        record = self.service.stack(_required(request, "StackName"), deleted_too=True)
+        record = self.service.stack(_required(request, "StackName"), deleted_too=True, region=request.region)
         text = record.template_text
         if request.get("ChangeSetName"):
-            text = self.service.change_set(str(request.get("ChangeSetName")), record.name)[1].template_text
+            text = self.service.change_set(str(request.get("ChangeSetName")), record.name, request.region)[
+                1
+            ].template_text
         return {"TemplateBody": text, "StagesAvailable": ["Original", "Processed"]}
 
     def _get_template_summary(self, request: wire.Request) -> Result:
@@ -176,7 +182,7 @@ class CloudFormationApi:
     def _template_body(self, request: wire.Request, *, allow_stack: bool) -> dict[str, Any]:
         text = self._template_text(request)
         if text is None and allow_stack and request.get("StackName"):
-            text = self.service.stack(str(request.get("StackName"))).template_text
+            text = self.service.stack(str(request.get("StackName")), region=request.region).template_text
         if text is None:
             raise validation_error("Either Template URL or Template Body must be specified.")
         try:
@@ -231,7 +237,7 @@ class CloudFormationApi:
 
     def _describe_change_set(self, request: wire.Request) -> Result:
         record, change_set = self.service.change_set(
-            _required(request, "ChangeSetName"), request.get("StackName")
+            _required(request, "ChangeSetName"), request.get("StackName"), request.region
         )
         return {
             "ChangeSetName": change_set.name,
@@ -251,15 +257,19 @@ class CloudFormationApi:
         }
 
     def _execute_change_set(self, request: wire.Request) -> Result:
-        self.service.execute_change_set(_required(request, "ChangeSetName"), request.get("StackName"))
+        self.service.execute_change_set(
+            _required(request, "ChangeSetName"), request.get("StackName"), request.region
+        )
         return None
 
     def _delete_change_set(self, request: wire.Request) -> Result:
-        self.service.delete_change_set(_required(request, "ChangeSetName"), request.get("StackName"))
+        self.service.delete_change_set(
+            _required(request, "ChangeSetName"), request.get("StackName"), request.region
+        )
         return None
 
     def _list_change_sets(self, request: wire.Request) -> Result:
-        record = self.service.stack(_required(request, "StackName"))
+        record = self.service.stack(_required(request, "StackName"), region=request.region)
         return {
             "Summaries": [
                 {
@@ -293,13 +303,13 @@ class CloudFormationApi:
             if reason.startswith("The submitted information didn't contain changes"):
                 reason = "No updates are to be performed."
             raise validation_error(reason)
-        self.service.execute_change_set(change_set.arn, record.name)
+        self.service.execute_change_set(change_set.arn, record.name, request.region)
         return {"StackId": record.stack_id}
 
     # --- resources -------------------------------------------------------------------------------------
 
     def _describe_stack_resources(self, request: wire.Request) -> Result:
-        record = self.service.stack(_required(request, "StackName"))
+        record = self.service.stack(_required(request, "StackName"), region=request.region)
         wanted = request.get("LogicalResourceId")
         return {
             "StackResources": [
@@ -326,7 +336,7 @@ class CloudFormationApi:
         return {"StackResourceDetail": detail}
 
     def _list_stack_resources(self, request: wire.Request) -> Result:
-        record = self.service.stack(_required(request, "StackName"))
+        record = self.service.stack(_required(request, "StackName"), region=request.region)
         return {
             "StackResourceSummaries": [
                 render.resource(resource, "LastUpdatedTimestamp")
@@ -338,7 +348,7 @@ class CloudFormationApi:
         return {
             "Exports": [
                 {"ExportingStackId": record.stack_id, "Name": output.export_name, "Value": output.value}
-                for record in self.service.stacks()
+                for record in self.service.stacks(request.region)
                 for output in self.service.outputs(record)
                 if output.export_name
             ]

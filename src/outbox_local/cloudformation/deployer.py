@@ -70,7 +70,7 @@ class RuntimeStackHost:
         # A copy taken in one step (no lock: a deployment holds the stacks' lock while it reports progress,
         # which takes the service's; taking them the other way round here could deadlock).
         stacks = dict(self._runtime.stacks)
-        return {name: self._running(deployed) for name, deployed in stacks.items()}
+        return {key: self._running(deployed) for key, deployed in stacks.items()}
 
     def _running(self, deployed: DeployedStack) -> RunningStack:
         definition = deployed.definition
@@ -126,8 +126,9 @@ class RuntimeStackHost:
         self, name: str, stack_id: str, template: Template, values: Mapping[str, str], progress: Progress
     ) -> None:
         # The stack's region is the one its id names: the region of the request that created it.
+        region = stack_id.split(":")[3]
         definition = StackDefinition(
-            name, template, parameter_values=dict(values), region=stack_id.split(":")[3]
+            name, template, parameter_values=dict(values), region=None if region == self.region else region
         )
         made = _Made(progress, existing={})
         stacks = self._stack_set()
@@ -140,13 +141,13 @@ class RuntimeStackHost:
                     exports=self.exports(),
                 )
             except Exception:
-                self._left[name] = (template, made.resources, True, definition.region)
+                self._left[definition.key] = (template, made.resources, True, definition.region)
                 raise
             stacks.attach(definition, provisioned, outputs, stack_id=stack_id, created_at=self._now())
 
     def update(
         self,
-        name: str,
+        key: str,
         template: Template,
         values: Mapping[str, str],
         progress: Progress,
@@ -155,7 +156,7 @@ class RuntimeStackHost:
     ) -> None:
         stacks = self._stack_set()
         with stacks.lock:
-            current = stacks.stacks[name]
+            current = stacks.stacks[key]
             before = self._running(current).deployed
             exports = self.exports()
             changes = resource_changes(before, template, values, exports)
@@ -163,7 +164,7 @@ class RuntimeStackHost:
             modified = {c.logical_id for c in changes if c.action not in {ADD, REMOVE}}
             # The code root a stack started with (tests' own handlers) stays its code root.
             definition = StackDefinition(
-                name,
+                current.definition.name,
                 template,
                 parameter_values=dict(values),
                 code_root=current.definition.code_root,
@@ -181,7 +182,7 @@ class RuntimeStackHost:
             except Exception:
                 self._remove(template, made.added, progress, rollback=True, region=definition.region)
                 raise
-            detached = stacks.detach(name)
+            detached = stacks.detach(key)
             # Read once the runners stopped: nothing moves them on any more. A mapping whose stream changed
             # is a new mapping on AWS (EventSourceArn is replaced): it starts at its StartingPosition.
             streams = {mapping.logical_id: mapping.settings.stream_arn for mapping in provisioned.mappings}
@@ -205,17 +206,17 @@ class RuntimeStackHost:
                 resume_at=positions,
             )
 
-    def delete(self, name: str, progress: Progress) -> list[str]:
-        """Remove the stack (a failed create: what it made, as its rollback; a delete that failed: what it
-        left); nothing to remove when the runtime holds nothing of it. What could not be removed is kept,
-        for the next delete to retry."""
+    def delete(self, key: str, progress: Progress) -> list[str]:
+        """Remove the stack (by its key, `StackDefinition.key`; a failed create: what it made, as its
+        rollback; a delete that failed: what it left); nothing to remove when the runtime holds nothing of
+        it. What could not be removed is kept, for the next delete to retry."""
         stacks = self._stack_set()
         with stacks.lock:
-            if name in self._left:
-                template, resources, rollback, region = self._left.pop(name)
-            elif name in stacks.stacks:
-                self._refuse_exports_in_use(name)
-                detached = stacks.detach(name)
+            if key in self._left:
+                template, resources, rollback, region = self._left.pop(key)
+            elif key in stacks.stacks:
+                self._refuse_exports_in_use(key)
+                detached = stacks.detach(key)
                 template, resources = detached.definition.template, dict(detached.provisioned.resources)
                 rollback, region = False, detached.definition.region
             else:
@@ -223,7 +224,7 @@ class RuntimeStackHost:
             failed = self._remove(template, resources, progress, rollback=rollback, region=region)
             if failed:
                 left = {logical_id: resources[logical_id] for logical_id in failed}
-                self._left[name] = (template, left, rollback, region)
+                self._left[key] = (template, left, rollback, region)
             return failed
 
     # --- internals -------------------------------------------------------------------------------------

@@ -55,8 +55,12 @@ class StackHost(Protocol):
     """What the runtime does for the stack operations (`outbox_local.cloudformation.deployer`)."""
 
     region: str
+    """The runtime's region. A stack lives in the region its id names; the host holds it by its key: its
+    name in the runtime's region, `<region>/<name>` in another (`outbox_local.stacks.stack_key`)."""
 
-    def running(self) -> Mapping[str, RunningStack]: ...
+    def running(self) -> Mapping[str, RunningStack]:
+        """The stacks the runtime runs, by key."""
+        ...
 
     def exclusive(self) -> AbstractContextManager[object]:
         """The runtime's stacks held (re-entrant) while an operation and its rollback run, as one step: a
@@ -66,11 +70,13 @@ class StackHost(Protocol):
 
     def create(
         self, name: str, stack_id: str, template: Template, values: Mapping[str, str], progress: Progress
-    ) -> None: ...
+    ) -> None:
+        """Create stack `name` in the region `stack_id` names."""
+        ...
 
     def update(
         self,
-        name: str,
+        key: str,
         template: Template,
         values: Mapping[str, str],
         progress: Progress,
@@ -81,7 +87,7 @@ class StackHost(Protocol):
         uploaded); False: the assets beside the template file (`aws:asset:path`), as at start-up."""
         ...
 
-    def delete(self, name: str, progress: Progress) -> list[str]:
+    def delete(self, key: str, progress: Progress) -> list[str]:
         """Remove the stack (or what its failed create made, or what a failed delete left); returns the
         resources that could not be deleted (empty: all gone), which the host keeps for the next delete."""
         ...

@@ -47,7 +47,7 @@ from outbox_local.cloudformation.template_text import parse
 from outbox_local.errors import LocalRuntimeError, TemplateError
 from outbox_local.provisioning import refuse_unknown_types
 from outbox_local.provisioning.cloudformation import StackOutput
-from outbox_local.stacks import stack_id
+from outbox_local.stacks import stack_id, stack_key
 from outbox_local.template import Resolver, Template
 
 logger = logging.getLogger("outbox_local.cloudformation")
@@ -57,6 +57,11 @@ ANSWER_WITHIN_S = 10.0
 the stack every 5 s: an operation that is still running when it first looks costs a whole interval, and a
 local one usually ends within a second or two. A client cannot tell the difference, except that it waits
 less (CloudFormation answers at once and the stack's status moves on afterwards)."""
+
+
+def region_of(record: StackRecord) -> str:
+    """The region a stack lives in: the one its id names."""
+    return record.stack_id.split(":")[3]
 
 
 class CloudFormationService:
@@ -72,7 +77,7 @@ class CloudFormationService:
         self._lock = threading.RLock()
         self._operations = Operations()
         self.records: dict[str, StackRecord] = {}
-        """Stacks by name (every one but the deleted)."""
+        """Stacks by key (`key`: every one but the deleted)."""
         self.deleted: list[StackRecord] = []
 
     def forget(self) -> None:
@@ -93,40 +98,55 @@ class CloudFormationService:
         with self._lock:
             self.deleted = list(saved.deleted)
             self.records = {}
-            for name, record in saved.records.items():
-                kept = settled(record, running.get(name), self._clock())
+            for key, record in saved.records.items():
+                kept = settled(record, running.get(key), self._clock())
                 if kept is not None:
-                    self.records[name] = kept
+                    self.records[key] = kept
 
     # --- reading ---------------------------------------------------------------------------------------
 
-    def stacks(self) -> list[StackRecord]:
-        """Every live stack (the runtime's start-up stack included), oldest first."""
-        with self._lock:
-            for name, running in self.host.running().items():
-                if name not in self.records:
-                    self.records[name] = adopted(name, running)
-            return sorted(self.records.values(), key=lambda record: record.created_at)
+    def key(self, record: StackRecord) -> str:
+        """Where the host holds the record's stack: by name in the runtime's region, by region and name in
+        another (`outbox_local.stacks.stack_key`)."""
+        region = region_of(record)
+        return stack_key(record.name, None if region == self.host.region else region)
 
-    def stack(self, name_or_id: str, *, deleted_too: bool = False) -> StackRecord:
-        for record in self.stacks():
+    def stacks(self, region: str | None = None) -> list[StackRecord]:
+        """Every live stack (the runtime's start-up stack included) of `region` (None: of every region),
+        oldest first."""
+        with self._lock:
+            for key, running in self.host.running().items():
+                if key not in self.records:
+                    self.records[key] = adopted(running.deployed.stack_name, running)
+            return sorted(
+                (record for record in self.records.values() if region in {None, region_of(record)}),
+                key=lambda record: record.created_at,
+            )
+
+    def deleted_in(self, region: str | None = None) -> list[StackRecord]:
+        with self._lock:
+            return [record for record in self.deleted if region in {None, region_of(record)}]
+
+    def stack(self, name_or_id: str, *, deleted_too: bool = False, region: str | None = None) -> StackRecord:
+        """A stack of `region` (the request's; None: of any region) by name or id."""
+        for record in self.stacks(region):
             if name_or_id in {record.name, record.stack_id}:
                 return record
         if deleted_too:
-            for record in self.deleted:
+            for record in self.deleted_in(region):
                 if name_or_id == record.stack_id:
                     return record
         raise validation_error(f"Stack with id {name_or_id} does not exist")
 
     def outputs(self, record: StackRecord) -> list[StackOutput]:
-        running = self.host.running().get(record.name)
+        running = self.host.running().get(self.key(record))
         return (
             running.outputs if running is not None and running.stack_id == record.stack_id else record.outputs
         )
 
     def resources(self, record: StackRecord) -> list[StackResource]:
         """Each resource the stack holds, with its last operation's status."""
-        running = self.host.running().get(record.name)
+        running = self.host.running().get(self.key(record))
         if running is None or running.stack_id != record.stack_id:
             return []
         found = []
@@ -135,8 +155,10 @@ class CloudFormationService:
             found.append(StackResource(logical_id, kind, resolved.ref, status, at))
         return found
 
-    def change_set(self, name_or_arn: str, stack_name: str | None) -> tuple[StackRecord, ChangeSet]:
-        candidates = [self.stack(stack_name)] if stack_name else self.stacks()
+    def change_set(
+        self, name_or_arn: str, stack_name: str | None, region: str | None = None
+    ) -> tuple[StackRecord, ChangeSet]:
+        candidates = [self.stack(stack_name, region=region)] if stack_name else self.stacks(region)
         for record in candidates:
             for change_set in record.change_sets.values():
                 if name_or_arn in {change_set.name, change_set.arn}:
@@ -162,7 +184,8 @@ class CloudFormationService:
     ) -> tuple[ChangeSet, StackRecord]:
         """`region`: the request's; a stack it creates lives there (its id names it). None: the runtime's."""
         with self._lock:
-            record = next((r for r in self.stacks() if stack_name in {r.name, r.stack_id}), None)
+            region = region or self.host.region
+            record = next((r for r in self.stacks(region) if stack_name in {r.name, r.stack_id}), None)
             if change_set_type == "CREATE":
                 if record is not None and record.status != REVIEW_IN_PROGRESS:
                     raise CloudFormationError(
@@ -174,9 +197,6 @@ class CloudFormationService:
                 raise validation_error(
                     f"Stack:{record.stack_id} is in {record.status} state and can not be updated."
                 )
-            if record is not None and record.stack_id.startswith("arn:"):
-                region = record.stack_id.split(":")[3]  # an existing stack stays where it is
-            region = region or self.host.region
             if use_previous_template:
                 if record is None or not record.template_text:
                     raise validation_error("UsePreviousTemplate is only for an existing stack")
@@ -195,7 +215,7 @@ class CloudFormationService:
             if record is None:
                 record = StackRecord(stack_name, stack_id(region, stack_name), self._clock())
                 record.event(REVIEW_IN_PROGRESS, self._clock(), reason="User Initiated")
-                self.records[stack_name] = record
+                self.records[self.key(record)] = record
             change_set = ChangeSet(
                 name=change_set_name,
                 arn=change_set_arn(region, change_set_name),
@@ -216,7 +236,7 @@ class CloudFormationService:
     def _plan(
         self, record: StackRecord, change_set: ChangeSet, template: Template, resolved: Mapping[str, str]
     ) -> None:
-        running = self.host.running().get(record.name)
+        running = self.host.running().get(self.key(record))
         deployed = (
             running.deployed if running is not None and change_set.change_set_type == "UPDATE" else None
         )
@@ -242,22 +262,22 @@ class CloudFormationService:
                 "change set."
             )
 
-    def delete_change_set(self, name_or_arn: str, stack_name: str | None) -> None:
+    def delete_change_set(self, name_or_arn: str, stack_name: str | None, region: str | None = None) -> None:
         """Delete it; a change set the stack does not hold is already gone (the CDK CLI deletes its change
         set's name before each deploy, whether it exists or not)."""
         with self._lock:
             try:
-                record, change_set = self.change_set(name_or_arn, stack_name)
+                record, change_set = self.change_set(name_or_arn, stack_name, region)
             except CloudFormationError as error:
                 if error.code == "ChangeSetNotFound" and stack_name:
                     return
                 raise
             del record.change_sets[change_set.name]
 
-    def execute_change_set(self, name_or_arn: str, stack_name: str | None) -> None:
+    def execute_change_set(self, name_or_arn: str, stack_name: str | None, region: str | None = None) -> None:
         with self._lock:
             self._operations.refuse_when_closing()
-            record, change_set = self.change_set(name_or_arn, stack_name)
+            record, change_set = self.change_set(name_or_arn, stack_name, region)
             if change_set.execution_status != "AVAILABLE":
                 raise CloudFormationError(
                     "InvalidChangeSetStatus",
@@ -289,12 +309,12 @@ class CloudFormationService:
         progress = self._progress(record, failed)
         # The operation, its rollback and its record: one step to a snapshot.
         with self.host.exclusive():
-            previous = self.host.running().get(record.name)
+            previous = self.host.running().get(self.key(record))
             try:
                 if creating:
                     self.host.create(record.name, record.stack_id, template, resolved, progress)
                 else:
-                    self.host.update(record.name, template, resolved, progress)
+                    self.host.update(self.key(record), template, resolved, progress)
             except Exception as error:  # every failure is the stack's, reported in its events
                 logger.info("stack %s: %s failed: %s", record.name, change_set.change_set_type, error)
                 self._roll_back(record, creating, previous, failed, str(error))
@@ -312,21 +332,24 @@ class CloudFormationService:
                 record.change_sets.clear()
                 record.event(CREATE_COMPLETE if creating else "UPDATE_COMPLETE", self._clock())
 
-    def redeploy(self, name: str, template: Template, values: Mapping[str, str]) -> None:
+    def redeploy(
+        self, name: str, template: Template, values: Mapping[str, str], *, region: str | None = None
+    ) -> None:
         """The update a `cdk deploy` of `template` would make to stack `name`, made now and recorded in its
         events: what `outbox local up` does when the template its stack started from changed since the state
         was saved. `template` is a file's (its functions' assets are beside it). Raises CloudFormationError
         with the reason when the change cannot be made; the stack then runs its previous template."""
-        record = self.stack(name)
+        record = self.stack(name, region=region or self.host.region)  # a stack the runtime starts with
+        key = self.key(record)
         failed: list[str] = []
         with self._lock:
             record.event("UPDATE_IN_PROGRESS", self._clock(), reason="the template changed (outbox local up)")
         # The operation, its rollback and its record: one step to a snapshot.
         with self.host.exclusive():
-            previous = self.host.running().get(name)
+            previous = self.host.running().get(key)
             try:
                 refuse_unknown_types(template)
-                self.host.update(name, template, values, self._progress(record, failed), code_from_s3=False)
+                self.host.update(key, template, values, self._progress(record, failed), code_from_s3=False)
             except Exception as error:  # the stack's, as for a change set: reported in its events, raised
                 self._roll_back(record, False, previous, failed, str(error), code_from_s3=False)
                 raise CloudFormationError("ValidationError", str(error)) from error
@@ -356,7 +379,7 @@ class CloudFormationService:
         ignore = self._progress(record, [])
         if creating:
             record.event("ROLLBACK_IN_PROGRESS", self._clock(), reason=reason)
-            left = self.host.delete(record.name, ignore)
+            left = self.host.delete(self.key(record), ignore)
             record.event("ROLLBACK_FAILED" if left else "ROLLBACK_COMPLETE", self._clock())
             return
         record.event("UPDATE_ROLLBACK_IN_PROGRESS", self._clock(), reason=reason)
@@ -364,7 +387,7 @@ class CloudFormationService:
             if previous is None:
                 raise LocalRuntimeError("the stack's previous state is unknown")
             self.host.update(
-                record.name,
+                self.key(record),
                 previous.deployed.template,
                 previous.deployed.parameter_values,
                 ignore,
@@ -393,10 +416,10 @@ class CloudFormationService:
 
     # --- deleting --------------------------------------------------------------------------------------
 
-    def delete_stack(self, name_or_id: str) -> None:
+    def delete_stack(self, name_or_id: str, region: str | None = None) -> None:
         with self._lock:
             self._operations.refuse_when_closing()
-            record = next((r for r in self.stacks() if name_or_id in {r.name, r.stack_id}), None)
+            record = next((r for r in self.stacks(region) if name_or_id in {r.name, r.stack_id}), None)
             if record is None or record.status == "DELETE_IN_PROGRESS":
                 return  # deleting what does not exist succeeds, as on AWS
             if record.status.endswith("_IN_PROGRESS") and record.status != REVIEW_IN_PROGRESS:
@@ -410,7 +433,7 @@ class CloudFormationService:
     def _delete(self, record: StackRecord) -> None:
         with self.host.exclusive():  # the deletion and its record: one step to a snapshot
             # Not only a running stack: a delete that failed left resources, which this one retries.
-            left = self.host.delete(record.name, self._progress(record, []))
+            left = self.host.delete(self.key(record), self._progress(record, []))
             with self._lock:
                 if left:
                     record.event(
@@ -422,7 +445,7 @@ class CloudFormationService:
                 record.event(DELETE_COMPLETE, self._clock())
                 record.deleted_at = self._clock()
                 record.change_sets.clear()
-                self.records.pop(record.name, None)
+                self.records.pop(self.key(record), None)
                 self.deleted.append(record)
 
     # --- running -------------------------------------------------------------------------------------
@@ -432,7 +455,7 @@ class CloudFormationService:
             with self._lock:
                 record.event(f"{record.status.split('_')[0]}_FAILED", self._clock(), reason=str(error))
 
-        return self._operations.start(record.name, operation, failed)
+        return self._operations.start(self.key(record), operation, failed)
 
     def wait(self, timeout_s: float = 60.0) -> None:
         """Until every operation started has ended (tests)."""

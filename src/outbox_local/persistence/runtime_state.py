@@ -51,6 +51,8 @@ class SavedRuntime:
     replication: ReplicatorState | None = None
     cut_regions: frozenset[str] = frozenset()
     """Regions cut off (`LocalRuntime.cut_region`): a restart keeps them so."""
+    regional_alarm_states: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    """The alarm states of the other regions than the runtime's, by region."""
     """The global tables' replication: where it read each replica's stream, the writes queued (a cut
     region's), each item's last write time per replica."""
 
@@ -88,12 +90,16 @@ def saved_runtime(
     *,
     replication: ReplicatorState | None = None,
     cut_regions: frozenset[str] = frozenset(),
+    regional_alarms: Mapping[str, AlarmEvaluator] | None = None,
 ) -> SavedRuntime:
     """The runtime's stacks and alarm states as a snapshot holds them (read during a cut)."""
     return SavedRuntime(
         cloudformation=records,
         replication=replication,
         cut_regions=cut_regions,
+        regional_alarm_states={
+            region: evaluator.states() for region, evaluator in dict(regional_alarms or {}).items()
+        },
         alarm_states=alarms.states() if alarms is not None else {},
         stacks=tuple(
             SavedStack(

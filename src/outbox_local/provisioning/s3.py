@@ -35,7 +35,11 @@ def bucket(ctx: ProvisioningContext, resource: Resource, p: dict[str, Any]) -> R
     )
     name = ctx.name(resource, p, "BucketName", _MAX_BUCKET_NAME).lower()
     s3 = ctx.clients("s3")
-    s3.create_bucket(Bucket=name)
+    # S3 takes a bucket outside us-east-1 only with its region named (CloudFormation names the stack's).
+    where = (
+        {} if ctx.region == "us-east-1" else {"CreateBucketConfiguration": {"LocationConstraint": ctx.region}}
+    )
+    s3.create_bucket(Bucket=name, **where)
     if "BucketEncryption" in p:
         s3.put_bucket_encryption(
             Bucket=name, ServerSideEncryptionConfiguration=_encryption(p["BucketEncryption"])

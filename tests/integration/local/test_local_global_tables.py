@@ -138,7 +138,7 @@ def test_a_stack_deployed_with_a_request_signed_for_a_region_lives_there(tmp_pat
         assert stack["StackId"].startswith(f"arn:aws:cloudformation:{WEST}:")
         outputs = {output["OutputKey"]: output["OutputValue"] for output in stack["Outputs"]}
         assert outputs["TableArn"].startswith(f"arn:aws:dynamodb:{WEST}:")
-        assert runtime.stacks["ReplicaStack"].definition.region == WEST
+        assert runtime.stacks["us-west-2/ReplicaStack"].definition.region == WEST
 
         cloudformation.delete_stack(StackName="ReplicaStack")
         runtime.cloudformation.wait()
@@ -222,3 +222,26 @@ def test_custom_aws_call_errors_and_other_custom_types_are_refused_naming_them(t
         other = write_template(tmp_path, replica_stack_template("Custom::Mine"))
         with pytest.raises(UnsupportedResourceError, match="Custom::Mine"):
             runtime.create_stack(StackDefinition("Other", Template.load(other)))
+
+
+def test_each_region_has_stacks_of_its_own_under_the_same_name(tmp_path: Path) -> None:
+    """As `cdk bootstrap` of two regions makes a `CDKToolkit` in each."""
+    body = {
+        "Resources": {"Queue": {"Type": "AWS::SQS::Queue", "Properties": {}}},
+        "Outputs": {"QueueArn": {"Value": {"Fn::GetAtt": ["Queue", "Arn"]}}},
+    }
+    with LocalRuntime(options(None)) as runtime:
+        for region in (EAST, WEST):
+            cloudformation = client(runtime, "cloudformation", region)
+            cloudformation.create_stack(StackName="Toolkit", TemplateBody=json.dumps(body))
+            runtime.cloudformation.wait()
+        for region in (EAST, WEST):
+            (stack,) = client(runtime, "cloudformation", region).describe_stacks()["Stacks"]
+            assert stack["StackName"] == "Toolkit"
+            assert stack["StackStatus"] == "CREATE_COMPLETE"
+            assert stack["Outputs"][0]["OutputValue"].startswith(f"arn:aws:sqs:{region}:")
+        assert set(runtime.stacks) == {"Toolkit", "us-west-2/Toolkit"}
+        client(runtime, "cloudformation", WEST).delete_stack(StackName="Toolkit")
+        runtime.cloudformation.wait()
+        assert set(runtime.stacks) == {"Toolkit"}
+        assert client(runtime, "cloudformation", WEST).describe_stacks()["Stacks"] == []

@@ -5,6 +5,7 @@ and out of it queues; restored, everything takes up where it was. Also on the co
 from __future__ import annotations
 
 import json
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -49,9 +50,9 @@ def test_a_cut_region_runs_nothing_until_restored_then_takes_up_where_it_was(tmp
         dynamodb.put_item(TableName=outputs["TableName"], Item={"pk": {"S": "i-1"}, "behaviour": {"S": "ok"}})
         runtime.drain_streams()
         assert receive_all(sqs, outputs["DeliveredUrl"]) == []
-        (mapping,) = runtime.stacks["West"].mappings
+        (mapping,) = runtime.stacks["us-west-2/West"].mappings
         assert mapping.stats().invocations == 0
-        function = runtime.stacks["West"].provisioned.functions[0]
+        function = runtime.stacks["us-west-2/West"].provisioned.functions[0]
         result = runtime.invoke(function.arn, {})
         assert result.error_type == REGION_CUT_ERROR
 
@@ -154,3 +155,50 @@ def test_a_schedule_of_a_cut_region_does_not_fire_and_fires_once_when_restored()
     cut.clear()
     assert runner.tick() == 1  # late: once, not three times
     assert fired == [east, west]
+
+
+def test_a_stack_of_another_region_has_its_metrics_and_alarms_in_its_region(tmp_path: Path) -> None:
+    from tests.integration.local.test_local_function_metrics import emf_line, metrics_function
+
+    body = template()
+    body["Resources"]["PrintedFn"] = metrics_function("printed")
+    directory = tmp_path / "west"
+    directory.mkdir()
+    with LocalRuntime(options(None)) as runtime:
+        deployed = runtime.create_stack(
+            StackDefinition(
+                "West", Template.load(write_template(directory, body)), code_root=HANDLERS, region=WEST
+            )
+        )
+        printed = next(spec for spec in deployed.provisioned.functions if spec.logical_id == "PrintedFn")
+        runtime.invoke(printed.arn, {"lines": [emf_line(int(time.time() * 1000), Handed=3)]})
+        for region, expected in ((WEST, 2), (EAST, 0)):  # two dimension sets
+            listed = client(runtime, "cloudwatch", region).list_metrics(Namespace="Outbox")["Metrics"]
+            assert len([metric for metric in listed if metric["MetricName"] == "Handed"]) == expected, region
+
+        # The west stack's alarm (its on-failure queue not empty) is evaluated in us-west-2's CloudWatch.
+        client(runtime, "sqs", WEST).send_message(QueueUrl=deployed.outputs["OnFailureUrl"], MessageBody="x")
+        runtime.evaluate_alarms()
+        (alarm,) = client(runtime, "cloudwatch", WEST).describe_alarms(AlarmTypes=["MetricAlarm"])[
+            "MetricAlarms"
+        ]
+        assert alarm["StateValue"] == "ALARM"
+        assert client(runtime, "cloudwatch", EAST).describe_alarms()["MetricAlarms"] == []
+
+
+@pytest.mark.parametrize("lag", ["500", "-1", "1e3", "nan"])
+def test_local_up_refuses_a_replication_lag_out_of_range(lag: str) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["local", "up", "--replication-lag", lag])
+    assert exited.value.code == 2
+
+
+def test_local_up_passes_its_replication_lag_to_the_runtime() -> None:
+    import argparse
+
+    from outbox_cli.local import options as local_options
+    from outbox_cli.main import build_parser
+
+    arguments = build_parser().parse_args(["local", "up", "--no-stack", "--replication-lag", "0.5"])
+    assert isinstance(arguments, argparse.Namespace)
+    assert local_options(arguments, background=True).replication_lag_s == 0.5

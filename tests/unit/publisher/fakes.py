@@ -12,7 +12,7 @@ from outbox_publisher.candidates import Candidate
 from outbox_publisher.deadline import Deadline
 from outbox_publisher.engine import PublishingEngine
 from outbox_publisher.errors import DestinationCallError, FailureKind, PoisonQueueUnavailableError
-from outbox_publisher.leases import Claim, ClaimResult, Lease
+from outbox_publisher.leases import Claim, ClaimResult, Fence, Lease
 from outbox_publisher.messages import Message, eventbridge_size, sns_size
 from outbox_publisher.poison import PoisonMessage
 from outbox_publisher.ports import EntryResult
@@ -212,7 +212,7 @@ class FakeClaimer:
         self.released: list[RowKey] = []
         self.error: Exception | None = None
 
-    def claim(self, key: RowKey, lease: Lease, now: datetime) -> ClaimResult:
+    def claim(self, key: RowKey, lease: Lease, now: datetime, fence: Fence | None = None) -> ClaimResult:
         if self.error is not None:
             raise self.error
         answer = self.answers.get(key, Claim.CLAIMED)

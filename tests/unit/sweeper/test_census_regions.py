@@ -15,7 +15,8 @@ A, B = "us-east-1", "eu-west-1"
 
 
 def owned_by_a(item: Mapping[str, Any]) -> bool:
-    return item.get("origin", {}).get("S", A) == A
+    origin: str = item.get("origin", {}).get("S", A)
+    return origin == A
 
 
 def census(*items: dict[str, Any]) -> Census:
