@@ -3,8 +3,9 @@ interleaved with the region fault kinds; then the faults clear, the system drain
 
 The steps are the single-region schedules' `Step` (plain data, Hypothesis generates and shrinks it):
 
-- `write`: the next event of one of eight aggregates, each written in one region (`order` % 2 picks it); a
-  write in a region cut off is refused (its service is down) and counted as a failed command;
+- `write`: the next `nth` (1 to 3) events of one of eight aggregates, each written in one region (`order` % 2
+  picks it), one transaction each; a write in a region cut off is refused (its service is down) and counted
+  as a failed command;
 - `region_loss`: a region cut off (`tests.reliability.regions.TwoRegions.cut`) for `seconds` (one of
   `LOSS_SECONDS`: shorter and longer than the takeover time), then back on its own. `nth` 1: the home
   region, 2: the other, each its functions first and its replication `REPLICATION_AFTER_S` later (its last
@@ -50,7 +51,9 @@ assert set(REGION_KINDS) == {"region_loss", "region_return", "replication_lag"}
 
 
 def steps() -> st.SearchStrategy[Step]:
-    write = st.builds(Step, action=st.just("write"), order=st.integers(0, AGGREGATES - 1))
+    write = st.builds(
+        Step, action=st.just("write"), order=st.integers(0, AGGREGATES - 1), nth=st.integers(1, 3)
+    )
     fault = st.sampled_from(REGION_KINDS).flatmap(
         lambda kind: st.builds(
             Step,
@@ -163,7 +166,8 @@ def play(system: TwoRegions, faults: RegionFaults, plan: list[Step]) -> None:
     for step in plan:
         if step.action == "write":
             region = REGIONS[step.order % 2]
-            system.write(region, f"{region}-{step.order}")
+            for _ in range(step.nth):
+                system.write(region, f"{region}-{step.order}")
         elif step.action == "fault":
             faults.arm(step)
         elif step.action == "wait":
@@ -212,7 +216,7 @@ def run_region_schedule(seed: int, plan: list[Step]) -> tuple[ScheduleResult, Ve
         result = ScheduleResult(
             seed=seed,
             steps=len(plan),
-            commands=sum(1 for step in plan if step.action == "write"),
+            commands=sum(step.nth for step in plan if step.action == "write"),
             commands_failed=system.writes_refused,
             events=len(system.committed),
             armed=Counter(faults.armed),

@@ -76,13 +76,16 @@ def summarize(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "commands": sum(r["commands"] for r in results),
         "commands_failed": sum(r["commands_failed"] for r in results),
         "events": sum(r["events"] for r in results),
-        "faults_armed": dict(sorted(armed.items())),
-        "faults_effective": dict(sorted(effective.items())),
+        "faults_armed": {kind: armed[kind] for kind in sorted(kinds)},
+        # The suites' kinds, and what the operator did (not fault kinds: no unit).
+        "faults_effective": {
+            kind: effective[kind] for kind in sorted({*kinds, *(k for k in effective if k not in ALL_UNITS)})
+        },
         "never_effective": sorted(kind for kind in kinds if not effective[kind]),
         **{name: sum(r.get(name, 0) for r in results) for name in VIOLATIONS},
         "not_drained": sum(1 for r in results if not r["drained"]),
         "duplicates_on_the_wire": dict(duplicates),
-        "outages": _outages(results),
+        "outages": _outages(results) if len(two) < len(results) else {},
         "regions": _regions(two),
         "longest_clear_to_drained_s": longest["clear_to_drained_s"] if longest else 0.0,
         "seed": profile().seed,
@@ -149,6 +152,8 @@ def _render_regions(regions: dict[str, Any]) -> list[str]:
 
 
 def _render_outages(outages: dict[str, dict[str, Any]]) -> list[str]:
+    if not outages:
+        return []
     lines = ["single-destination outages (extra copies on the destination that stayed up):"]
     for destination, figures in outages.items():
         healthy = figures["healthy"]

@@ -135,6 +135,7 @@ def test_a_cut_region_is_taken_over_in_order_and_resumes_with_nothing_twice(syst
     assert all(r == B for r, _, _ in after)
 
     # When A comes back
+    returned = system.clock.seconds()
     system.restore(A)
     assert system.run_until(
         lambda: (
@@ -162,6 +163,12 @@ def test_a_cut_region_is_taken_over_in_order_and_resumes_with_nothing_twice(syst
         p.event_id for p in system.wire.published if p.aggregate_key == "Account#flight"
     }
     assert system.diverged() == []
+    # A rejoined, yielded while B held its origin, and owns it again; B handed it back
+    states = [beat.state for beat in system.beats if beat.region == A and beat.at >= returned]
+    assert states[0] == "rejoining"
+    assert "yielded" in states
+    assert states[-1] == "own"
+    assert [beat.taking for beat in system.beats if beat.region == B][-1] == ()
     figures = system.figures(verdict)
     assert figures[B]["taken_over"] == 6  # pending 1-3, a0 2, late 2, flight 1
     assert figures[A]["late_replicas"] == 1
@@ -238,3 +245,24 @@ def test_settles_and_claims_made_in_both_regions_while_replication_lags_converge
     verdict = system.verdict()
     assert verdict.ok, verdict.violations()
     assert system.replicator.stats()["superseded"] >= 1  # a write that arrived after a newer one was dropped
+
+
+def test_a_region_back_before_the_takeover_time_publishes_its_own_rows(system: TwoRegions) -> None:
+    # Given rows of A pending (replicated) when A is cut off for less than the takeover time
+    for _ in range(3):
+        system.write(A, "short")
+    system.replicator.step()
+    system.cut(A)
+    system.run_for(TAKEOVER_AFTER_S / 2)
+    assert published(system) == []
+
+    # When it comes back
+    system.restore(A)
+    assert drain(system)
+
+    # Then no region took anything over: A published its rows itself, in order, once
+    assert published(system) == [(A, "Account#short", seq) for seq in (1, 2, 3)]
+    assert all(not beat.taking for beat in system.beats)
+    verdict = system.verdict()
+    assert verdict.ok, verdict.violations()
+    assert not verdict.copies
