@@ -266,3 +266,29 @@ def test_a_region_back_before_the_takeover_time_publishes_its_own_rows(system: T
     verdict = system.verdict()
     assert verdict.ok, verdict.violations()
     assert not verdict.copies
+
+
+def test_a_partition_past_the_takeover_time_publishes_twice_as_documented(system: TwoRegions) -> None:
+    # Given rows of A replicated to B, then replication between the regions down past the takeover time
+    # while both regions' functions run (a partition, not a region lost: two regions cannot tell them apart
+    # without a third witness): A publishes its rows, its settles never reach B
+    for _ in range(2):
+        system.write(A, "split")
+    system.replicator.step()
+    system.replicator.cut(A)
+    system.run_for(TAKEOVER_AFTER_S + 180)
+
+    # When replication comes back
+    system.replicator.restore(A)
+    assert drain(system)
+
+    # Then each region took the other over, and A's events went out from both: the duplicates
+    # docs/multi-region.md names for a partition, which nothing else explains
+    assert {beat.region for beat in system.beats if beat.taking} == {A, B}
+    split = [(r, s) for r, k, s in published(system) if k == "Account#split"]
+    assert sorted(split) == [(A, 1), (A, 2), (B, 1), (B, 2)]
+    verdict = system.verdict()
+    assert len(verdict.unexplained) == 4
+    assert not verdict.lost
+    assert not verdict.invented
+    assert not verdict.out_of_order
