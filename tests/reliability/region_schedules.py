@@ -8,9 +8,12 @@ The steps are the single-region schedules' `Step` (plain data, Hypothesis genera
   as a failed command;
 - `region_loss`: a region cut off (`tests.reliability.regions.TwoRegions.cut`) for `seconds` (one of
   `LOSS_SECONDS`: shorter and longer than the takeover time), then back on its own. `nth` 1: the home
-  region, 2: the other, each its functions first and its replication `REPLICATION_AFTER_S` later (its last
-  writes reach the peer unpublished); 3: the home region, all at once, the moment its publisher has
-  published a batch (after the destinations accepted it, before its settle: the documented in-flight case);
+  region, 2: the other, each its functions first and its replication `REPLICATION_AFTER_S` later (a random
+  half of its last writes reach the peer, unpublished: the RPO; the others only when it is back); 3: the
+  home region, all at once, the moment its publisher has published a batch (after the destinations
+  accepted it, before its settle: the documented in-flight case); 4: as 1, and the taker's sweeper crashes
+  once the topic accepted its first batch while it holds the origin (before it records that batch
+  published: its seqs stay `claimed` only in the `#taken#` record);
 - `region_return`: the region cut off longest ago comes back now (before its loss's end);
 - `replication_lag`: replication slower than usual for `seconds`. `nth` 1: nothing replicates (both ways);
   2: the writes out of a random region held back that long (the other way flows); 3: a random half of the
@@ -34,7 +37,7 @@ from tests.reliability.invariants import Verdict
 from tests.reliability.kinds import REGION_UNITS
 from tests.reliability.regions import REGIONS, TwoRegions, two_regions
 from tests.reliability.schedules import ScheduleResult, Step
-from tests.reliability.system import PUBLISHER
+from tests.reliability.system import PUBLISHER, SWEEPER
 from tests.reliability.wire import SNS, CrashPoint
 
 REGION_KINDS = tuple(REGION_UNITS)
@@ -60,7 +63,7 @@ def steps() -> st.SearchStrategy[Step]:
             action=st.just("fault"),
             kind=st.just(kind),
             seconds=st.sampled_from(LOSS_SECONDS if kind == "region_loss" else LAG_SECONDS),
-            nth=st.integers(1, 3),
+            nth=st.integers(1, 4 if kind == "region_loss" else 3),
         )
     )
     wait = st.builds(Step, action=st.just("wait"), seconds=st.sampled_from(WAITS))
@@ -95,9 +98,13 @@ class RegionFaults:
         if kind == "region_loss":
             region = REGIONS[1] if step.nth == 2 else REGIONS[0]
             # 1, 2: its functions stop, and its replication `REPLICATION_AFTER_S` later (its last writes
-            # reach the peer unpublished: the peer's to take over); 3: all at once, mid-publish
+            # reach the peer unpublished: the peer's to take over); 3: all at once, mid-publish; 4: as 1,
+            # and the taker's sweeper crashes once the topic accepted its first batch while it holds the
+            # origin (before it records that batch published)
             if region in self.losses or any(point.function.endswith(region) for point in self.pending_cuts):
                 return
+            if step.nth == 4:
+                self._crash_taker(region)
             if step.nth == 3:
                 # Cut the moment its publisher's next batch was accepted by the topic (before the settle).
                 point = CrashPoint(
@@ -111,7 +118,7 @@ class RegionFaults:
                 system.wire.crash_points.append(point)
                 self.pending_cuts.append(point)
             else:
-                self._cut(region, step.seconds, replication_after_s=REPLICATION_AFTER_S)
+                self._cut(region, step.seconds, replication_after_s=REPLICATION_AFTER_S, partial=True)
         elif kind == "region_return":
             if self.losses:
                 region = min(self.losses, key=self.losses.__getitem__)
@@ -125,8 +132,24 @@ class RegionFaults:
             else:
                 system.hold_writes(lambda _delivery: system.random.random() < 0.5, step.seconds, lasting=True)
 
-    def _cut(self, region: str, seconds: float, *, replication_after_s: float = 0.0) -> None:
-        self.system.cut(region, replication_after_s=replication_after_s)
+    def _crash_taker(self, origin: str) -> None:
+        system = self.system
+        taker = next(region for region in REGIONS if region != origin)
+
+        def holding(_params: dict[str, Any]) -> bool:
+            beats = [beat for beat in system.beats if beat.region == taker]
+            return bool(beats) and origin in beats[-1].taking
+
+        system.wire.crash_points.append(
+            CrashPoint(
+                f"{SWEEPER}@{taker}", SNS, "PublishBatch", "after", condition=holding, kind="taker_crash"
+            )
+        )
+
+    def _cut(
+        self, region: str, seconds: float, *, replication_after_s: float = 0.0, partial: bool = False
+    ) -> None:
+        self.system.cut(region, replication_after_s=replication_after_s, partial=partial)
         self.losses[region] = self.system.clock.seconds() + seconds
 
     def _restore(self, region: str) -> None:
@@ -231,5 +254,10 @@ def run_region_schedule(seed: int, plan: list[Step]) -> tuple[ScheduleResult, Ve
             unexplained_duplicates=len(verdict.unexplained),
             violations=violations[:20],
         )
-        extra = {"suite": "regions", "regions": system.figures(verdict), "diverged": len(diverged)}
+        extra = {
+            "suite": "regions",
+            "regions": system.figures(verdict),
+            "diverged": len(diverged),
+            "taker_crashes": system.wire.injected["taker_crash"],
+        }
         return result, verdict, extra

@@ -464,15 +464,22 @@ class TwoRegions:
 
     # --- regions cut off ------------------------------------------------------------------------------------
 
-    def cut(self, region: str, *, replication_after_s: float = 0.0) -> None:
+    def cut(self, region: str, *, replication_after_s: float = 0.0, partial: bool = False) -> None:
         """`region` is cut off: its functions stop, its writer refuses, replication into and out of it
         queues (`replication_after_s` later: an outage that stops the functions first, while the region's
-        last writes, which its publisher never got to, still replicate)."""
+        last writes, which its publisher never got to, still replicate; with `partial`, a random half of
+        them does not make it: per item, no order across items, as global tables replicate)."""
         side = self.sides[region]
         if side.cut:
             return
         side.cut = True
         if replication_after_s > 0:
+            if partial:
+                self.hold_writes(
+                    lambda d: d.source == region and self.random.random() < 0.5,
+                    replication_after_s,
+                    lasting=True,
+                )
             self.run_for(replication_after_s)
         self.replicator.cut(region)
         peers = {

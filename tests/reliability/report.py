@@ -131,6 +131,7 @@ def _regions(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return {
         "schedules": len(results),
         "events": sum(r["events"] for r in results),
+        "taker_crashes": sum(r.get("taker_crashes", 0) for r in results),
         "per_region": {region: dict(figures) for region, figures in sorted(per_region.items())},
     }
 
@@ -140,7 +141,8 @@ def _render_regions(regions: dict[str, Any]) -> list[str]:
         return []
     names = list(regions["per_region"])
     lines = [
-        f"two regions ({regions['schedules']} schedules, {regions['events']} events), per region:",
+        f"two regions ({regions['schedules']} schedules, {regions['events']} events, "
+        f"{regions['taker_crashes']} taker sweepers crashed mid-takeover), per region:",
         f"  {'':<50}" + "".join(f"{name:>12}" for name in names),
     ]
     for figure in REGION_FIGURES:
