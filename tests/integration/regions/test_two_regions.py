@@ -292,3 +292,36 @@ def test_a_partition_past_the_takeover_time_publishes_twice_as_documented(system
     assert not verdict.lost
     assert not verdict.invented
     assert not verdict.out_of_order
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="core: a #taken# record replicating later than the handback's margin lets a late replica out "
+    "after its successor (docs/multi-region.md promises order within what has replicated, and names only a "
+    "duplicate for a lagging record)",
+)
+def test_a_takeover_record_lagging_past_the_margin_keeps_a_late_replica_in_order(system: TwoRegions) -> None:
+    # Given A cut off with seq 2 of an aggregate replicated to B and seq 1 not: B takes A over and publishes
+    # seq 2, its #taken# record of the aggregate saying so
+    late_event = system.write(A, "lagging")
+    system.write(A, "lagging")
+    system.hold_writes(
+        lambda d: (d.keys["aggregate_key"]["S"], d.keys["seq"]["N"]) == ("Account#lagging", "1"), 3600
+    )
+    system.replicator.step()
+    system.cut(A)
+    system.run_for(TAKEOVER_AFTER_S + 180)
+    assert [(r, s) for r, k, s in published(system) if k == "Account#lagging"] == [(B, 2)]
+
+    # When A comes back while that record alone replicates to A late, past the handback's margin (every
+    # other write flows: replication is per item, with no order across items)
+    system.hold_writes(
+        lambda d: d.keys["aggregate_key"]["S"] == "#taken#Account#lagging" and d.target == A,
+        900,
+        lasting=True,
+    )
+    system.restore(A)
+    system.run_for(800)
+
+    # Then A never publishes seq 1 after the seq 2 B published: it waits FAILED as a late replica
+    assert late_event not in {p.event_id for p in system.wire.published}
