@@ -325,3 +325,34 @@ def test_a_takeover_record_lagging_past_the_margin_keeps_a_late_replica_in_order
 
     # Then A never publishes seq 1 after the seq 2 B published: it waits FAILED as a late replica
     assert late_event not in {p.event_id for p in system.wire.published}
+
+
+def test_a_taken_over_row_whose_settle_lags_is_settled_unpublished_on_return(system: TwoRegions) -> None:
+    # Given A cut off with a row pending, which B takes over and publishes; B's settle of it reaches A late
+    # (past A's return and the handback), its #taken# record in time
+    taken_event = system.write(A, "avoided")
+    system.replicator.step()
+    system.cut(A)
+    system.hold_writes(
+        lambda d: d.keys["aggregate_key"]["S"] == "Account#avoided" and d.image is None and d.target == A,
+        1200,
+        lasting=True,
+    )
+    system.run_for(TAKEOVER_AFTER_S + 180)
+    assert [(r, s) for r, k, s in published(system) if k == "Account#avoided"] == [(B, 1)]
+
+    # When A comes back and owns its origin again while the row is still PENDING in its replica
+    system.restore(A)
+    assert system.run_until(lambda: system.duplicates_avoided[A] > 0, deadline=system.clock.seconds() + 1000)
+
+    # Then A settled it without publishing it again (its record says B published it)
+    assert system.sides[A].row("Account#avoided", 1) is None
+    assert [p.event_id for p in system.wire.published].count(
+        taken_event
+    ) == 2  # B's, on the topic and the bus
+    system.release_replication()
+    assert drain(system)
+    verdict = system.verdict()
+    assert verdict.ok, verdict.violations()
+    assert not verdict.copies
+    assert system.figures(verdict)[A]["duplicates_avoided"] == 1
