@@ -125,12 +125,16 @@ class RegionFaults:
                 self._restore(region)
         elif kind == "replication_lag":
             if step.nth == 1:
-                system.hold_replication(step.seconds)
+                system.replication.pause(step.seconds)
             elif step.nth == 2:
                 source = system.random.choice(REGIONS)
-                system.hold_writes(lambda delivery: delivery.source == source, step.seconds, lasting=True)
+                system.replication.hold_writes(
+                    lambda delivery: delivery.source == source, step.seconds, lasting=True
+                )
             else:
-                system.hold_writes(lambda _delivery: system.random.random() < 0.5, step.seconds, lasting=True)
+                system.replication.hold_writes(
+                    lambda _delivery: system.random.random() < 0.5, step.seconds, lasting=True
+                )
 
     def _crash_taker(self, origin: str) -> None:
         system = self.system
@@ -173,7 +177,7 @@ class RegionFaults:
             run_for(system, self, max(0.0, end - system.clock.seconds()) + 0.001)
         for point in self.pending_cuts:
             point.until = system.clock.seconds()
-        system.release_replication()
+        system.replication.release()
 
 
 def run_for(system: TwoRegions, faults: RegionFaults, seconds: float) -> None:
@@ -219,7 +223,7 @@ def effective_counts(system: TwoRegions, faults: RegionFaults) -> Counter[str]:
         effective["region_loss"] += len(set(beat.taking) - holding[beat.region])
         holding[beat.region] = set(beat.taking)
     effective["region_return"] = faults.returns
-    effective["replication_lag"] = system.writes_held
+    effective["replication_lag"] = system.replication.writes_held
     effective.update(system.operator_actions)
     return effective
 

@@ -110,7 +110,9 @@ def test_a_cut_region_is_taken_over_in_order_and_resumes_with_nothing_twice(syst
     late_event = system.write(A, "late")
     system.write(A, "late")
     unreplicated = {("Account#late", "1"), ("Account#flight", "1")}
-    system.hold_writes(lambda d: (d.keys["aggregate_key"]["S"], d.keys["seq"]["N"]) in unreplicated, 900)
+    system.replication.hold_writes(
+        lambda d: (d.keys["aggregate_key"]["S"], d.keys["seq"]["N"]) in unreplicated, 900
+    )
     system.replicator.step()
     system.cut(A)
     assert system.sides[B].row("Account#late", 1) is None
@@ -226,7 +228,7 @@ def test_a_claim_racing_a_takeover_is_never_lost_and_a_settle_never_resurrected(
 def test_settles_and_claims_made_in_both_regions_while_replication_lags_converge(system: TwoRegions) -> None:
     # Given both regions writing and publishing while replication is held back a minute: each region's
     # inserts, claims and settles (deletes) of its rows reach the other replica late, shuffled
-    system.hold_replication(60)
+    system.replication.pause(60)
     for n in range(4):
         for _ in range(3):
             system.write(A, f"a{n}", age_s=90 if n == 0 else 0)  # a0's records come late: claimed first
@@ -305,7 +307,7 @@ def test_a_takeover_record_lagging_past_the_margin_keeps_a_late_replica_in_order
     # seq 2, its #taken# record of the aggregate saying so
     late_event = system.write(A, "lagging")
     system.write(A, "lagging")
-    system.hold_writes(
+    system.replication.hold_writes(
         lambda d: (d.keys["aggregate_key"]["S"], d.keys["seq"]["N"]) == ("Account#lagging", "1"), 3600
     )
     system.replicator.step()
@@ -315,7 +317,7 @@ def test_a_takeover_record_lagging_past_the_margin_keeps_a_late_replica_in_order
 
     # When A comes back while that record alone replicates to A late, past the handback's margin (every
     # other write flows: replication is per item, with no order across items)
-    system.hold_writes(
+    system.replication.hold_writes(
         lambda d: d.keys["aggregate_key"]["S"] == "#taken#Account#lagging" and d.target == A,
         900,
         lasting=True,
@@ -331,9 +333,10 @@ def test_a_taken_over_row_whose_settle_lags_is_settled_unpublished_on_return(sys
     # Given A cut off with a row pending, which B takes over and publishes; B's settle of it reaches A late
     # (past A's return and the handback), its #taken# record in time
     taken_event = system.write(A, "avoided")
+    assert taken_event is not None
     system.replicator.step()
     system.cut(A)
-    system.hold_writes(
+    system.replication.hold_writes(
         lambda d: d.keys["aggregate_key"]["S"] == "Account#avoided" and d.image is None and d.target == A,
         1200,
         lasting=True,
@@ -350,7 +353,7 @@ def test_a_taken_over_row_whose_settle_lags_is_settled_unpublished_on_return(sys
     assert [p.event_id for p in system.wire.published].count(
         taken_event
     ) == 2  # B's, on the topic and the bus
-    system.release_replication()
+    system.replication.release()
     assert drain(system)
     verdict = system.verdict()
     assert verdict.ok, verdict.violations()
