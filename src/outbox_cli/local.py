@@ -25,6 +25,7 @@ from outbox_ops.resources import outbox_prefixes
 
 if TYPE_CHECKING:
     from outbox_local.runtime import LocalRuntime, RuntimeOptions
+    from outbox_local.stacks import DeployedStack
 
 CDK_OUT = Path("cdk.out")
 DEFAULT_STATE_DIR = Path(".outbox") / "local"
@@ -240,6 +241,7 @@ def _shown(path: Path, cwd: Path) -> str:
 
 RESOURCE_KINDS = (
     ("AWS::DynamoDB::Table", "table", "tables"),
+    ("AWS::DynamoDB::GlobalTable", "global table", "global tables"),
     ("AWS::Lambda::Function", "function", "functions"),
     ("AWS::SNS::Topic", "topic", "topics"),
     ("AWS::Events::EventBus", "event bus", "event buses"),
@@ -261,6 +263,24 @@ def holdings(runtime: LocalRuntime) -> str:
     if "AWS::ApiGatewayV2::Api" not in kinds:
         parts.append("no HTTP API")
     return ", ".join(parts)
+
+
+def _stack_named(deployed: DeployedStack) -> str:
+    """A stack as the banner names it: its name, and its region when it is not the runtime's."""
+    region = deployed.definition.region
+    return f"{deployed.name} in {region}" if region else deployed.name
+
+
+def _regions_line(runtime: LocalRuntime) -> list[str]:
+    """With stacks or replicas in several regions: which, and how they are replicated."""
+    regions = runtime.regions()
+    if len(regions) < 2:
+        return []
+    replicated = ", ".join(sorted(runtime.replication.tables)) or "no global table"
+    return [
+        f"  Regions       {', '.join(regions)}: {replicated} replicated after "
+        f"{runtime.replication.lag_s:g} s (`outbox local region cut REGION` cuts one off)"
+    ]
 
 
 def describe(runtime: LocalRuntime, command: str = "outbox") -> str:
@@ -291,6 +311,8 @@ def describe(runtime: LocalRuntime, command: str = "outbox") -> str:
             + "\n\n"
         )
     stack = runtime.options.stack_name
+    elsewhere = any(deployed.definition.region for deployed in runtime.stacks.values())
+    hint = " --region REGION" if elsewhere else ""
     # The outputs' column is as wide as their longest name (the sample's CancellationsDeadLetterQueueUrl: 31).
     width = max((len(name) for name in runtime.outputs), default=0)
     lines = [
@@ -299,6 +321,7 @@ def describe(runtime: LocalRuntime, command: str = "outbox") -> str:
         f"  Resources     {holdings(runtime)}",
         f"  AWS endpoint  {runtime.endpoint_url}  (region {region})",
         f"  State         {_state(runtime)}",
+        *_regions_line(runtime),
         *([f"  HTTP API      {runtime.api_url}"] if runtime.api_url else []),
         "",
         f'  Point any AWS SDK or the AWS CLI at it (or: eval "$({env_command})"):',
@@ -313,8 +336,8 @@ def describe(runtime: LocalRuntime, command: str = "outbox") -> str:
         *(f"    {name:<{width}}  {value}" for name, value in runtime.outputs.items()),
         "",
         *(
-            [f"  Other stacks  {', '.join(other)} (`outbox status --stack NAME` for each)", ""]
-            if (other := [name for name in runtime.stacks if name != stack])
+            [f"  Other stacks  {', '.join(other)} (`outbox status --stack NAME{hint}` for each)", ""]
+            if (other := [_stack_named(deployed) for key, deployed in runtime.stacks.items() if key != stack])
             else []
         ),
         "  Running locally:",

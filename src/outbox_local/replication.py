@@ -30,9 +30,6 @@ Driven step by step (`step()`, `drain()`: tests, the reliability harness) or on 
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import json
 import logging
 import random
 import threading
@@ -45,6 +42,16 @@ from botocore.exceptions import ClientError
 
 from outbox_local.errors import LocalRuntimeError
 from outbox_local.moto_streams import InProcessStreams
+from outbox_local.replica_items import (
+    Delivery,
+    Echo,
+    ReplicatorState,
+    Version,
+    WriteTime,
+    canonical,
+    digest,
+    unchanged,
+)
 
 __all__ = [
     "DEFAULT_LAG_S",
@@ -71,65 +78,6 @@ class ReplicationError(LocalRuntimeError):
     """A table cannot be replicated as asked (no stream with new images, a region it has no replica in)."""
 
 
-@dataclass(frozen=True, order=True)
-class WriteTime:
-    """When a write was made, and where: ordered by time, then by region (a tie resolved the same way in
-    every replica)."""
-
-    at: float
-    region: str
-
-
-@dataclass(frozen=True)
-class Version:
-    """What the replicator knows a replica's item to be: the write that made it, and a digest of its
-    attributes (None: deleted)."""
-
-    written: WriteTime
-    digest: str | None
-
-
-@dataclass(frozen=True)
-class Delivery:
-    """One write on its way to one replica."""
-
-    id: int
-    table: str
-    key: str
-    """The item's key attributes as canonical text (what versions are kept by)."""
-    keys: Mapping[str, Any]
-    image: Mapping[str, Any] | None
-    """The item as written (DynamoDB JSON); None: a delete."""
-    written: WriteTime
-    target: str
-    due: float
-
-    @property
-    def source(self) -> str:
-        return self.written.region
-
-
-@dataclass(frozen=True)
-class _Echo:
-    delivery_id: int
-    digest: str | None
-    written: WriteTime
-
-
-@dataclass(frozen=True)
-class ReplicatorState:
-    """Everything the replicator holds, as plain data (a snapshot's part)."""
-
-    tables: Mapping[str, tuple[str, ...]]
-    positions: Mapping[tuple[str, str], str]
-    """(region, table) -> the sequence number of the last stream record read."""
-    versions: Mapping[tuple[str, str, str], Version]
-    queue: tuple[Delivery, ...]
-    echoes: Mapping[tuple[str, str, str], tuple[_Echo, ...]]
-    cut: frozenset[str]
-    next_id: int
-
-
 @dataclass
 class _Stats:
     replicated: int = 0
@@ -150,7 +98,7 @@ class _Book:
     positions: dict[tuple[str, str], str] = field(default_factory=dict)
     versions: dict[tuple[str, str, str], Version] = field(default_factory=dict)
     queue: dict[int, Delivery] = field(default_factory=dict)
-    echoes: dict[tuple[str, str, str], list[_Echo]] = field(default_factory=dict)
+    echoes: dict[tuple[str, str, str], list[Echo]] = field(default_factory=dict)
     cut: set[str] = field(default_factory=set)
     next_id: int = 1
     names: dict[str, set[str]] = field(default_factory=dict)
@@ -237,6 +185,14 @@ class Replicator:
         with self._lock:
             self._book.cut.discard(region)
 
+    def set_lag(self, lag_s: float) -> None:
+        """Replicate `lag_s` after each write from now on, the writes queued included (a replication lag
+        fault: raised, then brought back)."""
+        if lag_s < 0:
+            raise ReplicationError("the replication lag cannot be negative")
+        with self._lock:
+            self.lag_s = lag_s
+
     @property
     def cut_regions(self) -> frozenset[str]:
         with self._lock:
@@ -260,7 +216,7 @@ class Replicator:
         with self._stepping:
             self.poll()
             at = self._clock() if now is None else now
-            return self._deliver(lambda delivery: delivery.due <= at)
+            return self._deliver(lambda delivery: self._due(delivery) <= at)
 
     def drain(self, max_rounds: int = _MAX_DRAIN_ROUNDS) -> int:
         """Deliver everything queued, the lag ignored, until nothing is left but what a cut holds; answers how
@@ -284,7 +240,7 @@ class Replicator:
     def next_due(self) -> float | None:
         """When the first queued write not held by a cut is due (None: none)."""
         with self._lock:
-            due = [d.due for d in self._book.queue.values() if not self._held(d)]
+            due = [self._due(d) for d in self._book.queue.values() if not self._held(d)]
         return min(due) if due else None
 
     def stats(self) -> dict[str, int]:
@@ -406,22 +362,22 @@ class Replicator:
         book = self._book
         stream = record["dynamodb"]
         keys = stream["Keys"]
-        key = _canonical(keys)
+        key = canonical(keys)
         image = None if record["eventName"] == "REMOVE" else stream["NewImage"]
-        digest = _digest(image)
+        written_digest = digest(image)
         if image is not None:
             book.names.setdefault(table, set()).update(image)
         where = (region, table, key)
         echoes = book.echoes.get(where, [])
         for echo in echoes:
-            if echo.digest == digest:
+            if echo.digest == written_digest:
                 echoes.remove(echo)
                 known = book.versions.get(where)
                 if known is None or known.written < echo.written:
-                    book.versions[where] = Version(echo.written, digest)
+                    book.versions[where] = Version(echo.written, written_digest)
                 return 0
         written = WriteTime(stream["ApproximateCreationDateTime"].timestamp(), region)
-        book.versions[where] = Version(written, digest)
+        book.versions[where] = Version(written, written_digest)
         for target in regions:
             if target == region:
                 continue
@@ -434,11 +390,15 @@ class Replicator:
                 image=image,
                 written=written,
                 target=target,
-                due=written.at + self.lag_s + jitter,
+                jitter=jitter,
             )
             book.next_id += 1
             book.queue[delivery.id] = delivery
         return len(regions) - 1
+
+    def _due(self, delivery: Delivery) -> float:
+        """When a queued write reaches its replica: the lag (as it is now) after it was made."""
+        return delivery.written.at + self.lag_s + delivery.jitter
 
     def _held(self, delivery: Delivery) -> bool:
         cut = self._book.cut
@@ -472,15 +432,15 @@ class Replicator:
         item = client.get_item(TableName=delivery.table, Key=dict(delivery.keys), ConsistentRead=True).get(
             "Item"
         )
-        new_digest = _digest(delivery.image)
+        new_digest = digest(delivery.image)
         with self._lock:
-            if _digest(item) != (known.digest if known is not None else None):
+            if digest(item) != (known.digest if known is not None else None):
                 self._stats.retried += 1  # a local write not read yet: read it first, it may be the newer
                 return False
-            if _digest(item) == new_digest:
+            if digest(item) == new_digest:
                 self._book.versions[where] = Version(delivery.written, new_digest)
                 return self._settle(delivery, "unchanged")
-            echo = _Echo(delivery.id, new_digest, delivery.written)
+            echo = Echo(delivery.id, new_digest, delivery.written)
             # One echo per delivery: one made again after a restore replaces the one its snapshot held.
             echoes = [e for e in self._book.echoes.get(where, []) if e.delivery_id != delivery.id]
             self._book.echoes[where] = [*echoes, echo]
@@ -510,70 +470,8 @@ class Replicator:
         self, client: Any, delivery: Delivery, item: Mapping[str, Any] | None, names: Iterable[str]
     ) -> None:
         """The delivery's write, made only if the item is still `item` (None: absent)."""
-        condition = _unchanged(item, delivery.keys, names)
+        condition = unchanged(item, delivery.keys, names)
         if delivery.image is None:
             client.delete_item(TableName=delivery.table, Key=dict(delivery.keys), **condition)
         else:
             client.put_item(TableName=delivery.table, Item=dict(delivery.image), **condition)
-
-
-def _unchanged(
-    item: Mapping[str, Any] | None, keys: Mapping[str, Any], names: Iterable[str]
-) -> dict[str, Any]:
-    """A condition that holds only while the item is `item`: absent, or every attribute equal and no other
-    attribute the table's streams ever carried."""
-    if item is None:
-        return {
-            "ConditionExpression": "attribute_not_exists(#k)",
-            "ExpressionAttributeNames": {"#k": next(iter(keys))},
-        }
-    clauses = []
-    attribute_names: dict[str, str] = {}
-    values: dict[str, Any] = {}
-    for index, (name, value) in enumerate(sorted(item.items())):
-        attribute_names[f"#a{index}"] = name
-        values[f":a{index}"] = value
-        clauses.append(f"#a{index} = :a{index}")
-    for index, name in enumerate(sorted(set(names) - set(item))):
-        attribute_names[f"#n{index}"] = name
-        clauses.append(f"attribute_not_exists(#n{index})")
-    return {
-        "ConditionExpression": " AND ".join(clauses),
-        "ExpressionAttributeNames": attribute_names,
-        "ExpressionAttributeValues": values,
-    }
-
-
-def _plain(value: Any) -> Any:
-    """DynamoDB JSON as canonical JSON: binary as base64 text, sets sorted."""
-    if isinstance(value, bytes | bytearray):
-        return base64.b64encode(bytes(value)).decode("ascii")
-    if isinstance(value, Mapping):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    return value
-
-
-def _set_sorted(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        out = {}
-        for kind, inner in value.items():
-            if kind in ("SS", "NS", "BS") and isinstance(inner, list):
-                out[kind] = sorted(inner)
-            else:
-                out[kind] = _set_sorted(inner)
-        return out
-    if isinstance(value, list):
-        return [_set_sorted(v) for v in value]
-    return value
-
-
-def _canonical(value: Mapping[str, Any]) -> str:
-    return json.dumps(_set_sorted(_plain(value)), sort_keys=True, separators=(",", ":"))
-
-
-def _digest(image: Mapping[str, Any] | None) -> str | None:
-    if image is None:
-        return None
-    return hashlib.blake2b(_canonical(image).encode(), digest_size=16).hexdigest()

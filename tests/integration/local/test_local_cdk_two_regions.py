@@ -15,6 +15,7 @@ from typing import Any
 import boto3
 import pytest
 
+from outbox_cli.local import describe
 from outbox_cli.local import options as local_options
 from outbox_cli.main import build_parser
 from outbox_local.endpoint import LOCAL_CREDENTIALS
@@ -133,6 +134,10 @@ def test_local_up_all_stacks_starts_each_stack_of_cdk_out_in_its_region(
     assert [(more.name, more.region) for more in started.more_stacks] == [("Replica", WEST)]
     with LocalRuntime(started) as runtime:
         assert set(runtime.stacks) == {"Home", "us-west-2/Replica"}
+        banner = describe(runtime)
+        assert "  Resources     1 global table, no HTTP API" in banner
+        assert f"  Regions       us-east-1, us-west-2: {TABLE} replicated after 1 s" in banner
+        assert "  Other stacks  Replica in us-west-2 (`outbox status --stack NAME --region REGION`" in banner
         west = client(runtime, "dynamodb", WEST)
         assert (
             runtime.stacks["us-west-2/Replica"].outputs["Stream"]

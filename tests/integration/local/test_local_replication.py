@@ -298,3 +298,59 @@ def test_concurrent_writers_and_the_background_thread_converge(regions: dict[str
     replicator.drain()
     for pk in ("K0", "K1", "K2"):
         assert _get(regions[EAST], pk) == _get(regions[WEST], pk)
+
+
+def test_a_lag_raised_holds_the_queued_writes_longer_and_brought_back_releases_them(
+    regions: dict[str, Any],
+) -> None:
+    replicator = _replicator(lag_s=1.0)
+    regions[EAST].put_item(TableName=TABLE, Item=_item("A", status="PENDING"))
+    written = time.time()
+    replicator.set_lag(30.0)
+    assert replicator.step(now=written + 5) == 0
+    assert replicator.next_due() == pytest.approx(written + 30, abs=0.5)
+    replicator.set_lag(1.0)
+    assert replicator.step(now=written + 5) == 1
+    assert _get(regions[WEST], "A") == _item("A", status="PENDING")
+    with pytest.raises(ReplicationError, match="cannot be negative"):
+        replicator.set_lag(-1)
+
+
+class CrashedError(Exception):
+    """The process died here (a test's stand-in for SIGKILL)."""
+
+
+@pytest.mark.parametrize("cut_at", ["before the write", "after the write"])
+def test_a_state_taken_while_a_write_is_delivered_resumes_without_writing_twice(
+    regions: dict[str, Any], cut_at: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a snapshot of the replicator's state taken while a delivery is under way (a cut holds requests,
+    # not the replicator's thread), then a crash: before its write reached moto, or after it did and before
+    # the delivery was settled
+    first = _replicator()
+    regions[EAST].put_item(TableName=TABLE, Item=_item("A", status="PENDING"))
+    taken: list[Any] = []
+    write = first._write
+
+    def write_then_crash(*arguments: Any) -> None:
+        if cut_at == "after the write":
+            write(*arguments)
+        taken.append(first.state())
+        raise CrashedError
+
+    monkeypatch.setattr(first, "_write", write_then_crash)
+    with pytest.raises(CrashedError):
+        first.drain()
+    written_before = len(_stream(WEST))
+
+    # When a restarted replicator resumes from that state
+    second = Replicator(_client, clock=Clock())
+    second.resume(taken[0])
+    second.drain()
+
+    # Then the replica holds the write, its stream carries it once, and nothing is replicated back
+    assert _get(regions[WEST], "A") == _item("A", status="PENDING")
+    assert len(_stream(WEST)) == 1
+    assert written_before == (1 if cut_at == "after the write" else 0)
+    assert second.pending() == 0
+    assert [r["eventName"] for r in _stream(EAST)] == ["INSERT"]

@@ -18,8 +18,8 @@ from outbox_sweeper.sweep import Sweeper, SweepReport
 from tests.integration.publisher.publisher_world import World
 from tests.support.aws import create_tables, scan_all
 
-A, B = "us-east-1", "eu-west-1"
-"""A is the home region (first in the ring)."""
+A, B, C = "us-east-1", "eu-west-1", "ap-south-1"
+"""A is the home region (first in the ring); C joins only in `three_regions`."""
 INTERVAL = timedelta(seconds=60)
 TAKEOVER = timedelta(seconds=300)
 """The shortest takeover time these settings allow: 3 x the interval + the timeout."""
@@ -29,9 +29,9 @@ MARGIN = timedelta(seconds=240)
 Key = tuple[str, str]
 
 
-def region_env(region: str) -> dict[str, str]:
+def region_env(region: str, ring: tuple[str, ...] = (A, B)) -> dict[str, str]:
     return {
-        "OUTBOX_REGIONS": f"{A},{B}",
+        "OUTBOX_REGIONS": ",".join(ring),
         "OUTBOX_REGION": region,
         "OUTBOX_TAKEOVER_AFTER_SECONDS": str(int(TAKEOVER.total_seconds())),
         "OUTBOX_SWEEP_INTERVAL_SECONDS": str(int(INTERVAL.total_seconds())),
@@ -75,8 +75,11 @@ class Replication:
         return copied
 
     def both(self) -> None:
-        self.copy(A, B)
-        self.copy(B, A)
+        """Every region's writes into every other region."""
+        for source in self.worlds:
+            for target in self.worlds:
+                if source != target:
+                    self.copy(source, target)
 
 
 @dataclass
@@ -88,8 +91,12 @@ class TwoRegions:
     def world(self, region: str) -> World:
         return self.worlds[region]
 
+    @property
+    def ring(self) -> tuple[str, ...]:
+        return tuple(self.worlds)
+
     def sweeper(self, region: str, **options: Any) -> Sweeper:
-        return self.worlds[region].sweeper(**region_env(region), **options)
+        return self.worlds[region].sweeper(**region_env(region, self.ring), **options)
 
     def sweep(self, region: str, sweeper: Sweeper | None = None) -> SweepReport:
         if sweeper is None:
@@ -99,10 +106,11 @@ class TwoRegions:
     def advance(self, delta: timedelta = INTERVAL) -> None:
         self.worlds[A].clock.advance(delta)
 
-    def rounds(self, count: int, *, regions: tuple[str, ...] = (A, B), replicate: bool = True) -> None:
-        """`count` sweep intervals: each region in `regions` sweeps, then (if `replicate`) both copies run."""
+    def rounds(self, count: int, *, regions: tuple[str, ...] = (), replicate: bool = True) -> None:
+        """`count` sweep intervals: each region in `regions` (every region by default) sweeps, then (if
+        `replicate`) every copy runs."""
         for _ in range(count):
-            for region in regions:
+            for region in regions or self.ring:
                 self.sweep(region)
             if replicate:
                 self.replication.both()
@@ -119,3 +127,11 @@ def two_regions(world: World) -> TwoRegions:
     tables_b = create_tables(dynamodb_b)
     worlds = {A: world, B: replace(world, tables=tables_b, dynamodb=dynamodb_b)}
     return TwoRegions(worlds, Replication(worlds))
+
+
+def three_regions(world: World) -> TwoRegions:
+    """A, B and C (ap-south-1), in that ring order."""
+    regions = two_regions(world)
+    dynamodb_c = boto3.client("dynamodb", region_name=C)
+    regions.worlds[C] = replace(world, tables=create_tables(dynamodb_c), dynamodb=dynamodb_c)
+    return regions

@@ -10,20 +10,23 @@ replicated, nothing invented.
 from __future__ import annotations
 
 from collections import Counter
+from datetime import timedelta
 
 import pytest
 
 from outbox.regions import RegionState
 from outbox_ops.release import redrive
-from tests.integration.publisher.publisher_world import World
+from tests.integration.publisher.publisher_world import SnsClientFailingEvents, World
 from tests.integration.publisher.regions_world import (
     INTERVAL,
     MARGIN,
     TAKEOVER,
     A,
     B,
+    C,
     TwoRegions,
     key_of,
+    three_regions,
     two_regions,
 )
 from tests.integration.publisher.sweeping import OUT, assert_in_seq_order, key, statuses
@@ -221,3 +224,52 @@ def test_a_region_yields_while_a_peer_holds_its_origin_and_claims_none_of_its_ro
     assert world_a.row(row)["status"]["S"] == "PENDING"
     assert "lease_owner" not in world_a.row(row)
     assert key_of(world_a.row(row)) == (row.aggregate_key, "1")
+
+
+def test_a_region_returning_between_a_lost_region_and_its_taker_does_not_take_it_over(world: World) -> None:
+    """Ring A, B, C: A and B lost, C holds both origins. B returns: A's taker by the ring is now B, but C
+    holds A's origin, so B leaves it: one owner at a time, and A's order goes out once, in order."""
+    three = three_regions(world)
+    three.rounds(4)
+    order = [event("A", seq) for seq in (1, 2, 3)]
+    world_a, world_c = three.world(A), three.world(C)
+    world_a.write(*order, origin=A)
+    three.replication.copy(A, C)
+    # C's topic refuses A's second event for now: the order waits in C's hands
+    sns = SnsClientFailingEvents(world_c.sns, {order[1].event_id})
+    three.sweepers[C] = three.sweeper(C, sns_client=sns)
+
+    # When A and B are cut off past the takeover time, C sweeping alone
+    three.rounds(int(TAKEOVER / INTERVAL) + 3, regions=(C,), replicate=False)
+    taking = three.sweep(C)
+    assert taking.region is not None
+    assert set(taking.region.taking) == {A, B}
+    assert three.published() == [order[0].event_id]
+
+    # When B returns (B and C replicate; A stays cut off) and both sweep past B's handback and its margin
+    for _ in range(int((MARGIN + 4 * INTERVAL) / INTERVAL)):
+        three.replication.copy(C, B)
+        three.sweep(B)
+        three.replication.copy(B, C)
+        three.sweep(C)
+        three.advance()
+
+    # Then B owns its origin again and took nothing over; C still holds A's
+    back_b, still_c = three.sweep(B), three.sweep(C)
+    assert back_b.region is not None
+    assert still_c.region is not None
+    assert (back_b.region.state, back_b.region.taking) == (RegionState.OWN, ())
+    assert still_c.region.taking == (A,)
+    assert three.published() == []  # order 2 still refused; 3 waits behind it
+
+    # And once C's topic takes it, C publishes the rest of A's order, once each, in order
+    three.sweepers[C] = three.sweeper(C)
+    for _ in range(int(timedelta(minutes=16) / INTERVAL)):  # past the longest backoff
+        three.sweep(C)
+        three.replication.copy(C, B)
+        three.sweep(B)
+        three.replication.copy(B, C)
+        three.advance()
+    published = three.published()
+    assert published == [order[1].event_id, order[2].event_id]
+    assert statuses(world_c, *order) == [OUT] * 3
