@@ -6,8 +6,9 @@ time, deletes included, every replica's stream carrying every write) keeps its l
 moto stamps the writes. Here its lag is 0 and it is stepped every `INTERVAL_S` of virtual time instead (a
 write reaches the other replica within that: AWS's typical lag), the deliveries due at a step shuffled (no
 order across items). What slows it is held here: `pause` (nothing replicates), `hold_writes` (the writes a
-predicate picks come later than the others: a held delivery is due at the end of time until released, through
-the replicator's own `state()`/`resume()`), and the replicator's `cut`/`restore` (a region cut off).
+predicate picks come later than the others: a held delivery's `jitter` puts it at the end of time until
+released, through the replicator's own `state()`/`resume()`), and the replicator's `cut`/`restore` (a region
+cut off).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from tests.support.clock import FakeClock
 
 INTERVAL_S = 1.0
 _FAR = 1e18
-"""A held delivery's due time: never, until released."""
+"""A held delivery's extra lag (its `jitter`): never due, until released."""
 
 
 @dataclass
@@ -128,7 +129,7 @@ class Replication:
                 held.add(delivery.id)
                 self.held[delivery.id] = lag.until
         self.writes_held += len(held)
-        self._set_due(held, _FAR)
+        self._set_jitter(held, _FAR)
         return len(held)
 
     def _release_held(self, *, everything: bool = False) -> None:
@@ -136,13 +137,13 @@ class Replication:
         due = {number for number, until in self.held.items() if everything or until <= now}
         for number in due:
             del self.held[number]
-        self._set_due(due, 0.0)
+        self._set_jitter(due, 0.0)
 
-    def _set_due(self, ids: set[int], due: float) -> None:
+    def _set_jitter(self, ids: set[int], jitter: float) -> None:
         if not ids:
             return
         state = self.replicator.state()
-        queue = tuple(replace(d, due=due) if d.id in ids else d for d in state.queue)
+        queue = tuple(replace(d, jitter=jitter) if d.id in ids else d for d in state.queue)
         self.replicator.resume(replace(state, queue=queue))
 
 
