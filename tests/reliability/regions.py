@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 from moto import mock_aws
 
@@ -226,8 +227,9 @@ class TwoRegions:
         return min(dues)
 
     def settled(self) -> bool:
-        """Nothing left to do: no write on its way, no record in a mapping, no PENDING row in any replica, and
-        every region publishing its own origin again (none held by a peer)."""
+        """Nothing left to do: no write on its way, no record in a mapping, no PENDING row in any replica, no
+        late replica waiting for the operator (`operate`), and every region publishing its own origin again
+        (none held by a peer)."""
         if self.cut_regions() or self.replication.pending():
             return False
         if any(side.mapping.stats().backlog for side in self.sides.values()):
@@ -235,8 +237,9 @@ class TwoRegions:
         if not self.owning():
             return False
         for side in self.sides.values():
-            if any(row.get("status", {}).get("S") == "PENDING" for row in side.event_rows()):
-                return False
+            for row in side.event_rows():
+                if row.get("status", {}).get("S") == "PENDING" or _late_replica(row):
+                    return False
         return True
 
     # --- the operator ---------------------------------------------------------------------------------------
@@ -251,9 +254,8 @@ class TwoRegions:
             for row in side.event_rows():
                 if row["status"]["S"] != "FAILED" or self.origins.get(row["event_id"]["S"]) != region:
                     continue
-                reason = row.get("last_error", {}).get("S", "")
-                self.failed_reasons.setdefault(row["event_id"]["S"], reason)
-                if LATE_REPLICA in reason:
+                self.failed_reasons.setdefault(row["event_id"]["S"], row.get("last_error", {}).get("S", ""))
+                if _late_replica(row):
                     key = RowKey(row["aggregate_key"]["S"], int(row["seq"]["N"]))
                     skip(
                         side.admin["dynamodb"],
@@ -278,6 +280,12 @@ class TwoRegions:
 
     def figures(self, verdict: Verdict) -> dict[str, dict[str, int]]:
         return region_oracle.figures(self, verdict)
+
+
+def _late_replica(row: dict[str, Any]) -> bool:
+    return row.get("status", {}).get("S") == "FAILED" and LATE_REPLICA in row.get("last_error", {}).get(
+        "S", ""
+    )
 
 
 @contextmanager
