@@ -25,7 +25,6 @@ from outbox_ops.resources import outbox_prefixes
 
 if TYPE_CHECKING:
     from outbox_local.runtime import LocalRuntime, RuntimeOptions
-    from outbox_local.stacks import DeployedStack
 
 CDK_OUT = Path("cdk.out")
 DEFAULT_STATE_DIR = Path(".outbox") / "local"
@@ -265,10 +264,11 @@ def holdings(runtime: LocalRuntime) -> str:
     return ", ".join(parts)
 
 
-def _stack_named(deployed: DeployedStack) -> str:
-    """A stack as the banner names it: its name, and its region when it is not the runtime's."""
-    region = deployed.definition.region
-    return f"{deployed.name} in {region}" if region else deployed.name
+def _stack_named(key: str) -> str:
+    """A stack as the banner names it, from where the runtime holds it (`outbox_local.stacks.stack_key`): its
+    name, and its region when it is not the runtime's."""
+    region, _, name = key.rpartition("/")
+    return f"{name} in {region}" if region else name
 
 
 def _regions_line(runtime: LocalRuntime) -> list[str]:
@@ -311,8 +311,7 @@ def describe(runtime: LocalRuntime, command: str = "outbox") -> str:
             + "\n\n"
         )
     stack = runtime.options.stack_name
-    elsewhere = any(deployed.definition.region for deployed in runtime.stacks.values())
-    hint = " --region REGION" if elsewhere else ""
+    hint = " --region REGION" if any("/" in key for key in runtime.stacks) else ""
     # The outputs' column is as wide as their longest name (the sample's CancellationsDeadLetterQueueUrl: 31).
     width = max((len(name) for name in runtime.outputs), default=0)
     lines = [
@@ -337,7 +336,7 @@ def describe(runtime: LocalRuntime, command: str = "outbox") -> str:
         "",
         *(
             [f"  Other stacks  {', '.join(other)} (`outbox status --stack NAME{hint}` for each)", ""]
-            if (other := [_stack_named(deployed) for key, deployed in runtime.stacks.items() if key != stack])
+            if (other := [_stack_named(key) for key in runtime.stacks if key != stack])
             else []
         ),
         "  Running locally:",

@@ -93,6 +93,12 @@ def add_commands(local_commands: Any) -> None:
     regions = local_commands.add_parser(
         "regions", help="the regions of a running `outbox local up`: which are cut off, replication queued"
     )
+    regions.add_argument(
+        "--lag",
+        type=argument_types.replication_lag,
+        metavar="SECONDS",
+        help="first set the replication lag (the writes queued included): a replication lag fault",
+    )
     regions.add_argument("--json", action="store_true")
     add_endpoint(regions)
     regions.set_defaults(run=list_regions)
@@ -218,7 +224,15 @@ def change_region(arguments: argparse.Namespace, out: TextIO) -> int:
 
 
 def list_regions(arguments: argparse.Namespace, out: TextIO) -> int:
-    return run(lambda: _render_regions(call(endpoint_of(arguments), "GET", "regions"), out, arguments.json))
+    def render() -> None:
+        endpoint = endpoint_of(arguments)
+        if arguments.lag is not None:
+            answer = call(endpoint, "POST", "regions/lag", {"seconds": arguments.lag})
+        else:
+            answer = call(endpoint, "GET", "regions")
+        _render_regions(answer, out, arguments.json)
+
+    return run(render)
 
 
 def _render_regions(answer: dict[str, Any], out: TextIO, as_json: bool = False) -> None:
@@ -229,7 +243,8 @@ def _render_regions(answer: dict[str, Any], out: TextIO, as_json: bool = False) 
     for region in answer["regions"]:
         out.write(f"{region}  {'cut off' if region in cut else 'up'}\n")
     out.write(f"cut off: {', '.join(sorted(cut)) or 'none'}\n")
-    out.write(f"replication: {answer['replication_pending']} write(s) queued\n")
+    queued, lag = answer["replication_pending"], answer["replication_lag_s"]
+    out.write(f"replication: {queued} write(s) queued, lag {lag:g} s\n")
 
 
 def _render_faults(answer: dict[str, Any], out: TextIO, as_json: bool = False) -> None:

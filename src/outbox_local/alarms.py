@@ -21,7 +21,7 @@ import logging
 import math
 import operator
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -231,3 +231,28 @@ def _judge(alarm: Mapping[str, Any], datapoints: list[float | None]) -> tuple[st
     if present == 0:
         return None, "no data"
     return "OK", f"{breaching} of the last {len(datapoints)} datapoints breached the threshold ({threshold})"
+
+
+class RegionalAlarms:
+    """The alarms of the stacks of other regions than the runtime's: an evaluator per region, made on first
+    use (each region's CloudWatch holds its own alarms and metrics)."""
+
+    def __init__(self, evaluator: Callable[[str], AlarmEvaluator]) -> None:
+        self._evaluator = evaluator
+        self._by_region: dict[str, AlarmEvaluator] = {}
+
+    def tick(self, regions: Iterable[str]) -> list[Transition]:
+        """Evaluate the alarms of `regions` (those not cut off)."""
+        transitions = []
+        for region in regions:
+            if region not in self._by_region:
+                self._by_region[region] = self._evaluator(region)
+            transitions += self._by_region[region].tick()
+        return transitions
+
+    def states(self) -> dict[str, dict[str, str]]:
+        return {region: evaluator.states() for region, evaluator in list(self._by_region.items())}
+
+    def resume(self, states: Mapping[str, Mapping[str, str]]) -> None:
+        for region, held in states.items():
+            self._by_region.setdefault(region, self._evaluator(region)).resume(held)

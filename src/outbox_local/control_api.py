@@ -11,7 +11,8 @@
   (`outbox_local.trace_journal`): what `outbox trace` prints.
 - `GET /_outbox/regions`: the regions the runtime holds something in, those cut off, the replication's queued
   writes; `POST /_outbox/regions/cut` and `POST /_outbox/regions/restore` (JSON: region) cut a region off and
-  bring it back (`LocalRuntime.cut_region`): what `outbox local region` and `outbox local regions` call.
+  bring it back (`LocalRuntime.cut_region`); `POST /_outbox/regions/lag` (JSON: seconds) sets the replication
+  lag (`Replicator.set_lag`): what `outbox local region` and `outbox local regions` call.
 
 Plain JSON over the loopback endpoint, unsigned: like moto's own `/moto-api/`, it is a local developer tool.
 """
@@ -34,6 +35,7 @@ TraceReport = Callable[[str], dict[str, Any] | None]
 _ARM_FIELDS = {"service", "operation", "error_code", "http_status", "times", "duration_s", "message"}
 _MAX_TIMES = 2**31 - 1
 _MAX_S = 36_500 * 86_400
+_MAX_LAG_S = 300.0
 _REGION = re.compile(r"[a-z]{2}(-[a-z]+)+-\d{1,2}")
 
 
@@ -45,6 +47,8 @@ class RegionControl(Protocol):
     def restore_region(self, region: str) -> None: ...
 
     def region_report(self) -> dict[str, Any]: ...
+
+    def set_replication_lag(self, seconds: float) -> None: ...
 
 
 class ControlApi:
@@ -104,8 +108,14 @@ class ControlApi:
         action = path.removeprefix(f"{PREFIX}regions")
         if action == "" and method == "GET":
             return _json(start_response, 200, regions.region_report())
-        if action not in {"/cut", "/restore"} or method != "POST":
+        if action not in {"/cut", "/restore", "/lag"} or method != "POST":
             return _json(start_response, 404, {"error": f"no {method} {path} here"})
+        if action == "/lag":
+            try:
+                regions.set_replication_lag(_lag_request(environ))
+            except ValueError as error:
+                return _json(start_response, 400, {"error": str(error)})
+            return _json(start_response, 200, regions.region_report())
         try:
             region = _region_request(environ)
         except ValueError as error:
@@ -208,6 +218,19 @@ def _region_request(environ: dict[str, Any]) -> str:
     if not isinstance(region, str) or not _REGION.fullmatch(region):
         raise ValueError('the body must name a region: {"region": "us-west-2"}')
     return region
+
+
+def _lag_request(environ: dict[str, Any]) -> float:
+    length = int(environ.get("CONTENT_LENGTH") or 0)
+    try:
+        body = json.loads(environ["wsgi.input"].read(length) or b"{}")
+    except ValueError:
+        raise ValueError("the body is not JSON") from None
+    seconds = body.get("seconds") if isinstance(body, dict) else None
+    # The bounds `outbox local up --replication-lag` checks (outbox_cli.arguments); NaN fails both.
+    if not isinstance(seconds, int | float) or isinstance(seconds, bool) or not 0 <= seconds <= _MAX_LAG_S:
+        raise ValueError(f'the body must give seconds from 0 to {_MAX_LAG_S:g}: {{"seconds": 5}}')
+    return float(seconds)
 
 
 def _json(start_response: Callable[..., Any], status: int, body: object) -> Iterable[bytes]:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from outbox.aws import TIMEOUT_SCALE_VARIABLE
-from outbox_local.alarms import AlarmEvaluator, Transition
+from outbox_local.alarms import AlarmEvaluator, RegionalAlarms, Transition
 from outbox_local.aws_server import LocalAwsServer
 from outbox_local.background import Background
 from outbox_local.cloudformation.api import CloudFormationApi
@@ -45,6 +45,7 @@ from outbox_local.persistence.runtime_state import (
 )
 from outbox_local.provisioning import ProvisionedStack
 from outbox_local.queue_mapping import QueueMappingRunner
+from outbox_local.region_cuts import RegionCuts
 from outbox_local.replication import Replicator
 from outbox_local.runtime_options import RuntimeOptions, VirtualClock
 from outbox_local.schedules import ScheduleRunner
@@ -89,9 +90,8 @@ class LocalRuntime:
         self.schedules: ScheduleRunner | None = None
         self.alarms: AlarmEvaluator | None = None
         """The template's alarms, evaluated by `evaluate_alarms()` (each second in the background)."""
-        self.regional_alarms: dict[str, AlarmEvaluator] = {}
-        """The alarms of the stacks of other regions than the runtime's, by region (each region's CloudWatch
-        holds its own)."""
+        self.regional_alarms = RegionalAlarms(self._alarm_evaluator)
+        """The alarms of the stacks of other regions than the runtime's."""
         self._metrics: EmfMetricsForwarder | None = None
         self._background: Background | None = None
         self._corrections = contextlib.ExitStack()
@@ -102,8 +102,7 @@ class LocalRuntime:
         )
         """Between the replicas of the stacks' global tables (`outbox_local.replication`): on a thread of its
         own in the background, stepped by `drain_streams()` otherwise."""
-        self._cut_regions: set[str] = set()
-        self._regions_lock = threading.Lock()
+        self._cuts = RegionCuts(self.replication)
         """Regions cut off (`cut_region`): their functions, pollers and schedules stop, replication queues."""
         self.persistence: Persistence | None = None  # with a state directory (`outbox_local.persistence`)
         self.restored = False  # started from a state directory's snapshot
@@ -152,7 +151,7 @@ class LocalRuntime:
         )
         self.cloudformation.forget()  # a start after stop(): the earlier start's stacks are gone
         self.replication.reset()
-        self._cut_regions.clear()
+        self._cuts.clear()
         try:
             restore_moto(snapshot)  # moto's backends are process-wide: an empty account, or the saved one
             self._server.start()
@@ -161,9 +160,7 @@ class LocalRuntime:
                 restore(snapshot, self._started_stacks(), self._apis, self.alarms, self.replication)
                 for region in getattr(snapshot.runtime, "cut_regions", ()):  # a region cut off stays so
                     self.cut_region(region)
-                for region, states in getattr(snapshot.runtime, "regional_alarm_states", {}).items():
-                    self.regional_alarms[region] = self._alarm_evaluator(region)
-                    self.regional_alarms[region].resume(states)
+                self.regional_alarms.resume(getattr(snapshot.runtime, "regional_alarm_states", {}))
                 if snapshot.runtime.cloudformation is not None:
                     self.cloudformation.resume(snapshot.runtime.cloudformation)
             if template is not None:
@@ -401,7 +398,7 @@ class LocalRuntime:
             paused=lambda function_arn: self.region_is_cut(function_arn.split(":")[3]),
         )
         self.alarms = self._alarm_evaluator(None)
-        self.regional_alarms = {}
+        self.regional_alarms = RegionalAlarms(self._alarm_evaluator)
         if self.options.background:
             self._background = Background(
                 [],
@@ -463,14 +460,8 @@ class LocalRuntime:
             raise RuntimeStateError("the runtime is not started")
         # CloudWatch of a region cut off is down too: its alarms are not evaluated.
         transitions = [] if self.region_is_cut(self.options.region) else self.alarms.tick()
-        for region in self.regions():
-            if region == self.options.region:
-                continue
-            if region not in self.regional_alarms:
-                self.regional_alarms[region] = self._alarm_evaluator(region)
-            if not self.region_is_cut(region):
-                transitions += self.regional_alarms[region].tick()
-        return transitions
+        others = [r for r in self.regions() if r != self.options.region and not self.region_is_cut(r)]
+        return transitions + self.regional_alarms.tick(others)
 
     def _alarm_evaluator(self, region: str | None) -> AlarmEvaluator:
         """The alarms of one region (None: the runtime's)."""
@@ -519,25 +510,19 @@ class LocalRuntime:
         one answers `RegionCutOff`), its stream and queue mappings stop polling (where they are: no record is
         retried or discarded meanwhile), its schedules stop firing, and replication into and out of it queues
         (`Replicator.cut`). Invocations under way finish."""
-        with self._regions_lock:
-            self._cut_regions.add(region)
-            self.replication.cut(region)
+        self._cuts.cut(region)
 
     def restore_region(self, region: str) -> None:
         """Bring `region` back: its mappings take up where they were, a schedule due meanwhile fires once,
         and the queued replication flows (after the lag, counted from each write)."""
-        with self._regions_lock:
-            self._cut_regions.discard(region)
-            self.replication.restore(region)
+        self._cuts.restore(region)
 
     @property
     def cut_regions(self) -> frozenset[str]:
-        with self._regions_lock:
-            return frozenset(self._cut_regions)
+        return self._cuts.regions
 
     def region_is_cut(self, region: str) -> bool:
-        with self._regions_lock:
-            return region in self._cut_regions
+        return self._cuts.is_cut(region)
 
     def region_report(self) -> dict[str, Any]:
         """What `outbox local regions` shows."""
@@ -545,7 +530,12 @@ class LocalRuntime:
             "regions": self.regions(),
             "cut": sorted(self.cut_regions),
             "replication_pending": self.replication.pending(),
+            "replication_lag_s": self.replication.lag_s,
         }
+
+    def set_replication_lag(self, seconds: float) -> None:
+        """A replication lag fault (`Replicator.set_lag`), from the control API."""
+        self.replication.set_lag(seconds)
 
     def regions(self) -> list[str]:
         """The regions the runtime holds something in: its own, its stacks', its global tables' replicas."""

@@ -15,7 +15,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
-from outbox_local.alarms import AlarmEvaluator
+from outbox_local.alarms import AlarmEvaluator, RegionalAlarms
 from outbox_local.cloudformation.records import SavedRecords
 from outbox_local.local_apis import LocalApis
 from outbox_local.persistence import Persistence, Snapshot, moto_state
@@ -90,16 +90,14 @@ def saved_runtime(
     *,
     replication: ReplicatorState | None = None,
     cut_regions: frozenset[str] = frozenset(),
-    regional_alarms: Mapping[str, AlarmEvaluator] | None = None,
+    regional_alarms: RegionalAlarms | None = None,
 ) -> SavedRuntime:
     """The runtime's stacks and alarm states as a snapshot holds them (read during a cut)."""
     return SavedRuntime(
         cloudformation=records,
         replication=replication,
         cut_regions=cut_regions,
-        regional_alarm_states={
-            region: evaluator.states() for region, evaluator in dict(regional_alarms or {}).items()
-        },
+        regional_alarm_states=regional_alarms.states() if regional_alarms is not None else {},
         alarm_states=alarms.states() if alarms is not None else {},
         stacks=tuple(
             SavedStack(

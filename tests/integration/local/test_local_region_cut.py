@@ -99,7 +99,7 @@ def test_the_control_api_and_the_cli_cut_and_restore_a_region(
     with LocalRuntime(options(path)) as runtime:
         assert control(runtime, "GET", "regions") == (
             200,
-            {"regions": [EAST, WEST], "cut": [], "replication_pending": 0},
+            {"regions": [EAST, WEST], "cut": [], "replication_pending": 0, "replication_lag_s": 1.0},
         )
         assert control(runtime, "POST", "regions/cut", {"region": WEST})[1]["cut"] == [WEST]
         assert runtime.cut_regions == {WEST}
@@ -115,6 +115,13 @@ def test_the_control_api_and_the_cli_cut_and_restore_a_region(
         assert "us-east-1  up" in printed
         assert main(["local", "region", "restore", WEST, "--endpoint-url", runtime.endpoint_url]) == 0
         assert runtime.cut_regions == frozenset()
+
+        assert main(["local", "regions", "--lag", "5", "--endpoint-url", runtime.endpoint_url]) == 0
+        assert runtime.replication.lag_s == 5.0
+        assert "lag 5 s" in capsys.readouterr().out
+        for refused in ({"seconds": -1}, {"seconds": "5"}, {"seconds": 301}, {}):
+            assert control(runtime, "POST", "regions/lag", refused)[0] == 400
+        assert runtime.replication.lag_s == 5.0
 
 
 def test_a_cut_region_stays_cut_across_a_restart(tmp_path: Path) -> None:
@@ -202,3 +209,16 @@ def test_local_up_passes_its_replication_lag_to_the_runtime() -> None:
     arguments = build_parser().parse_args(["local", "up", "--no-stack", "--replication-lag", "0.5"])
     assert isinstance(arguments, argparse.Namespace)
     assert local_options(arguments, background=True).replication_lag_s == 0.5
+
+
+def test_another_regions_alarm_states_are_kept_across_a_restart(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    with LocalRuntime(options(None, state_dir=state)) as runtime:
+        outputs = west_stack(runtime, tmp_path)
+        client(runtime, "sqs", WEST).send_message(QueueUrl=outputs["OnFailureUrl"], MessageBody="x")
+        (transition,) = runtime.evaluate_alarms()
+        assert transition.new == "ALARM"
+    with LocalRuntime(options(None, state_dir=state)) as runtime:
+        assert runtime.restored
+        assert list(runtime.regional_alarms.states()[WEST].values()) == ["ALARM"]
+        assert runtime.evaluate_alarms() == []  # nothing changed: nothing notified again

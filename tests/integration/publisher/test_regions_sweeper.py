@@ -14,8 +14,10 @@ from datetime import timedelta
 
 import pytest
 
+from outbox.model import RowKey
 from outbox.regions import RegionState
 from outbox_ops.release import redrive
+from outbox_publisher.leases import Claim, DynamoDBRowClaimer, Fence, Lease
 from tests.integration.publisher.publisher_world import SnsClientFailingEvents, World
 from tests.integration.publisher.regions_world import (
     INTERVAL,
@@ -153,6 +155,10 @@ def test_a_lost_region_is_taken_over_in_order_then_handed_back_with_nothing_twic
     assert [(p["reason"], p["seq"]) for p in poison] == [("late_replica", 3)]
     # and every other event of the order was published exactly once
     assert Counter(by_b) == Counter(e.event_id for e in order if e.seq != 3)
+    # and once every write has replicated (B's delete of seq 2, older than A's claim and settle of it), seq 2
+    # stays settled in both replicas: A's claim brought it back in B, A's settle removed it again
+    regions.replication.both()
+    assert (world_a.stored(order[1]), world_b.stored(order[1])) == (None, None)
 
     # When an operator redrives the late replica (announcing it after its successors: their decision)
     redrive(
@@ -273,3 +279,30 @@ def test_a_region_returning_between_a_lost_region_and_its_taker_does_not_take_it
     published = three.published()
     assert published == [order[1].event_id, order[2].event_id]
     assert statuses(world_c, *order) == [OUT] * 3
+
+
+def test_an_older_claim_arriving_late_never_brings_a_settled_row_back(regions: TwoRegions) -> None:
+    # Given A's row, replicated, and A's claim of it made just before A was cut off (never replicated)
+    regions.rounds(3)
+    row = event("A", 1)
+    world_a, world_b = regions.world(A), regions.world(B)
+    world_a.write(row, origin=A)
+    regions.replication.copy(A, B)
+    lease = Lease("sweeper:before-the-cut", world_a.clock() + timedelta(seconds=30))
+    claimer = DynamoDBRowClaimer(world_a.dynamodb, world_a.tables.outbox)
+    claim = claimer.claim(RowKey(row.aggregate_key, 1), lease, world_a.clock(), Fence(frozenset({A})))
+    assert claim.claim is Claim.CLAIMED
+    # and B, having taken A's origin over, published and settled it (a delete, later than A's claim)
+    regions.rounds(int(TAKEOVER / INTERVAL) + 3, regions=(B,), replicate=False)
+    assert regions.published() == [row.event_id]
+    assert world_b.stored(row) is None
+
+    # When replication resumes both ways (A's older claim reaches B, B's newer delete reaches A)
+    regions.replication.both()
+
+    # Then last writer wins keeps the row settled in both replicas
+    assert world_a.stored(row) is None
+    assert world_b.stored(row) is None
+    # and as A returns and takes its origin back, nothing is published again
+    regions.rounds(10)
+    assert regions.published() == []

@@ -23,7 +23,7 @@ USAGE_CASES = [
     ([], "the following arguments are required: {local,demo,trace,status,failed,redrive,skip,audit,schemas}"),
     (["schemas"], "the following arguments are required: {check}"),
     (["failed"], "the following arguments are required: {list,show}"),
-    (["local"], "the following arguments are required: {up,env,fault,faults,mappings}"),
+    (["local"], "the following arguments are required: {up,env,fault,faults,mappings,region,regions}"),
     (["failed", "show"], "the following arguments are required: EVENT_ID"),
     (["skip", "--reason", "r"], "the following arguments are required: EVENT_ID"),
 ]

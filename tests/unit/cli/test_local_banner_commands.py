@@ -21,6 +21,7 @@ def runtime_with(stack_outputs: dict[str, str]) -> Any:
         outputs=stack_outputs,
         stack=None,
         stacks={"PaymentsStack": None},
+        regions=lambda: ["us-east-1"],
         host=None,
         mappings=[],
         queue_mappings=[],
@@ -73,3 +74,15 @@ def test_the_banner_names_the_other_stacks_the_runtime_runs() -> None:
     assert "  Other stacks  OutboxStack, Billing (`outbox status --stack NAME` for each)" in describe(runtime)
     # and a runtime with its one stack names none
     assert "Other stacks" not in describe(runtime_with({}))
+
+
+def test_the_banner_names_another_regions_stack_with_its_region() -> None:
+    runtime = runtime_with({})
+    runtime.stacks = {"PaymentsStack": None, "us-west-2/PaymentsStack": None}
+    runtime.regions = lambda: ["us-east-1", "us-west-2"]
+    runtime.replication = SimpleNamespace(tables={"payments": ("us-east-1", "us-west-2")}, lag_s=1.0)
+
+    banner = describe(runtime)
+
+    assert "  Other stacks  PaymentsStack in us-west-2 (`outbox status --stack NAME --region" in banner
+    assert "  Regions       us-east-1, us-west-2: payments replicated after 1 s" in banner
