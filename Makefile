@@ -20,7 +20,7 @@ export CDK_DISABLE_VERSION_CHECK := 1
 export AWS_ACCOUNT_ID_ENDPOINT_MODE := disabled
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: demo test setup lint typecheck synth cfn-lint checkov pytest fuzz reliability local-crash clean bench
+.PHONY: demo test setup lint typecheck synth cfn-lint checkov pytest fuzz reliability reliability-regions local-crash clean bench
 
 demo: setup synth
 	$(BIN)/outbox demo --template $(TEMPLATE)
@@ -118,6 +118,10 @@ reliability: $(PY_STAMP)
 		--json "$${RELIABILITY_REPORT:-build/reliability/report.json}" \
 		--min-schedules $$least --wall-seconds $$(( $$(date +%s) - start )) \
 		&& exit $$tests
+
+# Issue 34's two-region schedules alone (RELIABILITY_REGION_SCHEDULES of them): what docs/RELIABILITY.md's figures ran.
+reliability-regions: $(PY_STAMP)
+	$(MAKE) --no-print-directory reliability RELIABILITY_TESTS=tests/reliability/test_region_schedules.py
 
 # Issue 35's kill proof, long profile (docs/local.md, "State that survives"): `outbox local up --state-dir` under
 # load, SIGKILLed LOCAL_CRASH_KILLS times (20 by default) at random points and restarted; one table, and the same
