@@ -7,13 +7,13 @@ The steps are the single-region schedules' `Step` (plain data, Hypothesis genera
   picks it), one transaction each; a write in a region cut off is refused (its service is down) and counted
   as a failed command;
 - `region_loss`: a region cut off (`tests.reliability.regions.TwoRegions.cut`) for `seconds` (one of
-  `LOSS_SECONDS`: shorter and longer than the takeover time), then back on its own. `nth` 1: the home
-  region, 2: the other, each its functions first and its replication `REPLICATION_AFTER_S` later (a random
-  half of its last writes reach the peer, unpublished: the RPO; the others only when it is back); 3: the
-  home region, all at once, the moment its publisher has published a batch (after the destinations
-  accepted it, before its settle: the documented in-flight case); 4: as 1, and the taker's sweeper crashes
-  once the topic accepted its first batch while it holds the origin (before it records that batch
-  published: its seqs stay `claimed` only in the `#taken#` record);
+  `LOSS_SECONDS`: shorter than the fence, shorter and longer than the takeover time), then back on its own.
+  `nth` 1: the home region, 2: the other, each its functions first and its replication
+  `REPLICATION_AFTER_S` later (a random half of its last writes reach the peer, unpublished: the RPO; the
+  others only when it is back); 3: the home region, all at once, the moment its publisher has published a
+  batch (after the destinations accepted it, before its settle: the documented in-flight case); 4: as 1, and
+  the taker's sweeper crashes once the topic accepted its first batch while it holds the origin (before it
+  records that batch published: its seqs stay `claimed` only in the `#taken#` record);
 - `region_return`: the region cut off longest ago comes back now (before its loss's end);
 - `replication_lag`: replication slower than usual for `seconds`. `nth` 1: nothing replicates (both ways);
   2: the writes out of a random region held back that long (the other way flows); 3: a random half of the
@@ -41,7 +41,9 @@ from tests.reliability.system import PUBLISHER, SWEEPER
 from tests.reliability.wire import SNS, CrashPoint
 
 REGION_KINDS = tuple(REGION_UNITS)
-LOSS_SECONDS = (60.0, 420.0, 900.0)
+LOSS_SECONDS = (60.0, 200.0, 420.0, 900.0)
+"""Shorter than the fence (its sweeper missed no run), between the fence and the takeover time (it rejoins,
+nothing taken over), longer (taken over)."""
 LAG_SECONDS = (5.0, 30.0, 120.0)
 """Below the takeover time and the handback margin: a lag that long is the RPO's business (documented)."""
 REPLICATION_AFTER_S = 3.0
