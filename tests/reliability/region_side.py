@@ -106,10 +106,9 @@ class RegionSide:
         self.region = region
         self.session = boto3.session.Session(region_name=region, **_CREDENTIALS)
         self.admin = {name: self.session.client(name) for name in ("dynamodb", "sqs", "sns", "events")}
-        self.table = create_tables(self.admin["dynamodb"]).outbox
-        self.stream_arn = self.admin["dynamodb"].describe_table(TableName=self.table)["Table"][
-            "LatestStreamArn"
-        ]
+        tables = create_tables(self.admin["dynamodb"])  # the orders table too, unused: no Orders API here
+        self.table = tables.outbox
+        self.stream_arn = tables.outbox_stream_arn
         sqs = self.admin["sqs"]
         self.topic_arn = self.admin["sns"].create_topic(Name="outbox-events")["TopicArn"]
         self.admin["events"].create_event_bus(Name=BUS)
