@@ -247,9 +247,11 @@ class TwoRegions:
     def operate(self) -> None:
         """The runbook for a late replica (docs/multi-region.md): its aggregate holds behind it; the taker
         published a later event of it already, so the operator skips it (a redrive would publish it after
-        that later event)."""
+        that later event), in the region that owns the row (its origin), and not while a takeover of that
+        origin is in progress."""
+        beats = [beat for side in self.sides.values() if (beat := side.heartbeat()) is not None]
         for region, side in self.sides.items():
-            if side.cut:
+            if side.cut or any(region in beat.taking for beat in beats):
                 continue
             for row in side.event_rows():
                 if row["status"]["S"] != "FAILED" or self.origins.get(row["event_id"]["S"]) != region:
