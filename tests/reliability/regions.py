@@ -100,7 +100,7 @@ class TwoRegions:
         """The local runtime's replicator itself (a test steps, cuts or reads it)."""
         self.committed: dict[str, Committed] = {}
         self.origins: dict[str, str] = {}
-        """event_id -> the region whose writer saved it."""
+        """event_id -> whose row it is: its writer's region, or the home region for a row without origin."""
         self.seqs: Counter[str] = Counter()
         """aggregate_id -> its last seq written."""
         self.writes_refused = 0
@@ -110,10 +110,13 @@ class TwoRegions:
 
     # --- the writers ----------------------------------------------------------------------------------------
 
-    def write(self, region: str, aggregate_id: str, *, age_s: float = 0.0) -> str | None:
+    def write(
+        self, region: str, aggregate_id: str, *, age_s: float = 0.0, stamped: bool = True
+    ) -> str | None:
         """The next event of `aggregate_id`, saved in `region` (its origin) by the real writer; None when the
         region is cut off (its service is down: the client gets an error). `age_s`: its `occurred_at` that
-        much in the past (a write whose stream record comes late: the publisher claims it first)."""
+        much in the past (a write whose stream record comes late: the publisher claims it first). Not
+        `stamped`: a writer that sets no `origin` (another writer's rows: the home region's)."""
         side = self.sides[region]
         if side.cut:
             self.writes_refused += 1
@@ -129,10 +132,10 @@ class TwoRegions:
             new_id=lambda: uuid.UUID(int=self._ids.getrandbits(128), version=4),
         )
         transaction = Transaction()
-        OutboxWriter(side.table, origin=region).append(transaction, event)
+        OutboxWriter(side.table, origin=region if stamped else None).append(transaction, event)
         DynamoDBTransactionExecutor(side.admin["dynamodb"]).execute(transaction)
         self.seqs[aggregate_id] = seq
-        self.origins[event.event_id] = region
+        self.origins[event.event_id] = region if stamped else REGIONS[0]
         self.committed[event.event_id] = Committed(
             aggregate_key=event.aggregate_key,
             seq=seq,

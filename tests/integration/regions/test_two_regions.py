@@ -359,3 +359,37 @@ def test_a_taken_over_row_whose_settle_lags_is_settled_unpublished_on_return(sys
     assert verdict.ok, verdict.violations()
     assert not verdict.copies
     assert system.figures(verdict)[A]["duplicates_avoided"] == 1
+
+
+def test_rows_saved_without_origin_are_the_home_regions_wherever_they_were_saved(system: TwoRegions) -> None:
+    # Given another writer, which stamps no origin, saving rows in the other region
+    for _ in range(3):
+        system.write(B, "unstamped", stamped=False)
+
+    # When they replicate and both regions run
+    assert drain(system)
+
+    # Then the home region published them (its mapping alone passes rows without origin), once, in order
+    assert published(system) == [(A, "Account#unstamped", seq) for seq in (1, 2, 3)]
+    verdict = system.verdict()
+    assert verdict.ok, verdict.violations()
+    assert not verdict.copies
+
+
+def test_rows_without_origin_are_taken_over_with_the_home_region(system: TwoRegions) -> None:
+    # Given the home region cut off while another writer, which stamps no origin, saves rows in the other
+    system.cut(A)
+    for _ in range(2):
+        system.write(B, "unstamped", stamped=False)
+
+    # When the other region runs past the takeover time, and the home region comes back
+    system.run_for(TAKEOVER_AFTER_S + 180)
+    taken = published(system)
+    system.restore(A)
+    assert drain(system)
+
+    # Then the other region published them once it held the home region's origin, in order, and nothing again
+    assert taken == [(B, "Account#unstamped", 1), (B, "Account#unstamped", 2)]
+    assert published(system) == taken
+    verdict = system.verdict()
+    assert verdict.ok, verdict.violations()
