@@ -393,3 +393,30 @@ def test_rows_without_origin_are_taken_over_with_the_home_region(system: TwoRegi
     assert published(system) == taken
     verdict = system.verdict()
     assert verdict.ok, verdict.violations()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="core: a taker lost before its #taken# record replicated leaves the returning region nothing to "
+    "check a late replica against: it publishes it after the successor the taker published",
+)
+def test_a_taker_lost_before_its_record_replicated_keeps_a_late_replica_in_order(system: TwoRegions) -> None:
+    # Given A cut off with seq 2 of an aggregate replicated to B and seq 1 not: B takes A over and publishes
+    # seq 2
+    late_event = system.write(A, "orphan")
+    system.write(A, "orphan")
+    system.replication.hold_writes(
+        lambda d: (d.keys["aggregate_key"]["S"], d.keys["seq"]["N"]) == ("Account#orphan", "1"), 3600
+    )
+    system.replicator.step()
+    system.cut(A)
+    system.run_for(TAKEOVER_AFTER_S + 180)
+    assert [(r, s) for r, k, s in published(system) if k == "Account#orphan"] == [(B, 2)]
+
+    # When B is lost in turn before its writes (the #taken# record among them) replicated, and A comes back
+    system.cut(B)
+    system.restore(A)
+    system.run_for(2 * TAKEOVER_AFTER_S + 300)
+
+    # Then A never publishes seq 1 after the seq 2 B published
+    assert late_event not in {p.event_id for p in system.wire.published}
