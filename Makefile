@@ -20,7 +20,7 @@ export CDK_DISABLE_VERSION_CHECK := 1
 export AWS_ACCOUNT_ID_ENDPOINT_MODE := disabled
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: demo test setup lint typecheck synth cfn-lint checkov pytest fuzz reliability local-crash clean bench
+.PHONY: demo test setup lint typecheck synth cfn-lint checkov pytest fuzz reliability reliability-regions local-crash clean bench
 
 demo: setup synth
 	$(BIN)/outbox demo --template $(TEMPLATE)
@@ -101,17 +101,27 @@ fuzz: $(PY_STAMP)
 		--min-generated 10000
 
 # Issue 15's reliability suite (docs/RELIABILITY.md): tests/reliability's random fault schedules with the profile
-# `long`, RELIABILITY_SCHEDULES of them (1,000 by default); one table, and the same figures as JSON in
-# $RELIABILITY_REPORT (build/reliability/report.json). Fails on any broken promise, and under the schedules asked for.
+# `long`, RELIABILITY_SCHEDULES of them (1,000 by default), and issue 34's two-region schedules,
+# RELIABILITY_REGION_SCHEDULES of them (200 by default); RELIABILITY_TESTS picks the suites (both by default). One
+# table, and the same figures as JSON in $RELIABILITY_REPORT (build/reliability/report.json). Fails on any broken
+# promise, and under the schedules asked for.
+RELIABILITY_TESTS ?= tests/reliability/test_fault_schedules.py tests/reliability/test_region_schedules.py
 reliability: $(PY_STAMP)
 	rm -rf build/reliability/tally
 	start=$$(date +%s); \
 	RELIABILITY_PROFILE=long RELIABILITY_TALLY_DIR=build/reliability/tally $(BIN)/pytest -n 2 -q \
-		tests/reliability/test_fault_schedules.py; tests=$$?; \
+		$(RELIABILITY_TESTS); tests=$$?; \
+	least=0; \
+	case "$(RELIABILITY_TESTS)" in *test_fault_schedules*) least=$$((least + $${RELIABILITY_SCHEDULES:-1000}));; esac; \
+	case "$(RELIABILITY_TESTS)" in *test_region_schedules*) least=$$((least + $${RELIABILITY_REGION_SCHEDULES:-200}));; esac; \
 	$(BIN)/python -m tests.reliability.report build/reliability/tally \
 		--json "$${RELIABILITY_REPORT:-build/reliability/report.json}" \
-		--min-schedules "$${RELIABILITY_SCHEDULES:-1000}" --wall-seconds $$(( $$(date +%s) - start )) \
+		--min-schedules $$least --wall-seconds $$(( $$(date +%s) - start )) \
 		&& exit $$tests
+
+# Issue 34's two-region schedules alone (RELIABILITY_REGION_SCHEDULES of them): what docs/RELIABILITY.md's figures ran.
+reliability-regions: $(PY_STAMP)
+	$(MAKE) --no-print-directory reliability RELIABILITY_TESTS=tests/reliability/test_region_schedules.py
 
 # Issue 35's kill proof, long profile (docs/local.md, "State that survives"): `outbox local up --state-dir` under
 # load, SIGKILLed LOCAL_CRASH_KILLS times (20 by default) at random points and restarted; one table, and the same

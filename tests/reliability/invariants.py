@@ -51,7 +51,8 @@ CAUSE_CRASH = "crash or timeout before its record"
 CAUSE_ROW_UPDATE = "record not written (DynamoDB failed)"
 CAUSE_HANDED_BACK = "batch handed back and sent again"
 CAUSE_UNEXPLAINED = "unexplained"
-CAUSES = (CAUSE_CRASH, CAUSE_ROW_UPDATE, CAUSE_HANDED_BACK, CAUSE_UNEXPLAINED)
+CAUSE_CUT_IN_FLIGHT = "in flight when its region was cut"
+CAUSES = (CAUSE_CRASH, CAUSE_ROW_UPDATE, CAUSE_HANDED_BACK, CAUSE_CUT_IN_FLIGHT, CAUSE_UNEXPLAINED)
 
 
 @dataclass(frozen=True)
@@ -104,6 +105,11 @@ class History:
     """event_id -> the `last_error` its row held when it was seen FAILED (by the operator, or after the
     drain)."""
     destinations: tuple[str, ...] = (SNS, EVENTBRIDGE)
+    explained: Mapping[tuple[str, str, int], str] = field(default_factory=dict)
+    """(event_id, destination, invocation of its previous publication) -> the cause of a copy that the
+    invocations alone do not explain: on an outbox across regions, an event a region published and was cut
+    off before its settle replicated, published again by the peer that took its rows over
+    (tests.reliability.regions)."""
     summary_consumer: str = "order-summary"
     ledger_consumer: str = "order-cancellations"
 
@@ -331,6 +337,8 @@ def _duplicates(history: History, published: Mapping[str, list[Publication]], ve
             if previous is None:
                 continue
             cause = _cause(history.invocations.get(previous.invocation), previous.event_id, destination)
+            if cause == CAUSE_UNEXPLAINED:
+                cause = history.explained.get((publication.event_id, destination, previous.invocation), cause)
             verdict.duplicates[cause] += 1
             verdict.copies.append(
                 Duplicate(

@@ -32,3 +32,10 @@ EFFECTIVE_UNITS: dict[str, str] = {
     "reordered_deliveries": "deliveries overtaken",
 }
 """Fault kind -> the unit of its effective count (0: armed for nothing)."""
+REGION_UNITS: dict[str, str] = {
+    "region_loss": "origins taken over",
+    "region_return": "regions back",
+    "replication_lag": "writes held back",
+}
+"""The two-region schedules' kinds (tests.reliability.region_schedules), the same way."""
+ALL_UNITS: dict[str, str] = {**EFFECTIVE_UNITS, **REGION_UNITS}

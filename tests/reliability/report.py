@@ -4,11 +4,12 @@
         --min-schedules 1000
 
 Prints one table (schedules, commands, events, faults armed by kind, faults that took effect by kind,
-lost, invented, out of order, duplicate effects, unexplained duplicates, duplicates on the wire by cause,
-what single-destination outages cost the destination that stayed up, the longest time from faults cleared
-to drained, the seed) and writes the same figures as JSON. Exits 1 when any promise broke, a schedule did
+lost, invented, out of order, duplicate effects, unexplained duplicates, replicas that differ after the
+drain, duplicates on the wire by cause, what single-destination outages cost the destination that stayed
+up, the two-region schedules' figures per region, the longest time from faults cleared to drained, the
+seed) and writes the same figures as JSON. Exits 1 when any promise broke, a schedule did
 not drain, fewer schedules ran than asked for, or (in a run of `LONG_RUN` schedules or more) a fault kind
-never took effect.
+of the suites that ran never took effect.
 """
 
 from __future__ import annotations
@@ -22,12 +23,23 @@ from pathlib import Path
 from typing import Any
 
 from tests.reliability.invariants import CAUSES
-from tests.reliability.kinds import EFFECTIVE_UNITS
+from tests.reliability.kinds import ALL_UNITS, EFFECTIVE_UNITS, REGION_UNITS
 from tests.reliability.profiles import profile
 
-FAULT_KINDS = tuple(EFFECTIVE_UNITS)
+FAULT_KINDS = tuple(ALL_UNITS)
+REGIONS_SUITE = "regions"
+"""A result's `suite` when a two-region schedule made it (tests.reliability.region_schedules)."""
+REGION_FIGURES = ("published", "taken_over", "takeovers", "late_replicas", "duplicates_avoided", "duplicates")
+REGION_FIGURE_NAMES = {
+    "published": "events published (first copy, topic)",
+    "taken_over": "another region's events it published",
+    "takeovers": "takeovers it began",
+    "late_replicas": "late replicas it marked FAILED",
+    "duplicates_avoided": "taken-over rows settled unpublished",
+    "duplicates": "copies it sent (either destination)",
+}
 
-VIOLATIONS = ("lost", "invented", "out_of_order", "duplicate_effects", "unexplained_duplicates")
+VIOLATIONS = ("lost", "invented", "out_of_order", "duplicate_effects", "unexplained_duplicates", "diverged")
 DESTINATIONS = ("sns", "eventbridge")
 TARGET_OUTAGE_S = 60.0
 """The outage length the issue sets its target for (at most 1 extra copy of an event on the other
@@ -53,19 +65,28 @@ def summarize(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
         effective.update(result["effective"])
         duplicates.update(result["duplicates"])
     longest = max(results, key=lambda r: r["clear_to_drained_s"], default=None)
+    two = [r for r in results if r.get("suite") == REGIONS_SUITE]
+    kinds = [
+        *(EFFECTIVE_UNITS if len(two) < len(results) else ()),
+        *(REGION_UNITS if two else ()),
+    ]
     failing = [r for r in results if not r["drained"] or any(r.get(name, 0) for name in VIOLATIONS)]
     return {
         "schedules": len(results),
         "commands": sum(r["commands"] for r in results),
         "commands_failed": sum(r["commands_failed"] for r in results),
         "events": sum(r["events"] for r in results),
-        "faults_armed": dict(sorted(armed.items())),
-        "faults_effective": dict(sorted(effective.items())),
-        "never_effective": sorted(kind for kind in FAULT_KINDS if not effective[kind]),
+        "faults_armed": {kind: armed[kind] for kind in sorted(kinds)},
+        # The suites' kinds, and what the operator did (not fault kinds: no unit).
+        "faults_effective": {
+            kind: effective[kind] for kind in sorted({*kinds, *(k for k in effective if k not in ALL_UNITS)})
+        },
+        "never_effective": sorted(kind for kind in kinds if not effective[kind]),
         **{name: sum(r.get(name, 0) for r in results) for name in VIOLATIONS},
         "not_drained": sum(1 for r in results if not r["drained"]),
         "duplicates_on_the_wire": dict(duplicates),
-        "outages": _outages(results),
+        "outages": _outages(results) if len(two) < len(results) else {},
+        "regions": _regions(two),
         "longest_clear_to_drained_s": longest["clear_to_drained_s"] if longest else 0.0,
         "seed": profile().seed,
         "failing_schedules": [r["schedule"] for r in failing][:20],
@@ -101,7 +122,40 @@ def _outages(results: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return figures
 
 
+def _regions(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The two-region schedules' figures, per region (tests.reliability.regions.TwoRegions.figures)."""
+    per_region: dict[str, Counter[str]] = {}
+    for result in results:
+        for region, figures in result.get("regions", {}).items():
+            per_region.setdefault(region, Counter(dict.fromkeys(REGION_FIGURES, 0))).update(figures)
+    return {
+        "schedules": len(results),
+        "events": sum(r["events"] for r in results),
+        "taker_crashes": sum(r.get("taker_crashes", 0) for r in results),
+        "per_region": {region: dict(figures) for region, figures in sorted(per_region.items())},
+    }
+
+
+def _render_regions(regions: dict[str, Any]) -> list[str]:
+    if not regions["schedules"]:
+        return []
+    names = list(regions["per_region"])
+    lines = [
+        f"two regions ({regions['schedules']} schedules, {regions['events']} events, "
+        f"{regions['taker_crashes']} taker sweepers crashed mid-takeover), per region:",
+        f"  {'':<50}" + "".join(f"{name:>12}" for name in names),
+    ]
+    for figure in REGION_FIGURES:
+        lines.append(
+            f"  {REGION_FIGURE_NAMES[figure]:<50}"
+            + "".join(f"{regions['per_region'][name][figure]:>12}" for name in names)
+        )
+    return lines
+
+
 def _render_outages(outages: dict[str, dict[str, Any]]) -> list[str]:
+    if not outages:
+        return []
     lines = ["single-destination outages (extra copies on the destination that stayed up):"]
     for destination, figures in outages.items():
         healthy = figures["healthy"]
@@ -129,13 +183,14 @@ def render(summary: dict[str, Any]) -> str:
         *(f"  {kind:<50}{count:>10}" for kind, count in summary["faults_armed"].items()),
         "faults that took effect, by kind:",
         *(
-            f"  {kind + ' (' + EFFECTIVE_UNITS.get(kind, 'done') + ')':<50}{count:>10}"
+            f"  {kind + ' (' + ALL_UNITS.get(kind, 'done') + ')':<50}{count:>10}"
             for kind, count in summary["faults_effective"].items()
         ),
         *(f"{name.replace('_', ' '):<52}{summary[name]:>10}" for name in (*VIOLATIONS, "not_drained")),
         "duplicates on the wire, by cause:",
         *(f"  {cause:<50}{count:>10}" for cause, count in summary["duplicates_on_the_wire"].items()),
         *_render_outages(summary["outages"]),
+        *_render_regions(summary["regions"]),
         f"{'longest faults-cleared -> drained (virtual s)':<52}{summary['longest_clear_to_drained_s']:>10}",
         f"{'seed':<52}{summary['seed']:>10}",
     ]

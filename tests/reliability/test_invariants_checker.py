@@ -8,6 +8,7 @@ from dataclasses import replace
 
 from tests.reliability.invariants import (
     CAUSE_CRASH,
+    CAUSE_CUT_IN_FLIGHT,
     CAUSE_HANDED_BACK,
     CAUSE_ROW_UPDATE,
     CAUSE_UNEXPLAINED,
@@ -356,3 +357,21 @@ def test_a_recorded_delivery_sent_again_is_explained_only_by_a_crash_or_a_handed
     other = replace(recorded, faults=Counter({"dynamodb": 1}), recorded=frozenset({("e-1", EVENTBRIDGE)}))
     history.invocations = {1: Invocation(1, "publisher"), 2: other}
     assert check(history).duplicates == Counter({CAUSE_ROW_UPDATE: 1})
+
+
+def test_a_copy_the_invocations_do_not_explain_is_explained_only_by_the_cause_given_for_it() -> None:
+    # Given seq 1 published to SNS by invocation 2 (nothing failed, nothing recorded), then again by
+    # invocation 1 (on two regions: its region was cut off before its settle replicated, and the peer that
+    # took its rows over published it again: tests.reliability.region_oracle says so)
+    history = clean()
+    first = history.committed[0]
+    history.publications = [publication(first, SNS, invocation=2), *history.publications]
+    history.invocations = {1: Invocation(1, "publisher"), 2: Invocation(2, "publisher")}
+    history.explained = {("e-1", SNS, 2): CAUSE_CUT_IN_FLIGHT}
+    # Then the copy is counted under that cause, and breaks no promise
+    verdict = check(history)
+    assert verdict.duplicates == Counter({CAUSE_CUT_IN_FLIGHT: 1})
+    assert verdict.ok
+    # But a cause given for another destination, or another earlier invocation, explains nothing
+    history.explained = {("e-1", EVENTBRIDGE, 2): CAUSE_CUT_IN_FLIGHT, ("e-1", SNS, 1): CAUSE_CUT_IN_FLIGHT}
+    assert check(history).unexplained

@@ -11,7 +11,7 @@ import pytest
 
 from tests.reliability import report
 from tests.reliability.invariants import CAUSE_CRASH, CAUSE_ROW_UPDATE
-from tests.reliability.kinds import EFFECTIVE_UNITS
+from tests.reliability.kinds import EFFECTIVE_UNITS, REGION_UNITS
 
 
 def result(**changes: Any) -> dict[str, Any]:
@@ -114,3 +114,36 @@ def test_the_extra_copies_of_single_destination_outages_are_added_up_per_destina
     table = capsys.readouterr().out
     assert "  sns down -> eventbridge up:" in table
     assert "  eventbridge down -> sns up:" in table
+
+
+def region_result(**changes: Any) -> dict[str, Any]:
+    figures = dict.fromkeys(report.REGION_FIGURES, 1)
+    base = {
+        "suite": report.REGIONS_SUITE,
+        "armed": dict.fromkeys(REGION_UNITS, 1),
+        "effective": dict.fromkeys(REGION_UNITS, 1),
+        "regions": {"us-east-1": figures, "us-west-2": {**figures, "taken_over": 3}},
+        "diverged": 0,
+    }
+    return result(**{**base, **changes})
+
+
+def test_a_two_region_run_shows_its_figures_per_region(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A long run of two-region schedules alone: the single-region kinds are not asked to take effect
+    assert run(tmp_path, [region_result() for _ in range(report.LONG_RUN)]) == 0
+    table = capsys.readouterr().out
+    assert f"two regions ({report.LONG_RUN} schedules" in table
+    taken = next(line for line in table.splitlines() if "another region's events it published" in line)
+    assert taken.split()[-2:] == [str(report.LONG_RUN), str(3 * report.LONG_RUN)]
+    assert "  region_loss (origins taken over)" in table
+
+
+def test_replicas_that_differ_after_the_drain_fail_the_run(tmp_path: Path) -> None:
+    assert run(tmp_path, [region_result(diverged=1)]) == 1
+
+
+def test_a_region_kind_that_never_took_effect_fails_a_long_run(tmp_path: Path) -> None:
+    idle = region_result(effective={**dict.fromkeys(REGION_UNITS, 1), "replication_lag": 0})
+    assert run(tmp_path, [result() for _ in range(report.LONG_RUN)] + [idle]) == 1
