@@ -22,7 +22,6 @@ import boto3
 from botocore.config import Config
 
 from outbox.model import RowKey, is_reserved
-from outbox.regions import Heartbeat, RegionSettings, heartbeat_key
 from outbox.s3_payloads import S3PayloadStore
 from outbox.stream_mapping import publisher_filter_patterns
 from outbox_local.filtering import FilterCriteria
@@ -38,6 +37,7 @@ from outbox_publisher.handler import Publisher, build_publisher, handle
 from outbox_publisher.leases import DynamoDBRowClaimer
 from outbox_publisher.predecessors import DynamoDBPredecessorReader
 from outbox_publisher.region_store import DynamoDBRegionStore
+from outbox_publisher.regions import Heartbeat, RegionSettings, heartbeat_key
 from outbox_publisher.routing import Destination
 from outbox_sweeper.config import SweeperConfig
 from outbox_sweeper.cursor import DynamoDBCursorStore
