@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 
 from outbox.clock import Clock, format_timestamp, utc_now
 from outbox.errors import InvalidEventError, InvalidOutboxRowError
-from outbox.event_rules import broken_rule
+from outbox.event_rules import broken_rule, is_region_name
 from outbox.item_reader import ItemReader
 from outbox.limits import MAX_WHOLE_NUMBER, Item
 from outbox.payload import JsonObject, decode_payload, encode_payload
@@ -391,7 +391,7 @@ class OutboxEvent:
                 if _TRACE_HEADER in item or _TRACEPARENT in item
                 else NO_TRACE,
                 stored=stored,
-                origin=reader.string(ORIGIN) if ORIGIN in item else None,
+                origin=_origin_read(item.get(ORIGIN)),
             )
         except InvalidOutboxRowError:
             raise
@@ -425,3 +425,11 @@ def _status(text: str) -> OutboxStatus:
 
 _STATUSES = {status.value: status for status in OutboxStatus}
 _TRACE_HEADER, _TRACEPARENT = TraceContext._fields
+
+
+def _origin_read(value: Any) -> str | None:
+    """A row's `origin` as read: an attribute of that name that names no region (another writer's, on an
+    outbox that may span no regions at all) reads as absent, never as a broken row; across regions such a
+    row is the home region's, as one without `origin` is. Writers' events are checked on write."""
+    text = value.get("S") if isinstance(value, Mapping) else None
+    return text if isinstance(text, str) and is_region_name(text) else None

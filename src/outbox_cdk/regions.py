@@ -47,7 +47,7 @@ class OutboxRegions:
     its rows over (docs/multi-region.md, "The takeover time"); at least 3 sweep intervals plus the sweeper's
     timeout (checked by the `Outbox` construct, which knows both).
     `table_name`: the global table's name, the same in every region; a replica region's stack finds its
-    replica by it (a name in another region's stack cannot be referenced). None: `<outbox name>-outbox` of
+    replica by it (a name in another region's stack cannot be referenced). None: `<outbox name>-table` of
     the home stack's outbox.
     """
 
