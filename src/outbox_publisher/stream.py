@@ -16,8 +16,10 @@ Powertools' BatchProcessor (record by record, carrying on past failures) is not 
 
 On an outbox across regions (outbox_publisher.regions), a record is published only when its row is this
 region's to stream (`Ownership.may_stream`: its own origin, its heartbeat `own` and fresh, saved after the
-last resume); any other is skipped as `not_owner`, left to the sweepers, never handed back. When the
-heartbeat cannot be read, the batch is handed back from its first candidate: no guess either way.
+last resume); any other is skipped as `not_owner`, left to the sweepers, never handed back, except a slot
+of its own origin rewritten by another writer, which is marked FAILED whatever its state (only this record
+shows the event it replaced). When the heartbeat cannot be read, the batch is handed back from its first
+candidate: no guess either way.
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ from typing import Any, NamedTuple
 
 from outbox.clock import Clock, parse_timestamp, utc_now
 from outbox.errors import OutboxError
-from outbox.model import DELIVERED_TO, OutboxStatus, is_own_item
+from outbox.model import DELIVERED_TO, ORIGIN, OutboxStatus, is_own_item
+from outbox.region_settings import RegionSettings
 from outbox.stream_mapping import INSERT_EVENT_NAME, MODIFY_EVENT_NAME
 from outbox_publisher import writer_contract
 from outbox_publisher.candidates import Candidate
@@ -144,6 +147,17 @@ def _modified(
     return rejected.but(replaced=old_image)
 
 
+def _rewritten_here(candidate: Candidate, settings: RegionSettings) -> bool:
+    """A slot of this region's origin rewritten by another writer: marked FAILED whatever the region's state
+    (the mapping passes only its own origin's MODIFYs). Only this record shows the event it replaced; left to
+    a sweeper, the new event would be published as the slot's."""
+    if candidate.replaced is None:
+        return False
+    origin = candidate.row.get(ORIGIN)
+    named = origin.get("S") if isinstance(origin, Mapping) else None
+    return settings.origin_region(named if isinstance(named, str) else None) == settings.region
+
+
 def sequence_number_of(raw: Mapping[str, Any]) -> str:
     sequence_number = (raw.get("dynamodb") or {}).get("SequenceNumber")
     if not isinstance(sequence_number, str) or not sequence_number:
@@ -195,7 +209,7 @@ class StreamPublisher:
             if isinstance(verdict, Skipped):
                 _count(result.skipped, verdict.reason)
                 continue
-            if self._regions is not None:
+            if self._regions is not None and not _rewritten_here(verdict, self._regions.settings):
                 try:
                     ownership = ownership or self._regions.current(deadline)
                 except OutboxError:

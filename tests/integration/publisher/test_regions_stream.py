@@ -177,3 +177,34 @@ def test_without_a_readable_heartbeat_the_batch_is_handed_back_then_published(re
     # and Lambda's retry publishes both, once, in order
     assert skipped(world.invoke(publisher, stream_event)) == []
     assert [e["event_id"] for e in world.topic_envelopes()] == [e.event_id for e in rows]
+
+
+def test_a_slot_of_its_origin_rewritten_while_it_yields_is_failed_not_left_to_a_sweeper(
+    regions: TwoRegions,
+) -> None:
+    world = regions.world(A)
+    # Given A yielded (B's heartbeat, as replicated into A, holds A's origin) and an event of A's origin
+    # saved and then rewritten in its slot by another writer, unconditionally
+    item = world.dynamodb.get_item(
+        TableName=world.tables.outbox,
+        Key={"aggregate_key": {"S": f"#region#{B}"}, "seq": {"N": "0"}},
+        ConsistentRead=True,
+    )["Item"]
+    item["taking"] = {"M": {A: {"N": item["beat_at"]["N"]}}}
+    world.put_raw(item)
+    assert regions.sweep(A).region.state is RegionState.YIELDED  # type: ignore[union-attr]
+    original = fresh(world, "A", 1)
+    world.write(original, origin=A)
+    replacement = fresh(world, "A", 1)
+    world.put_raw(replacement.to_item() | {"origin": {"S": A}})
+
+    # When A's publisher gets the stream (the INSERT, then the MODIFY that replaced the event)
+    response = world.invoke(world.publisher(**region_env(A)), world.stream_event())
+
+    # Then nothing is published, and the row is FAILED with the rewrite named: only that MODIFY showed it,
+    # so a sweeper would have published the new event as the slot's
+    assert skipped(response) == []
+    assert world.topic_envelopes() == []
+    row = world.row(original)
+    assert (row["status"], row["event_id"]) == ({"S": "FAILED"}, {"S": replacement.event_id})
+    assert row["last_error"]["S"].startswith("writer_contract: SlotRewritten")
