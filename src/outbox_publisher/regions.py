@@ -270,7 +270,9 @@ def next_heartbeat(view: RegionView) -> Heartbeat:
     """The heartbeat this region writes now: its state, what it takes over, what it hands back."""
     settings, now, own = view.settings, view.now, view.own
     state, since = next_state(view)
-    keep = _ms(settings.takeover_after)
+    # A release is kept as long as the `#taken#` records the region wrote while holding the origin: the
+    # origin's region reads them in this region's replica for as long as this heartbeat names it.
+    keep = _ms(settings.takeover_after + timedelta(days=TAKEN_RECORD_DAYS))
     released = {origin: at for origin, at in (own.released if own else {}).items() if now - at < keep}
     taking: dict[str, int] = {}
     for origin, at in (own.taking if own else {}).items():
