@@ -11,6 +11,9 @@ after, the ones it published (`published`). Every run checks the rows it claims 
 with (a taken origin's, or its own origin's saved before its last resume) against that record
 (`TakenRecord.verdict`): a row the taker published is settled without publishing; one it never claimed, below
 one it claimed or published, is marked FAILED (`LateReplica`), and its aggregate holds for an operator.
+Its own origin's records are read in each taker's own replica (`RegionRun.record_sources`: its replica may
+not have them yet, replication having no order across items); a replica that cannot be read leaves the rows
+that need it PENDING (`unchecked`), never published on a guess.
 
 If the heartbeats cannot be read or written, the run owns nothing: it publishes no row and takes nothing over,
 and its figures are still reported.
