@@ -449,8 +449,11 @@ def test_rows_without_origin_are_taken_over_with_the_home_region(system: TwoRegi
 
 @pytest.mark.xfail(
     strict=True,
-    reason="core: a taker lost before its #taken# record replicated leaves the returning region nothing to "
-    "check a late replica against: it publishes it after the successor the taker published",
+    reason="documented limit (docs/multi-region.md, 'A taker lost before the returning region saw it take "
+    "over'): B is lost before any of its writes since A was cut (its heartbeat naming A in taking among "
+    "them) replicated to A, so A knows of no takeover and no replica to read B's record in: it publishes "
+    "the late row after the successor B published. With the takeover seen, the rows wait: "
+    "test_a_taker_lost_after_the_return_saw_its_takeover_keeps_the_rows_it_may_have_dealt_with_waiting",
 )
 def test_a_taker_lost_before_its_record_replicated_keeps_a_late_replica_in_order(system: TwoRegions) -> None:
     # Given A cut off with seq 2 of an aggregate replicated to B and seq 1 not: B takes A over and publishes
