@@ -123,7 +123,7 @@ def client(service_name: str) -> Any:
 
 
 @functools.cache
-def invocation_client(service_name: str) -> Any:
+def invocation_client(service_name: str, region_name: str | None = None) -> Any:
     """A client for calls that must fit a publishing invocation's deadline: one attempt, at most
-    `INVOCATION_CALL_S` seconds."""
-    return session().client(service_name, config=_scaled(_INVOCATION_CONFIG))
+    `INVOCATION_CALL_S` seconds. `region_name`: another region's endpoint (None: the function's region)."""
+    return session().client(service_name, region_name=region_name, config=_scaled(_INVOCATION_CONFIG))

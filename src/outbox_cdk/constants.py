@@ -85,6 +85,9 @@ PUBLISHER_OUTBOX_TABLE_ACTIONS: Final = (
 SWEEPER_OUTBOX_TABLE_ACTIONS: Final = tuple(
     sorted({*PUBLISHER_OUTBOX_TABLE_ACTIONS, "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Scan"})
 )
+# What the sweeper of an outbox across regions reads in every other region's replica of the table: the
+# `#taken#` records each taker wrote there (outbox_publisher.region_store.DynamoDBRegionStore.read_taken).
+SWEEPER_PEER_REPLICA_ACTIONS: Final = ("dynamodb:BatchGetItem",)
 # What the Lambda stream poller calls with the function's role (DynamoDB developer guide,
 # "IAM policy to allow a Lambda function to access DynamoDB stream records"): scoped to the stream.
 STREAM_READ_ACTIONS: Final = (

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from aws_cdk import Duration
+from aws_cdk import Duration, Stack
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
@@ -66,7 +67,9 @@ class OutboxSweeper(Construct):
     table), ``BatchGetItem``, ``DeleteItem`` and ``UpdateItem`` (predecessors' states, settling, claims,
     backoff, FAILED marks, adding FAILED rows to the failed index); ``sns:Publish`` on the topic,
     ``events:PutEvents`` on the bus, ``sqs:SendMessage`` on the poison queue; and the few key actions on
-    customer-managed keys of the table and the poison queue.
+    customer-managed keys of the table and the poison queue. With regions, also ``BatchGetItem`` on the
+    table's replica in each other region of the ring (the takers' `#taken#` records, read where they wrote
+    them).
     """
 
     def __init__(
@@ -147,6 +150,23 @@ class OutboxSweeper(Construct):
         )
         if publisher.payload_bucket is not None:
             grant_payload_reads(self.function, publisher.payload_bucket)
+        regions = publisher.settings.regions
+        if regions is not None and publisher.region is not None:
+            # The `#taken#` records a taker wrote, read in its own replica (docs/multi-region.md): read
+            # only, on the table's replica in each other region of the ring, nothing else there.
+            stack = Stack.of(self)
+            peers = [region for region in regions.ring if region != publisher.region]
+            self.function.add_to_role_policy(
+                iam.PolicyStatement(
+                    actions=list(c.SWEEPER_PEER_REPLICA_ACTIONS),
+                    resources=[
+                        stack.format_arn(
+                            service="dynamodb", region=peer, resource="table", resource_name=table.table_name
+                        )
+                        for peer in peers
+                    ],
+                )
+            )
 
 
 def _check_regional_timing(publisher: OutboxPublisher, settings: SweeperSettings) -> None:

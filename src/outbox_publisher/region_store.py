@@ -5,7 +5,9 @@ heartbeat.
 Every call is one attempt on the caller's invocation client (outbox.aws: short connect and read timeouts), and
 none starts with less than `UPDATE_CALL_MS` left of the caller's deadline (OutOfTimeError): as the rows'
 updates, each ends inside the invocation. Failures are the library's typed errors (outbox.dynamodb.call).
-Reads are strongly consistent, of this region's replica: what replicated into it, nothing more.
+Reads are strongly consistent, of the replica of the client's region: what was written there or replicated
+into it, nothing more. The sweeper reads a taker's `#taken#` records on a store for the taker's region (its
+own writes are all in its replica), every other item on its own region's.
 """
 
 from __future__ import annotations

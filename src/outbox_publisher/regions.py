@@ -227,6 +227,17 @@ class RegionView:
             for peer in self.settings.peers
         )
 
+    def takers_of(self, origin: str) -> tuple[str, ...]:
+        """The peers whose heartbeat names `origin` in `taking` or `released`, lost or not: the regions that
+        may have written `#taken#` records of its rows (each in its own replica first)."""
+        return tuple(
+            peer
+            for peer in self.settings.peers
+            if peer != origin
+            and (beat := self.heartbeats.get(peer)) is not None
+            and (origin in beat.taking or origin in beat.released)
+        )
+
     def oldest_peer_age_ms(self) -> int | None:
         """The age of the oldest peer heartbeat in the view (None if no peer has one)."""
         beats = [beat.beat_at for peer in self.settings.peers if (beat := self.heartbeats.get(peer))]
@@ -259,7 +270,9 @@ def next_heartbeat(view: RegionView) -> Heartbeat:
     """The heartbeat this region writes now: its state, what it takes over, what it hands back."""
     settings, now, own = view.settings, view.now, view.own
     state, since = next_state(view)
-    keep = _ms(settings.takeover_after)
+    # A release is kept as long as the `#taken#` records the region wrote while holding the origin: the
+    # origin's region reads them in this region's replica for as long as this heartbeat names it.
+    keep = _ms(settings.takeover_after + timedelta(days=TAKEN_RECORD_DAYS))
     released = {origin: at for origin, at in (own.released if own else {}).items() if now - at < keep}
     taking: dict[str, int] = {}
     for origin, at in (own.taking if own else {}).items():
@@ -396,6 +409,17 @@ class TakenRecord:
 
     def highest(self) -> int:
         return max(self.claimed | self.published, default=0)
+
+    def merged(self, other: TakenRecord) -> TakenRecord:
+        """This record and another replica's (or another taker's) of the same aggregate: every seq either
+        claimed or published. Each record only ever grows, so the union is never more than was written."""
+        return TakenRecord(
+            aggregate_key=self.aggregate_key,
+            origin=self.origin or other.origin,
+            by=self.by if self.highest() >= other.highest() else other.by,
+            claimed=self.claimed | other.claimed,
+            published=self.published | other.published,
+        )
 
     @classmethod
     def from_item(cls, item: Mapping[str, Any]) -> TakenRecord | None:

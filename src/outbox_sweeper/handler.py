@@ -9,7 +9,7 @@ all is well, not only when something is stuck.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
@@ -66,8 +66,11 @@ def build_sweeper(
     retry: RetryPolicy | None = None,
     payloads: PayloadStore | None = None,
     region_store: RegionStore | None = None,
+    region_stores: Callable[[str], RegionStore] | None = None,
 ) -> Sweeper:
-    """Wires the sweeper; tests pass their own ports, clock and sleep."""
+    """Wires the sweeper; tests pass their own ports, clock and sleep. `region_stores`: another region's
+    replica of the outbox table (where the `#taken#` records its sweeper wrote are read); default, a client
+    for that region on the same table name (global table replicas share it)."""
     table = config.publisher.table_name
     dynamodb = invocation_client("dynamodb")
     regions = config.publisher.regions
@@ -94,7 +97,11 @@ def build_sweeper(
         clock=clock,
         random=random,
         retry=retry,
-        regions=RegionalSweep(region_store or DynamoDBRegionStore(dynamodb, table), regions)
+        regions=RegionalSweep(
+            region_store or DynamoDBRegionStore(dynamodb, table),
+            regions,
+            region_stores or (lambda peer: DynamoDBRegionStore(invocation_client("dynamodb", peer), table)),
+        )
         if regions is not None
         else None,
     )

@@ -11,6 +11,9 @@ after, the ones it published (`published`). Every run checks the rows it claims 
 with (a taken origin's, or its own origin's saved before its last resume) against that record
 (`TakenRecord.verdict`): a row the taker published is settled without publishing; one it never claimed, below
 one it claimed or published, is marked FAILED (`LateReplica`), and its aggregate holds for an operator.
+Its own origin's records are read in each taker's own replica (`RegionRun.record_sources`: its replica may
+not have them yet, replication having no order across items); a replica that cannot be read leaves the rows
+that need it PENDING (`unchecked`), never published on a guess.
 
 If the heartbeats cannot be read or written, the run owns nothing: it publishes no row and takes nothing over,
 and its figures are still reported.
@@ -19,7 +22,7 @@ and its figures are still reported.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -101,6 +104,19 @@ class RegionRun:
         row = self.row(due)
         return self.ownership.taken(row) or self.ownership.from_before_resume(row, due.occurred_at)
 
+    def record_sources(self, due: DueRow) -> tuple[str, ...]:
+        """The regions whose replica holds the `#taken#` records a due row needing one is checked against.
+
+        A taken origin's row: this region's own replica (it is the taker: its writes are all there). A row of
+        its own origin saved before its last resume: the replica of every peer whose heartbeat names this
+        region in `taking` or `released` (each taker writes its records in its own replica first: read
+        there, strongly consistent, they hold all it claimed and published, where this replica may not have
+        them yet), and this region's own replica (a takeover whose release has aged out of the heartbeats).
+        """
+        if self.ownership.taken(self.row(due)) or self.view is None:
+            return (self.region,)
+        return (self.region, *self.view.takers_of(self.region))
+
     def verdict(self, due: DueRow, claimed_row: Mapping[str, Any]) -> TakenVerdict | None:
         """What a taker's record says of a due row that needs one (None: publish it as usual). A row an
         operator redrove is published as they decided (a late replica redriven goes out after its
@@ -128,9 +144,19 @@ class RegionRun:
 class RegionalSweep:
     """The regions' side of every sweep: heartbeat first, `#taken#` records around the publish."""
 
-    def __init__(self, store: RegionStore, settings: RegionSettings) -> None:
+    def __init__(
+        self,
+        store: RegionStore,
+        settings: RegionSettings,
+        stores: Callable[[str], RegionStore] | None = None,
+    ) -> None:
+        """`store`: this region's replica. `stores`: a region's replica of the same table (a client for
+        that region), where the `#taken#` records its sweeper wrote are read; None: `store` for every
+        region (one replica: tests)."""
         self._store = store
         self._settings = settings
+        self._stores = stores or (lambda _region: store)
+        self._peer_stores: dict[str, RegionStore] = {}
 
     @property
     def settings(self) -> RegionSettings:
@@ -163,15 +189,37 @@ class RegionalSweep:
         return RegionRun(self._settings, view, heartbeat)
 
     def read_records(self, run: RegionRun, due: Iterable[DueRow], deadline: Deadline) -> None:
-        """Reads the `#taken#` records of the aggregates whose due rows need one."""
-        wanted = {row.key.aggregate_key for row in due if run.needs_record(row)}
-        if not wanted:
-            return
-        try:
-            run.records = self._store.read_taken(wanted, deadline)
-        except OutboxError as error:
-            _log.warning("could not read the takeover records: their rows wait", extra=_err(error))
-            run.unchecked = wanted
+        """Reads the `#taken#` records of the aggregates whose due rows need one, from every replica that
+        may hold them (`RegionRun.record_sources`), and merges them. An aggregate whose record could not be
+        read from one of them is `unchecked`: its rows that need the record wait (PENDING) for a later run."""
+        wanted: dict[str, set[str]] = {}
+        for row in due:
+            if run.needs_record(row):
+                for source in run.record_sources(row):
+                    wanted.setdefault(source, set()).add(row.key.aggregate_key)
+        records: dict[str, TakenRecord] = {}
+        unchecked: set[str] = set()
+        for source, aggregates in sorted(wanted.items()):
+            try:
+                found = self._store_of(source).read_taken(aggregates, deadline)
+            except OutboxError as error:
+                _log.warning(
+                    "could not read the takeover records of a replica: their rows wait",
+                    extra={**_err(error), "replica": source, "aggregates": len(aggregates)},
+                )
+                unchecked |= aggregates
+                continue
+            for key, record in found.items():
+                records[key] = record.merged(records[key]) if key in records else record
+        run.records = records
+        run.unchecked = unchecked
+
+    def _store_of(self, region: str) -> RegionStore:
+        if region == self._settings.region:
+            return self._store
+        if region not in self._peer_stores:
+            self._peer_stores[region] = self._stores(region)
+        return self._peer_stores[region]
 
     def record_claimed(
         self, run: RegionRun, candidates: list[Candidate], now: datetime, deadline: Deadline

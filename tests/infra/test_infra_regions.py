@@ -316,3 +316,31 @@ def test_cdk_nag_passed_both_stacks_every_acknowledgement_used(stacks: dict[str,
         and "AWS679f53fac002430cb0da5b7982bd2287" in violation["acknowledgedAt"]
     ]
     assert provider_findings
+
+
+@pytest.mark.parametrize(
+    ("stack", "region", "peer"), [("OutboxStack", HOME, REPLICA), (REPLICA_STACK, REPLICA, HOME)]
+)
+def test_each_sweeper_reads_the_takeover_records_in_the_other_regions_replica_only(
+    stacks: dict[str, Any], stack: str, region: str, peer: str
+) -> None:
+    # Given a region's sweeper role
+    template: dict[str, Any] = stacks[stack].template
+    _, function = function_by_handler(template, SWEEPER)
+    granted = actions_by_resource(statements_of_role(template, role_of(function)))
+
+    # When the grants on the other region's endpoint are read
+    elsewhere = {
+        resource: actions for resource, actions in granted.items() if f":dynamodb:{peer}:" in resource
+    }
+
+    # Then it may read items (the #taken# records, BatchGetItem) of the table's replica there, and nothing
+    # else: no write, no other table, no other region
+    assert len(elsewhere) == 1
+    [(resource, actions)] = elsewhere.items()
+    assert actions == {"dynamodb:BatchGetItem"}
+    assert resource.startswith(f"Join:arn:aws:dynamodb:{peer}:Ref:AWS::AccountId:table/")
+    table = resource.rsplit("table/", 1)[1]
+    assert table == "OutboxStack-Outbox-table" or table.startswith("Ref:OutboxTable")  # the same name
+    # and its own region's grants are as before: no other region's ARN carries any other action
+    assert all(region in r or peer in r or ":dynamodb:" not in r for r in granted)

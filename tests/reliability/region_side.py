@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import boto3
 from botocore.config import Config
+from botocore.exceptions import EndpointConnectionError
 
 from outbox.model import RowKey, is_reserved
 from outbox.s3_payloads import S3PayloadStore
@@ -197,8 +198,23 @@ class RegionSide:
             scan=DynamoDBTableScan(dynamodb, self.table),
             cursors=DynamoDBCursorStore(dynamodb, self.table),
             indexer=DynamoDBFailedIndexer(dynamodb, self.table),
+            region_stores=lambda peer: DynamoDBRegionStore(self.peer_client(function, peer), self.table),
             **self._ports(function, sweeper_config.publisher, dynamodb),
         )
+
+    def peer_client(self, function: str, peer: str) -> Any:
+        """A DynamoDB client of this function's for `peer`'s endpoint (its replica of the table, as
+        `invocation_client("dynamodb", peer)` in Lambda), instrumented under this function's name: while
+        `peer` is cut off its endpoint does not answer (EndpointConnectionError)."""
+        side = self.system.sides[peer]
+        client = side.session.client("dynamodb", config=_ONE_ATTEMPT)
+
+        def down(**_: Any) -> None:
+            if side.cut:
+                raise EndpointConnectionError(endpoint_url=client.meta.endpoint_url)
+
+        client.meta.events.register("before-call.dynamodb", down)
+        return self.system.wire.instrument(client, self.name(function), SERVICES["dynamodb"])
 
     def _ports(self, function: str, config: PublisherConfig, dynamodb: Any) -> dict[str, Any]:
         system = self.system

@@ -94,6 +94,7 @@ class World:
         sqs_client: Any = None,
         dynamodb_client: Any = None,
         region_store: Any = None,
+        region_stores: Any = None,
         **env: str,
     ) -> Sweeper:
         """The sweeper as deployed, on the same real adapters, fake clock and sleep."""
@@ -104,6 +105,7 @@ class World:
             **self.sweeper_tables(config, dynamodb_client),
             **self._ports(config.publisher, sns_client, events_client, sqs_client, dynamodb_client),
             region_store=region_store or DynamoDBRegionStore(dynamodb_client or self.dynamodb, table),
+            region_stores=region_stores,
         )
 
     def sweeper_tables(self, config: SweeperConfig, dynamodb_client: Any = None) -> dict[str, Any]:

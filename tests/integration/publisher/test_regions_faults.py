@@ -172,6 +172,64 @@ def test_a_returning_region_that_cannot_read_the_takeover_records_waits(regions:
     assert "LateReplica" in row["last_error"]["S"]
 
 
+def test_a_returning_region_that_cannot_read_the_takers_replica_keeps_those_rows_waiting(
+    regions: TwoRegions,
+) -> None:
+    # Given A's order taken over by B while A was cut off, B publishing 1 and 3 (2 had not replicated), and
+    # another order of A's that never replicated to B at all
+    regions.rounds(3)
+    order = [event("A", seq) for seq in (1, 2, 3)]
+    unseen = event("U", 1)
+    regions.world(A).write(*order, unseen, origin=A)
+    held = {("Order#A", "2"), ("Order#U", "1")}
+    regions.replication.copy(A, B, hold=lambda key: key in held)
+    _cut_a_and_let_b_take_over(regions)
+    assert regions.published() == [order[0].event_id, order[2].event_id]
+    # and B's records of it reaching A's replica late (only B's own replica has them)
+    taken = ("#taken#Order#A", "0")
+
+    # When A comes back, and B's replica does not answer A's reads for a while
+    reads: list[str] = []
+    answering = False
+
+    class TakerReplica(DynamoDBRegionStore):
+        def read_taken(self, aggregate_keys: Collection[str], deadline: Deadline) -> dict[str, TakenRecord]:
+            reads.append("answered" if answering else "refused")
+            if not answering:
+                raise AwsUnavailableError("BatchGetItem did not answer")
+            return super().read_taken(aggregate_keys, deadline)
+
+    world_b = regions.world(B)
+    regions.sweepers[A] = regions.sweeper(
+        A, region_stores=lambda peer: TakerReplica(world_b.dynamodb, world_b.tables.outbox)
+    )
+    for _ in range(10):
+        regions.sweep(B)
+        regions.replication.copy(B, A, hold=lambda key: key == taken)
+        regions.sweep(A)
+        regions.replication.copy(A, B, hold=lambda key: key in held)
+        regions.advance()
+
+    # Then A, owning its origin again, published none of its rows saved before its return: they wait PENDING
+    assert "refused" in reads
+    assert regions.published() == []
+    assert [regions.world(A).row(e)["status"]["S"] for e in (order[1], unseen)] == ["PENDING", "PENDING"]
+
+    # and once B's replica answers, A reads B's record there (its own copy still lagging): seq 2 is a late
+    # replica (FAILED), the order B never saw is published
+    answering = True
+    for _ in range(3):
+        regions.sweep(B)
+        regions.replication.copy(B, A, hold=lambda key: key == taken)
+        regions.sweep(A)
+        regions.advance()
+    assert regions.published() == [unseen.event_id]
+    row = regions.world(A).row(order[1])
+    assert row["status"]["S"] == "FAILED"
+    assert "LateReplica" in row["last_error"]["S"]
+    assert "answered" in reads
+
+
 def test_the_regions_figures_are_metrics_with_a_region_dimension(
     regions: TwoRegions, capsys: pytest.CaptureFixture[str]
 ) -> None:

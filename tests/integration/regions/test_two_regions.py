@@ -296,12 +296,6 @@ def test_a_partition_past_the_takeover_time_publishes_twice_as_documented(system
     assert not verdict.out_of_order
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="core: a #taken# record replicating later than the handback's margin lets a late replica out "
-    "after its successor (docs/multi-region.md promises order within what has replicated, and names only a "
-    "duplicate for a lagging record)",
-)
 def test_a_takeover_record_lagging_past_the_margin_keeps_a_late_replica_in_order(system: TwoRegions) -> None:
     # Given A cut off with seq 2 of an aggregate replicated to B and seq 1 not: B takes A over and publishes
     # seq 2, its #taken# record of the aggregate saying so
@@ -325,7 +319,65 @@ def test_a_takeover_record_lagging_past_the_margin_keeps_a_late_replica_in_order
     system.restore(A)
     system.run_for(800)
 
-    # Then A never publishes seq 1 after the seq 2 B published: it waits FAILED as a late replica
+    # Then A never publishes seq 1 after the seq 2 B published: it read B's record in B's own replica (not
+    # its lagging copy in A's) and keeps seq 1 FAILED as a late replica, naming the seq B published
+    assert late_event not in {p.event_id for p in system.wire.published}
+    row = system.sides[A].row("Account#lagging", 1)
+    assert row is not None
+    assert row["status"]["S"] == "FAILED"
+    assert LATE_REPLICA in row["last_error"]["S"]
+    assert "seq 2" in row["last_error"]["S"]
+
+
+def test_a_taker_lost_after_the_return_saw_its_takeover_keeps_the_rows_it_may_have_dealt_with_waiting(
+    system: TwoRegions,
+) -> None:
+    # Given A cut off with seq 2 of an aggregate replicated to B and seq 1 not: B takes A over and publishes
+    # seq 2, its #taken# record of the aggregate saying so
+    late_event = system.write(A, "stranded")
+    system.write(A, "stranded")
+    system.replication.hold_writes(
+        lambda d: (d.keys["aggregate_key"]["S"], d.keys["seq"]["N"]) == ("Account#stranded", "1"), 3600
+    )
+    system.replicator.step()
+    system.cut(A)
+    system.run_for(TAKEOVER_AFTER_S + 180)
+    assert [(r, s) for r, k, s in published(system) if k == "Account#stranded"] == [(B, 2)]
+
+    # When A comes back and reads B's heartbeat holding its origin (it yields), B's record lagging into A's
+    # replica, and B is lost before A could read that record in B's replica
+    system.replication.hold_writes(
+        lambda d: d.keys["aggregate_key"]["S"] == "#taken#Account#stranded" and d.target == A,
+        7200,
+        lasting=True,
+    )
+    system.restore(A)
+    assert system.run_until(
+        lambda: (beat := system.sides[A].heartbeat()) is not None and beat.state.value == "yielded",
+        deadline=system.clock.seconds() + 600,
+    )
+    system.cut(B)
+    system.run_for(2 * TAKEOVER_AFTER_S + 300)
+
+    # Then A, owning its origin again (and B's), never publishes seq 1 on a guess: it waits PENDING while
+    # B's replica cannot be read
+    assert system.sides[A].heartbeat().state.value == "own"  # type: ignore[union-attr]
+    assert late_event not in {p.event_id for p in system.wire.published}
+    row = system.sides[A].row("Account#stranded", 1)
+    assert row is not None
+    assert row["status"]["S"] == "PENDING"
+
+    # and once B's replica answers again, A reads B's record there and keeps seq 1 FAILED as a late replica
+    system.restore(B)
+    assert system.run_until(
+        lambda: (
+            (row := system.sides[A].row("Account#stranded", 1)) is not None and row["status"]["S"] == "FAILED"
+        ),
+        deadline=system.clock.seconds() + 1800,
+    )
+    row = system.sides[A].row("Account#stranded", 1)
+    assert row is not None
+    assert LATE_REPLICA in row["last_error"]["S"]
     assert late_event not in {p.event_id for p in system.wire.published}
 
 
@@ -397,8 +449,11 @@ def test_rows_without_origin_are_taken_over_with_the_home_region(system: TwoRegi
 
 @pytest.mark.xfail(
     strict=True,
-    reason="core: a taker lost before its #taken# record replicated leaves the returning region nothing to "
-    "check a late replica against: it publishes it after the successor the taker published",
+    reason="documented limit (docs/multi-region.md, 'A taker lost before the returning region saw it take "
+    "over'): B is lost before any of its writes since A was cut (its heartbeat naming A in taking among "
+    "them) replicated to A, so A knows of no takeover and no replica to read B's record in: it publishes "
+    "the late row after the successor B published. With the takeover seen, the rows wait: "
+    "test_a_taker_lost_after_the_return_saw_its_takeover_keeps_the_rows_it_may_have_dealt_with_waiting",
 )
 def test_a_taker_lost_before_its_record_replicated_keeps_a_late_replica_in_order(system: TwoRegions) -> None:
     # Given A cut off with seq 2 of an aggregate replicated to B and seq 1 not: B takes A over and publishes

@@ -10,6 +10,7 @@ import pytest
 
 from outbox.errors import ConfigurationError
 from outbox_publisher.regions import (
+    TAKEN_RECORD_DAYS,
     Heartbeat,
     Ownership,
     RegionSettings,
@@ -288,8 +289,13 @@ def test_no_handback_to_a_region_still_lost() -> None:
     assert next_heartbeat(view(C, c, beat(A, 0), b)).taking == {B: NOW - 70_000}
 
 
-@pytest.mark.parametrize(("age", "kept"), [(TAKEOVER - 1, True), (TAKEOVER, False)])
-def test_a_release_is_kept_one_takeover_time(age: int, kept: bool) -> None:
+RECORD_LIFETIME = TAKEOVER + TAKEN_RECORD_DAYS * 86_400_000
+
+
+@pytest.mark.parametrize(
+    ("age", "kept"), [(TAKEOVER, True), (RECORD_LIFETIME - 1, True), (RECORD_LIFETIME, False)]
+)
+def test_a_release_is_kept_as_long_as_the_taken_records(age: int, kept: bool) -> None:
     c = beat(C, 60_000, OWN, 1, released={B: NOW - age})
     assert (B in next_heartbeat(view(C, c, beat(A), beat(B))).released) is kept
 
@@ -392,3 +398,21 @@ def test_a_takeover_record_reads_its_item() -> None:
 
 def test_epoch_ms() -> None:
     assert epoch_ms(T0) == NOW
+
+
+# --- where a returning region reads the takers' records ------------------------------------------------
+
+
+def test_the_takers_of_an_origin_are_the_peers_naming_it_in_taking_or_released_lost_or_not() -> None:
+    b = beat(B, TAKEOVER + 1, OWN, 0, taking={A: NOW - 700_000})  # lost since
+    c = beat(C, 0, OWN, 0, released={A: NOW - 1})
+    assert view(A, beat(A), b, c).takers_of(A) == (B, C)
+    assert view(A, beat(A), beat(B), beat(C)).takers_of(A) == ()
+
+
+def test_two_takers_records_of_one_aggregate_merge_every_seq() -> None:
+    b = TakenRecord("Order#1", A, B, claimed=frozenset({2, 3}), published=frozenset({2}))
+    c = TakenRecord("Order#1", A, C, claimed=frozenset({5}), published=frozenset({3, 5}))
+    merged = b.merged(c)
+    assert (merged.claimed, merged.published, merged.by) == (frozenset({2, 3, 5}), frozenset({2, 3, 5}), C)
+    assert merged.verdict(4) is TakenVerdict.LATE_REPLICA
