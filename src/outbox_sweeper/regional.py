@@ -226,23 +226,9 @@ class RegionalSweep:
     ) -> tuple[list[Candidate], list[Candidate]]:
         """Adds the seqs of the taken rows about to be published to their records; returns the candidates to
         publish and those to release (their record could not be written: they are not published)."""
+        failed = self._record(run, candidates, now, deadline, published=False)
         keep: list[Candidate] = []
         dropped: list[Candidate] = []
-        failed: set[str] = set()
-        for aggregate, origin, seqs in _taken_groups(run, candidates):
-            try:
-                self._store.record_taken(
-                    aggregate,
-                    origin=origin,
-                    by=run.region,
-                    seqs=seqs,
-                    published=False,
-                    expires_at=taken_expiry(self._settings, now),
-                    deadline=deadline,
-                )
-            except OutboxError as error:
-                _log.warning("could not record taken rows: not publishing them", extra=_err(error))
-                failed.add(aggregate)
         for candidate in candidates:
             key = candidate.key
             (dropped if key is not None and key.aggregate_key in failed else keep).append(candidate)
@@ -254,19 +240,36 @@ class RegionalSweep:
         """Adds the seqs of the taken rows published to their records (best effort: a row whose seq stays in
         `claimed` only is published again if found pending, never counted a late replica)."""
         published = [outcome.candidate for outcome in outcomes if outcome.status is Status.PUBLISHED]
-        for aggregate, origin, seqs in _taken_groups(run, published):
+        self._record(run, published, now, deadline, published=True)
+
+    def _record(
+        self,
+        run: RegionRun,
+        candidates: Iterable[Candidate],
+        now: datetime,
+        deadline: Deadline,
+        *,
+        published: bool,
+    ) -> set[str]:
+        """Adds the seqs of the taken rows among `candidates` to their records (`claimed`, or `published`);
+        returns the aggregates whose record could not be written."""
+        failed: set[str] = set()
+        for aggregate, origin, seqs in _taken_groups(run, candidates):
             try:
                 self._store.record_taken(
                     aggregate,
                     origin=origin,
                     by=run.region,
                     seqs=seqs,
-                    published=True,
+                    published=published,
                     expires_at=taken_expiry(self._settings, now),
                     deadline=deadline,
                 )
             except OutboxError as error:
-                _log.warning("could not record published taken rows", extra=_err(error))
+                what = "published taken rows" if published else "taken rows: not publishing them"
+                _log.warning(f"could not record {what}", extra=_err(error))
+                failed.add(aggregate)
+        return failed
 
 
 def _taken_groups(run: RegionRun, candidates: Iterable[Candidate]) -> list[tuple[str, str, list[int]]]:
