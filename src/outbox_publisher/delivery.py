@@ -40,6 +40,17 @@ class Delivery(NamedTuple):
     """Not sent: its destination failed a whole call earlier in the run (outbox_publisher.engine)."""
 
 
+def destination_failed(results: Sequence[Delivery]) -> bool:
+    """The destination fails, not an entry: every entry was tried and failed, none for good, and either the
+    call failed as a whole (throttled, unavailable, refused) or it carried more than one entry. One entry
+    that fails alone in its answer is that entry's failure: the destination takes the run's other events."""
+    failed = bool(results) and all(
+        not result.ok and result.kind is not FailureKind.PERMANENT and result.attempts > 0
+        for result in results
+    )
+    return failed and (len(results) > 1 or results[0].whole_call)
+
+
 @functools.cache
 def _delivered(attempts: int) -> Delivery:
     """The Delivery of a message that went through: immutable, so one per attempt count (a handful)."""

@@ -13,8 +13,7 @@ from outbox.model import OutboxEvent, RowKey
 from outbox_publisher import planning
 from outbox_publisher.candidates import Candidate
 from outbox_publisher.deadline import Deadline
-from outbox_publisher.delivery import Deliverer, Delivery
-from outbox_publisher.errors import FailureKind
+from outbox_publisher.delivery import Deliverer, Delivery, destination_failed
 from outbox_publisher.gate import HoldReason, OrderGate, Unknown, predecessors_to_read, processing_order
 from outbox_publisher.memory import RowMemory
 from outbox_publisher.outcome_updates import continues_past_poison, failed_mark, update_rows, updates_for
@@ -259,7 +258,7 @@ class EngineRun:
                     self.engine._destinations[destination],
                     [member.message_for(destination) for member in sending],
                 )
-                if _destination_failed(results):
+                if destination_failed(results):
                     # Later events are not sent to it: not tried, so not counted against them.
                     self.down[destination] = results[0]._replace(attempts=0, destination_down=True)
                     _log.warning(
@@ -434,17 +433,6 @@ def _known_predecessor(candidate: Candidate, memory: RowMemory) -> Candidate:
     if key is None or key.seq <= 1 or candidate.predecessor is not None or key.predecessor not in memory:
         return candidate
     return candidate.but(predecessor=PredecessorState.OUT)
-
-
-def _destination_failed(results: Sequence[Delivery]) -> bool:
-    """The destination fails, not an entry: every entry was tried and failed, none for good, and either the
-    call failed as a whole (throttled, unavailable, refused) or it carried more than one entry. One entry
-    that fails alone in its answer is that entry's failure: the destination takes the run's other events."""
-    failed = bool(results) and all(
-        not result.ok and result.kind is not FailureKind.PERMANENT and result.attempts > 0
-        for result in results
-    )
-    return failed and (len(results) > 1 or results[0].whole_call)
 
 
 def _ids(event: OutboxEvent) -> dict[str, Any]:
