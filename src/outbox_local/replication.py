@@ -41,7 +41,6 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from outbox_local.errors import LocalRuntimeError
-from outbox_local.moto_streams import InProcessStreams
 from outbox_local.replica_items import (
     Delivery,
     Echo,
@@ -52,6 +51,7 @@ from outbox_local.replica_items import (
     digest,
     unchanged,
 )
+from outbox_local.replica_streams import ReplicaStreams
 
 __all__ = [
     "DEFAULT_LAG_S",
@@ -133,9 +133,7 @@ class Replicator:
         self._stopping = threading.Event()
         self._stepping = threading.Lock()
         """One step at a time (the background thread and a caller's `drain()`)."""
-        self._stream_arns: dict[tuple[str, str], str] = {}
-        """(region, table) -> its replica's stream ARN, asked once (a DescribeTable per stream and step would
-        cost the endpoint a request every few milliseconds)."""
+        self._streams = ReplicaStreams(clients)
 
     # --- the tables replicated ------------------------------------------------------------------------------
 
@@ -161,7 +159,7 @@ class Replicator:
         with self._lock:
             book = self._book
             regions = book.tables.pop(table, None)
-            self._stream_arns = {key: arn for key, arn in self._stream_arns.items() if key[1] != table}
+            self._streams.forget(table)
             book.queue = {i: d for i, d in book.queue.items() if d.table != table}
             book.positions = {k: v for k, v in book.positions.items() if k[1] != table}
             book.versions = {k: v for k, v in book.versions.items() if k[1] != table}
@@ -294,12 +292,12 @@ class Replicator:
         """Forget every table and write (a runtime starting again)."""
         with self._lock:
             self._book = _Book()
-            self._stream_arns = {}
+            self._streams.forget()
 
     def resume(self, state: ReplicatorState) -> None:
         """Take up a saved state (before `start()`): the streams are read on from where it had read them."""
         with self._lock:
-            self._stream_arns = {}
+            self._streams.forget()
             self._book = _Book(
                 tables=dict(state.tables),
                 positions=dict(state.positions),
@@ -313,48 +311,15 @@ class Replicator:
     # --- internals ------------------------------------------------------------------------------------------
 
     def _read_stream(self, table: str, region: str, regions: Sequence[str]) -> int:
-        streams = InProcessStreams(region)
-        stream_arn = self._stream_arn(table, region)
-        if stream_arn is None:
-            return 0
-        shards = streams.describe_stream(StreamArn=stream_arn)["StreamDescription"]["Shards"]
-        if not shards:
-            return 0
-        after = self._book.positions.get((region, table))
-        iterator = streams.get_shard_iterator(
-            StreamArn=stream_arn,
-            ShardId=shards[0]["ShardId"],
-            ShardIteratorType="AFTER_SEQUENCE_NUMBER" if after else "TRIM_HORIZON",
-            SequenceNumber=after,
-        )["ShardIterator"]
         queued = 0
-        while True:
-            answer = streams.get_records(ShardIterator=iterator)
-            if not answer["Records"]:
-                return queued
+        for records in self._streams.pages(table, region, self._book.positions.get((region, table))):
             with self._lock:
                 if table not in self._book.tables:
                     return queued
-                for record in answer["Records"]:
+                for record in records:
                     queued += self._take(table, region, regions, record)
                     self._book.positions[(region, table)] = record["dynamodb"]["SequenceNumber"]
-            iterator = answer["NextShardIterator"]
-
-    def _stream_arn(self, table: str, region: str) -> str | None:
-        known = self._stream_arns.get((region, table))
-        if known is not None:
-            return known
-        try:
-            description = self._clients(region).describe_table(TableName=table)["Table"]
-        except ClientError as error:
-            if error.response["Error"]["Code"] == "ResourceNotFoundException":
-                return None
-            raise
-        arn = description.get("LatestStreamArn")
-        if not arn:
-            return None
-        self._stream_arns[(region, table)] = str(arn)
-        return str(arn)
+        return queued
 
     def _take(self, table: str, region: str, regions: Sequence[str], record: Mapping[str, Any]) -> int:
         """One stream record of `region`'s replica: the echo of a write made here, or a local write, queued
