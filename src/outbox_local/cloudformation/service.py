@@ -6,7 +6,7 @@ CLI) polls DescribeStacks and DescribeStackEvents until the stack reaches a fina
 is rolled back (what it made is deleted: ROLLBACK_COMPLETE), a failed update is rolled back to the previous
 template (UPDATE_ROLLBACK_COMPLETE), each with the failing resource and its error in the events. What the
 runtime cannot do (a resource type it has no handler for, a change it cannot apply in place) fails the
-change set itself, before anything is touched, with the resource and the reason named.
+change set itself, before anything is touched, with the resource and the reason named (`change_sets`).
 """
 
 from __future__ import annotations
@@ -17,11 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 
-from outbox_local.cloudformation import parameters
-from outbox_local.cloudformation.changes import (
-    refuse_what_cannot_change_in_place,
-    resource_changes,
-)
+from outbox_local.cloudformation import change_sets
 from outbox_local.cloudformation.host import (
     CloudFormationError,
     Progress,
@@ -44,11 +40,11 @@ from outbox_local.cloudformation.records import (
     settled,
 )
 from outbox_local.cloudformation.template_text import parse
-from outbox_local.errors import LocalRuntimeError, TemplateError
+from outbox_local.errors import LocalRuntimeError
 from outbox_local.provisioning import refuse_unknown_types
 from outbox_local.provisioning.cloudformation import StackOutput
 from outbox_local.stacks import stack_id, stack_key
-from outbox_local.template import Resolver, Template
+from outbox_local.template import Template
 
 logger = logging.getLogger("outbox_local.cloudformation")
 
@@ -186,32 +182,17 @@ class CloudFormationService:
         with self._lock:
             region = region or self.host.region
             record = next((r for r in self.stacks(region) if stack_name in {r.name, r.stack_id}), None)
-            if change_set_type == "CREATE":
-                if record is not None and record.status != REVIEW_IN_PROGRESS:
-                    raise CloudFormationError(
-                        "AlreadyExistsException", f"Stack [{stack_name}] already exists"
-                    )
-            elif record is None or record.status == REVIEW_IN_PROGRESS:
-                raise validation_error(f"Stack [{stack_name}] does not exist")
-            elif record.status.endswith("_IN_PROGRESS"):
-                raise validation_error(
-                    f"Stack:{record.stack_id} is in {record.status} state and can not be updated."
-                )
-            if use_previous_template:
-                if record is None or not record.template_text:
-                    raise validation_error("UsePreviousTemplate is only for an existing stack")
-                template_text = record.template_text
-            if not template_text:
-                raise validation_error("Either Template URL or Template Body must be specified.")
-            try:
-                template = parse(template_text, f"stack {stack_name}")
-                values, resolved = parameters.settle(
-                    template, given, record.parameters if record else {}, use_previous, self.host.read_ssm
-                )
-                resolver = Resolver(template, region=region, stack_name=stack_name, parameter_values=resolved)
-                parameters.check_rules(template, resolver)
-            except TemplateError as error:
-                raise validation_error(str(error)) from error
+            change_sets.refuse_to_create(record, stack_name, change_set_type)
+            template_text, template, values, resolved = change_sets.submitted(
+                record,
+                stack_name,
+                template_text=template_text,
+                use_previous_template=use_previous_template,
+                given=given,
+                use_previous=use_previous,
+                region=region,
+                read_ssm=self.host.read_ssm,
+            )
             if record is None:
                 record = StackRecord(stack_name, stack_id(region, stack_name), self._clock())
                 record.event(REVIEW_IN_PROGRESS, self._clock(), reason="User Initiated")
@@ -230,37 +211,10 @@ class CloudFormationService:
                 tags=tags,
             )
             record.change_sets[change_set_name] = change_set
-            self._plan(record, change_set, template, resolved)
+            running = self.host.running().get(self.key(record))
+            deployed = running.deployed if running is not None and change_set_type == "UPDATE" else None
+            change_sets.plan(record, change_set, deployed, template, resolved, exports=self.host.exports)
             return change_set, record
-
-    def _plan(
-        self, record: StackRecord, change_set: ChangeSet, template: Template, resolved: Mapping[str, str]
-    ) -> None:
-        running = self.host.running().get(self.key(record))
-        deployed = (
-            running.deployed if running is not None and change_set.change_set_type == "UPDATE" else None
-        )
-        try:
-            refuse_unknown_types(template)
-            changes = resource_changes(deployed, template, resolved, self.host.exports())
-            refuse_what_cannot_change_in_place(changes)
-        except LocalRuntimeError as error:
-            change_set.status, change_set.execution_status = "FAILED", "UNAVAILABLE"
-            change_set.status_reason = str(error)
-            return
-        change_set.changes = changes
-        same_template = deployed is not None and template.body == deployed.template.body
-        if (
-            deployed is not None
-            and not changes
-            and same_template
-            and change_set.parameters == record.parameters
-        ):
-            change_set.status, change_set.execution_status = "FAILED", "UNAVAILABLE"
-            change_set.status_reason = (
-                "The submitted information didn't contain changes. Submit different information to create a "
-                "change set."
-            )
 
     def delete_change_set(self, name_or_arn: str, stack_name: str | None, region: str | None = None) -> None:
         """Delete it; a change set the stack does not hold is already gone (the CDK CLI deletes its change
@@ -278,16 +232,7 @@ class CloudFormationService:
         with self._lock:
             self._operations.refuse_when_closing()
             record, change_set = self.change_set(name_or_arn, stack_name, region)
-            if change_set.execution_status != "AVAILABLE":
-                raise CloudFormationError(
-                    "InvalidChangeSetStatus",
-                    f"ChangeSet [{change_set.arn}] cannot be executed in its current status of "
-                    f"[{change_set.status}]",
-                )
-            if record.status.endswith("_IN_PROGRESS") and record.status != REVIEW_IN_PROGRESS:
-                raise validation_error(
-                    f"Stack:{record.stack_id} is in {record.status} state and can not be updated."
-                )
+            change_sets.refuse_to_execute(record, change_set)
             change_set.execution_status = "EXECUTE_IN_PROGRESS"
             creating = change_set.change_set_type == "CREATE"
             record.event(
