@@ -42,6 +42,19 @@ def fresh(world: World, aggregate_id: str, seq: int) -> OutboxEvent:
     )
 
 
+def yield_a_to_b(regions: TwoRegions) -> None:
+    """B's heartbeat, as replicated into A, holds A's origin; A's sweeper runs and yields."""
+    world = regions.world(A)
+    item = world.dynamodb.get_item(
+        TableName=world.tables.outbox,
+        Key={"aggregate_key": {"S": f"#region#{B}"}, "seq": {"N": "0"}},
+        ConsistentRead=True,
+    )["Item"]
+    item["taking"] = {"M": {A: {"N": item["beat_at"]["N"]}}}
+    world.put_raw(item)
+    assert regions.sweep(A).region.state is RegionState.YIELDED  # type: ignore[union-attr]
+
+
 def skipped(response: dict[str, Any]) -> list[str]:
     return [item["itemIdentifier"] for item in response["batchItemFailures"]]
 
@@ -96,14 +109,7 @@ def test_a_row_saved_before_the_last_resume_is_left_to_the_sweeper(regions: TwoR
 def test_a_region_that_yielded_publishes_none_of_its_rows(regions: TwoRegions) -> None:
     world = regions.world(A)
     # Given B's heartbeat, as replicated into A, holding A's origin, and A's sweeper having yielded
-    item = world.dynamodb.get_item(
-        TableName=world.tables.outbox,
-        Key={"aggregate_key": {"S": f"#region#{B}"}, "seq": {"N": "0"}},
-        ConsistentRead=True,
-    )["Item"]
-    item["taking"] = {"M": {A: {"N": item["beat_at"]["N"]}}}
-    world.put_raw(item)
-    assert regions.sweep(A).region.state is RegionState.YIELDED  # type: ignore[union-attr]
+    yield_a_to_b(regions)
     row = fresh(world, "A", 1)
     world.write(row, origin=A)
 
@@ -185,14 +191,7 @@ def test_a_slot_of_its_origin_rewritten_while_it_yields_is_failed_not_left_to_a_
     world = regions.world(A)
     # Given A yielded (B's heartbeat, as replicated into A, holds A's origin) and an event of A's origin
     # saved and then rewritten in its slot by another writer, unconditionally
-    item = world.dynamodb.get_item(
-        TableName=world.tables.outbox,
-        Key={"aggregate_key": {"S": f"#region#{B}"}, "seq": {"N": "0"}},
-        ConsistentRead=True,
-    )["Item"]
-    item["taking"] = {"M": {A: {"N": item["beat_at"]["N"]}}}
-    world.put_raw(item)
-    assert regions.sweep(A).region.state is RegionState.YIELDED  # type: ignore[union-attr]
+    yield_a_to_b(regions)
     original = fresh(world, "A", 1)
     world.write(original, origin=A)
     replacement = fresh(world, "A", 1)
