@@ -296,18 +296,25 @@ def test_a_partition_past_the_takeover_time_publishes_twice_as_documented(system
     assert not verdict.out_of_order
 
 
-def test_a_takeover_record_lagging_past_the_margin_keeps_a_late_replica_in_order(system: TwoRegions) -> None:
-    # Given A cut off with seq 2 of an aggregate replicated to B and seq 1 not: B takes A over and publishes
-    # seq 2, its #taken# record of the aggregate saying so
-    late_event = system.write(A, "lagging")
-    system.write(A, "lagging")
+def taken_over_past_a_late_seq(system: TwoRegions, aggregate: str) -> str | None:
+    """A writes seq 1 and 2 of `aggregate`; seq 2 replicates to B, seq 1 does not; A is cut off and B takes
+    it over and publishes seq 2. Answers seq 1's event id."""
+    late_event = system.write(A, aggregate)
+    system.write(A, aggregate)
     system.replication.hold_writes(
-        lambda d: (d.keys["aggregate_key"]["S"], d.keys["seq"]["N"]) == ("Account#lagging", "1"), 3600
+        lambda d: (d.keys["aggregate_key"]["S"], d.keys["seq"]["N"]) == (f"Account#{aggregate}", "1"), 3600
     )
     system.replicator.step()
     system.cut(A)
     system.run_for(TAKEOVER_AFTER_S + 180)
-    assert [(r, s) for r, k, s in published(system) if k == "Account#lagging"] == [(B, 2)]
+    assert [(r, s) for r, k, s in published(system) if k == f"Account#{aggregate}"] == [(B, 2)]
+    return late_event
+
+
+def test_a_takeover_record_lagging_past_the_margin_keeps_a_late_replica_in_order(system: TwoRegions) -> None:
+    # Given A cut off with seq 2 of an aggregate replicated to B and seq 1 not: B takes A over and publishes
+    # seq 2, its #taken# record of the aggregate saying so
+    late_event = taken_over_past_a_late_seq(system, "lagging")
 
     # When A comes back while that record alone replicates to A late, past the handback's margin (every
     # other write flows: replication is per item, with no order across items)
@@ -334,15 +341,7 @@ def test_a_taker_lost_after_the_return_saw_its_takeover_keeps_the_rows_it_may_ha
 ) -> None:
     # Given A cut off with seq 2 of an aggregate replicated to B and seq 1 not: B takes A over and publishes
     # seq 2, its #taken# record of the aggregate saying so
-    late_event = system.write(A, "stranded")
-    system.write(A, "stranded")
-    system.replication.hold_writes(
-        lambda d: (d.keys["aggregate_key"]["S"], d.keys["seq"]["N"]) == ("Account#stranded", "1"), 3600
-    )
-    system.replicator.step()
-    system.cut(A)
-    system.run_for(TAKEOVER_AFTER_S + 180)
-    assert [(r, s) for r, k, s in published(system) if k == "Account#stranded"] == [(B, 2)]
+    late_event = taken_over_past_a_late_seq(system, "stranded")
 
     # When A comes back and reads B's heartbeat holding its origin (it yields), B's record lagging into A's
     # replica, and B is lost before A could read that record in B's replica
@@ -458,15 +457,7 @@ def test_rows_without_origin_are_taken_over_with_the_home_region(system: TwoRegi
 def test_a_taker_lost_before_its_record_replicated_keeps_a_late_replica_in_order(system: TwoRegions) -> None:
     # Given A cut off with seq 2 of an aggregate replicated to B and seq 1 not: B takes A over and publishes
     # seq 2
-    late_event = system.write(A, "orphan")
-    system.write(A, "orphan")
-    system.replication.hold_writes(
-        lambda d: (d.keys["aggregate_key"]["S"], d.keys["seq"]["N"]) == ("Account#orphan", "1"), 3600
-    )
-    system.replicator.step()
-    system.cut(A)
-    system.run_for(TAKEOVER_AFTER_S + 180)
-    assert [(r, s) for r, k, s in published(system) if k == "Account#orphan"] == [(B, 2)]
+    late_event = taken_over_past_a_late_seq(system, "orphan")
 
     # When B is lost in turn before its writes (the #taken# record among them) replicated, and A comes back
     system.cut(B)
