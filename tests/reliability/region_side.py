@@ -12,8 +12,7 @@ While `cut`, its mapping and schedule do nothing (its functions are down).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -46,6 +45,7 @@ from outbox_sweeper.failed_index import DynamoDBFailedIndexer
 from outbox_sweeper.handler import build_sweeper
 from outbox_sweeper.scan import DynamoDBTableScan
 from outbox_sweeper.sweep import Sweeper
+from tests.reliability import stepping
 from tests.reliability.system import (
     ACCOUNT,
     PUBLISHER,
@@ -238,23 +238,14 @@ class RegionSide:
 
     # --- invocations ------------------------------------------------------------------------------------
 
-    @contextmanager
-    def _invocation(self, function: str) -> Iterator[None]:
-        wire = self.system.wire
-        invocation = wire.begin(self.name(function))
-        before = len(wire.published)
-        try:
-            yield
-        except Crash as crash:
-            invocation.crashed = True
-            if crash.timeout:
-                invocation.faults["timeout"] += 1
-            self.restart(function)
-            raise
-        finally:
-            wire.end()
-            self.streams.stamp()
-            invocation.recorded = self._recorded(wire.published[before:])
+    def _invocation(self, function: str) -> AbstractContextManager[None]:
+        return stepping.invocation(
+            self.system.wire,
+            self.name(function),
+            restart=lambda: self.restart(function),
+            stamp=self.streams.stamp,
+            recorded=self._recorded,
+        )
 
     def _recorded(self, publications: list[Publication]) -> frozenset[tuple[str, str]]:
         """The deliveries among `publications` that this region's replica records now (as the single-region

@@ -46,7 +46,7 @@ from outbox.transaction import Transaction
 from outbox.writer import OutboxWriter
 from outbox_local.moto_transactions import atomic_transactions
 from outbox_ops.release import skip
-from tests.reliability import region_oracle
+from tests.reliability import region_oracle, stepping
 from tests.reliability.invariants import Committed, History, Verdict, check
 from tests.reliability.region_replication import Replication
 from tests.reliability.region_side import (
@@ -64,8 +64,6 @@ from tests.reliability.wire import Wire
 from tests.support.clock import FakeClock, RecordingSleep
 
 __all__ = ["LATE_REPLICA", "REGIONS", "TAKEOVER_AFTER_S", "Cut", "TwoRegions", "region_of", "two_regions"]
-
-_TICK_S = 0.001
 
 
 @dataclass
@@ -205,20 +203,9 @@ class TwoRegions:
         self.run_until(lambda: False, deadline=self.clock.seconds() + seconds, max_rounds=max_rounds)
 
     def run_until(self, done: Callable[[], bool], *, deadline: float, max_rounds: int = 100_000) -> bool:
-        for _ in range(max_rounds):
-            now = self.clock.seconds()
-            if now >= deadline - _TICK_S:
-                return done()
-            worked, waiting = self.round()
-            if worked:
-                continue
-            if waiting:
-                self.clock.advance(max(_TICK_S, min(0.25, deadline - now)))
-                continue
-            if done():
-                return True
-            self.clock.advance(max(0.05, min(self._next_due(), deadline) - self.clock.seconds()))
-        return done()
+        return stepping.run_until(
+            self.clock, self.round, self._next_due, done, deadline=deadline, max_rounds=max_rounds
+        )
 
     def _next_due(self) -> float:
         now = self.clock.seconds()

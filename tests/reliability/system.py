@@ -45,7 +45,7 @@ import random
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -104,6 +104,7 @@ from outbox_sweeper.failed_index import DynamoDBFailedIndexer
 from outbox_sweeper.handler import build_sweeper
 from outbox_sweeper.scan import DynamoDBTableScan
 from outbox_sweeper.sweep import Sweeper
+from tests.reliability import stepping
 from tests.reliability.invariants import Committed, History, OrderState, Row, Verdict, check
 from tests.reliability.wire import EVENTBRIDGE, SNS, Crash, Publication, Wire
 from tests.support.aws import REGION, Tables, create_tables, scan_all
@@ -136,7 +137,6 @@ CONSUMER_MAX_RECEIVES = 8
 CONSUMER_BATCH = 10
 SWEEP_RATE = "rate(1 minute)"
 EFFECT_PREFIX = "effect#"
-_TICK_S = 0.001
 REORDER_HOLD_S = 20.0
 """How long a reordered delivery is held back for the ones after it to overtake."""
 _ONE_ATTEMPT = Config(
@@ -490,22 +490,14 @@ class System:
 
     # --- invocations -------------------------------------------------------------------------------------
 
-    @contextmanager
-    def _invocation(self, function: str) -> Iterator[None]:
-        invocation = self.wire.begin(function)
-        published_before = len(self.wire.published)
-        try:
-            yield
-        except Crash as crash:
-            invocation.crashed = True
-            if crash.timeout:
-                invocation.faults["timeout"] += 1
-            self.restart(function)
-            raise
-        finally:
-            self.wire.end()
-            self.streams.stamp()
-            invocation.recorded = self._recorded(self.wire.published[published_before:])
+    def _invocation(self, function: str) -> AbstractContextManager[None]:
+        return stepping.invocation(
+            self.wire,
+            function,
+            restart=lambda: self.restart(function),
+            stamp=self.streams.stamp,
+            recorded=self._recorded,
+        )
 
     def _recorded(self, publications: list[Publication]) -> frozenset[tuple[str, str]]:
         """The deliveries among `publications` that the table records now (read with the admin client): the
@@ -851,20 +843,9 @@ class System:
         self.run_until(lambda: False, deadline=self.clock.seconds() + seconds, max_rounds=max_rounds)
 
     def run_until(self, done: Callable[[], bool], *, deadline: float, max_rounds: int = 100_000) -> bool:
-        for _ in range(max_rounds):
-            now = self.clock.seconds()
-            if now >= deadline - _TICK_S:  # the fake clock counts whole microseconds
-                return done()
-            worked, waiting = self.round()
-            if worked:
-                continue
-            if waiting:
-                self.clock.advance(max(_TICK_S, min(0.25, deadline - now)))
-                continue
-            if done():
-                return True
-            self.clock.advance(max(0.05, min(self._next_due(), deadline) - self.clock.seconds()))
-        return done()
+        return stepping.run_until(
+            self.clock, self.round, self._next_due, done, deadline=deadline, max_rounds=max_rounds
+        )
 
     def _next_due(self) -> float:
         dues = [self.clock.seconds() + (self.schedules.seconds_until_next() or 60.0)]
