@@ -41,6 +41,22 @@ def received(runtime: LocalRuntime, queue_url: str) -> list[str]:
     return sorted(json.loads(message["Body"])["event_id"] for message in messages)
 
 
+def subscribed_queue(runtime: LocalRuntime) -> str:
+    """A queue of the user's, subscribed to the sample's topic with raw delivery: its URL."""
+    sqs = runtime.client("sqs")
+    queue_url: str = sqs.create_queue(QueueName="mine")["QueueUrl"]
+    queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    runtime.client("sns").subscribe(
+        TopicArn=runtime.outputs["TopicArn"],
+        Protocol="sqs",
+        Endpoint=queue_arn,
+        Attributes={"RawMessageDelivery": "true"},
+    )
+    return queue_url
+
+
 @pytest.fixture
 def options(synthesized: Synthesized, tmp_path: Path) -> RuntimeOptions:
     return RuntimeOptions(
@@ -59,16 +75,7 @@ def test_a_clean_stop_and_start_keeps_orders_subscriptions_and_undelivered_event
     with LocalRuntime(options) as first:
         assert not first.restored
         sqs = first.client("sqs")
-        queue_url = sqs.create_queue(QueueName="mine")["QueueUrl"]
-        queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"][
-            "QueueArn"
-        ]
-        first.client("sns").subscribe(
-            TopicArn=first.outputs["TopicArn"],
-            Protocol="sqs",
-            Endpoint=queue_arn,
-            Attributes={"RawMessageDelivery": "true"},
-        )
+        queue_url = subscribed_queue(first)
         delivered = place_order(first)
         first.drain_streams()
         assert received(first, queue_url) == [delivered["event_id"]]
@@ -118,16 +125,7 @@ def test_a_template_changed_since_the_state_was_saved_is_applied_in_place(
     # the user subscribed to the topic
     with LocalRuntime(options) as first:
         sqs = first.client("sqs")
-        queue_url = sqs.create_queue(QueueName="mine")["QueueUrl"]
-        queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"][
-            "QueueArn"
-        ]
-        first.client("sns").subscribe(
-            TopicArn=first.outputs["TopicArn"],
-            Protocol="sqs",
-            Endpoint=queue_arn,
-            Attributes={"RawMessageDelivery": "true"},
-        )
+        queue_url = subscribed_queue(first)
         placed = place_order(first)
         first.drain_streams()
         assert received(first, queue_url) == [placed["event_id"]]
