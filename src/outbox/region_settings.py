@@ -39,6 +39,16 @@ DEFAULT_SWEEPER_TIMEOUT_SECONDS: Final = 120
 MIN_REGIONS: Final = 2
 
 
+SWEEPS_BEFORE_TAKEOVER: Final = 3
+"""A sweeper that missed this many scheduled runs, plus one run's timeout, may still be alive: a takeover time
+shorter than that would take over a region whose sweeper is only late."""
+
+
+def least_takeover_after(sweep_interval: timedelta, sweeper_timeout: timedelta) -> timedelta:
+    """The shortest takeover time these sweeper settings allow (the functions and the construct check it)."""
+    return SWEEPS_BEFORE_TAKEOVER * sweep_interval + sweeper_timeout
+
+
 @dataclass(frozen=True, slots=True)
 class RegionSettings:
     """The regions of one outbox and the times its decisions count in, validated once (ConfigurationError)."""
@@ -64,12 +74,11 @@ class RegionSettings:
             )
         if self.region not in self.regions:
             raise ConfigurationError(f"{ENV_REGION} {self.region} is not one of {ENV_REGIONS}")
-        least = 3 * self.sweep_interval + self.sweeper_timeout
+        least = least_takeover_after(self.sweep_interval, self.sweeper_timeout)
         if self.takeover_after < least:
             raise ConfigurationError(
-                f"{ENV_TAKEOVER_AFTER_SECONDS} must be at least 3 x the sweep interval + the sweeper's "
-                "timeout "
-                f"({int(least.total_seconds())} s)"
+                f"{ENV_TAKEOVER_AFTER_SECONDS} must be at least {SWEEPS_BEFORE_TAKEOVER} x the sweep "
+                f"interval + the sweeper's timeout ({int(least.total_seconds())} s)"
             )
 
     @classmethod

@@ -18,7 +18,6 @@ from constructs import Construct
 from outbox import metrics, outputs
 from outbox_cdk import constants as c
 from outbox_cdk.naming import outbox_name_for
-from outbox_cdk.regions import REGION_DIMENSION, REGION_HEARTBEAT_AGE_SECONDS, TAKEOVER_IN_PROGRESS
 
 RUNBOOK: Final = "docs/runbook.md"
 
@@ -68,7 +67,7 @@ def region_metric(metric_name: str, service: str, region: str, statistic: str) -
     return cloudwatch.Metric(
         namespace=metrics.NAMESPACE,
         metric_name=metric_name,
-        dimensions_map={metrics.SERVICE_DIMENSION: service, REGION_DIMENSION: region},
+        dimensions_map={metrics.SERVICE_DIMENSION: service, metrics.REGION_DIMENSION: region},
         statistic=statistic,
         period=Duration.minutes(c.ALARM_PERIOD_MINUTES),
     )
@@ -294,8 +293,8 @@ class OutboxMonitoring(Construct):
     def _region_alarms(self, region: RegionWatch, sweeper: str) -> None:
         """A peer silent for the takeover time (its rows are about to pass, or have passed, to another
         region), and a takeover in progress here: both need an operator to look (docs/runbook.md)."""
-        heartbeat_age = region_metric(REGION_HEARTBEAT_AGE_SECONDS, sweeper, region.region, "Maximum")
-        taking = region_metric(TAKEOVER_IN_PROGRESS, sweeper, region.region, "Maximum")
+        heartbeat_age = region_metric(metrics.REGION_HEARTBEAT_AGE_SECONDS, sweeper, region.region, "Maximum")
+        taking = region_metric(metrics.TAKEOVER_IN_PROGRESS, sweeper, region.region, "Maximum")
         self.region_heartbeat_alarm = self._alarm(
             "RegionHeartbeatAgeAlarm",
             "RegionHeartbeatAge",

@@ -26,6 +26,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from outbox import outputs
+from outbox.region_settings import ENV_ORIGIN
 from outbox_cdk import constants as c
 from outbox_cdk.checkov import ServiceKeyAcknowledgements
 from outbox_cdk.destinations import DestinationsProps, OutboxDestinations
@@ -49,7 +50,7 @@ from outbox_cdk.publisher import (
     default_publisher_function,
 )
 from outbox_cdk.queues import FailureQueues, FailureQueuesProps
-from outbox_cdk.regions import ENV_OUTBOX_ORIGIN, OutboxRegions
+from outbox_cdk.regions import OutboxRegions
 from outbox_cdk.schema_registry import OutboxSchemaRegistry, SchemaRegistryProps
 from outbox_cdk.sweeper import OutboxSweeper, SweeperSettings, default_sweeper_function
 from outbox_cdk.table import DataTableProps, OutboxGlobalTable, OutboxTable
@@ -321,7 +322,7 @@ class Outbox(Construct):
         environment = {ENV_OUTBOX_TABLE_NAME: self.table.table_name}
         if self.region is not None:
             # With regions, the writer stamps each row with its region (outbox.OutboxWriter's origin).
-            environment[ENV_OUTBOX_ORIGIN] = self.region
+            environment[ENV_ORIGIN] = self.region
         if self.payloads is not None:
             environment.update(self.payloads.writer_environment)
         return environment

@@ -11,32 +11,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Final
+from datetime import timedelta
 
 from aws_cdk import Duration, Stack, Token
 from constructs import Construct
 
-from outbox import metrics
-from outbox import region_settings as regions
 from outbox.event_rules import is_region_name
+from outbox.region_settings import (
+    DEFAULT_TAKEOVER_AFTER_SECONDS,
+    SWEEPS_BEFORE_TAKEOVER,
+    RegionSettings,
+    least_takeover_after,
+)
 from outbox.stream_mapping import publisher_filter_patterns
 from outbox_cdk.errors import OutboxConstructError
-
-# The names the functions read (outbox.region_settings.RegionSettings.from_env) and the sweeper's region
-# metrics (outbox.metrics), defined once there.
-ENV_OUTBOX_REGION: Final = regions.ENV_REGION
-ENV_OUTBOX_REGIONS: Final = regions.ENV_REGIONS
-ENV_OUTBOX_TAKEOVER_AFTER_SECONDS: Final = regions.ENV_TAKEOVER_AFTER_SECONDS
-ENV_OUTBOX_SWEEP_INTERVAL_SECONDS: Final = regions.ENV_SWEEP_INTERVAL_SECONDS
-ENV_OUTBOX_SWEEPER_TIMEOUT_SECONDS: Final = regions.ENV_SWEEPER_TIMEOUT_SECONDS
-ENV_OUTBOX_ORIGIN: Final = regions.ENV_ORIGIN
-DEFAULT_TAKEOVER_AFTER_SECONDS: Final = regions.DEFAULT_TAKEOVER_AFTER_SECONDS
-REGION_HEARTBEAT_AGE_SECONDS: Final = metrics.REGION_HEARTBEAT_AGE_SECONDS
-TAKEOVER_IN_PROGRESS: Final = metrics.TAKEOVER_IN_PROGRESS
-REGION_DIMENSION: Final = metrics.REGION_DIMENSION
-# A sweeper that missed this many scheduled runs, plus one run's timeout, may still be alive: a takeover time
-# shorter than that would take over a region whose sweeper is only late.
-SWEEPS_BEFORE_TAKEOVER: Final = 3
 
 
 @dataclass(frozen=True)
@@ -89,7 +77,9 @@ class OutboxRegions:
     def check_sweeper(self, schedule: Duration, timeout: Duration) -> None:
         """Refuse a takeover time a merely late sweeper could reach: a region is presumed lost after it, so
         it must exceed several missed runs (`SWEEPS_BEFORE_TAKEOVER` x the schedule) and one run's timeout."""
-        least = SWEEPS_BEFORE_TAKEOVER * schedule.to_seconds() + timeout.to_seconds()
+        least = least_takeover_after(
+            timedelta(seconds=schedule.to_seconds()), timedelta(seconds=timeout.to_seconds())
+        ).total_seconds()
         if self.takeover_after.to_seconds() < least:
             raise OutboxConstructError(
                 f"regions: takeover_after is {self.takeover_after_seconds} s; it must be at least "
@@ -156,13 +146,13 @@ class OutboxRegions:
         """What the publisher and the sweeper of `region` are configured with (outbox.region_settings), the
         sweeper's schedule and timeout included: both functions decide with the same figures."""
         self.check_sweeper(sweep_interval, sweeper_timeout)
-        return {
-            ENV_OUTBOX_REGION: region,
-            ENV_OUTBOX_REGIONS: ",".join(self.ring),
-            ENV_OUTBOX_TAKEOVER_AFTER_SECONDS: str(self.takeover_after_seconds),
-            ENV_OUTBOX_SWEEP_INTERVAL_SECONDS: str(int(sweep_interval.to_seconds())),
-            ENV_OUTBOX_SWEEPER_TIMEOUT_SECONDS: str(int(sweeper_timeout.to_seconds())),
-        }
+        return RegionSettings(
+            region=region,
+            regions=tuple(self.ring),
+            takeover_after=timedelta(seconds=self.takeover_after_seconds),
+            sweep_interval=timedelta(seconds=sweep_interval.to_seconds()),
+            sweeper_timeout=timedelta(seconds=sweeper_timeout.to_seconds()),
+        ).environment()
 
     def filter_patterns(self, region: str) -> tuple[Mapping[str, object], ...]:
         """The publisher mapping's filter patterns in `region`: foreign-origin INSERTs filtered out."""
