@@ -40,7 +40,7 @@ _REGION = re.compile(r"[a-z]{2}(-[a-z]+)+-\d{1,2}")
 
 
 class RegionControl(Protocol):
-    """What the regions' routes act on (`LocalRuntime`)."""
+    """What the regions' routes act on (`region_cuts.RegionCuts`)."""
 
     def cut_region(self, region: str) -> None: ...
 

@@ -16,13 +16,13 @@ from outbox_local.aws_server import LocalAwsServer
 from outbox_local.background import Background
 from outbox_local.cloudformation.api import CloudFormationApi
 from outbox_local.cloudformation.deployer import RuntimeStackHost
-from outbox_local.cloudformation.host import CloudFormationError
 from outbox_local.cloudformation.service import CloudFormationService
 from outbox_local.control_api import ControlApi, mapping_report
+from outbox_local.drain import drain
 from outbox_local.emf_metrics import EmfMetricsForwarder
 from outbox_local.endpoint import environment
 from outbox_local.endpoint_clients import EndpointClients
-from outbox_local.errors import LocalRuntimeError, RuntimeStateError
+from outbox_local.errors import RuntimeStateError
 from outbox_local.event_source_mapping_api import (
     EventSourceMappingApi,
 )
@@ -35,13 +35,13 @@ from outbox_local.moto_isolation import isolated_requests
 from outbox_local.moto_performance import lighter_moto
 from outbox_local.moto_sns_sizes import topic_message_sizes
 from outbox_local.moto_transactions import atomic_transactions
-from outbox_local.persistence import Persistence, StateDirError
+from outbox_local.persistence import Persistence
 from outbox_local.persistence.runtime_state import (
-    StacksHeld,
+    keep_runtime,
     open_state,
-    restore,
     restore_moto,
-    saved_runtime,
+    resume_runtime,
+    start_up_stack,
 )
 from outbox_local.provisioning import ProvisionedStack
 from outbox_local.queue_mapping import QueueMappingRunner
@@ -50,8 +50,7 @@ from outbox_local.replication import Replicator
 from outbox_local.runtime_options import RuntimeOptions, VirtualClock
 from outbox_local.schedules import ScheduleRunner
 from outbox_local.stack_set import StackSet
-from outbox_local.stacks import DeployedStack, StackDefinition, stack_key
-from outbox_local.stream_mapping import NOTHING_DONE, StepKind
+from outbox_local.stacks import DeployedStack, StackDefinition
 from outbox_local.stream_poller import StreamMappingRunner, iterator_age_ms
 from outbox_local.template import Template
 from outbox_local.trace_journal import TraceJournal
@@ -66,9 +65,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger("outbox_local.runtime")
-_WAIT_STEP_S = 0.05
-_LEAST_ADVANCE_S = 0.001
-"""drain_streams always moves the clock on while waiting, so a due time a rounding short is still reached."""
 ALARM_TICK_S = 1.0
 
 
@@ -102,7 +98,9 @@ class LocalRuntime:
         )
         """Between the replicas of the stacks' global tables (`outbox_local.replication`): on a thread of its
         own in the background, stepped by `drain_streams()` otherwise."""
-        self._cuts = RegionCuts(self.replication)
+        self._cuts = RegionCuts(
+            self.replication, options.region, stacks=lambda: self._stack_set, host=lambda: self.host
+        )
         """Regions cut off (`cut_region`): their functions, pollers and schedules stop, replication queues."""
         self.persistence: Persistence | None = None  # with a state directory (`outbox_local.persistence`)
         self.restored = False  # started from a state directory's snapshot
@@ -145,7 +143,7 @@ class LocalRuntime:
                 lambda: mapping_report(self.mappings, self.queue_mappings),
                 lambda: {"region": self.options.region, "stack_name": self.options.stack_name},
                 self.traces.chain,
-                regions=self,
+                regions=self._cuts,
             ),
             cut=self.persistence.wrap if self.persistence is not None else None,
         )
@@ -157,60 +155,20 @@ class LocalRuntime:
             self._server.start()
             self._open_machinery()
             if snapshot is not None:
-                restore(snapshot, self._started_stacks(), self._apis, self.alarms, self.replication)
-                for region in getattr(snapshot.runtime, "cut_regions", ()):  # a region cut off stays so
-                    self.cut_region(region)
-                self.regional_alarms.resume(getattr(snapshot.runtime, "regional_alarm_states", {}))
-                if snapshot.runtime.cloudformation is not None:
-                    self.cloudformation.resume(snapshot.runtime.cloudformation)
+                resume_runtime(snapshot, self, self._started_stacks(), self._apis)
             if template is not None:
-                self._run_start_up_stack(template, self.options.stack_name, None)
+                start_up_stack(self, template, self.options.stack_name, None)
             for more in self.options.more_stacks:
                 region = None if more.region in {None, self.options.region} else more.region
-                self._run_start_up_stack(Template.load(more.template_path), more.name, region)
+                start_up_stack(self, Template.load(more.template_path), more.name, region)
             if self.persistence is not None:
-                held = StacksHeld(self.stacks_lock, self.cloudformation.saved)
-                self.persistence.start(
-                    lambda: saved_runtime(
-                        list(self.stacks.values()),
-                        self._apis.urls(),
-                        self.alarms,
-                        held.records,
-                        replication=self.replication.state(),
-                        cut_regions=self.cut_regions,
-                        regional_alarms=self.regional_alarms,
-                    ),
-                    guard=held,
-                )
+                keep_runtime(self.persistence, self, self._apis)
             if self._background is not None:
                 self._background.start()
                 self.replication.start(self.options.poll_interval_s)
         except BaseException:
             self.stop()
             raise
-
-    def _run_start_up_stack(self, template: Template, name: str, region: str | None) -> None:
-        """Create a stack the runtime starts with (in `region`; None: the runtime's); restored from a state
-        directory, update it in place if its template changed since (as `cdk deploy` would), or refuse to
-        start if that cannot be done."""
-        running = self.stacks.get(stack_key(name, region))
-        if running is None:
-            definition = StackDefinition(
-                name,
-                template,
-                parameter_values=self.options.parameter_values,
-                code_root=self.options.code_root,
-                region=region,
-            )
-            self.create_stack(definition)
-        elif dict(running.definition.template.body) != dict(template.body):
-            try:
-                self.cloudformation.redeploy(name, template, self.options.parameter_values, region=region)
-            except CloudFormationError as error:
-                raise StateDirError(
-                    f"{template.path} changed since stack {name}'s state was saved, and the runtime cannot "
-                    f"apply the change in place: {error}. Start with --fresh to discard the saved state"
-                ) from error
 
     def stop(self) -> None:
         # First: an operation under way (a deploy) ends while everything it attaches to still runs.
@@ -323,29 +281,11 @@ class LocalRuntime:
         """Run every event source mapping, streams and queues, until nothing is left to do (for callers
         driving without a thread).
 
-        When a mapping only waits (batching window, retry delay), the virtual clock moves forward instead of
-        the caller sleeping, so tests stay fast and deterministic. A queue message left invisible by a
-        failed invocation is not work: it comes back when moto's visibility timeout (real time) ends. With a
-        state directory, stream records no snapshot holds yet are work too: a save makes them readable.
+        Runs `drain.drain`: the virtual clock moves forward instead of the caller waiting.
         """
         if self.options.background:
             raise RuntimeStateError("drain_streams drives the mappings itself: start with background=False")
-        for _ in range(max_steps):
-            reports = [report for mapping in self._pollers() for report in mapping.poll_once()]
-            replicated = self.replication.step()
-            replication_due = self.replication.next_due()
-            if all(report.kind is StepKind.IDLE for report in reports) and replication_due is None:
-                if self.persistence is None or self.persistence.holds_every_record():
-                    return
-                self.persistence.wait_saved()
-            if all(report.kind in NOTHING_DONE for report in reports) and not replicated:
-                # On to when something is next due (a window's end, a retry, a throttle's back-off, a write
-                # replicated after the lag).
-                due = [report.due_at for report in reports if report.due_at is not None]
-                due += [replication_due] if replication_due is not None else []
-                wait = min(due) - self.clock() if due else _WAIT_STEP_S
-                self.clock.advance(max(wait, _LEAST_ADVANCE_S))
-        raise RuntimeStateError(f"event source mappings still busy after {max_steps} steps")
+        drain(self._cuts.pollers, self.replication, self.persistence, self.clock, max_steps)
 
     def wait_until_idle(self, timeout_s: float) -> bool:
         """In the background: block until every mapping was idle at once, after this call and after any work
@@ -377,7 +317,7 @@ class LocalRuntime:
         metrics = EmfMetricsForwarder(
             self._internal_client("cloudwatch"),
             in_background=self.options.background,
-            regional=lambda function: self._internal_client("cloudwatch", self._region_of_function(function)),
+            regional=lambda function: self._internal_client("cloudwatch", self._cuts.of_function(function)),
         )
         self._metrics = metrics
         host = FunctionHost(
@@ -386,7 +326,7 @@ class LocalRuntime:
             on_output=metrics.forward,
             max_environments=self.options.max_environments,
             on_invocation=self.traces.record,
-            region_cut=self.region_is_cut,
+            region_cut=self._cuts.is_cut,
         )
         self.host = host
         host.open()
@@ -395,7 +335,7 @@ class LocalRuntime:
             time.monotonic,
             region=self.options.region,
             speedup=self.options.schedule_speedup,
-            paused=lambda function_arn: self.region_is_cut(function_arn.split(":")[3]),
+            paused=lambda function_arn: self._cuts.is_cut(function_arn.split(":")[3]),
         )
         self.alarms = self._alarm_evaluator(None)
         self.regional_alarms = RegionalAlarms(self._alarm_evaluator)
@@ -406,7 +346,7 @@ class LocalRuntime:
                 evaluate_alarms=self.evaluate_alarms,
                 poll_interval_s=self.options.poll_interval_s,
                 alarm_interval_s=ALARM_TICK_S,
-                paused=lambda poller: self._poller_region(poller) in self.cut_regions,
+                paused=lambda poller: self._cuts.of_poller(poller) in self.cut_regions,
             )
         self._stack_set = StackSet(
             host=host,
@@ -459,8 +399,8 @@ class LocalRuntime:
         if self.alarms is None:
             raise RuntimeStateError("the runtime is not started")
         # CloudWatch of a region cut off is down too: its alarms are not evaluated.
-        transitions = [] if self.region_is_cut(self.options.region) else self.alarms.tick()
-        others = [r for r in self.regions() if r != self.options.region and not self.region_is_cut(r)]
+        transitions = [] if self._cuts.is_cut(self.options.region) else self.alarms.tick()
+        others = [r for r in self.regions() if r != self.options.region and not self._cuts.is_cut(r)]
         return transitions + self.regional_alarms.tick(others)
 
     def _alarm_evaluator(self, region: str | None) -> AlarmEvaluator:
@@ -478,70 +418,20 @@ class LocalRuntime:
             speedup=self.options.schedule_speedup,
         )
 
-    def _pollers(self) -> list[StreamMappingRunner | QueueMappingRunner]:
-        """Every stack's mappings, but those of a region cut off."""
-        cut = self.cut_regions
-        pollers: list[StreamMappingRunner | QueueMappingRunner] = []
-        for deployed in list(self.stacks.values()):
-            if self._started_stacks().region_of(deployed.definition) not in cut:
-                pollers += [*deployed.mappings, *deployed.queue_mappings]
-        return pollers
-
-    def _region_of_function(self, name: str) -> str | None:
-        """The region of a hosted function's stack (None: the runtime's)."""
-        if self.host is None:
-            return None
-        try:
-            return self.host.find(name).region
-        except LocalRuntimeError:
-            return None
-
-    def _poller_region(self, poller: object) -> str | None:
-        stacks = self._stack_set
-        for deployed in list(self.stacks.values()):
-            if any(poller is runner for runner in [*deployed.mappings, *deployed.queue_mappings]):
-                return stacks.region_of(deployed.definition) if stacks is not None else None
-        return None
-
-    # --- regions (a region cut off: docs/local.md, "Two regions locally") --------------------------------
+    # --- regions (`outbox_local.region_cuts`; a region cut off: docs/local.md, "Two regions locally") -----
 
     def cut_region(self, region: str) -> None:
-        """Cut `region` off, as in a regional outage: its functions are no longer invoked (an invocation of
-        one answers `RegionCutOff`), its stream and queue mappings stop polling (where they are: no record is
-        retried or discarded meanwhile), its schedules stop firing, and replication into and out of it queues
-        (`Replicator.cut`). Invocations under way finish."""
-        self._cuts.cut(region)
+        """Cut `region` off, as in a regional outage (`RegionCuts.cut_region`)."""
+        self._cuts.cut_region(region)
 
     def restore_region(self, region: str) -> None:
-        """Bring `region` back: its mappings take up where they were, a schedule due meanwhile fires once,
-        and the queued replication flows (after the lag, counted from each write)."""
-        self._cuts.restore(region)
+        """Bring `region` back (`RegionCuts.restore_region`)."""
+        self._cuts.restore_region(region)
 
     @property
     def cut_regions(self) -> frozenset[str]:
         return self._cuts.regions
 
-    def region_is_cut(self, region: str) -> bool:
-        return self._cuts.is_cut(region)
-
-    def region_report(self) -> dict[str, Any]:
-        """What `outbox local regions` shows."""
-        return {
-            "regions": self.regions(),
-            "cut": sorted(self.cut_regions),
-            "replication_pending": self.replication.pending(),
-            "replication_lag_s": self.replication.lag_s,
-        }
-
-    def set_replication_lag(self, seconds: float) -> None:
-        """A replication lag fault (`Replicator.set_lag`), from the control API."""
-        self.replication.set_lag(seconds)
-
     def regions(self) -> list[str]:
         """The regions the runtime holds something in: its own, its stacks', its global tables' replicas."""
-        stacks = self._stack_set
-        held = {self.options.region}
-        if stacks is not None:
-            held |= {stacks.region_of(deployed.definition) for deployed in list(stacks.stacks.values())}
-        held |= {region for regions in self.replication.tables.values() for region in regions}
-        return sorted(held | self.cut_regions)
+        return self._cuts.held()

@@ -13,18 +13,23 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from outbox_local.alarms import AlarmEvaluator, RegionalAlarms
+from outbox_local.cloudformation.host import CloudFormationError
 from outbox_local.cloudformation.records import SavedRecords
 from outbox_local.local_apis import LocalApis
-from outbox_local.persistence import Persistence, Snapshot, moto_state
+from outbox_local.persistence import Persistence, Snapshot, StateDirError, moto_state
 from outbox_local.provisioning import ProvisionedStack
 from outbox_local.replication import Replicator, ReplicatorState
 from outbox_local.runtime_options import RuntimeOptions
 from outbox_local.stack_set import StackSet
-from outbox_local.stacks import DeployedStack, StackDefinition
+from outbox_local.stacks import DeployedStack, StackDefinition, stack_key
 from outbox_local.stream_poller import ShardPosition
+from outbox_local.template import Template
+
+if TYPE_CHECKING:
+    from outbox_local.runtime import LocalRuntime
 
 
 @dataclass(frozen=True)
@@ -165,3 +170,56 @@ def restore(
             created_at=stack.created_at,
             resume_at=stack.positions,
         )
+
+
+def resume_runtime(snapshot: Snapshot, runtime: LocalRuntime, stacks: StackSet, apis: LocalApis) -> None:
+    """`restore`, then what the runtime itself held: the regions cut off (a region cut off stays so), the
+    other regions' alarm states, CloudFormation's records."""
+    restore(snapshot, stacks, apis, runtime.alarms, runtime.replication)
+    for region in getattr(snapshot.runtime, "cut_regions", ()):
+        runtime.cut_region(region)
+    runtime.regional_alarms.resume(getattr(snapshot.runtime, "regional_alarm_states", {}))
+    if snapshot.runtime.cloudformation is not None:
+        runtime.cloudformation.resume(snapshot.runtime.cloudformation)
+
+
+def keep_runtime(persistence: Persistence, runtime: LocalRuntime, apis: LocalApis) -> None:
+    """Each cut of `persistence` from now on holds the runtime's own part (`saved_runtime`), read while the
+    stacks are held still (`StacksHeld`)."""
+    held = StacksHeld(runtime.stacks_lock, runtime.cloudformation.saved)
+    persistence.start(
+        lambda: saved_runtime(
+            list(runtime.stacks.values()),
+            apis.urls(),
+            runtime.alarms,
+            held.records,
+            replication=runtime.replication.state(),
+            cut_regions=runtime.cut_regions,
+            regional_alarms=runtime.regional_alarms,
+        ),
+        guard=held,
+    )
+
+
+def start_up_stack(runtime: LocalRuntime, template: Template, name: str, region: str | None) -> None:
+    """Create a stack the runtime starts with (in `region`; None: the runtime's); restored from a state
+    directory, update it in place if its template changed since (as `cdk deploy` would), or refuse to
+    start if that cannot be done."""
+    running = runtime.stacks.get(stack_key(name, region))
+    if running is None:
+        definition = StackDefinition(
+            name,
+            template,
+            parameter_values=runtime.options.parameter_values,
+            code_root=runtime.options.code_root,
+            region=region,
+        )
+        runtime.create_stack(definition)
+    elif dict(running.definition.template.body) != dict(template.body):
+        try:
+            runtime.cloudformation.redeploy(name, template, runtime.options.parameter_values, region=region)
+        except CloudFormationError as error:
+            raise StateDirError(
+                f"{template.path} changed since stack {name}'s state was saved, and the runtime cannot "
+                f"apply the change in place: {error}. Start with --fresh to discard the saved state"
+            ) from error
